@@ -1,0 +1,1263 @@
+//! [`Dataset<T>`]: the cloneable, re-iterable recipe, and [`Epoch<T>`]: one pass over it.
+//!
+//! A `Dataset` holds configuration only. Each call to [`Dataset::iter`] builds one epoch: fresh
+//! buffers, channels, tasks and random state. Every operation below is a thin method that
+//! records a stage; the stream combinator that runs it lives in its own file under `ops/` (or
+//! `source/`).
+
+use std::fmt;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::stream::{FusedStream, Stream, StreamExt};
+
+use crate::ops;
+use crate::options::{Options, Parallelism};
+use crate::source;
+
+/// The stream type every stage produces: elements or errors, boxed once per stage.
+pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = anyhow::Result<T>> + Send + 'static>>;
+
+/// How many elements a dataset yields, as far as is known before iterating it
+/// (tf.data's `cardinality()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cardinality {
+    /// Exactly this many elements per epoch.
+    Finite(u64),
+    /// Never ends (tf.data's `INFINITE_CARDINALITY`, -1).
+    Infinite,
+    /// Not known without iterating (tf.data's `UNKNOWN_CARDINALITY`, -2).
+    Unknown,
+}
+
+impl Cardinality {
+    /// tf.data's encoding: the count, -1 for infinite, -2 for unknown.
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Cardinality::Finite(n) => i64::try_from(n).unwrap_or(i64::MAX),
+            Cardinality::Infinite => -1,
+            Cardinality::Unknown => -2,
+        }
+    }
+
+    /// The count, when finite.
+    pub fn finite(self) -> Option<u64> {
+        match self {
+            Cardinality::Finite(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn map_finite(self, f: impl FnOnce(u64) -> u64) -> Cardinality {
+        match self {
+            Cardinality::Finite(n) => Cardinality::Finite(f(n)),
+            other => other,
+        }
+    }
+}
+
+/// What every stage of one epoch can see: the pipeline's options. Later: the statistics
+/// registry and the checkpoint state of the epoch.
+#[derive(Debug, Clone)]
+pub(crate) struct Ctx {
+    options: Arc<Options>,
+}
+
+impl Ctx {
+    pub(crate) fn new(options: Options) -> Self {
+        Ctx {
+            options: Arc::new(options),
+        }
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The seed a random stage uses: its own, else one derived from the global seed and the
+    /// stage's depth in the pipeline, else `fallback` (drawn from OS entropy when the recipe was
+    /// built).
+    pub(crate) fn seed_for(&self, own: Option<u64>, depth: u64, fallback: u64) -> u64 {
+        own.or_else(|| self.options.seed.map(|g| mix64(g ^ mix64(depth))))
+            .unwrap_or(fallback)
+    }
+}
+
+/// SplitMix64's finaliser: a cheap, well-mixed hash of a 64-bit value, used to derive seeds.
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+type BuildFn<T> = dyn Fn(&Ctx) -> BoxStream<T> + Send + Sync;
+
+struct Stage<T> {
+    /// tf.data's name for the operation, e.g. `"map_parallel"`.
+    name: &'static str,
+    cardinality: Cardinality,
+    /// Options set on this stage or any stage upstream of it.
+    options: Options,
+    /// Number of stages upstream of this one (seeds derive from it).
+    depth: u64,
+    build: Box<BuildFn<T>>,
+}
+
+/// A re-iterable recipe for a stream of `T`s: tf.data's `tf.data.Dataset`.
+///
+/// Cloning is cheap (one `Arc`); a `Dataset` is `Send + Sync` whatever `T` is, so it can be
+/// shared between tasks. Each [`iter`](Dataset::iter) runs the recipe once, as a fresh
+/// [`Epoch`] stream.
+///
+/// # Examples
+///
+/// ```
+/// use streamload::Dataset;
+/// # tokio_test::block_on(async {
+/// let ds = Dataset::range(0, 10).filter(|x| x % 2 == 0).map(|x| x * 10).batch(2);
+/// assert_eq!(ds.collect().await?, vec![vec![0, 20], vec![40, 60], vec![80]]);
+/// // A dataset is a recipe: iterate it again and it runs again.
+/// assert_eq!(ds.count().await?, 3);
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+pub struct Dataset<T> {
+    stage: Arc<Stage<T>>,
+}
+
+impl<T> Clone for Dataset<T> {
+    fn clone(&self) -> Self {
+        Dataset {
+            stage: Arc::clone(&self.stage),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Dataset<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dataset")
+            .field("stage", &self.stage.name)
+            .field("cardinality", &self.stage.cardinality)
+            .field("options", &self.stage.options)
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing shared by every operation.
+// ---------------------------------------------------------------------------------------------
+impl<T: Send + 'static> Dataset<T> {
+    /// A stage with no dataset input.
+    pub(crate) fn source(
+        name: &'static str,
+        cardinality: Cardinality,
+        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
+    ) -> Self {
+        Self::stage(name, cardinality, Options::default(), 0, build)
+    }
+
+    /// A stage with explicit options and depth (for operations with several inputs).
+    pub(crate) fn stage(
+        name: &'static str,
+        cardinality: Cardinality,
+        options: Options,
+        depth: u64,
+        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
+    ) -> Self {
+        Dataset {
+            stage: Arc::new(Stage {
+                name,
+                cardinality,
+                options,
+                depth,
+                build: Box::new(build),
+            }),
+        }
+    }
+
+    /// A stage that transforms this dataset's stream.
+    pub(crate) fn unary<U: Send + 'static>(
+        &self,
+        name: &'static str,
+        cardinality: Cardinality,
+        op: impl Fn(&Ctx, BoxStream<T>) -> BoxStream<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let input = self.clone();
+        Dataset::stage(
+            name,
+            cardinality,
+            self.stage.options.clone(),
+            self.stage.depth + 1,
+            move |ctx| op(ctx, input.build(ctx)),
+        )
+    }
+
+    /// Builds this stage's stream (and so every stage upstream of it) for one epoch.
+    pub(crate) fn build(&self, ctx: &Ctx) -> BoxStream<T> {
+        (self.stage.build)(ctx)
+    }
+
+    pub(crate) fn depth(&self) -> u64 {
+        self.stage.depth
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.stage.options
+    }
+
+    /// The name of the operation that made this dataset, in tf.data's vocabulary.
+    pub fn name(&self) -> &'static str {
+        self.stage.name
+    }
+
+    /// How many elements one epoch yields, when known without iterating (tf.data's
+    /// `cardinality()`).
+    ///
+    /// ```
+    /// use streamload::{Cardinality, Dataset};
+    /// assert_eq!(Dataset::range(0, 10).batch(3).cardinality(), Cardinality::Finite(4));
+    /// assert_eq!(Dataset::range(0, 10).filter(|x| *x < 3).cardinality(), Cardinality::Unknown);
+    /// assert_eq!(Dataset::range(0, 10).repeat(-1).take(7).cardinality(), Cardinality::Finite(7));
+    /// ```
+    pub fn cardinality(&self) -> Cardinality {
+        self.stage.cardinality
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Iterating.
+// ---------------------------------------------------------------------------------------------
+impl<T: Send + 'static> Dataset<T> {
+    /// Starts one epoch: builds a fresh stream of this recipe (tf.data's `iter(ds)`).
+    ///
+    /// Nothing runs until the stream is polled. Stages that spawn work (`prefetch`,
+    /// `map_parallel`, `map_async`, `parallel_interleave`, `from_generator`) need the stream to
+    /// be polled inside a tokio runtime; outside one they yield [`Error::NoRuntime`](crate::Error).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the [`Epoch`] stops every task it spawned: async tasks are aborted, queued
+    /// blocking jobs are cancelled, and a running blocking job stops at its next element.
+    pub fn iter(&self) -> Epoch<T> {
+        let ctx = Ctx::new(self.stage.options.clone());
+        Epoch {
+            stream: self.build(&ctx),
+            done: false,
+        }
+    }
+
+    /// Runs one epoch and collects its elements; the first error ends it and is returned.
+    pub async fn collect(&self) -> anyhow::Result<Vec<T>> {
+        let mut out = Vec::with_capacity(
+            self.cardinality()
+                .finite()
+                .map_or(0, |n| n.min(1 << 16) as usize),
+        );
+        let mut epoch = self.iter();
+        while let Some(item) = epoch.next().await {
+            out.push(item?);
+        }
+        Ok(out)
+    }
+
+    /// Runs one epoch and counts its elements; the first error ends it and is returned.
+    pub async fn count(&self) -> anyhow::Result<u64> {
+        let mut n = 0u64;
+        let mut epoch = self.iter();
+        while let Some(item) = epoch.next().await {
+            item?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Folds one epoch into a single value (tf.data's `reduce(initial_state, reduce_func)`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 5).reduce(0, |s, x| s + x).await?, 10);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub async fn reduce<S>(&self, init: S, mut f: impl FnMut(S, T) -> S) -> anyhow::Result<S> {
+        let mut state = init;
+        let mut epoch = self.iter();
+        while let Some(item) = epoch.next().await {
+            state = f(state, item?);
+        }
+        Ok(state)
+    }
+
+    /// Calls `f` on every element of one epoch; the first error ends it and is returned.
+    pub async fn for_each(&self, mut f: impl FnMut(T)) -> anyhow::Result<()> {
+        let mut epoch = self.iter();
+        while let Some(item) = epoch.next().await {
+            f(item?);
+        }
+        Ok(())
+    }
+}
+
+/// One pass over a [`Dataset`]: a `Stream` of `anyhow::Result<T>`.
+///
+/// Made by [`Dataset::iter`]. It is `Send` and `Unpin`; drive it with
+/// [`StreamExt::next`](futures::StreamExt::next). Dropping it stops all work it spawned.
+#[must_use = "streams do nothing unless polled"]
+pub struct Epoch<T> {
+    stream: BoxStream<T>,
+    done: bool,
+}
+
+impl<T> fmt::Debug for Epoch<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Epoch")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Stream for Epoch<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let item = std::task::ready!(self.stream.as_mut().poll_next(cx));
+        if item.is_none() {
+            self.done = true;
+        }
+        Poll::Ready(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            (0, Some(0))
+        } else {
+            self.stream.size_hint()
+        }
+    }
+}
+
+impl<T> FusedStream for Epoch<T> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sources.
+// ---------------------------------------------------------------------------------------------
+impl Dataset<i64> {
+    /// The integers `start, start + 1, ..., stop - 1` (tf.data's `range(start, stop)`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(2, 6).collect().await?, [2, 3, 4, 5]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn range(start: i64, stop: i64) -> Self {
+        Self::range_step(start, stop, 1)
+    }
+
+    /// `start, start + step, ...` while before `stop` (tf.data's `range(start, stop, step)`);
+    /// `step` may be negative.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range_step(3, -4, -2).collect().await?, [3, 1, -1, -3]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `step` is 0 (tf.data: "step must be a non-zero integer").
+    pub fn range_step(start: i64, stop: i64, step: i64) -> Self {
+        source::range::dataset(start, stop, step)
+    }
+
+    /// `start, start + step, ...` forever (tf.data's `Dataset.counter`).
+    pub fn counter(start: i64, step: i64) -> Self {
+        source::range::counter(start, step)
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Dataset<T> {
+    /// The elements of a vector, one per element (tf.data's `from_tensor_slices` on a list).
+    /// Each epoch clones them out of a shared copy.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::from_vec(vec!["a", "b"]).collect().await?, ["a", "b"]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn from_vec(items: Vec<T>) -> Self {
+        source::from_iter::from_vec(items)
+    }
+}
+
+impl<T: Send + 'static> Dataset<T> {
+    /// The items of an iterable that can be cloned: each epoch iterates a fresh clone.
+    /// Cardinality is known when the iterator's size hint is exact.
+    #[allow(clippy::should_implement_trait)] // a tf.data-style constructor of a recipe, not a collection
+    pub fn from_iter<I>(items: I) -> Self
+    where
+        I: IntoIterator<Item = T> + Clone + Send + Sync + 'static,
+        I::IntoIter: Send + 'static,
+    {
+        source::from_iter::from_iter(items)
+    }
+
+    /// Elements from an async stream made afresh for each epoch by `make`.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::from_stream(|| futures::stream::iter((0..3).map(anyhow::Ok)));
+    /// assert_eq!(ds.collect().await?, [0, 1, 2]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn from_stream<S>(make: impl Fn() -> S + Send + Sync + 'static) -> Self
+    where
+        S: Stream<Item = anyhow::Result<T>> + Send + 'static,
+    {
+        Dataset::source("from_stream", Cardinality::Unknown, move |_| {
+            Box::pin(make())
+        })
+    }
+
+    /// Elements from a blocking iterator made afresh for each epoch by `make` (tf.data's
+    /// `from_generator`).
+    ///
+    /// The generator runs on a blocking thread of its own, `buffer` elements ahead of the
+    /// consumer (a bounded channel), so a slow Python-style generator never blocks the async
+    /// workers. To make its work parallel, generate cheap indices or file names and do the work
+    /// in [`map_parallel`](Dataset::map_parallel).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch stops the generator after the element it is producing.
+    ///
+    /// # Errors
+    ///
+    /// A panic in `make` or in the iterator ends the epoch with [`Error::WorkerPanicked`](crate::Error).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::from_generator(4, || vec![3, 1, 2].into_iter());
+    /// assert_eq!(ds.collect().await?, [3, 1, 2]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `buffer` is 0.
+    pub fn from_generator<I>(buffer: usize, make: impl Fn() -> I + Send + Sync + 'static) -> Self
+    where
+        I: IntoIterator<Item = T>,
+    {
+        Self::try_from_generator(buffer, move || make().into_iter().map(anyhow::Ok))
+    }
+
+    /// Like [`from_generator`](Dataset::from_generator), for a generator whose items may be errors.
+    pub fn try_from_generator<I>(
+        buffer: usize,
+        make: impl Fn() -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        I: IntoIterator<Item = anyhow::Result<T>>,
+    {
+        source::from_generator::dataset(buffer, make)
+    }
+
+    /// Pairs of elements of two datasets, until the shorter ends (tf.data's `zip`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::zip(Dataset::range(0, 5), Dataset::range(10, 13));
+    /// assert_eq!(ds.collect().await?, [(0, 10), (1, 11), (2, 12)]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn zip<U: Send + 'static>(a: Dataset<T>, b: Dataset<U>) -> Dataset<(T, U)> {
+        ops::zip::zip(a, b)
+    }
+
+    /// One vector per step with an element of each dataset, until the shortest ends.
+    pub fn zip_all(datasets: Vec<Dataset<T>>) -> Dataset<Vec<T>> {
+        ops::zip::zip_all(datasets)
+    }
+
+    /// Elements drawn at random from `datasets` (tf.data's `sample_from_datasets`).
+    ///
+    /// Each step picks input `i` with probability `weights[i]` (normalised; `None` means
+    /// uniform) using a ChaCha RNG seeded by `seed` (else the global seed, else OS entropy).
+    /// Inputs with weight 0 are dropped when the dataset is made, as tf.data does. When an
+    /// input runs out, `stop_on_empty_dataset` ends the whole dataset; otherwise sampling goes
+    /// on among the others. Each input's own order is preserved.
+    ///
+    /// # Panics
+    ///
+    /// If `datasets` is empty, or `weights` has another length or a negative or non-finite
+    /// weight.
+    pub fn sample_from_datasets(
+        datasets: Vec<Dataset<T>>,
+        weights: Option<Vec<f64>>,
+        seed: Option<u64>,
+        stop_on_empty_dataset: bool,
+    ) -> Dataset<T> {
+        ops::sample::sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+    }
+
+    /// Elements taken from `datasets[choice]` for each `choice` that `choices` yields
+    /// (tf.data's `choose_from_datasets`).
+    ///
+    /// A choice outside `0..datasets.len()` is an error element. When the chosen input has run
+    /// out, `stop_on_empty_dataset` (tf.data's default: `true`) ends the dataset; otherwise that
+    /// choice is skipped.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::choose_from_datasets(
+    ///     vec![Dataset::range(0, 3), Dataset::range(10, 15)],
+    ///     Dataset::range(0, 2).repeat(3),
+    ///     true,
+    /// );
+    /// assert_eq!(ds.collect().await?, [0, 10, 1, 11, 2, 12]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn choose_from_datasets(
+        datasets: Vec<Dataset<T>>,
+        choices: Dataset<i64>,
+        stop_on_empty_dataset: bool,
+    ) -> Dataset<T> {
+        ops::sample::choose_from_datasets(datasets, choices, stop_on_empty_dataset)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transformations.
+// ---------------------------------------------------------------------------------------------
+impl<T: Send + 'static> Dataset<T> {
+    /// Applies `f` to every element, in order, on the consumer's task (tf.data's `map` without
+    /// `num_parallel_calls`). For CPU-heavy functions use [`map_parallel`](Dataset::map_parallel).
+    ///
+    /// # Errors
+    ///
+    /// A panic in `f` becomes an error element ([`Error::WorkerPanicked`](crate::Error)); the
+    /// epoch goes on.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 5).map(|x| x * x).collect().await?, [0, 1, 4, 9, 16]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn map<U: Send + 'static>(&self, f: impl Fn(T) -> U + Send + Sync + 'static) -> Dataset<U> {
+        let f = Arc::new(f);
+        self.unary("map", self.cardinality(), move |_, input| {
+            let f = Arc::clone(&f);
+            Box::pin(ops::map::Map::new(input, move |x| Ok(f(x))))
+        })
+    }
+
+    /// Like [`map`](Dataset::map), for a function that can fail: an `Err` becomes an error
+    /// element in the element's place (drop those with [`ignore_errors`](Dataset::ignore_errors)).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::from_vec(vec![1.0f32, 0.0, 2.0])
+    ///     .try_map(|x| if x == 0.0 { anyhow::bail!("division by zero") } else { Ok(1.0 / x) });
+    /// assert_eq!(ds.ignore_errors().collect().await?, [1.0, 0.5]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn try_map<U: Send + 'static>(
+        &self,
+        f: impl Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let f = Arc::new(f);
+        let card = self.cardinality();
+        self.unary("map", card, move |_, input| {
+            let f = Arc::clone(&f);
+            Box::pin(ops::map::Map::new(input, move |x| f(x)))
+        })
+    }
+
+    /// Applies a CPU-bound function on `parallelism` blocking threads at once (tf.data's
+    /// `map(f, num_parallel_calls=...)`).
+    ///
+    /// Calls run on tokio's blocking threads, never on the async workers. Cheap functions are
+    /// handed over in small groups of elements (sized so each group takes about 100 µs), so
+    /// the hand-over costs little whatever `f` costs; at most `parallelism` groups are in
+    /// flight, and at most 256 elements per group.
+    ///
+    /// # Ordering
+    ///
+    /// Input order, unless the pipeline's [`Options::deterministic`](crate::Options) is
+    /// `false`, in which case elements come in the order their calls finish.
+    ///
+    /// # Errors
+    ///
+    /// An `Err` from `f`, or a panic in it, becomes an error element in that element's place;
+    /// the epoch goes on.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch cancels queued calls; a running group stops at its next element.
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| Ok(x * 2));
+    /// assert_eq!(ds.collect().await?, (0..100).map(|x| x * 2).collect::<Vec<_>>());
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn map_parallel<U: Send + 'static>(
+        &self,
+        parallelism: impl Into<Parallelism>,
+        f: impl Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let parallelism = nonzero(parallelism.into(), "map_parallel");
+        let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
+        self.unary("map_parallel", self.cardinality(), move |ctx, input| {
+            Box::pin(ops::parallel_map::ParallelMap::new(
+                input,
+                Arc::clone(&f),
+                parallelism.resolve(),
+                ctx.options().is_deterministic(),
+            ))
+        })
+    }
+
+    /// Applies an async function to every element, up to `parallelism` calls at once, each
+    /// call a spawned tokio task (for I/O-bound work: fetching, opening files).
+    ///
+    /// # Ordering
+    ///
+    /// Input order (`buffered`), or completion order (`buffer_unordered`) when the pipeline's
+    /// [`Options::deterministic`](crate::Options) is `false`.
+    ///
+    /// # Errors and cancellation
+    ///
+    /// An `Err` or a panic becomes an error element; dropping the epoch aborts the tasks.
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 4).map_async(2, |x| async move { Ok(x + 1) });
+    /// assert_eq!(ds.collect().await?, [1, 2, 3, 4]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
+    where
+        U: Send + 'static,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<U>> + Send + 'static,
+    {
+        let parallelism = nonzero(parallelism.into(), "map_async");
+        let f = Arc::new(f);
+        self.unary("map_async", self.cardinality(), move |ctx, input| {
+            ops::map_async::map_async(
+                input,
+                Arc::clone(&f),
+                parallelism.resolve(),
+                ctx.options().is_deterministic(),
+            )
+        })
+    }
+
+    /// Keeps the elements for which `predicate` is true (tf.data's `filter`). Error elements
+    /// pass through.
+    pub fn filter(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
+        let p = Arc::new(predicate);
+        self.unary("filter", Cardinality::Unknown, move |_, input| {
+            Box::pin(ops::filter::Filter::new(input, Arc::clone(&p)))
+        })
+    }
+
+    /// Maps each element to a dataset and yields all of their elements in turn (tf.data's
+    /// `flat_map`; the same as `interleave(1, 1, f)`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(1, 4).flat_map(|x| Dataset::range(0, x));
+    /// assert_eq!(ds.collect().await?, [0, 0, 1, 0, 1, 2]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn flat_map<U: Send + 'static>(
+        &self,
+        f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        self.interleave(1, 1, f)
+    }
+
+    /// Maps each element to a dataset and cycles through `cycle_length` of them at once,
+    /// `block_length` elements from each in turn (tf.data's `interleave`, sequential).
+    ///
+    /// The order is exactly tf.data's: an exhausted inner dataset frees its slot and the cursor
+    /// moves on at once; the next input element is opened into the freed slot only when the
+    /// cursor comes back to it. For reading many files concurrently see
+    /// [`parallel_interleave`](Dataset::parallel_interleave).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(1, 4).interleave(2, 1, |x| Dataset::range(10 * x, 10 * x + 3));
+    /// assert_eq!(ds.collect().await?, [10, 20, 11, 21, 12, 22, 30, 31, 32]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `cycle_length` is `Fixed(0)` or `block_length` is 0.
+    pub fn interleave<U: Send + 'static>(
+        &self,
+        cycle_length: impl Into<Parallelism>,
+        block_length: usize,
+        f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let cycle_length = nonzero(cycle_length.into(), "interleave cycle_length");
+        assert!(
+            block_length > 0,
+            "interleave: block_length must be at least 1"
+        );
+        let f = Arc::new(f);
+        let name = if matches!(cycle_length, Parallelism::Fixed(1)) && block_length == 1 {
+            "flat_map"
+        } else {
+            "interleave"
+        };
+        self.unary(name, Cardinality::Unknown, move |ctx, input| {
+            Box::pin(ops::interleave::Interleave::new(
+                input,
+                Arc::clone(&f),
+                ctx.clone(),
+                cycle_length.resolve(),
+                block_length,
+            ))
+        })
+    }
+
+    /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
+    /// own, `buffer_output_elements` elements ahead, and the next `prefetch_input_elements`
+    /// inner datasets opened early (tf.data's `interleave(..., num_parallel_calls=...)`): the
+    /// way to read many files at once and hide storage latency.
+    ///
+    /// `num_parallel_calls` bounds how many inner datasets are read at once (the open cycle
+    /// plus the ones opened early); it defaults to `cycle_length` when given as `AUTOTUNE`.
+    ///
+    /// # Ordering
+    ///
+    /// With deterministic options (the default) the order is exactly that of `interleave`.
+    /// Otherwise the cursor skips inner datasets with nothing ready, so output follows arrival.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch aborts every reader task.
+    ///
+    /// # Panics
+    ///
+    /// If `cycle_length` or `num_parallel_calls` is `Fixed(0)` or `block_length` is 0.
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(1, 4).parallel_interleave(2, 1, AUTOTUNE, |x| Dataset::range(10 * x, 10 * x + 3));
+    /// assert_eq!(ds.collect().await?, [10, 20, 11, 21, 12, 22, 30, 31, 32]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn parallel_interleave<U: Send + 'static>(
+        &self,
+        cycle_length: impl Into<Parallelism>,
+        block_length: usize,
+        num_parallel_calls: impl Into<Parallelism>,
+        f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let cycle_length = nonzero(cycle_length.into(), "parallel_interleave cycle_length");
+        let num_parallel_calls = nonzero(
+            num_parallel_calls.into(),
+            "parallel_interleave num_parallel_calls",
+        );
+        assert!(
+            block_length > 0,
+            "parallel_interleave: block_length must be at least 1"
+        );
+        let f = Arc::new(f);
+        self.unary(
+            "parallel_interleave",
+            Cardinality::Unknown,
+            move |ctx, input| {
+                let cycle = cycle_length.resolve();
+                let parallel = match num_parallel_calls {
+                    Parallelism::Fixed(n) => n,
+                    Parallelism::Autotune => cycle,
+                };
+                Box::pin(ops::parallel_interleave::ParallelInterleave::new(
+                    input,
+                    Arc::clone(&f),
+                    ctx.clone(),
+                    ops::parallel_interleave::Config {
+                        cycle_length: cycle,
+                        block_length,
+                        prefetch_input_elements: parallel.saturating_sub(cycle),
+                        buffer_output_elements: block_length.max(8),
+                        deterministic: ctx.options().is_deterministic(),
+                    },
+                ))
+            },
+        )
+    }
+
+    /// Groups consecutive elements into vectors of `batch_size`; the last may be shorter
+    /// (tf.data's `batch(batch_size)`). Error elements pass through at once.
+    ///
+    /// # Panics
+    ///
+    /// If `batch_size` is 0.
+    pub fn batch(&self, batch_size: usize) -> Dataset<Vec<T>> {
+        self.batch_with(batch_size, false)
+    }
+
+    /// Like [`batch`](Dataset::batch), dropping a final short batch (tf.data's
+    /// `batch(batch_size, drop_remainder=True)`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 7).batch_drop_remainder(3).collect().await?, [[0, 1, 2], [3, 4, 5]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn batch_drop_remainder(&self, batch_size: usize) -> Dataset<Vec<T>> {
+        self.batch_with(batch_size, true)
+    }
+
+    fn batch_with(&self, batch_size: usize, drop_remainder: bool) -> Dataset<Vec<T>> {
+        assert!(batch_size > 0, "batch: batch_size must be at least 1");
+        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
+        self.unary("batch", card, move |_, input| {
+            Box::pin(ops::batch::Batch::new(input, batch_size, drop_remainder))
+        })
+    }
+
+    /// Splits every element into its items (tf.data's `unbatch`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 5).batch(2).unbatch().collect().await?, [0, 1, 2, 3, 4]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn unbatch<U: Send + 'static>(&self) -> Dataset<U>
+    where
+        T: IntoIterator<Item = U>,
+        T::IntoIter: Send + 'static,
+    {
+        self.unary("unbatch", Cardinality::Unknown, |_, input| {
+            Box::pin(ops::unbatch::Unbatch::new(input))
+        })
+    }
+
+    /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch`; the same elements
+    /// as `unbatch().batch(batch_size)`).
+    ///
+    /// # Panics
+    ///
+    /// If `batch_size` is 0.
+    pub fn rebatch<U: Send + 'static>(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+    ) -> Dataset<Vec<U>>
+    where
+        T: IntoIterator<Item = U>,
+        T::IntoIter: Send + 'static,
+    {
+        assert!(batch_size > 0, "rebatch: batch_size must be at least 1");
+        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
+            Box::pin(ops::batch::Batch::new(
+                Box::pin(ops::unbatch::Unbatch::new(input)),
+                batch_size,
+                drop_remainder,
+            ))
+        })
+    }
+
+    /// Randomly shuffles the elements with a buffer of `buffer_size` (tf.data's `shuffle`),
+    /// with a fresh order every iteration.
+    ///
+    /// Fills the buffer, then repeatedly yields a uniformly chosen buffered element and puts
+    /// the next input in its place, so output `i` comes from the first `i + buffer_size`
+    /// inputs. The RNG is ChaCha8 seeded by `seed` (else the global seed of the options, else
+    /// OS entropy drawn when the recipe is made) mixed with the iteration number, so a seeded
+    /// pipeline gives the same orders on every run.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 10).shuffle(10, Some(42));
+    /// let (a, b) = (ds.collect().await?, ds.collect().await?);
+    /// assert_ne!(a, b); // reshuffled each iteration
+    /// let mut sorted = a.clone();
+    /// sorted.sort();
+    /// assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `buffer_size` is 0.
+    pub fn shuffle(&self, buffer_size: usize, seed: Option<u64>) -> Dataset<T> {
+        self.shuffle_with(buffer_size, seed, true)
+    }
+
+    /// [`shuffle`](Dataset::shuffle) with tf.data's `reshuffle_each_iteration` flag: with
+    /// `false`, every iteration of this dataset yields the same order.
+    pub fn shuffle_with(
+        &self,
+        buffer_size: usize,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Dataset<T> {
+        assert!(buffer_size > 0, "shuffle: buffer_size must be at least 1");
+        ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
+    }
+
+    /// Repeats the dataset `count` times; a negative `count` repeats forever (tf.data's
+    /// `repeat`). Each repetition builds the upstream anew, so shuffles reshuffle.
+    /// Repeating forever stops if a repetition yields nothing, rather than spinning.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 2).repeat(-1).take(5).collect().await?, [0, 1, 0, 1, 0]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn repeat(&self, count: i64) -> Dataset<T> {
+        ops::repeat::dataset(self, count)
+    }
+
+    /// The first `count` elements; a negative `count` takes everything (tf.data's `take`).
+    /// Error elements are passed on and not counted.
+    pub fn take(&self, count: i64) -> Dataset<T> {
+        let card = if count < 0 {
+            self.cardinality()
+        } else {
+            match self.cardinality() {
+                Cardinality::Finite(n) => Cardinality::Finite(n.min(count as u64)),
+                Cardinality::Infinite => Cardinality::Finite(count as u64),
+                Cardinality::Unknown => Cardinality::Unknown,
+            }
+        };
+        let limit = if count < 0 { u64::MAX } else { count as u64 };
+        self.unary("take", card, move |_, input| {
+            Box::pin(ops::take::Take::new(input, limit))
+        })
+    }
+
+    /// Everything after the first `count` elements; a negative `count` skips everything
+    /// (tf.data's `skip`). Error elements are passed on and not counted.
+    pub fn skip(&self, count: i64) -> Dataset<T> {
+        let n = if count < 0 { u64::MAX } else { count as u64 };
+        let card = match self.cardinality() {
+            Cardinality::Finite(m) => Cardinality::Finite(m.saturating_sub(n)),
+            Cardinality::Infinite if count < 0 => Cardinality::Finite(0),
+            other => other,
+        };
+        self.unary("skip", card, move |_, input| {
+            Box::pin(ops::skip::Skip::new(input, n))
+        })
+    }
+
+    /// Elements while `predicate` holds; ends at the first that fails it (tf.data's `take_while`).
+    pub fn take_while(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
+        let p = Arc::new(predicate);
+        self.unary("take_while", Cardinality::Unknown, move |_, input| {
+            Box::pin(ops::take_while::TakeWhile::new(input, Arc::clone(&p)))
+        })
+    }
+
+    /// Every `num_shards`-th element starting at `index` (tf.data's `shard`), for splitting a
+    /// dataset between workers. Error elements reach every shard.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// assert_eq!(Dataset::range(0, 10).shard(3, 2).collect().await?, [2, 5, 8]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `num_shards` is 0 or `index >= num_shards`.
+    pub fn shard(&self, num_shards: u64, index: u64) -> Dataset<T> {
+        assert!(num_shards > 0, "shard: num_shards must be at least 1");
+        assert!(
+            index < num_shards,
+            "shard: index must be between 0 and {} (currently index = {index})",
+            num_shards - 1
+        );
+        let card = self
+            .cardinality()
+            .map_finite(|n| n / num_shards + u64::from(index < n % num_shards));
+        self.unary("shard", card, move |_, input| {
+            Box::pin(ops::shard::Shard::new(input, num_shards, index))
+        })
+    }
+
+    /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`).
+    pub fn enumerate(&self, start: i64) -> Dataset<(i64, T)> {
+        self.unary("enumerate", self.cardinality(), move |_, input| {
+            Box::pin(ops::enumerate::Enumerate::new(input, start))
+        })
+    }
+
+    /// Appends the elements of `other` (tf.data's `concatenate`).
+    pub fn concatenate(&self, other: &Dataset<T>) -> Dataset<T> {
+        ops::concatenate::concatenate(self, other)
+    }
+
+    /// Pairs this dataset's elements with `other`'s (see [`Dataset::zip`]).
+    pub fn zip_with<U: Send + 'static>(&self, other: &Dataset<U>) -> Dataset<(T, U)> {
+        ops::zip::zip(self.clone(), other.clone())
+    }
+
+    /// A running state over the elements: `f(state, x)` returns the next state and the output
+    /// (tf.data's `scan`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let sums = Dataset::range(1, 6).scan(0, |s, x| (s + x, s + x));
+    /// assert_eq!(sums.collect().await?, [1, 3, 6, 10, 15]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn scan<S, U>(
+        &self,
+        initial_state: S,
+        f: impl Fn(S, T) -> (S, U) + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: Clone + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.unary("scan", self.cardinality(), move |_, input| {
+            Box::pin(ops::scan::Scan::new(
+                input,
+                initial_state.clone(),
+                Arc::clone(&f),
+            ))
+        })
+    }
+
+    /// Drops error elements (tf.data's `ignore_errors`). Sources whose damage leaves the rest
+    /// unreadable (a corrupt file) end that file after the error, so this goes on with the next.
+    pub fn ignore_errors(&self) -> Dataset<T> {
+        let card = match self.cardinality() {
+            Cardinality::Infinite => Cardinality::Infinite,
+            _ => Cardinality::Unknown,
+        };
+        self.unary("ignore_errors", card, |_, input| {
+            Box::pin(ops::ignore_errors::IgnoreErrors::new(input))
+        })
+    }
+
+    /// Runs the upstream in a spawned task that keeps up to `buffer_size` elements ready
+    /// (tf.data's `prefetch`), so producing and consuming overlap. `AUTOTUNE` picks the buffer;
+    /// `0` adds no stage.
+    ///
+    /// # Errors
+    ///
+    /// A panic in the producer task reaches the consumer as an error element, never as a quiet,
+    /// short epoch.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch aborts the producer task, and with it everything upstream.
+    pub fn prefetch(&self, buffer_size: impl Into<Parallelism>) -> Dataset<T> {
+        let buffer_size = buffer_size.into();
+        if buffer_size == Parallelism::Fixed(0) {
+            return self.clone();
+        }
+        self.unary("prefetch", self.cardinality(), move |_, input| {
+            Box::pin(ops::prefetch::Prefetch::new(
+                input,
+                buffer_size.resolve().max(1),
+            ))
+        })
+    }
+
+    /// Applies a transformation function to the whole dataset (tf.data's `apply`).
+    pub fn apply<U>(&self, f: impl FnOnce(Dataset<T>) -> Dataset<U>) -> Dataset<U> {
+        f(self.clone())
+    }
+
+    /// Sets pipeline-wide [`Options`] (tf.data's `with_options`): they apply to every stage of
+    /// the pipeline this dataset ends, upstream included.
+    ///
+    /// ```
+    /// use streamload::{Dataset, Options};
+    /// let ds = Dataset::range(0, 100).map_parallel(4, |x| Ok(x)).with_options(Options::new().deterministic(false));
+    /// ```
+    pub fn with_options(&self, options: Options) -> Dataset<T> {
+        let merged = self.stage.options.merge(&options);
+        let input = self.clone();
+        Dataset::stage(
+            "with_options",
+            self.cardinality(),
+            merged,
+            self.depth(),
+            move |ctx| input.build(ctx),
+        )
+    }
+
+    /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
+    /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset).
+    ///
+    /// Window `k` starts at input `k * shift` and takes every `stride`-th element up to `size`.
+    /// Windows cut short by the end are kept unless `drop_remainder`.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 10).window(3, 2, 2, false);
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 2, 4], vec![2, 4, 6], vec![4, 6, 8], vec![6, 8], vec![8]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `size`, `shift` or `stride` is 0.
+    pub fn window(
+        &self,
+        size: usize,
+        shift: usize,
+        stride: usize,
+        drop_remainder: bool,
+    ) -> Dataset<Vec<T>>
+    where
+        T: Clone,
+    {
+        assert!(
+            size > 0 && shift > 0 && stride > 0,
+            "window: size, shift and stride must be at least 1"
+        );
+        let card = ops::window::cardinality(
+            self.cardinality(),
+            size as u64,
+            shift as u64,
+            stride as u64,
+            drop_remainder,
+        );
+        self.unary("window", card, move |_, input| {
+            Box::pin(ops::window::Window::new(
+                input,
+                size,
+                shift,
+                stride,
+                drop_remainder,
+            ))
+        })
+    }
+
+    /// Caches the elements in memory (tf.data's `cache()`): the first epoch that runs to its
+    /// end fills the cache, and later epochs read from it without running the upstream. An
+    /// epoch that is dropped early or meets an error leaves no cache behind, never a truncated
+    /// one. The cache holds the whole dataset: use it for data that fits in memory.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 5).shuffle(5, None).cache();
+    /// assert_eq!(ds.collect().await?, ds.collect().await?); // the order is frozen
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn cache(&self) -> Dataset<T>
+    where
+        T: Clone + Sync,
+    {
+        ops::cache::dataset(self)
+    }
+
+    /// Drops elements seen before (tf.data's `unique`). Remembers every distinct element.
+    pub fn unique(&self) -> Dataset<T>
+    where
+        T: Clone + Eq + Hash,
+    {
+        self.unary("unique", Cardinality::Unknown, |_, input| {
+            Box::pin(ops::unique::Unique::new(input))
+        })
+    }
+
+    /// Groups elements by `key_func` into windows of up to `window_size`, and yields the
+    /// elements of `reduce_func(key, window)` for each full window (tf.data's
+    /// `group_by_window`). At the end, unfinished windows are reduced in ascending key order.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 10).group_by_window(|x| x % 3, |_key, w| w.batch(2), 2);
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 3], vec![1, 4], vec![2, 5], vec![6, 9], vec![7], vec![8]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `window_size` is 0.
+    pub fn group_by_window<K, U>(
+        &self,
+        key_func: impl Fn(&T) -> K + Send + Sync + 'static,
+        reduce_func: impl Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+        window_size: usize,
+    ) -> Dataset<U>
+    where
+        T: Clone + Sync,
+        K: Ord + Clone + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        assert!(
+            window_size > 0,
+            "group_by_window: window_size must be at least 1"
+        );
+        let key_func = Arc::new(key_func);
+        let reduce_func = Arc::new(reduce_func);
+        self.unary(
+            "group_by_window",
+            Cardinality::Unknown,
+            move |ctx, input| {
+                Box::pin(ops::group_by_window::GroupByWindow::new(
+                    input,
+                    Arc::clone(&key_func),
+                    Arc::clone(&reduce_func),
+                    window_size,
+                    ctx.clone(),
+                ))
+            },
+        )
+    }
+}
+
+fn nonzero(p: Parallelism, what: &str) -> Parallelism {
+    assert!(
+        p != Parallelism::Fixed(0),
+        "{what} must be at least 1 (or AUTOTUNE)"
+    );
+    p
+}

@@ -1,0 +1,40 @@
+//! The errors the library raises itself.
+//!
+//! Elements are `anyhow::Result<T>`; when streamload itself fails (a worker panicked, no tokio
+//! runtime, corrupt data), the `anyhow::Error` holds one of these, so callers can
+//! `err.downcast_ref::<streamload::Error>()` and match on it.
+
+/// An error raised by streamload itself.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A user function or a spawned task panicked while producing an element.
+    #[error("{stage}: a worker panicked: {message}")]
+    WorkerPanicked {
+        /// The stage whose work panicked, e.g. `map_parallel`.
+        stage: &'static str,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// A stage needs to spawn tasks, but the stream is not polled inside a tokio runtime.
+    #[error(
+        "{stage}: no tokio runtime: iterate the dataset inside a tokio runtime (e.g. #[tokio::main])"
+    )]
+    NoRuntime {
+        /// The stage that needed to spawn.
+        stage: &'static str,
+    },
+    /// An argument or an element is out of the range an operation accepts.
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

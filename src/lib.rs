@@ -1,0 +1,50 @@
+//! # streamload
+//!
+//! Fast, async, stream-based input pipelines: what `tf.data` is for Python training jobs, for
+//! async Rust.
+//!
+//! A [`Dataset<T>`] is a cheap, cloneable recipe. Its methods use tf.data's names and
+//! semantics (`map`, `shuffle`, `batch`, `interleave`, `prefetch`, ...) and each adds one
+//! stage. Each call to [`Dataset::iter`] runs the recipe once, as an [`Epoch`]: a
+//! `Stream<Item = anyhow::Result<T>>` whose stages are async stream combinators.
+//!
+//! - **Extract**: sources ([`Dataset::range`], [`Dataset::from_vec`], [`Dataset::from_stream`],
+//!   [`Dataset::from_generator`]) and [`Dataset::parallel_interleave`] to read many inputs at once.
+//! - **Transform**: [`Dataset::map_parallel`] runs CPU-bound functions on blocking threads, on
+//!   every core; [`Dataset::map_async`] runs async functions as spawned tasks.
+//! - **Load**: [`Dataset::prefetch`] runs everything upstream in a spawned task behind a bounded
+//!   channel, so producer and consumer overlap.
+//!
+//! Elements are `anyhow::Result<T>`: an error in one element is delivered in its place and the
+//! epoch goes on; [`Dataset::ignore_errors`] drops them. Dropping an epoch stops every task it
+//! spawned, and every buffer is bounded by the size you gave it.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use streamload::{AUTOTUNE, Dataset};
+//!
+//! # tokio_test::block_on(async {
+//! let ds = Dataset::range(0, 1_000)
+//!     .shuffle(100, Some(7))
+//!     .map_parallel(AUTOTUNE, |x| Ok(x * 2)) // CPU-bound work on blocking threads
+//!     .batch(64)
+//!     .prefetch(2);
+//! let mut epoch = ds.iter();
+//! let mut total = 0;
+//! while let Some(batch) = epoch.next().await {
+//!     total += batch?.iter().sum::<i64>();
+//! }
+//! assert_eq!(total, 2 * (0..1_000).sum::<i64>());
+//! # anyhow::Ok(()) }).unwrap();
+//! ```
+
+mod dataset;
+mod error;
+mod ops;
+mod options;
+mod runtime;
+mod source;
+
+pub use dataset::{Cardinality, Dataset, Epoch};
+pub use error::Error;
+pub use options::{AUTOTUNE, Options, Parallelism, available_cores};

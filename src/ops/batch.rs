@@ -1,0 +1,82 @@
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::{Fuse, Stream, StreamExt};
+use pin_project::pin_project;
+
+use crate::dataset::Cardinality;
+
+pub(crate) fn cardinality(input: Cardinality, size: u64, drop_remainder: bool) -> Cardinality {
+    input.map_finite(|n| {
+        if drop_remainder {
+            n / size
+        } else {
+            n.div_ceil(size)
+        }
+    })
+}
+
+/// Stream for the [`batch`](crate::Dataset::batch) method.
+#[pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Batch<St, T> {
+    #[pin]
+    input: Fuse<St>,
+    buf: Vec<T>,
+    size: usize,
+    drop_remainder: bool,
+}
+
+impl<St: Stream, T> Batch<St, T> {
+    pub(crate) fn new(input: St, size: usize, drop_remainder: bool) -> Self {
+        Batch {
+            input: input.fuse(),
+            buf: Vec::with_capacity(size.min(4096)),
+            size,
+            drop_remainder,
+        }
+    }
+}
+
+impl<St, T> Stream for Batch<St, T>
+where
+    St: Stream<Item = anyhow::Result<T>>,
+{
+    type Item = anyhow::Result<Vec<T>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            match ready!(this.input.as_mut().poll_next(cx)) {
+                Some(Ok(x)) => {
+                    this.buf.push(x);
+                    if this.buf.len() == *this.size {
+                        let full =
+                            std::mem::replace(this.buf, Vec::with_capacity((*this.size).min(4096)));
+                        return Poll::Ready(Some(Ok(full)));
+                    }
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    if this.buf.is_empty() || *this.drop_remainder {
+                        this.buf.clear();
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(std::mem::take(this.buf))));
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let (lo, hi) = self.input.size_hint();
+        let pending = self.buf.len();
+        let lo = if self.drop_remainder {
+            (lo + pending) / self.size
+        } else {
+            (lo + pending).div_ceil(self.size)
+        };
+        let hi = hi.map(|h| (h + pending).div_ceil(self.size));
+        (lo, hi)
+    }
+}

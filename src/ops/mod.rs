@@ -1,0 +1,50 @@
+//! The operations, one stream combinator per file.
+//!
+//! | file | tf.data name |
+//! |---|---|
+//! | `map.rs` | `map` (no parallelism), `try_map` |
+//! | `parallel_map.rs` | `map(num_parallel_calls=...)` on blocking threads: `map_parallel` |
+//! | `map_async.rs` | `map` of an async function as spawned tasks: `map_async` |
+//! | `filter.rs` | `filter` |
+//! | `interleave.rs` | `interleave`, `flat_map` |
+//! | `parallel_interleave.rs` | `interleave(num_parallel_calls=...)` |
+//! | `batch.rs` | `batch`, `rebatch` |
+//! | `unbatch.rs` | `unbatch` |
+//! | `shuffle.rs` | `shuffle` |
+//! | `repeat.rs` | `repeat` |
+//! | `take.rs`, `skip.rs`, `take_while.rs` | `take`, `skip`, `take_while` |
+//! | `shard.rs`, `enumerate.rs` | `shard`, `enumerate` |
+//! | `window.rs` | `window` |
+//! | `scan.rs`, `unique.rs` | `scan`, `unique` |
+//! | `group_by_window.rs` | `group_by_window` |
+//! | `cache.rs` | `cache()` (in memory) |
+//! | `prefetch.rs` | `prefetch` |
+//! | `ignore_errors.rs` | `ignore_errors` |
+//! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
+//! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
+
+pub(crate) mod batch;
+pub(crate) mod cache;
+pub(crate) mod concatenate;
+pub(crate) mod enumerate;
+pub(crate) mod filter;
+pub(crate) mod group_by_window;
+pub(crate) mod ignore_errors;
+pub(crate) mod interleave;
+pub(crate) mod map;
+pub(crate) mod map_async;
+pub(crate) mod parallel_interleave;
+pub(crate) mod parallel_map;
+pub(crate) mod prefetch;
+pub(crate) mod repeat;
+pub(crate) mod sample;
+pub(crate) mod scan;
+pub(crate) mod shard;
+pub(crate) mod shuffle;
+pub(crate) mod skip;
+pub(crate) mod take;
+pub(crate) mod take_while;
+pub(crate) mod unbatch;
+pub(crate) mod unique;
+pub(crate) mod window;
+pub(crate) mod zip;

@@ -1,0 +1,234 @@
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::{Fuse, Stream, StreamExt};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::dataset::{BoxStream, Cardinality, Dataset, mix64};
+
+fn merged<T: Send + 'static>(datasets: &[Dataset<T>]) -> (crate::Options, u64) {
+    let options = datasets
+        .iter()
+        .fold(crate::Options::default(), |o, d| o.merge(d.options()));
+    (
+        options,
+        datasets.iter().map(Dataset::depth).max().unwrap_or(0) + 1,
+    )
+}
+
+pub(crate) fn sample_from_datasets<T: Send + 'static>(
+    datasets: Vec<Dataset<T>>,
+    weights: Option<Vec<f64>>,
+    seed: Option<u64>,
+    stop_on_empty_dataset: bool,
+) -> Dataset<T> {
+    assert!(
+        !datasets.is_empty(),
+        "sample_from_datasets: needs at least one dataset"
+    );
+    let weights = weights.unwrap_or_else(|| vec![1.0; datasets.len()]);
+    assert_eq!(
+        weights.len(),
+        datasets.len(),
+        "sample_from_datasets: one weight per dataset"
+    );
+    assert!(
+        weights.iter().all(|w| w.is_finite() && *w >= 0.0),
+        "sample_from_datasets: weights must be finite and non-negative"
+    );
+    // Like tf.data: inputs with weight 0 can never be chosen, so drop them now.
+    let (datasets, weights): (Vec<_>, Vec<_>) = datasets
+        .into_iter()
+        .zip(weights)
+        .filter(|(_, w)| *w > 0.0)
+        .unzip();
+    assert!(
+        !datasets.is_empty(),
+        "sample_from_datasets: every weight is 0"
+    );
+    if datasets.len() == 1 {
+        return datasets.into_iter().next().expect("one dataset");
+    }
+    let (options, depth) = merged(&datasets);
+    let fallback: u64 = rand::random();
+    Dataset::stage(
+        "sample_from_datasets",
+        Cardinality::Unknown,
+        options,
+        depth,
+        move |ctx| {
+            let rng = ChaCha8Rng::seed_from_u64(mix64(ctx.seed_for(seed, depth, fallback)));
+            Box::pin(Sample {
+                inputs: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                weights: weights.clone(),
+                rng,
+                chosen: None,
+                stop_on_empty_dataset,
+            })
+        },
+    )
+}
+
+/// Stream for the [`sample_from_datasets`](crate::Dataset::sample_from_datasets) method.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Sample<T> {
+    /// `None` once an input has ended.
+    inputs: Vec<Option<BoxStream<T>>>,
+    weights: Vec<f64>,
+    rng: ChaCha8Rng,
+    /// The input picked for the next element (kept while it is pending).
+    chosen: Option<usize>,
+    stop_on_empty_dataset: bool,
+}
+
+impl<T> Sample<T> {
+    fn pick(&mut self) -> Option<usize> {
+        let total: f64 = self
+            .inputs
+            .iter()
+            .zip(&self.weights)
+            .filter(|(s, _)| s.is_some())
+            .map(|(_, w)| w)
+            .sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut r = self.rng.random::<f64>() * total;
+        let mut last = None;
+        for (i, (s, w)) in self.inputs.iter().zip(&self.weights).enumerate() {
+            if s.is_none() {
+                continue;
+            }
+            last = Some(i);
+            if r < *w {
+                return Some(i);
+            }
+            r -= w;
+        }
+        last
+    }
+}
+
+impl<T> Stream for Sample<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let i = match this.chosen {
+                Some(i) => i,
+                None => match this.pick() {
+                    Some(i) => *this.chosen.insert(i),
+                    None => return Poll::Ready(None),
+                },
+            };
+            let Some(input) = this.inputs[i].as_mut() else {
+                this.chosen = None;
+                continue;
+            };
+            match ready!(input.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.chosen = None;
+                    return Poll::Ready(Some(item));
+                }
+                None => {
+                    this.chosen = None;
+                    this.inputs[i] = None;
+                    if this.stop_on_empty_dataset {
+                        this.inputs.iter_mut().for_each(|s| *s = None);
+                        return Poll::Ready(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn choose_from_datasets<T: Send + 'static>(
+    datasets: Vec<Dataset<T>>,
+    choices: Dataset<i64>,
+    stop_on_empty_dataset: bool,
+) -> Dataset<T> {
+    assert!(
+        !datasets.is_empty(),
+        "choose_from_datasets: needs at least one dataset"
+    );
+    let (options, depth) = merged(&datasets);
+    let options = options.merge(choices.options());
+    Dataset::stage(
+        "choose_from_datasets",
+        Cardinality::Unknown,
+        options,
+        depth.max(choices.depth() + 1),
+        move |ctx| {
+            Box::pin(Choose {
+                choices: choices.build(ctx).fuse(),
+                inputs: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                chosen: None,
+                stop_on_empty_dataset,
+            })
+        },
+    )
+}
+
+/// Stream for the [`choose_from_datasets`](crate::Dataset::choose_from_datasets) method.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Choose<T> {
+    choices: Fuse<BoxStream<i64>>,
+    inputs: Vec<Option<BoxStream<T>>>,
+    chosen: Option<usize>,
+    stop_on_empty_dataset: bool,
+}
+
+impl<T> Stream for Choose<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.inputs.iter().all(Option::is_none) {
+                return Poll::Ready(None);
+            }
+            let i = match this.chosen {
+                Some(i) => i,
+                None => match ready!(this.choices.poll_next_unpin(cx)) {
+                    Some(Ok(c)) => match usize::try_from(c).ok().filter(|c| *c < this.inputs.len())
+                    {
+                        Some(c) => *this.chosen.insert(c),
+                        None => {
+                            let n = this.inputs.len();
+                            return Poll::Ready(Some(Err(crate::Error::InvalidArgument(format!(
+                                "choose_from_datasets: choice {c} is out of range: expected 0..{n}"
+                            ))
+                            .into())));
+                        }
+                    },
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => return Poll::Ready(None),
+                },
+            };
+            let Some(input) = this.inputs[i].as_mut() else {
+                this.chosen = None;
+                if this.stop_on_empty_dataset {
+                    return Poll::Ready(None);
+                }
+                continue;
+            };
+            match ready!(input.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.chosen = None;
+                    return Poll::Ready(Some(item));
+                }
+                None => {
+                    this.chosen = None;
+                    this.inputs[i] = None;
+                    if this.stop_on_empty_dataset {
+                        this.inputs.iter_mut().for_each(|s| *s = None);
+                        return Poll::Ready(None);
+                    }
+                }
+            }
+        }
+    }
+}

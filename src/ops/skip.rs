@@ -1,0 +1,38 @@
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::Stream;
+use pin_project::pin_project;
+
+/// Stream for the [`skip`](crate::Dataset::skip) method.
+#[pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Skip<St> {
+    #[pin]
+    input: St,
+    remaining: u64,
+}
+
+impl<St> Skip<St> {
+    pub(crate) fn new(input: St, remaining: u64) -> Self {
+        Skip { input, remaining }
+    }
+}
+
+impl<St, T> Stream for Skip<St>
+where
+    St: Stream<Item = anyhow::Result<T>>,
+{
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            let item = ready!(this.input.as_mut().poll_next(cx));
+            match item {
+                Some(Ok(_)) if *this.remaining > 0 => *this.remaining -= 1,
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+}
