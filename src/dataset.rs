@@ -9,6 +9,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
@@ -16,6 +17,7 @@ use futures::stream::{FusedStream, Stream, StreamExt};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::source;
+use crate::stats::{Counted, Stats};
 
 /// The stream type every stage produces: elements or errors, boxed once per stage.
 pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = anyhow::Result<T>> + Send + 'static>>;
@@ -58,17 +60,37 @@ impl Cardinality {
     }
 }
 
-/// What every stage of one epoch can see: the pipeline's options. Later: the statistics
-/// registry and the checkpoint state of the epoch.
+/// What every stage of one epoch can see: the pipeline's options and the epoch's statistics
+/// registry (later also its checkpoint state).
 #[derive(Debug, Clone)]
 pub(crate) struct Ctx {
     options: Arc<Options>,
+    stats: Stats,
+    /// 0 for the top-level pipeline; for datasets built inside a stage (interleave's inner
+    /// datasets), that stage's scope id.
+    scope: u64,
+}
+
+/// A fresh id for a stage or a scope (never 0).
+pub(crate) fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Ctx {
     pub(crate) fn new(options: Options) -> Self {
         Ctx {
             options: Arc::new(options),
+            stats: Stats::default(),
+            scope: 0,
+        }
+    }
+
+    /// The context for datasets a stage builds inside itself, whose counts add up under `scope`.
+    pub(crate) fn nested(&self, scope: u64) -> Ctx {
+        Ctx {
+            scope,
+            ..self.clone()
         }
     }
 
@@ -150,40 +172,60 @@ impl<T> fmt::Debug for Dataset<T> {
 // ---------------------------------------------------------------------------------------------
 impl<T: Send + 'static> Dataset<T> {
     /// A stage with no dataset input.
-    pub(crate) fn source(
+    pub(crate) fn source<S>(
         name: &'static str,
         cardinality: Cardinality,
-        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
-    ) -> Self {
+        build: impl Fn(&Ctx) -> S + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: Stream<Item = anyhow::Result<T>> + Send + 'static,
+    {
         Self::stage(name, cardinality, Options::default(), 0, build)
     }
 
     /// A stage with explicit options and depth (for operations with several inputs).
-    pub(crate) fn stage(
+    pub(crate) fn stage<S>(
         name: &'static str,
         cardinality: Cardinality,
         options: Options,
         depth: u64,
-        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
-    ) -> Self {
+        build: impl Fn(&Ctx) -> S + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: Stream<Item = anyhow::Result<T>> + Send + 'static,
+    {
+        let id = next_id();
+        // The one place every stage's stream is made: count what it yields.
+        let counted = move |ctx: &Ctx| -> BoxStream<T> {
+            let stream = build(ctx);
+            let key = if ctx.scope == 0 {
+                (0, id, name)
+            } else {
+                (ctx.scope, depth, name)
+            };
+            Box::pin(Counted::new(stream, ctx.stats.counters(key, name, depth)))
+        };
         Dataset {
             stage: Arc::new(Stage {
                 name,
                 cardinality,
                 options,
                 depth,
-                build: Box::new(build),
+                build: Box::new(counted),
             }),
         }
     }
 
     /// A stage that transforms this dataset's stream.
-    pub(crate) fn unary<U: Send + 'static>(
+    pub(crate) fn unary<U: Send + 'static, S>(
         &self,
         name: &'static str,
         cardinality: Cardinality,
-        op: impl Fn(&Ctx, BoxStream<T>) -> BoxStream<U> + Send + Sync + 'static,
-    ) -> Dataset<U> {
+        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: Stream<Item = anyhow::Result<U>> + Send + 'static,
+    {
         let input = self.clone();
         Dataset::stage(
             name,
@@ -244,6 +286,7 @@ impl<T: Send + 'static> Dataset<T> {
         let ctx = Ctx::new(self.stage.options.clone());
         Epoch {
             stream: self.build(&ctx),
+            stats: ctx.stats,
             done: false,
         }
     }
@@ -307,7 +350,27 @@ impl<T: Send + 'static> Dataset<T> {
 #[must_use = "streams do nothing unless polled"]
 pub struct Epoch<T> {
     stream: BoxStream<T>,
+    stats: Stats,
     done: bool,
+}
+
+impl<T> Epoch<T> {
+    /// A live view of this epoch's per-stage counters; `Display` prints the report.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let mut epoch = Dataset::range(0, 10).filter(|x| x % 2 == 0).iter();
+    /// while let Some(x) = epoch.next().await { x?; }
+    /// let stages = epoch.stats().snapshot();
+    /// assert_eq!((stages[0].name, stages[0].elements), ("range", 10));
+    /// assert_eq!((stages[1].name, stages[1].elements), ("filter", 5));
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
 }
 
 impl<T> fmt::Debug for Epoch<T> {
@@ -434,9 +497,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// Elements from a blocking iterator made afresh for each epoch by `make` (tf.data's
     /// `from_generator`).
     ///
-    /// The generator runs on a blocking thread of its own, `buffer` elements ahead of the
-    /// consumer (a bounded channel), so a slow Python-style generator never blocks the async
-    /// workers. To make its work parallel, generate cheap indices or file names and do the work
+    /// The generator runs on a blocking thread of its own, at most `buffer` elements ahead of
+    /// the consumer (a bounded channel; when the consumer falls behind, elements are handed
+    /// over in chunks of up to `buffer / 2`, so the thread wakes once per chunk), so a slow
+    /// Python-style generator never blocks the async workers. To make its work parallel, generate cheap indices or file names and do the work
     /// in [`map_parallel`](Dataset::map_parallel).
     ///
     /// # Cancellation
@@ -564,7 +628,7 @@ impl<T: Send + 'static> Dataset<T> {
         let f = Arc::new(f);
         self.unary("map", self.cardinality(), move |_, input| {
             let f = Arc::clone(&f);
-            Box::pin(ops::map::Map::new(input, move |x| Ok(f(x))))
+            ops::map::Map::new(input, move |x| Ok(f(x)))
         })
     }
 
@@ -587,17 +651,19 @@ impl<T: Send + 'static> Dataset<T> {
         let card = self.cardinality();
         self.unary("map", card, move |_, input| {
             let f = Arc::clone(&f);
-            Box::pin(ops::map::Map::new(input, move |x| f(x)))
+            ops::map::Map::new(input, move |x| f(x))
         })
     }
 
     /// Applies a CPU-bound function on `parallelism` blocking threads at once (tf.data's
     /// `map(f, num_parallel_calls=...)`).
     ///
-    /// Calls run on tokio's blocking threads, never on the async workers. Cheap functions are
-    /// handed over in small groups of elements (sized so each group takes about 100 µs), so
-    /// the hand-over costs little whatever `f` costs; at most `parallelism` groups are in
-    /// flight, and at most 256 elements per group.
+    /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
+    /// workers), which take groups of consecutive elements from a queue the stream keeps
+    /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
+    /// of `f` to take about 1 ms (one element for slow functions, up to 256 for cheap ones),
+    /// so the hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are
+    /// in flight (queued, running, or finished and waiting for their turn).
     ///
     /// # Ordering
     ///
@@ -632,12 +698,12 @@ impl<T: Send + 'static> Dataset<T> {
         let parallelism = nonzero(parallelism.into(), "map_parallel");
         let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
         self.unary("map_parallel", self.cardinality(), move |ctx, input| {
-            Box::pin(ops::parallel_map::ParallelMap::new(
+            ops::parallel_map::ParallelMap::new(
                 input,
                 Arc::clone(&f),
                 parallelism.resolve(),
                 ctx.options().is_deterministic(),
-            ))
+            )
         })
     }
 
@@ -687,7 +753,7 @@ impl<T: Send + 'static> Dataset<T> {
     pub fn filter(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
         let p = Arc::new(predicate);
         self.unary("filter", Cardinality::Unknown, move |_, input| {
-            Box::pin(ops::filter::Filter::new(input, Arc::clone(&p)))
+            ops::filter::Filter::new(input, Arc::clone(&p))
         })
     }
 
@@ -744,14 +810,15 @@ impl<T: Send + 'static> Dataset<T> {
         } else {
             "interleave"
         };
+        let scope = next_id();
         self.unary(name, Cardinality::Unknown, move |ctx, input| {
-            Box::pin(ops::interleave::Interleave::new(
+            ops::interleave::Interleave::new(
                 input,
                 Arc::clone(&f),
-                ctx.clone(),
+                ctx.nested(scope),
                 cycle_length.resolve(),
                 block_length,
-            ))
+            )
         })
     }
 
@@ -800,6 +867,7 @@ impl<T: Send + 'static> Dataset<T> {
             "parallel_interleave: block_length must be at least 1"
         );
         let f = Arc::new(f);
+        let scope = next_id();
         self.unary(
             "parallel_interleave",
             Cardinality::Unknown,
@@ -809,10 +877,10 @@ impl<T: Send + 'static> Dataset<T> {
                     Parallelism::Fixed(n) => n,
                     Parallelism::Autotune => cycle,
                 };
-                Box::pin(ops::parallel_interleave::ParallelInterleave::new(
+                ops::parallel_interleave::ParallelInterleave::new(
                     input,
                     Arc::clone(&f),
-                    ctx.clone(),
+                    ctx.nested(scope),
                     ops::parallel_interleave::Config {
                         cycle_length: cycle,
                         block_length,
@@ -820,7 +888,7 @@ impl<T: Send + 'static> Dataset<T> {
                         buffer_output_elements: block_length.max(8),
                         deterministic: ctx.options().is_deterministic(),
                     },
-                ))
+                )
             },
         )
     }
@@ -852,7 +920,7 @@ impl<T: Send + 'static> Dataset<T> {
         assert!(batch_size > 0, "batch: batch_size must be at least 1");
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         self.unary("batch", card, move |_, input| {
-            Box::pin(ops::batch::Batch::new(input, batch_size, drop_remainder))
+            ops::batch::Batch::new(input, batch_size, drop_remainder)
         })
     }
 
@@ -870,7 +938,7 @@ impl<T: Send + 'static> Dataset<T> {
         T::IntoIter: Send + 'static,
     {
         self.unary("unbatch", Cardinality::Unknown, |_, input| {
-            Box::pin(ops::unbatch::Unbatch::new(input))
+            ops::unbatch::Unbatch::new(input)
         })
     }
 
@@ -891,11 +959,11 @@ impl<T: Send + 'static> Dataset<T> {
     {
         assert!(batch_size > 0, "rebatch: batch_size must be at least 1");
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            Box::pin(ops::batch::Batch::new(
+            ops::batch::Batch::new(
                 Box::pin(ops::unbatch::Unbatch::new(input)),
                 batch_size,
                 drop_remainder,
-            ))
+            )
         })
     }
 
@@ -967,7 +1035,7 @@ impl<T: Send + 'static> Dataset<T> {
         };
         let limit = if count < 0 { u64::MAX } else { count as u64 };
         self.unary("take", card, move |_, input| {
-            Box::pin(ops::take::Take::new(input, limit))
+            ops::take::Take::new(input, limit)
         })
     }
 
@@ -980,16 +1048,14 @@ impl<T: Send + 'static> Dataset<T> {
             Cardinality::Infinite if count < 0 => Cardinality::Finite(0),
             other => other,
         };
-        self.unary("skip", card, move |_, input| {
-            Box::pin(ops::skip::Skip::new(input, n))
-        })
+        self.unary("skip", card, move |_, input| ops::skip::Skip::new(input, n))
     }
 
     /// Elements while `predicate` holds; ends at the first that fails it (tf.data's `take_while`).
     pub fn take_while(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
         let p = Arc::new(predicate);
         self.unary("take_while", Cardinality::Unknown, move |_, input| {
-            Box::pin(ops::take_while::TakeWhile::new(input, Arc::clone(&p)))
+            ops::take_while::TakeWhile::new(input, Arc::clone(&p))
         })
     }
 
@@ -1017,14 +1083,14 @@ impl<T: Send + 'static> Dataset<T> {
             .cardinality()
             .map_finite(|n| n / num_shards + u64::from(index < n % num_shards));
         self.unary("shard", card, move |_, input| {
-            Box::pin(ops::shard::Shard::new(input, num_shards, index))
+            ops::shard::Shard::new(input, num_shards, index)
         })
     }
 
     /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`).
     pub fn enumerate(&self, start: i64) -> Dataset<(i64, T)> {
         self.unary("enumerate", self.cardinality(), move |_, input| {
-            Box::pin(ops::enumerate::Enumerate::new(input, start))
+            ops::enumerate::Enumerate::new(input, start)
         })
     }
 
@@ -1059,11 +1125,7 @@ impl<T: Send + 'static> Dataset<T> {
     {
         let f = Arc::new(f);
         self.unary("scan", self.cardinality(), move |_, input| {
-            Box::pin(ops::scan::Scan::new(
-                input,
-                initial_state.clone(),
-                Arc::clone(&f),
-            ))
+            ops::scan::Scan::new(input, initial_state.clone(), Arc::clone(&f))
         })
     }
 
@@ -1075,7 +1137,7 @@ impl<T: Send + 'static> Dataset<T> {
             _ => Cardinality::Unknown,
         };
         self.unary("ignore_errors", card, |_, input| {
-            Box::pin(ops::ignore_errors::IgnoreErrors::new(input))
+            ops::ignore_errors::IgnoreErrors::new(input)
         })
     }
 
@@ -1097,10 +1159,7 @@ impl<T: Send + 'static> Dataset<T> {
             return self.clone();
         }
         self.unary("prefetch", self.cardinality(), move |_, input| {
-            Box::pin(ops::prefetch::Prefetch::new(
-                input,
-                buffer_size.resolve().max(1),
-            ))
+            ops::prefetch::Prefetch::new(input, buffer_size.resolve().max(1))
         })
     }
 
@@ -1119,13 +1178,17 @@ impl<T: Send + 'static> Dataset<T> {
     pub fn with_options(&self, options: Options) -> Dataset<T> {
         let merged = self.stage.options.merge(&options);
         let input = self.clone();
-        Dataset::stage(
-            "with_options",
-            self.cardinality(),
-            merged,
-            self.depth(),
-            move |ctx| input.build(ctx),
-        )
+        // Not a stage of its own: it only changes the options, so it is not counted.
+        let stage = Stage {
+            name: self.stage.name,
+            cardinality: self.cardinality(),
+            options: merged,
+            depth: self.depth(),
+            build: Box::new(move |ctx: &Ctx| input.build(ctx)),
+        };
+        Dataset {
+            stage: Arc::new(stage),
+        }
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
@@ -1167,13 +1230,7 @@ impl<T: Send + 'static> Dataset<T> {
             drop_remainder,
         );
         self.unary("window", card, move |_, input| {
-            Box::pin(ops::window::Window::new(
-                input,
-                size,
-                shift,
-                stride,
-                drop_remainder,
-            ))
+            ops::window::Window::new(input, size, shift, stride, drop_remainder)
         })
     }
 
@@ -1202,7 +1259,7 @@ impl<T: Send + 'static> Dataset<T> {
         T: Clone + Eq + Hash,
     {
         self.unary("unique", Cardinality::Unknown, |_, input| {
-            Box::pin(ops::unique::Unique::new(input))
+            ops::unique::Unique::new(input)
         })
     }
 
@@ -1238,17 +1295,18 @@ impl<T: Send + 'static> Dataset<T> {
         );
         let key_func = Arc::new(key_func);
         let reduce_func = Arc::new(reduce_func);
+        let scope = next_id();
         self.unary(
             "group_by_window",
             Cardinality::Unknown,
             move |ctx, input| {
-                Box::pin(ops::group_by_window::GroupByWindow::new(
+                ops::group_by_window::GroupByWindow::new(
                     input,
                     Arc::clone(&key_func),
                     Arc::clone(&reduce_func),
                     window_size,
-                    ctx.clone(),
-                ))
+                    ctx.nested(scope),
+                )
             },
         )
     }

@@ -44,7 +44,9 @@ mod ops;
 mod options;
 mod runtime;
 mod source;
+mod stats;
 
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
 pub use options::{AUTOTUNE, Options, Parallelism, available_cores};
+pub use stats::{StageSnapshot, Stats};

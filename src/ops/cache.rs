@@ -18,19 +18,21 @@ pub(crate) fn dataset<T: Clone + Send + Sync + 'static>(input: &Dataset<T>) -> D
         input.cardinality(),
         input.options().clone(),
         input.depth() + 1,
-        move |ctx| match store.get() {
-            Some(items) => {
-                let items = Arc::clone(items);
-                Box::pin(FromIter::new(
-                    (0..items.len()).map(move |i| items[i].clone()),
-                ))
+        move |ctx| -> crate::dataset::BoxStream<T> {
+            match store.get() {
+                Some(items) => {
+                    let items = Arc::clone(items);
+                    Box::pin(FromIter::new(
+                        (0..items.len()).map(move |i| items[i].clone()),
+                    ))
+                }
+                None => Box::pin(Fill {
+                    input: upstream.build(ctx),
+                    store: Arc::clone(&store),
+                    items: Vec::new(),
+                    clean: true,
+                }),
             }
-            None => Box::pin(Fill {
-                input: upstream.build(ctx),
-                store: Arc::clone(&store),
-                items: Vec::new(),
-                clean: true,
-            }),
         },
     )
 }

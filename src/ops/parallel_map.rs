@@ -1,67 +1,119 @@
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::stream::{Fuse, FusedStream, FuturesOrdered, FuturesUnordered, Stream, StreamExt};
+use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
+use tokio::sync::mpsc;
 
 use crate::dataset::BoxStream;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Task, catch_panic};
 
 const STAGE: &str = "map_parallel";
 /// A group of elements should take about this long, so handing it over costs little.
-const TARGET_GROUP_TIME: Duration = Duration::from_micros(100);
+const TARGET_GROUP_TIME: Duration = Duration::from_millis(1);
 /// The most elements in one group.
 pub(crate) const MAX_GROUP: usize = 256;
+/// Groups handed over but not yet yielded, per worker: one running, one queued behind it, so a
+/// worker never waits for the consumer to hand it the next group.
+pub(crate) const GROUPS_PER_WORKER: usize = 2;
 
 type UserFn<T, U> = Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync>;
-type GroupOut<U> = (Vec<anyhow::Result<U>>, Duration);
 
-/// In-flight groups, finished in input order or in completion order.
-enum InFlight<U> {
-    Ordered(FuturesOrdered<Task<GroupOut<U>>>),
-    Unordered(FuturesUnordered<Task<GroupOut<U>>>),
+/// A group of consecutive input elements, numbered in input order.
+struct Group<T> {
+    seq: u64,
+    items: Vec<anyhow::Result<T>>,
 }
 
-impl<U: Send + 'static> InFlight<U> {
-    fn len(&self) -> usize {
-        match self {
-            InFlight::Ordered(f) => f.len(),
-            InFlight::Unordered(f) => f.len(),
-        }
-    }
+/// A finished group: its outputs and how long the calls took.
+struct Done<U> {
+    seq: u64,
+    out: Vec<anyhow::Result<U>>,
+    took: Duration,
+    calls: usize,
+}
 
-    fn push(&mut self, task: Task<GroupOut<U>>) {
-        match self {
-            InFlight::Ordered(f) => f.push_back(task),
-            InFlight::Unordered(f) => f.push(task),
-        }
-    }
+/// The workers of one epoch: `parallelism` blocking threads pulling groups from one queue.
+struct Pool<T, U> {
+    work: crossbeam_channel::Sender<Group<T>>,
+    results: mpsc::UnboundedReceiver<Done<U>>,
+    _workers: Vec<Task<()>>,
+}
 
-    fn poll_next(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<GroupOut<U>, tokio::task::JoinError>>> {
-        match self {
-            InFlight::Ordered(f) => f.poll_next_unpin(cx),
-            InFlight::Unordered(f) => f.poll_next_unpin(cx),
+impl<T: Send + 'static, U: Send + 'static> Pool<T, U> {
+    fn start(f: &UserFn<T, U>, parallelism: usize, cancel: &CancelToken) -> anyhow::Result<Self> {
+        // The submitter bounds what is in flight, so neither channel grows past it.
+        let (work, queue) = crossbeam_channel::unbounded::<Group<T>>();
+        let (done_tx, results) = mpsc::unbounded_channel();
+        let mut workers = Vec::with_capacity(parallelism);
+        for _ in 0..parallelism {
+            let (queue, done_tx, f, cancel) = (
+                queue.clone(),
+                done_tx.clone(),
+                Arc::clone(f),
+                cancel.clone(),
+            );
+            workers.push(runtime::spawn_blocking(STAGE, move || {
+                // Ends when the stream is dropped: the queue disconnects or the token is set.
+                while let Ok(group) = queue.recv() {
+                    let start = Instant::now();
+                    let mut out = Vec::with_capacity(group.items.len());
+                    let mut calls = 0;
+                    for item in group.items {
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        out.push(item.and_then(|x| {
+                            calls += 1;
+                            catch_panic(STAGE, || f(x))
+                        }));
+                    }
+                    let done = Done {
+                        seq: group.seq,
+                        out,
+                        took: start.elapsed(),
+                        calls,
+                    };
+                    if done_tx.send(done).is_err() {
+                        return;
+                    }
+                }
+            })?);
         }
+        Ok(Pool {
+            work,
+            results,
+            _workers: workers,
+        })
     }
 }
 
 /// Stream for the [`map_parallel`](crate::Dataset::map_parallel) method.
 ///
-/// Elements are handed to blocking threads in groups: a group holds the elements the input
-/// has ready, up to a size chosen from the measured cost of `f` (one element for slow
-/// functions, up to [`MAX_GROUP`] for cheap ones). At most `parallelism` groups are in flight.
+/// `parallelism` blocking threads (started at the first poll) take groups of consecutive
+/// elements from a queue the stream keeps topped up. A group holds the elements the input has
+/// ready, up to a size chosen from the measured cost of `f` (one element for slow functions,
+/// up to [`MAX_GROUP`] for cheap ones), so the hand-over costs little whatever `f` costs. At
+/// most [`GROUPS_PER_WORKER`] × `parallelism` groups are in flight (queued, running, or done
+/// and waiting for their turn).
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ParallelMap<T, U> {
     input: Fuse<BoxStream<T>>,
     f: UserFn<T, U>,
-    in_flight: InFlight<U>,
-    ready: VecDeque<anyhow::Result<U>>,
+    pool: Option<Pool<T, U>>,
     parallelism: usize,
+    deterministic: bool,
+    /// Sequence number of the next group to hand over.
+    next_seq: u64,
+    /// Sequence number of the next group to yield (deterministic order).
+    next_out: u64,
+    /// Finished groups waiting for an earlier one (deterministic order).
+    reorder: BTreeMap<u64, Vec<anyhow::Result<U>>>,
+    ready: VecDeque<anyhow::Result<U>>,
+    /// Groups handed over whose outputs have not been moved to `ready`.
+    in_flight: usize,
     group_size: usize,
     /// Smoothed cost of one call of `f`, in nanoseconds (0 until measured).
     nanos_per_call: f64,
@@ -84,37 +136,20 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         ParallelMap {
             input: input.fuse(),
             f,
-            in_flight: if deterministic {
-                InFlight::Ordered(FuturesOrdered::new())
-            } else {
-                InFlight::Unordered(FuturesUnordered::new())
-            },
-            ready: VecDeque::new(),
+            pool: None,
             parallelism: parallelism.max(1),
+            deterministic,
+            next_seq: 0,
+            next_out: 0,
+            reorder: BTreeMap::new(),
+            ready: VecDeque::new(),
+            in_flight: 0,
             group_size: 1,
             nanos_per_call: 0.0,
             _cancel_on_drop: cancel.drop_guard(),
             cancel,
             failed: false,
         }
-    }
-
-    fn submit(&mut self, group: Vec<anyhow::Result<T>>) -> anyhow::Result<()> {
-        let f = Arc::clone(&self.f);
-        let cancel = self.cancel.clone();
-        let task = runtime::spawn_blocking(STAGE, move || {
-            let start = Instant::now();
-            let mut out = Vec::with_capacity(group.len());
-            for item in group {
-                if cancel.is_cancelled() {
-                    break;
-                }
-                out.push(item.and_then(|x| catch_panic(STAGE, || f(x))));
-            }
-            (out, start.elapsed())
-        })?;
-        self.in_flight.push(task);
-        Ok(())
     }
 
     fn learn(&mut self, calls: usize, took: Duration) {
@@ -130,6 +165,53 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         let ideal = TARGET_GROUP_TIME.as_nanos() as f64 / self.nanos_per_call.max(1.0);
         self.group_size = (ideal as usize).clamp(1, MAX_GROUP);
     }
+
+    fn accept(&mut self, done: Done<U>) {
+        self.learn(done.calls, done.took);
+        if !self.deterministic {
+            self.in_flight -= 1;
+            self.ready.extend(done.out);
+            return;
+        }
+        self.reorder.insert(done.seq, done.out);
+        while let Some(out) = self.reorder.remove(&self.next_out) {
+            self.next_out += 1;
+            self.in_flight -= 1;
+            self.ready.extend(out);
+        }
+    }
+
+    /// Hands over groups while there is room and the input has elements ready.
+    fn fill(&mut self, cx: &mut Context<'_>) -> anyhow::Result<()> {
+        while self.in_flight < GROUPS_PER_WORKER * self.parallelism && !self.input.is_terminated() {
+            let mut items = Vec::new();
+            while items.len() < self.group_size {
+                match self.input.poll_next_unpin(cx) {
+                    Poll::Ready(Some(item)) => items.push(item),
+                    Poll::Ready(None) | Poll::Pending => break,
+                }
+            }
+            if items.is_empty() {
+                return Ok(());
+            }
+            let pool = match &mut self.pool {
+                Some(pool) => pool,
+                None => self
+                    .pool
+                    .insert(Pool::start(&self.f, self.parallelism, &self.cancel)?),
+            };
+            let group = Group {
+                seq: self.next_seq,
+                items,
+            };
+            pool.work
+                .send(group)
+                .map_err(|_| anyhow::anyhow!("{STAGE}: the workers stopped"))?;
+            self.next_seq += 1;
+            self.in_flight += 1;
+        }
+        Ok(())
+    }
 }
 
 impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
@@ -144,34 +226,33 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
             if this.failed {
                 return Poll::Ready(None);
             }
-            // Hand over groups while there is room and the input has elements ready.
-            while this.in_flight.len() < this.parallelism && !this.input.is_terminated() {
-                let mut group = Vec::new();
-                while group.len() < this.group_size {
-                    match this.input.poll_next_unpin(cx) {
-                        Poll::Ready(Some(item)) => group.push(item),
-                        Poll::Ready(None) | Poll::Pending => break,
-                    }
-                }
-                if group.is_empty() {
-                    break;
-                }
-                if let Err(e) = this.submit(group) {
-                    this.failed = true;
-                    return Poll::Ready(Some(Err(e)));
-                }
+            if let Err(e) = this.fill(cx) {
+                this.failed = true;
+                return Poll::Ready(Some(Err(e)));
             }
-            match this.in_flight.poll_next(cx) {
-                Poll::Ready(Some(Ok((out, took)))) => {
-                    this.learn(out.len(), took);
-                    this.ready.extend(out);
+            if this.in_flight == 0 {
+                // Nothing in flight: the input has ended, or is pending with its waker set.
+                return if this.input.is_terminated() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                };
+            }
+            let Some(pool) = this.pool.as_mut() else {
+                return Poll::Pending;
+            };
+            match pool.results.poll_recv(cx) {
+                Poll::Ready(Some(done)) => this.accept(done),
+                Poll::Ready(None) => {
+                    // Every worker is gone with groups still owed: never end quietly.
+                    this.failed = true;
+                    let e = crate::Error::WorkerPanicked {
+                        stage: STAGE,
+                        message: "the worker threads stopped".into(),
+                    };
+                    return Poll::Ready(Some(Err(e.into())));
                 }
-                Poll::Ready(Some(Err(e))) => {
-                    return Poll::Ready(Some(Err(runtime::join_error(STAGE, e))));
-                }
-                Poll::Ready(None) if this.input.is_terminated() => return Poll::Ready(None),
-                // Nothing in flight and the input is pending: its waker is registered.
-                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                Poll::Pending => return Poll::Pending,
             }
         }
     }

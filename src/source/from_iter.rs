@@ -15,7 +15,7 @@ pub(crate) fn from_vec<T: Clone + Send + Sync + 'static>(items: Vec<T>) -> Datas
     Dataset::source("from_tensor_slices", card, move |_| {
         let items = Arc::clone(&items);
         let len = items.len();
-        Box::pin(FromIter::new((0..len).map(move |i| items[i].clone())))
+        FromIter::new((0..len).map(move |i| items[i].clone()))
     })
 }
 
@@ -30,7 +30,7 @@ where
         _ => Cardinality::Unknown,
     };
     Dataset::source("from_iter", card, move |_| {
-        Box::pin(FromIter::new(items.clone().into_iter()))
+        FromIter::new(items.clone().into_iter())
     })
 }
 

@@ -12,13 +12,13 @@ pub(crate) fn dataset(start: i64, stop: i64, step: i64) -> Dataset<i64> {
     assert!(step != 0, "range: step must be a non-zero integer");
     let len = range_len(start, stop, step);
     Dataset::source("range", Cardinality::Finite(len), move |_| {
-        Box::pin(Range::new(start, step, Some(len)))
+        Range::new(start, step, Some(len))
     })
 }
 
 pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
     Dataset::source("counter", Cardinality::Infinite, move |_| {
-        Box::pin(Range::new(start, step, None))
+        Range::new(start, step, None)
     })
 }
 

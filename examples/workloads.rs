@@ -1,0 +1,83 @@
+//! Runs the benchmark workloads of WORKLOADS.md and prints one JSON line per figure:
+//! `{"system":"streamload","workload":"W1","figure":<number>,"unit":"<unit>","seconds":<s>}`.
+//!
+//! ```text
+//! cargo run --release --example workloads -- --only W1,W4,W7
+//! ```
+//!
+//! The figures of one run can be set side by side (ratios within one run are what to compare
+//! on a shared, noisy machine). Criterion versions of the same workloads are in `benches/`.
+
+#[path = "../benches/support/workloads.rs"]
+mod workloads;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use streamload::available_cores;
+
+#[derive(Parser, Debug)]
+#[command(about = "streamload's benchmark workloads (see WORKLOADS.md)")]
+struct Args {
+    /// Directory with the workload data (D1-D3); not needed by W1, W4 and W7.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Comma-separated workloads to run, e.g. `W1,W4,W7` (default: all available).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Scale the element counts down by this factor (for quick smoke runs).
+    #[arg(long, default_value_t = 1)]
+    scale_down: i64,
+}
+
+fn emit(workload: &str, figure: f64, unit: &str, seconds: f64) {
+    let line = serde_json::json!({
+        "system": "streamload",
+        "workload": workload,
+        "figure": (figure * 1000.0).round() / 1000.0,
+        "unit": unit,
+        "seconds": (seconds * 1000.0).round() / 1000.0,
+    });
+    println!("{line}");
+}
+
+async fn timed<F: std::future::Future<Output = anyhow::Result<u64>>>(
+    f: F,
+) -> anyhow::Result<(u64, f64)> {
+    let start = Instant::now();
+    let n = f.await?;
+    Ok((n, start.elapsed().as_secs_f64()))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let wanted =
+        |w: &str| args.only.is_empty() || args.only.iter().any(|o| o.eq_ignore_ascii_case(w));
+    let _ = &args.data;
+
+    if wanted("W1") {
+        let n = 10_000_000 / args.scale_down;
+        let (_, s) = timed(workloads::w1_overhead(n)).await?;
+        emit("W1", n as f64 / s, "elements/s", s);
+    }
+    if wanted("W4") {
+        let n = 20_000 / args.scale_down;
+        let cores = available_cores();
+        let (_, s1) = timed(workloads::w4_cpu_map(n, 1)).await?;
+        let (_, sp) = timed(workloads::w4_cpu_map(n, cores)).await?;
+        emit("W4/p1", n as f64 / s1, "elements/s", s1);
+        emit(&format!("W4/p{cores}"), n as f64 / sp, "elements/s", sp);
+        emit("W4", s1 / sp, "speedup", s1 + sp);
+    }
+    if wanted("W7") {
+        let n = 10_000 / args.scale_down;
+        let (_, sa) = timed(workloads::w7_generator(n)).await?;
+        let (_, sb) = timed(workloads::w7_index_generator_parallel_map(n)).await?;
+        emit("W7a", n as f64 / sa, "elements/s", sa);
+        emit("W7b", n as f64 / sb, "elements/s", sb);
+        emit("W7", sa / sb, "ratio", sa + sb);
+    }
+    Ok(())
+}
