@@ -39,6 +39,10 @@
 //! ```
 
 mod dataset;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 mod error;
 mod ops;
 mod options;
