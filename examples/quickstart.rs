@@ -34,13 +34,19 @@ fn make_data(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for shard in 0..SHARDS {
         let path = dir.join(format!("train-{shard:05}-of-{SHARDS:05}.csv"));
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = BufWriter::new(file);
         for i in 0..RECORDS_PER_SHARD {
             let id = shard * RECORDS_PER_SHARD + i;
             write!(out, "{id},{}", id % 10)?;
             for f in 0..FEATURES {
-                write!(out, "{}{:.4}", if f == 0 { ',' } else { ' ' }, ((id * 31 + f * 7) % 1000) as f32 / 1000.0)?;
+                write!(
+                    out,
+                    "{}{:.4}",
+                    if f == 0 { ',' } else { ' ' },
+                    ((id * 31 + f * 7) % 1000) as f32 / 1000.0
+                )?;
             }
             writeln!(out)?;
         }
@@ -52,23 +58,36 @@ fn make_data(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// One shard's lines, read by a blocking reader on a thread of its own.
 fn lines(path: PathBuf) -> Dataset<(PathBuf, u64, String)> {
-    Dataset::try_from_generator(256, move || -> Box<dyn Iterator<Item = anyhow::Result<_>>> {
-        let path = path.clone();
-        match std::fs::File::open(&path) {
-            Ok(file) => Box::new(std::io::BufReader::new(file).lines().enumerate().map(move |(n, line)| {
-                let line = line.with_context(|| format!("reading line {} of {}", n + 1, path.display()))?;
-                Ok((path.clone(), n as u64 + 1, line))
-            })),
-            Err(e) => Box::new(std::iter::once(Err(anyhow::Error::new(e).context(format!("opening {}", path.display()))))),
-        }
-    })
+    Dataset::try_from_generator(
+        256,
+        move || -> Box<dyn Iterator<Item = anyhow::Result<_>>> {
+            let path = path.clone();
+            match std::fs::File::open(&path) {
+                Ok(file) => Box::new(std::io::BufReader::new(file).lines().enumerate().map(
+                    move |(n, line)| {
+                        let line = line.with_context(|| {
+                            format!("reading line {} of {}", n + 1, path.display())
+                        })?;
+                        Ok((path.clone(), n as u64 + 1, line))
+                    },
+                )),
+                Err(e) => Box::new(std::iter::once(Err(
+                    anyhow::Error::new(e).context(format!("opening {}", path.display()))
+                ))),
+            }
+        },
+    )
 }
 
 fn parse((path, line_no, line): (PathBuf, u64, String)) -> anyhow::Result<Record> {
     let context = || format!("parsing record at line {line_no} of {}", path.display());
     let mut fields = line.split(',');
     let _id = fields.next().with_context(context)?;
-    let label = fields.next().with_context(context)?.parse().with_context(context)?;
+    let label = fields
+        .next()
+        .with_context(context)?
+        .parse()
+        .with_context(context)?;
     let features = fields
         .next()
         .with_context(context)?
@@ -83,7 +102,11 @@ fn parse((path, line_no, line): (PathBuf, u64, String)) -> anyhow::Result<Record
 async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join("streamload-quickstart");
     let files = make_data(&dir)?;
-    println!("wrote {} shards x {RECORDS_PER_SHARD} records to {}", files.len(), dir.display());
+    println!(
+        "wrote {} shards x {RECORDS_PER_SHARD} records to {}",
+        files.len(),
+        dir.display()
+    );
 
     let pipeline = Dataset::from_vec(files)
         .parallel_interleave(4, 16, AUTOTUNE, lines) // extract: 4 shards at once

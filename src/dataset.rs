@@ -823,12 +823,17 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
-    /// own, `buffer_output_elements` elements ahead, and the next `prefetch_input_elements`
-    /// inner datasets opened early (tf.data's `interleave(..., num_parallel_calls=...)`): the
-    /// way to read many files at once and hide storage latency.
+    /// own (tf.data's `interleave(..., num_parallel_calls=...)`): the way to read many files at
+    /// once and hide storage latency.
     ///
-    /// `num_parallel_calls` bounds how many inner datasets are read at once (the open cycle
-    /// plus the ones opened early); it defaults to `cycle_length` when given as `AUTOTUNE`.
+    /// `num_parallel_calls` is how many inner datasets are read at once: the `cycle_length`
+    /// open ones, plus `num_parallel_calls - cycle_length` opened ahead of the cursor when it
+    /// is larger (`AUTOTUNE`: `cycle_length`, none ahead).
+    ///
+    /// # Memory
+    ///
+    /// Each reader holds at most `max(block_length, 128)` elements ahead of the consumer,
+    /// handed over in chunks of half that, plus what is left of the chunk being read.
     ///
     /// # Ordering
     ///
@@ -885,7 +890,7 @@ impl<T: Send + 'static> Dataset<T> {
                         cycle_length: cycle,
                         block_length,
                         prefetch_input_elements: parallel.saturating_sub(cycle),
-                        buffer_output_elements: block_length.max(8),
+                        buffer_output_elements: block_length.max(128),
                         deterministic: ctx.options().is_deterministic(),
                     },
                 )
@@ -1142,8 +1147,13 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// Runs the upstream in a spawned task that keeps up to `buffer_size` elements ready
-    /// (tf.data's `prefetch`), so producing and consuming overlap. `AUTOTUNE` picks the buffer;
-    /// `0` adds no stage.
+    /// (tf.data's `prefetch`), so producing and consuming overlap. `AUTOTUNE` picks the buffer
+    /// (for now: the number of cores); `0` adds no stage.
+    ///
+    /// Elements travel in chunks of up to `buffer_size / 2` (whatever the upstream has ready),
+    /// so each side sleeps and wakes once per chunk rather than once per element: at most
+    /// `buffer_size` elements wait, plus what is left of the chunk being read. As in tf.data,
+    /// prefetch after `batch`; to prefetch many tiny elements, give a large buffer.
     ///
     /// # Errors
     ///

@@ -3,14 +3,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::FutureExt;
 use futures::stream::{Fuse, Stream, StreamExt};
-use tokio::sync::mpsc;
 
 use crate::dataset::{BoxStream, Ctx, Dataset};
 use crate::ops::interleave::{Cursor, open};
 use crate::ops::prefetch::poll_task_end;
-use crate::runtime::{self, Task};
+use crate::runtime::{self, ChunkReceiver, Task, chunk_channel, forward};
 
 const STAGE: &str = "parallel_interleave";
 
@@ -21,69 +19,41 @@ pub(crate) struct Config {
     pub(crate) block_length: usize,
     /// Inner datasets opened ahead of the cursor, beyond the cycle.
     pub(crate) prefetch_input_elements: usize,
-    /// Elements a reader task may hold ready, per hand-over chunk.
+    /// Elements a reader task may hold ready ahead of the consumer.
     pub(crate) buffer_output_elements: usize,
     pub(crate) deterministic: bool,
 }
 
 /// One inner dataset, driven by a task of its own that hands over chunks of ready elements.
 struct Reader<U> {
-    rx: mpsc::Receiver<Vec<anyhow::Result<U>>>,
-    chunk: std::vec::IntoIter<anyhow::Result<U>>,
+    rx: ChunkReceiver<anyhow::Result<U>>,
     /// `Some` until the task has been joined.
     task: Option<Task<()>>,
 }
 
 impl<U: Send + 'static> Reader<U> {
-    fn spawn(mut inner: BoxStream<U>, max_chunk: usize) -> anyhow::Result<Self> {
-        // Two chunks in the channel, one being filled: about 3 x max_chunk elements per reader.
-        let (tx, rx) = mpsc::channel(2);
-        let task = runtime::spawn(STAGE, async move {
-            while let Some(first) = inner.next().await {
-                let mut chunk = Vec::with_capacity(max_chunk.min(64));
-                chunk.push(first);
-                let mut ended = false;
-                // Take whatever else is ready now, so a hand-over carries many elements.
-                while chunk.len() < max_chunk {
-                    match inner.next().now_or_never() {
-                        Some(Some(item)) => chunk.push(item),
-                        Some(None) => {
-                            ended = true;
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                if tx.send(chunk).await.is_err() || ended {
-                    return;
-                }
-            }
-        })?;
+    /// Holds at most `buffer` elements ahead of the consumer, handed over in chunks of up to
+    /// `buffer / 2` (see `runtime::chunks`), plus what is left of the chunk being read.
+    fn spawn(inner: BoxStream<U>, buffer: usize) -> anyhow::Result<Self> {
+        let (tx, rx) = chunk_channel(buffer.div_ceil(2));
+        let task = runtime::spawn(STAGE, forward(inner, tx))?;
         Ok(Reader {
             rx,
-            chunk: Vec::new().into_iter(),
             task: Some(task),
         })
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        loop {
-            if let Some(item) = self.chunk.next() {
-                return Poll::Ready(Some(item));
-            }
-            match ready!(self.rx.poll_recv(cx)) {
-                Some(chunk) => self.chunk = chunk.into_iter(),
-                None => {
-                    // The task ended: cleanly, or by a panic that must not pass for an end.
-                    let Some(task) = self.task.as_mut() else {
-                        return Poll::Ready(None);
-                    };
-                    let end = ready!(poll_task_end(task, STAGE, cx));
-                    self.task = None;
-                    return Poll::Ready(end.map(Err));
-                }
-            }
+        if let Some(item) = ready!(self.rx.poll_recv(cx)) {
+            return Poll::Ready(Some(item));
         }
+        // The task ended: cleanly, or by a panic that must not pass for an end.
+        let Some(task) = self.task.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let end = ready!(poll_task_end(task, STAGE, cx));
+        self.task = None;
+        Poll::Ready(end.map(Err))
     }
 }
 

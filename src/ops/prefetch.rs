@@ -2,18 +2,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Stream, StreamExt};
-use tokio::sync::mpsc;
+use futures::stream::Stream;
 
 use crate::dataset::BoxStream;
-use crate::runtime::{self, Task};
+use crate::runtime::{self, ChunkReceiver, Task, chunk_channel, forward};
 
 const STAGE: &str = "prefetch";
 
 enum State<T> {
     Idle(BoxStream<T>),
     Running {
-        rx: mpsc::Receiver<anyhow::Result<T>>,
+        rx: ChunkReceiver<anyhow::Result<T>>,
         task: Task<()>,
     },
     /// The channel closed: learn from the task whether it ended or panicked.
@@ -38,6 +37,9 @@ impl<T> Prefetch<T> {
     }
 }
 
+// Elements are never pinned in place.
+impl<T> Unpin for Prefetch<T> {}
+
 impl<T: Send + 'static> Stream for Prefetch<T> {
     type Item = anyhow::Result<T>;
 
@@ -45,15 +47,11 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
         let this = self.get_mut();
         loop {
             match std::mem::replace(&mut this.state, State::Done) {
-                State::Idle(mut input) => {
-                    let (tx, rx) = mpsc::channel(this.buffer);
-                    let producer = async move {
-                        while let Some(item) = input.next().await {
-                            if tx.send(item).await.is_err() {
-                                return; // the consumer is gone
-                            }
-                        }
-                    };
+                State::Idle(input) => {
+                    // Elements are handed over in chunks of up to half the buffer once the
+                    // consumer falls behind (see `runtime::chunks`).
+                    let (tx, rx) = chunk_channel(this.buffer.div_ceil(2));
+                    let producer = forward(input, tx);
                     match runtime::spawn(STAGE, producer) {
                         Ok(task) => this.state = State::Running { rx, task },
                         Err(e) => return Poll::Ready(Some(Err(e))),

@@ -5,7 +5,9 @@
 //! readers, `map_async` calls) runs as tokio tasks; CPU-bound user functions run on tokio's
 //! blocking threads, never on the async workers.
 
+mod chunks;
 mod coop;
+pub(crate) use chunks::{ChunkReceiver, ChunkSender, chunk_channel, forward};
 pub(crate) use coop::Coop;
 
 use std::future::Future;

@@ -5,17 +5,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::stream::Stream;
-use tokio::sync::mpsc;
 
 use crate::dataset::{Cardinality, Dataset};
-use crate::runtime::{self, Task};
+use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, chunk_channel};
 
 const STAGE: &str = "from_generator";
 
-type Chunk<T> = Vec<anyhow::Result<T>>;
-/// Makes the generator and sends its items, in chunks of at most the given size, until it
-/// ends or the receiver is gone.
-type RunFn<T> = dyn Fn(&mpsc::Sender<Chunk<T>>, usize) + Send + Sync;
+/// Makes the generator and sends its items until it ends or the receiver is gone.
+type RunFn<T> = dyn Fn(&mut ChunkSender<anyhow::Result<T>>) + Send + Sync;
 
 pub(crate) fn dataset<T, I>(
     buffer: usize,
@@ -26,32 +23,13 @@ where
     I: IntoIterator<Item = anyhow::Result<T>>,
 {
     assert!(buffer > 0, "from_generator: buffer must be at least 1");
-    let run: Arc<RunFn<T>> = Arc::new(move |tx, max_chunk| {
-        // Hand items over at once while the consumer keeps up; when it falls behind, gather
-        // them into a chunk, so the generator thread sleeps and wakes once per chunk rather
-        // than once per element. At most one chunk waits in the channel and one is gathered.
-        let mut pending: Chunk<T> = Vec::new();
+    let run: Arc<RunFn<T>> = Arc::new(move |tx| {
         for item in make() {
-            pending.push(item);
-            let sent = if pending.len() >= max_chunk {
-                tx.blocking_send(std::mem::take(&mut pending)).is_ok()
-            } else {
-                match tx.try_send(std::mem::take(&mut pending)) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(back)) => {
-                        pending = back;
-                        true
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                }
-            };
-            if !sent {
+            if tx.blocking_send(item).is_err() {
                 return; // the epoch was dropped
             }
         }
-        if !pending.is_empty() {
-            let _ = tx.blocking_send(pending);
-        }
+        let _ = tx.blocking_flush();
     });
     Dataset::source(STAGE, Cardinality::Unknown, move |_| {
         Generator::new(Arc::clone(&run), buffer)
@@ -61,8 +39,7 @@ where
 enum State<T> {
     Idle(Arc<RunFn<T>>),
     Running {
-        rx: mpsc::Receiver<Chunk<T>>,
-        chunk: std::vec::IntoIter<anyhow::Result<T>>,
+        rx: ChunkReceiver<anyhow::Result<T>>,
         _task: Task<()>,
     },
     Done,
@@ -104,47 +81,35 @@ impl<T: Send + 'static> Stream for Generator<T> {
             match &mut this.state {
                 State::Idle(run) => {
                     let run = Arc::clone(run);
-                    let (tx, rx) = mpsc::channel(1);
-                    let max_chunk = this.buffer.div_ceil(2);
+                    let (mut tx, rx) = chunk_channel(this.buffer.div_ceil(2));
                     let job = move || {
                         // A panic in the generator becomes its last element, never a quiet end.
-                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            run(&tx, max_chunk)
-                        }));
+                        let result =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut tx)));
                         if let Err(payload) = result {
                             let message = crate::error::panic_message(payload.as_ref());
                             let err = crate::Error::WorkerPanicked {
                                 stage: STAGE,
                                 message,
                             };
-                            let _ = tx.blocking_send(vec![Err(err.into())]);
+                            let _ = tx.blocking_send(Err(err.into()));
+                            let _ = tx.blocking_flush();
                         }
                     };
                     match runtime::spawn_blocking(STAGE, job) {
-                        Ok(task) => {
-                            this.state = State::Running {
-                                rx,
-                                chunk: Vec::new().into_iter(),
-                                _task: task,
-                            }
-                        }
+                        Ok(task) => this.state = State::Running { rx, _task: task },
                         Err(e) => {
                             this.state = State::Done;
                             return Poll::Ready(Some(Err(e)));
                         }
                     }
                 }
-                State::Running { rx, chunk, .. } => {
-                    if let Some(item) = chunk.next() {
-                        return Poll::Ready(Some(item));
+                State::Running { rx, .. } => {
+                    let item = std::task::ready!(rx.poll_recv(cx));
+                    if item.is_none() {
+                        this.state = State::Done;
                     }
-                    match std::task::ready!(rx.poll_recv(cx)) {
-                        Some(next) => *chunk = next.into_iter(),
-                        None => {
-                            this.state = State::Done;
-                            return Poll::Ready(None);
-                        }
-                    }
+                    return Poll::Ready(item);
                 }
                 State::Done => return Poll::Ready(None),
             }

@@ -1,0 +1,187 @@
+//! Bounded channels that hand elements over in chunks.
+//!
+//! Sending one element at a time costs a thread wake-up per element: the consumer wakes for
+//! every element when it is faster, the producer when it is slower. Here elements travel in
+//! chunks, so both sides sleep and wake once per chunk, while a slow producer still delivers
+//! each element without delay:
+//!
+//! - [`forward`] (async producers) sends whatever the upstream has ready *now*, up to
+//!   `max_chunk`: one element when the upstream is slow, full chunks when it is fast.
+//! - [`ChunkSender::blocking_send`] (blocking generators, whose items are always "ready")
+//!   sends a chunk when it is full, or when its first element has waited [`MAX_DELAY`].
+//!
+//! Bound: one chunk waiting in the channel and one being gathered or sent, each at most
+//! `max_chunk`, plus what is left of the chunk the consumer is reading.
+
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::stream::{Stream, StreamExt};
+use tokio::sync::mpsc;
+
+/// The longest a blocking producer holds an element back to fill a chunk.
+pub(crate) const MAX_DELAY: Duration = Duration::from_micros(200);
+
+/// The consumer has gone.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+/// The consumer side.
+#[derive(Debug)]
+pub(crate) struct ChunkReceiver<T> {
+    rx: mpsc::Receiver<Vec<T>>,
+    current: std::vec::IntoIter<T>,
+}
+
+/// A chunked channel: at most `max_chunk` elements per chunk, one chunk in the channel.
+pub(crate) fn chunk_channel<T>(max_chunk: usize) -> (ChunkSender<T>, ChunkReceiver<T>) {
+    let (tx, rx) = mpsc::channel(1);
+    (
+        ChunkSender {
+            tx,
+            pending: Vec::new(),
+            first_at: None,
+            max_chunk: max_chunk.max(1),
+        },
+        ChunkReceiver {
+            rx,
+            current: Vec::new().into_iter(),
+        },
+    )
+}
+
+/// Runs `input` to its end, sending its elements in chunks of what is ready at once.
+/// Returns early when the consumer has gone.
+pub(crate) async fn forward<S>(mut input: S, tx: ChunkSender<S::Item>)
+where
+    S: Stream + Unpin,
+{
+    let max_chunk = tx.max_chunk;
+    while let Some(first) = input.next().await {
+        let mut chunk = Vec::with_capacity(max_chunk.min(64));
+        chunk.push(first);
+        let mut ended = false;
+        while chunk.len() < max_chunk {
+            match input.next().now_or_never() {
+                Some(Some(item)) => chunk.push(item),
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                None => break, // nothing more ready now: hand over what there is
+            }
+        }
+        if tx.tx.send(chunk).await.is_err() || ended {
+            return;
+        }
+    }
+}
+
+/// The producer side, for [`forward`] or for a blocking thread.
+#[derive(Debug)]
+pub(crate) struct ChunkSender<T> {
+    tx: mpsc::Sender<Vec<T>>,
+    pending: Vec<T>,
+    /// When the oldest pending element arrived.
+    first_at: Option<Instant>,
+    max_chunk: usize,
+}
+
+impl<T> ChunkSender<T> {
+    /// Adds `item` from a blocking thread (never from async code); sends the gathered chunk
+    /// when it is full or its first element has waited [`MAX_DELAY`], waiting for room.
+    pub(crate) fn blocking_send(&mut self, item: T) -> Result<(), Closed> {
+        self.pending.push(item);
+        let first_at = *self.first_at.get_or_insert_with(Instant::now);
+        if self.pending.len() >= self.max_chunk || first_at.elapsed() >= MAX_DELAY {
+            self.blocking_flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is gathered (from a blocking thread), waiting for room.
+    pub(crate) fn blocking_flush(&mut self) -> Result<(), Closed> {
+        self.first_at = None;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut self.pending);
+        self.tx.blocking_send(chunk).map_err(|_| Closed)
+    }
+}
+
+impl<T> ChunkReceiver<T> {
+    /// The next element, `None` once the sender is gone and everything was received.
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        loop {
+            if let Some(item) = self.current.next() {
+                return Poll::Ready(Some(item));
+            }
+            match ready!(self.rx.poll_recv(cx)) {
+                Some(chunk) => self.current = chunk.into_iter(),
+                None => return Poll::Ready(None),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn drain(mut rx: ChunkReceiver<u32>) -> Vec<u32> {
+        let mut got = Vec::new();
+        while let Some(x) = std::future::poll_fn(|cx| rx.poll_recv(cx)).await {
+            got.push(x);
+        }
+        got
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forward_delivers_everything_in_order() {
+        let (tx, rx) = chunk_channel::<u32>(4);
+        let producer = tokio::spawn(forward(futures::stream::iter(0..1000), tx));
+        assert_eq!(drain(rx).await, (0..1000).collect::<Vec<_>>());
+        assert!(producer.await.is_ok());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_sends_deliver_everything_in_order() {
+        let (mut tx, rx) = chunk_channel::<u32>(4);
+        let producer = tokio::task::spawn_blocking(move || {
+            for i in 0..1000 {
+                tx.blocking_send(i).map_err(|_| "closed")?;
+            }
+            tx.blocking_flush().map_err(|_| "closed")
+        });
+        assert_eq!(drain(rx).await, (0..1000).collect::<Vec<_>>());
+        assert!(producer.await.is_ok_and(|r| r.is_ok()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forward_holds_at_most_two_chunks_ahead() {
+        let produced = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&produced);
+        let input = futures::stream::iter(0..1000u32).inspect(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let (tx, rx) = chunk_channel::<u32>(4);
+        let _producer = tokio::spawn(forward(input, tx));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Nobody received: one chunk in the channel, one waiting to be sent.
+        assert!(produced.load(std::sync::atomic::Ordering::SeqCst) <= 8);
+        drop(rx);
+    }
+
+    #[tokio::test]
+    async fn blocking_send_fails_once_the_receiver_is_gone() {
+        let (mut tx, rx) = chunk_channel::<u32>(1);
+        drop(rx);
+        assert!(
+            tokio::task::spawn_blocking(move || tx.blocking_send(1))
+                .await
+                .is_ok_and(|r| r.is_err())
+        );
+    }
+}
