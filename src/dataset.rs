@@ -4,6 +4,16 @@
 //! buffers, channels, tasks and random state. Every operation below is a thin method that
 //! records a stage; the stream combinator that runs it lives in its own file under `ops/` (or
 //! `source/`).
+//!
+//! Every stage's stream is made in one place, [`Dataset::stage`], with the epoch's [`Ctx`].
+//! That is where cross-cutting machinery attaches without touching the operations:
+//! - statistics: each stage's stream is wrapped in a counter registered in `Ctx`'s registry;
+//! - autotuning (next): `Parallelism::Autotune` and buffer sizes read a shared, adjustable
+//!   setting that the tuner in `Ctx` updates from those statistics;
+//! - checkpoint and resume (next): `Ctx` carries the state to restore; a stage that has state
+//!   (a source's position, a shuffle's RNG counter and buffer, an interleave's cursor) saves
+//!   and restores it through a small trait its stream implements, keyed like its statistics
+//!   by (scope, stage), so stateless stages need no change.
 
 use std::fmt;
 use std::hash::Hash;
