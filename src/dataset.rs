@@ -1091,7 +1091,7 @@ impl<T: Send + 'static> Dataset<T> {
         assert!(num_shards > 0, "shard: num_shards must be at least 1");
         assert!(
             index < num_shards,
-            "shard: index must be between 0 and {} (currently index = {index})",
+            "shard: Index must be between 0 and {} (currently index = {index})",
             num_shards - 1
         );
         let card = self
