@@ -81,10 +81,9 @@ async fn dropping_a_generator_epoch_stops_the_generator_thread() {
     let ds = Dataset::from_generator(4, move || {
         let guard = DropFlag(Arc::clone(&e));
         let p = Arc::clone(&p);
-        (0..).map(move |x: i64| {
+        (0..).inspect(move |_: &i64| {
             let _keep = &guard;
             p.fetch_add(1, Ordering::SeqCst);
-            x
         })
     });
     let mut epoch = ds.iter();
