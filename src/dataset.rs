@@ -1058,11 +1058,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// (tf.data's `skip`). Error elements are passed on and not counted.
     pub fn skip(&self, count: i64) -> Dataset<T> {
         let n = if count < 0 { u64::MAX } else { count as u64 };
-        let card = match self.cardinality() {
-            Cardinality::Finite(m) => Cardinality::Finite(m.saturating_sub(n)),
-            Cardinality::Infinite if count < 0 => Cardinality::Finite(0),
-            other => other,
-        };
+        // As tf.data: an infinite or unknown input keeps its cardinality.
+        let card = self.cardinality().map_finite(|m| m.saturating_sub(n));
         self.unary("skip", card, move |_, input| ops::skip::Skip::new(input, n))
     }
 

@@ -6,11 +6,12 @@ use futures::stream::Stream;
 use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset};
 
 pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, count: i64) -> Dataset<T> {
+    // tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
     let card = match (count, input.cardinality()) {
         (0, _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
-        (c, Cardinality::Finite(n)) if c > 0 => Cardinality::Finite(n.saturating_mul(c as u64)),
-        (_, Cardinality::Unknown) => Cardinality::Unknown,
-        _ => Cardinality::Infinite,
+        (c, _) if c < 0 => Cardinality::Infinite,
+        (c, Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c as u64)),
+        (_, other) => other,
     };
     let times = u64::try_from(count).ok();
     let upstream = input.clone();
