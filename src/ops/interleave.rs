@@ -1,49 +1,113 @@
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
+use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
 use crate::dataset::{BoxStream, Ctx, Dataset};
 use crate::runtime::catch_panic;
 
-/// tf.data's interleave cursor: which slot of the cycle is next, and how far into its block.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Cursor {
-    pub(crate) cycle_index: usize,
-    block_index: usize,
-    cycle_length: usize,
-    block_length: usize,
+/// An open inner dataset in a slot of the cycle: a stream, or a reader task's receiver.
+pub(crate) trait Slot<U> {
+    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>>;
 }
 
-impl Cursor {
+impl<U> Slot<U> for BoxStream<U> {
+    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
+        self.as_mut().poll_next(cx)
+    }
+}
+
+/// tf.data's interleave cycle: `cycle_length` slots, and a cursor that says which slot is next
+/// and how far into its block it is.
+pub(crate) struct Cycle<S> {
+    pub(crate) slots: Vec<Option<S>>,
+    pub(crate) cycle_index: usize,
+    block_index: usize,
+    block_length: usize,
+    pub(crate) num_open: usize,
+}
+
+impl<S> Cycle<S> {
     pub(crate) fn new(cycle_length: usize, block_length: usize) -> Self {
-        Cursor {
+        Cycle {
+            slots: (0..cycle_length).map(|_| None).collect(),
             cycle_index: 0,
             block_index: 0,
-            cycle_length,
             block_length,
+            num_open: 0,
         }
     }
 
-    /// After an element was produced from the current slot.
-    pub(crate) fn advance_position(&mut self) {
+    /// After an element was produced from slot `i`: count it in its block, and move on when
+    /// the block is complete.
+    pub(crate) fn advance_position(&mut self, i: usize) {
+        if i != self.cycle_index {
+            self.cycle_index = i;
+            self.block_index = 0;
+        }
         self.block_index += 1;
         if self.block_index == self.block_length {
             self.advance_to_next_in_cycle();
         }
     }
 
-    /// Continue from slot `i`, at the start of its block.
-    pub(crate) fn jump_to(&mut self, i: usize) {
-        self.cycle_index = i;
-        self.block_index = 0;
-    }
-
     /// Move on to the next slot, at the start of its block.
     pub(crate) fn advance_to_next_in_cycle(&mut self) {
         self.block_index = 0;
-        self.cycle_index = (self.cycle_index + 1) % self.cycle_length;
+        self.cycle_index = (self.cycle_index + 1) % self.slots.len();
+    }
+
+    pub(crate) fn open(&mut self, i: usize, slot: S) {
+        self.slots[i] = Some(slot);
+        self.num_open += 1;
+    }
+
+    pub(crate) fn close(&mut self, i: usize) {
+        self.slots[i] = None;
+        self.num_open -= 1;
+    }
+
+    /// tf.data's `InterleaveDatasetOp::GetNext`: take from the slot under the cursor; an
+    /// exhausted slot is freed and the cursor moves on at once; a free slot under the cursor
+    /// is filled with the next input element (`next`, which yields `Ready(None)` once the input
+    /// has ended). An error is yielded without moving the cursor, as tf.data's `GetNext`
+    /// returning an error does.
+    pub(crate) fn poll_in_order<U>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut next: impl FnMut(&mut Context<'_>) -> Poll<Option<anyhow::Result<S>>>,
+    ) -> Poll<Option<anyhow::Result<U>>>
+    where
+        S: Slot<U>,
+    {
+        let mut input_ended = false;
+        loop {
+            let ci = self.cycle_index;
+            if let Some(slot) = &mut self.slots[ci] {
+                match ready!(slot.poll_slot(cx)) {
+                    Some(Ok(x)) => {
+                        self.advance_position(ci);
+                        return Poll::Ready(Some(Ok(x)));
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => {
+                        self.close(ci);
+                        self.advance_to_next_in_cycle();
+                    }
+                }
+            } else if !input_ended {
+                match ready!(next(cx)) {
+                    Some(Ok(slot)) => self.open(ci, slot),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => input_ended = true,
+                }
+            } else if self.num_open == 0 {
+                return Poll::Ready(None);
+            } else {
+                self.advance_to_next_in_cycle();
+            }
+        }
     }
 }
 
@@ -62,19 +126,14 @@ where
 }
 
 /// Stream for the [`interleave`](crate::Dataset::interleave) and
-/// [`flat_map`](crate::Dataset::flat_map) methods.
-///
-/// The algorithm is tf.data's `InterleaveDatasetOp`: an error from an inner dataset is
-/// yielded without moving the cursor, like tf.data's `GetNext` returning an error.
+/// [`flat_map`](crate::Dataset::flat_map) methods: [`Cycle::poll_in_order`] over inner
+/// streams polled in place.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Interleave<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
-    slots: Vec<Option<BoxStream<U>>>,
-    cursor: Cursor,
-    num_open: usize,
-    end_of_input: bool,
+    cycle: Cycle<BoxStream<U>>,
 }
 
 impl<T, U, F> Interleave<T, U, F> {
@@ -89,10 +148,7 @@ impl<T, U, F> Interleave<T, U, F> {
             input: input.fuse(),
             f,
             ctx,
-            slots: (0..cycle_length).map(|_| None).collect(),
-            cursor: Cursor::new(cycle_length, block_length),
-            num_open: 0,
-            end_of_input: false,
+            cycle: Cycle::new(cycle_length, block_length),
         }
     }
 }
@@ -106,40 +162,20 @@ where
     type Item = anyhow::Result<U>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        while !this.end_of_input || this.num_open > 0 {
-            let slot = &mut this.slots[this.cursor.cycle_index];
-            if let Some(inner) = slot {
-                match inner.as_mut().poll_next(cx) {
-                    Poll::Ready(Some(Ok(x))) => {
-                        this.cursor.advance_position();
-                        return Poll::Ready(Some(Ok(x)));
-                    }
-                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                    Poll::Ready(None) => {
-                        *slot = None;
-                        this.num_open -= 1;
-                        this.cursor.advance_to_next_in_cycle();
-                    }
-                    Poll::Pending => return Poll::Pending,
-                }
-            } else if !this.end_of_input {
-                match this.input.poll_next_unpin(cx) {
-                    Poll::Ready(Some(Ok(x))) => match open(&*this.f, x, &this.ctx, "interleave") {
-                        Ok(inner) => {
-                            *slot = Some(inner);
-                            this.num_open += 1;
-                        }
-                        Err(e) => return Poll::Ready(Some(Err(e))),
-                    },
-                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                    Poll::Ready(None) => this.end_of_input = true,
-                    Poll::Pending => return Poll::Pending,
-                }
-            } else {
-                this.cursor.advance_to_next_in_cycle();
+        let Interleave {
+            input,
+            f,
+            ctx,
+            cycle,
+        } = self.get_mut();
+        cycle.poll_in_order(cx, |cx| {
+            if input.is_terminated() {
+                return Poll::Ready(None);
             }
-        }
-        Poll::Ready(None)
+            Poll::Ready(
+                ready!(input.poll_next_unpin(cx))
+                    .map(|x| x.and_then(|x| open(&**f, x, ctx, "interleave"))),
+            )
+        })
     }
 }

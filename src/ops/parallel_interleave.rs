@@ -3,10 +3,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
+use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
 use crate::dataset::{BoxStream, Ctx, Dataset};
-use crate::ops::interleave::{Cursor, open};
+use crate::ops::interleave::{Cycle, Slot, open};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, Task, chunk_channel, forward};
 
@@ -57,19 +57,73 @@ impl<U: Send + 'static> Reader<U> {
     }
 }
 
-/// Stream for the [`parallel_interleave`](crate::Dataset::parallel_interleave) method.
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct ParallelInterleave<T, U, F> {
+impl<U> Slot<U> for Reader<U>
+where
+    U: Send + 'static,
+{
+    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
+        self.poll_next(cx)
+    }
+}
+
+/// The input side: turns input elements into reader tasks, some of them ahead of the cursor.
+struct Opener<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
     config: Config,
-    slots: Vec<Option<Reader<U>>>,
     /// Readers opened ahead of the cursor, in input order (or the error met opening one).
     ahead: VecDeque<anyhow::Result<Reader<U>>>,
-    cursor: Cursor,
-    num_open: usize,
-    end_of_input: bool,
+}
+
+impl<T, U, F> Opener<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U>,
+{
+    fn inputs_left(&self) -> bool {
+        !self.input.is_terminated() || !self.ahead.is_empty()
+    }
+
+    fn start(&self, x: T) -> anyhow::Result<Reader<U>> {
+        Reader::spawn(
+            open(&*self.f, x, &self.ctx, STAGE)?,
+            self.config.buffer_output_elements,
+        )
+    }
+
+    /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
+    fn fill_ahead(&mut self, cx: &mut Context<'_>) {
+        while self.ahead.len() < self.config.prefetch_input_elements && !self.input.is_terminated()
+        {
+            match self.input.poll_next_unpin(cx) {
+                Poll::Ready(Some(x)) => {
+                    let reader = x.and_then(|x| self.start(x));
+                    self.ahead.push_back(reader);
+                }
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+    }
+
+    /// The next reader in input order; `Ready(None)` once the input has ended.
+    fn next_reader(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<Reader<U>>>> {
+        let next = match self.ahead.pop_front() {
+            Some(r) => Some(r),
+            None if self.input.is_terminated() => None,
+            None => ready!(self.input.poll_next_unpin(cx)).map(|x| x.and_then(|x| self.start(x))),
+        };
+        self.fill_ahead(cx);
+        Poll::Ready(next)
+    }
+}
+
+/// Stream for the [`parallel_interleave`](crate::Dataset::parallel_interleave) method.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct ParallelInterleave<T, U, F> {
+    opener: Opener<T, U, F>,
+    cycle: Cycle<Reader<U>>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -83,137 +137,51 @@ where
 {
     pub(crate) fn new(input: BoxStream<T>, f: Arc<F>, ctx: Ctx, config: Config) -> Self {
         ParallelInterleave {
-            input: input.fuse(),
-            f,
-            ctx,
-            config,
-            slots: (0..config.cycle_length).map(|_| None).collect(),
-            ahead: VecDeque::new(),
-            cursor: Cursor::new(config.cycle_length, config.block_length),
-            num_open: 0,
-            end_of_input: false,
+            opener: Opener {
+                input: input.fuse(),
+                f,
+                ctx,
+                config,
+                ahead: VecDeque::new(),
+            },
+            cycle: Cycle::new(config.cycle_length, config.block_length),
         }
-    }
-
-    fn inputs_left(&self) -> bool {
-        !self.end_of_input || !self.ahead.is_empty()
-    }
-
-    fn start(&self, x: T) -> anyhow::Result<Reader<U>> {
-        Reader::spawn(
-            open(&*self.f, x, &self.ctx, STAGE)?,
-            self.config.buffer_output_elements,
-        )
-    }
-
-    /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
-    fn fill_ahead(&mut self, cx: &mut Context<'_>) {
-        while self.ahead.len() < self.config.prefetch_input_elements && !self.end_of_input {
-            match self.input.poll_next_unpin(cx) {
-                Poll::Ready(Some(Ok(x))) => {
-                    let reader = self.start(x);
-                    self.ahead.push_back(reader);
-                }
-                Poll::Ready(Some(Err(e))) => self.ahead.push_back(Err(e)),
-                Poll::Ready(None) => self.end_of_input = true,
-                Poll::Pending => break,
-            }
-        }
-    }
-
-    /// The next reader in input order; `Ready(None)` once the input has ended.
-    fn next_reader(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<Reader<U>>>> {
-        if let Some(r) = self.ahead.pop_front() {
-            return Poll::Ready(Some(r));
-        }
-        if self.end_of_input {
-            return Poll::Ready(None);
-        }
-        match ready!(self.input.poll_next_unpin(cx)) {
-            Some(Ok(x)) => Poll::Ready(Some(self.start(x))),
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
-            None => {
-                self.end_of_input = true;
-                Poll::Ready(None)
-            }
-        }
-    }
-
-    /// tf.data's order: the same walk as sequential interleave, over reader tasks.
-    fn poll_deterministic(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        while self.inputs_left() || self.num_open > 0 {
-            let ci = self.cursor.cycle_index;
-            if let Some(reader) = &mut self.slots[ci] {
-                match ready!(reader.poll_next(cx)) {
-                    Some(Ok(x)) => {
-                        self.cursor.advance_position();
-                        return Poll::Ready(Some(Ok(x)));
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => {
-                        self.slots[ci] = None;
-                        self.num_open -= 1;
-                        self.cursor.advance_to_next_in_cycle();
-                    }
-                }
-            } else if self.inputs_left() {
-                match ready!(self.next_reader(cx)) {
-                    Some(Ok(reader)) => {
-                        self.slots[ci] = Some(reader);
-                        self.num_open += 1;
-                        self.fill_ahead(cx);
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => {}
-                }
-            } else {
-                self.cursor.advance_to_next_in_cycle();
-            }
-        }
-        Poll::Ready(None)
     }
 
     /// First ready: fill every free slot at once, then take from the first slot, from the
     /// cursor on, that has an element ready.
     fn poll_first_ready(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        let cycle = self.config.cycle_length;
+        let Self { opener, cycle } = self;
+        let len = cycle.slots.len();
         loop {
-            for i in 0..cycle {
-                if self.slots[i].is_some() || !self.inputs_left() {
+            for i in 0..len {
+                if cycle.slots[i].is_some() || !opener.inputs_left() {
                     continue;
                 }
-                match self.next_reader(cx) {
-                    Poll::Ready(Some(Ok(reader))) => {
-                        self.slots[i] = Some(reader);
-                        self.num_open += 1;
-                    }
+                match opener.next_reader(cx) {
+                    Poll::Ready(Some(Ok(reader))) => cycle.open(i, reader),
                     Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                     Poll::Ready(None) | Poll::Pending => break,
                 }
             }
-            self.fill_ahead(cx);
-            if !self.inputs_left() && self.num_open == 0 {
+            if !opener.inputs_left() && cycle.num_open == 0 {
                 return Poll::Ready(None);
             }
             let mut freed = false;
-            for k in 0..cycle {
-                let i = (self.cursor.cycle_index + k) % cycle;
-                let Some(reader) = &mut self.slots[i] else {
+            for k in 0..len {
+                let i = (cycle.cycle_index + k) % len;
+                let Some(reader) = &mut cycle.slots[i] else {
                     continue;
                 };
                 match reader.poll_next(cx) {
                     Poll::Ready(Some(item)) => {
-                        if k != 0 {
-                            self.cursor.jump_to(i);
-                        }
                         if item.is_ok() {
-                            self.cursor.advance_position();
+                            cycle.advance_position(i);
                         }
                         return Poll::Ready(Some(item));
                     }
                     Poll::Ready(None) => {
-                        self.slots[i] = None;
-                        self.num_open -= 1;
+                        cycle.close(i);
                         freed = true;
                     }
                     Poll::Pending => {}
@@ -236,11 +204,11 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        this.fill_ahead(cx);
-        if this.config.deterministic {
-            this.poll_deterministic(cx)
-        } else {
-            this.poll_first_ready(cx)
+        this.opener.fill_ahead(cx);
+        if !this.opener.config.deterministic {
+            return this.poll_first_ready(cx);
         }
+        let ParallelInterleave { opener, cycle } = this;
+        cycle.poll_in_order(cx, |cx| opener.next_reader(cx))
     }
 }

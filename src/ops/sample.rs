@@ -17,6 +17,37 @@ fn merged<T: Send + 'static>(datasets: &[Dataset<T>]) -> (crate::Options, u64) {
     )
 }
 
+/// The inputs of a selecting stage; `None` once an input has ended.
+struct Inputs<T> {
+    streams: Vec<Option<BoxStream<T>>>,
+    stop_on_empty_dataset: bool,
+}
+
+/// What polling the chosen input gave.
+enum Polled<T> {
+    Item(anyhow::Result<T>),
+    /// The chosen input has ended (now or before); `stop`: so has the whole stage.
+    Ended {
+        stop: bool,
+    },
+}
+
+impl<T> Inputs<T> {
+    fn poll_input(&mut self, i: usize, cx: &mut Context<'_>) -> Poll<Polled<T>> {
+        if let Some(input) = self.streams[i].as_mut() {
+            if let Some(item) = ready!(input.as_mut().poll_next(cx)) {
+                return Poll::Ready(Polled::Item(item));
+            }
+            self.streams[i] = None;
+        }
+        let stop = self.stop_on_empty_dataset || self.streams.iter().all(Option::is_none);
+        if stop {
+            self.streams.iter_mut().for_each(|s| *s = None);
+        }
+        Poll::Ready(Polled::Ended { stop })
+    }
+}
+
 pub(crate) fn sample_from_datasets<T: Send + 'static>(
     datasets: Vec<Dataset<T>>,
     weights: Option<Vec<f64>>,
@@ -60,11 +91,13 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
         move |ctx| {
             let rng = ChaCha8Rng::seed_from_u64(mix64(ctx.seed_for(seed, depth, fallback)));
             Box::pin(Sample {
-                inputs: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                inputs: Inputs {
+                    streams: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                    stop_on_empty_dataset,
+                },
                 weights: weights.clone(),
                 rng,
                 chosen: None,
-                stop_on_empty_dataset,
             })
         },
     )
@@ -73,19 +106,18 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
 /// Stream for the [`sample_from_datasets`](crate::Dataset::sample_from_datasets) method.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Sample<T> {
-    /// `None` once an input has ended.
-    inputs: Vec<Option<BoxStream<T>>>,
+    inputs: Inputs<T>,
     weights: Vec<f64>,
     rng: ChaCha8Rng,
     /// The input picked for the next element (kept while it is pending).
     chosen: Option<usize>,
-    stop_on_empty_dataset: bool,
 }
 
 impl<T> Sample<T> {
     fn pick(&mut self) -> Option<usize> {
         let total: f64 = self
             .inputs
+            .streams
             .iter()
             .zip(&self.weights)
             .filter(|(s, _)| s.is_some())
@@ -96,7 +128,7 @@ impl<T> Sample<T> {
         }
         let mut r = self.rng.random::<f64>() * total;
         let mut last = None;
-        for (i, (s, w)) in self.inputs.iter().zip(&self.weights).enumerate() {
+        for (i, (s, w)) in self.inputs.streams.iter().zip(&self.weights).enumerate() {
             if s.is_none() {
                 continue;
             }
@@ -123,23 +155,12 @@ impl<T> Stream for Sample<T> {
                     None => return Poll::Ready(None),
                 },
             };
-            let Some(input) = this.inputs[i].as_mut() else {
-                this.chosen = None;
-                continue;
-            };
-            match ready!(input.as_mut().poll_next(cx)) {
-                Some(item) => {
-                    this.chosen = None;
-                    return Poll::Ready(Some(item));
-                }
-                None => {
-                    this.chosen = None;
-                    this.inputs[i] = None;
-                    if this.stop_on_empty_dataset {
-                        this.inputs.iter_mut().for_each(|s| *s = None);
-                        return Poll::Ready(None);
-                    }
-                }
+            let polled = ready!(this.inputs.poll_input(i, cx));
+            this.chosen = None;
+            match polled {
+                Polled::Item(item) => return Poll::Ready(Some(item)),
+                Polled::Ended { stop: true } => return Poll::Ready(None),
+                Polled::Ended { stop: false } => {}
             }
         }
     }
@@ -164,9 +185,11 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
         move |ctx| {
             Box::pin(Choose {
                 choices: choices.build(ctx).fuse(),
-                inputs: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                inputs: Inputs {
+                    streams: datasets.iter().map(|d| Some(d.build(ctx))).collect(),
+                    stop_on_empty_dataset,
+                },
                 chosen: None,
-                stop_on_empty_dataset,
             })
         },
     )
@@ -176,9 +199,8 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Choose<T> {
     choices: Fuse<BoxStream<i64>>,
-    inputs: Vec<Option<BoxStream<T>>>,
+    inputs: Inputs<T>,
     chosen: Option<usize>,
-    stop_on_empty_dataset: bool,
 }
 
 impl<T> Stream for Choose<T> {
@@ -187,17 +209,19 @@ impl<T> Stream for Choose<T> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if this.inputs.iter().all(Option::is_none) {
+            if this.inputs.streams.iter().all(Option::is_none) {
                 return Poll::Ready(None);
             }
             let i = match this.chosen {
                 Some(i) => i,
                 None => match ready!(this.choices.poll_next_unpin(cx)) {
-                    Some(Ok(c)) => match usize::try_from(c).ok().filter(|c| *c < this.inputs.len())
+                    Some(Ok(c)) => match usize::try_from(c)
+                        .ok()
+                        .filter(|c| *c < this.inputs.streams.len())
                     {
                         Some(c) => *this.chosen.insert(c),
                         None => {
-                            let n = this.inputs.len();
+                            let n = this.inputs.streams.len();
                             return Poll::Ready(Some(Err(crate::Error::InvalidArgument(format!(
                                 "choose_from_datasets: choice {c} is out of range: expected 0..{n}"
                             ))
@@ -208,26 +232,12 @@ impl<T> Stream for Choose<T> {
                     None => return Poll::Ready(None),
                 },
             };
-            let Some(input) = this.inputs[i].as_mut() else {
-                this.chosen = None;
-                if this.stop_on_empty_dataset {
-                    return Poll::Ready(None);
-                }
-                continue;
-            };
-            match ready!(input.as_mut().poll_next(cx)) {
-                Some(item) => {
-                    this.chosen = None;
-                    return Poll::Ready(Some(item));
-                }
-                None => {
-                    this.chosen = None;
-                    this.inputs[i] = None;
-                    if this.stop_on_empty_dataset {
-                        this.inputs.iter_mut().for_each(|s| *s = None);
-                        return Poll::Ready(None);
-                    }
-                }
+            let polled = ready!(this.inputs.poll_input(i, cx));
+            this.chosen = None;
+            match polled {
+                Polled::Item(item) => return Poll::Ready(Some(item)),
+                Polled::Ended { stop: true } => return Poll::Ready(None),
+                Polled::Ended { stop: false } => {}
             }
         }
     }
