@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use futures::StreamExt;
-use streamload::{AUTOTUNE, Dataset};
+use streamload::{AUTOTUNE, Dataset, Options};
 
 const SHARDS: usize = 8;
 const RECORDS_PER_SHARD: usize = 25_000;
@@ -113,7 +113,8 @@ async fn main() -> anyhow::Result<()> {
         .shuffle(10_000, Some(7)) // transform: shuffle ...
         .map_parallel(AUTOTUNE, parse) // ... and parse on every core
         .batch(256)
-        .prefetch(2); // load: overlap with the consumer
+        .prefetch(2) // load: overlap with the consumer
+        .with_options(Options::new().stats_timing(true)); // time the stages for the report
 
     for epoch_no in 1..=2 {
         let start = Instant::now();

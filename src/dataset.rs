@@ -27,7 +27,7 @@ use futures::stream::{FusedStream, Stream, StreamExt};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::source;
-use crate::stats::{Counted, Stats};
+use crate::stats::{Counted, StageCounters, Stats, Timed};
 
 /// The stream type every stage produces: elements or errors, boxed once per stage.
 pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = anyhow::Result<T>> + Send + 'static>>;
@@ -79,6 +79,8 @@ pub(crate) struct Ctx {
     /// 0 for the top-level pipeline; for datasets built inside a stage (interleave's inner
     /// datasets), that stage's scope id.
     scope: u64,
+    /// The stage being built: the consumer of the stages built with this context.
+    current: Option<Arc<StageCounters>>,
 }
 
 /// A fresh id for a stage or a scope (never 0).
@@ -89,11 +91,24 @@ pub(crate) fn next_id() -> u64 {
 
 impl Ctx {
     pub(crate) fn new(options: Options) -> Self {
+        let timing = options.stats_timing == Some(true);
         Ctx {
             options: Arc::new(options),
-            stats: Stats::default(),
+            stats: Stats::new(timing),
             scope: 0,
+            current: None,
         }
+    }
+
+    /// The statistics of the stage being built, for operations that report gauges of their
+    /// own (workers, parallelism).
+    pub(crate) fn stage_counters(&self) -> Option<&StageCounters> {
+        self.current.as_deref()
+    }
+
+    /// A handle on the statistics of the stage being built, for streams that report later.
+    pub(crate) fn stats_handle(&self) -> Option<Arc<StageCounters>> {
+        self.current.clone()
     }
 
     /// The context for datasets a stage builds inside itself, whose counts add up under `scope`.
@@ -207,13 +222,21 @@ impl<T: Send + 'static> Dataset<T> {
         let id = next_id();
         // The one place every stage's stream is made: count what it yields.
         let counted = move |ctx: &Ctx| -> BoxStream<T> {
-            let stream = build(ctx);
             let key = if ctx.scope == 0 {
                 (0, id, name)
             } else {
                 (ctx.scope, depth, name)
             };
-            Box::pin(Counted::new(stream, ctx.stats.counters(key, name, depth)))
+            let counters = ctx.stats.counters(key, name, depth, ctx.stage_counters());
+            let inner = Ctx {
+                current: Some(Arc::clone(&counters)),
+                ..ctx.clone()
+            };
+            if ctx.options.stats_timing == Some(true) {
+                Box::pin(Timed::new(build(&inner), counters))
+            } else {
+                Box::pin(Counted::new(build(&inner), counters))
+            }
         };
         Dataset {
             stage: Arc::new(Stage {
@@ -374,8 +397,9 @@ impl<T> Epoch<T> {
     /// let mut epoch = Dataset::range(0, 10).filter(|x| x % 2 == 0).iter();
     /// while let Some(x) = epoch.next().await { x?; }
     /// let stages = epoch.stats().snapshot();
-    /// assert_eq!((stages[0].name, stages[0].elements), ("range", 10));
-    /// assert_eq!((stages[1].name, stages[1].elements), ("filter", 5));
+    /// let count = |name| stages.iter().find(|s| s.name == name).map(|s| s.elements);
+    /// assert_eq!((count("range"), count("filter")), (Some(10), Some(5)));
+    /// println!("{}", epoch.stats()); // the report, ending with the bottleneck
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn stats(&self) -> Stats {
@@ -713,6 +737,7 @@ impl<T: Send + 'static> Dataset<T> {
                 Arc::clone(&f),
                 parallelism.resolve(),
                 ctx.options().is_deterministic(),
+                ctx,
             )
         })
     }
@@ -892,6 +917,10 @@ impl<T: Send + 'static> Dataset<T> {
                     Parallelism::Fixed(n) => n,
                     Parallelism::Autotune => cycle,
                 };
+                if let Some(stats) = ctx.stage_counters() {
+                    stats.set_nested_detached();
+                    stats.set_parallelism(parallel.max(cycle));
+                }
                 ops::parallel_interleave::ParallelInterleave::new(
                     input,
                     Arc::clone(&f),
@@ -1175,7 +1204,10 @@ impl<T: Send + 'static> Dataset<T> {
         if buffer_size == Parallelism::Fixed(0) {
             return self.clone();
         }
-        self.unary("prefetch", self.cardinality(), move |_, input| {
+        self.unary("prefetch", self.cardinality(), move |ctx, input| {
+            if let Some(stats) = ctx.stage_counters() {
+                stats.set_inputs_detached();
+            }
             ops::prefetch::Prefetch::new(input, buffer_size.resolve().max(1))
         })
     }

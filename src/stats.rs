@@ -1,22 +1,38 @@
-//! Per-stage counters and the report.
+//! Per-stage statistics and the report.
 //!
 //! Every stage of an epoch is wrapped, at the one place stages are built
-//! (`Dataset::stage`), in a counter of the elements and errors it yields. Counters are local
-//! to the stream and flushed to shared atomics every [`FLUSH_EVERY`] elements and at the end,
-//! so the hot path costs an increment and a branch. [`Epoch::stats`](crate::Epoch::stats)
-//! hands out a [`Stats`] handle that can be read while the epoch runs and after it ends.
+//! (`Dataset::stage`), in [`Counted`], which records:
+//! - elements and errors yielded (local counters flushed to shared atomics every
+//!   [`FLUSH_EVERY`] elements and at the end: an increment and a branch per element);
+//! - *wait*: how long the stage's consumer waited on it (the clock is read only when the
+//!   stage turns from pending to ready, never per element);
+//! - *busy*: time spent in its `poll_next`, measured on every one of its first
+//!   [`TIME_ALL_FIRST`] polls and then on one in [`SAMPLE_EVERY`], scaled, including the
+//!   stages it polls inline (the report subtracts those).
+//!
+//! Stages add their own gauges through [`Ctx`](crate::dataset): `map_parallel` reports its
+//! workers and their busy time, `prefetch` and `parallel_interleave` say which inputs run in
+//! tasks of their own. [`Epoch::stats`](crate::Epoch::stats) hands out a [`Stats`] handle that
+//! can be read while the epoch runs and after it ends; its `Display` is the report, ending with
+//! the bottleneck and why.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, ready};
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures::stream::Stream;
 
 const FLUSH_EVERY: u64 = 64;
+/// A stage's first polls are all timed (so slow stages with few polls are measured well);
+/// after that, one poll in [`SAMPLE_EVERY`].
+const TIME_ALL_FIRST: u32 = 1024;
+/// One poll in this many, on average, is timed once a stage has been polled
+/// [`TIME_ALL_FIRST`] times.
+const SAMPLE_EVERY: u32 = 256;
 
 /// Where a stage sits: `(scope, key)`. Top-level stages are keyed by their unique stage id;
 /// stages of datasets built inside another stage (interleave's inner datasets, made afresh for
@@ -28,10 +44,52 @@ pub(crate) type StageKey = (u64, u64, &'static str);
 #[derive(Debug)]
 pub(crate) struct StageCounters {
     name: &'static str,
-    scope: u64,
+    nested: bool,
     depth: u64,
+    /// Position in the registry; `consumer` is the position of the stage that built it.
+    index: usize,
+    consumer: Option<usize>,
     elements: AtomicU64,
     errors: AtomicU64,
+    busy_nanos: AtomicU64,
+    wait_nanos: AtomicU64,
+    worker_nanos: AtomicU64,
+    parallelism: AtomicU64,
+    /// Its (non-nested) inputs are polled in tasks of their own, not inside its poll.
+    inputs_detached: AtomicBool,
+    /// Its nested datasets are polled in tasks of their own.
+    nested_detached: AtomicBool,
+}
+
+impl StageCounters {
+    /// Records work done by this stage's workers (e.g. `map_parallel`'s calls).
+    pub(crate) fn add_worker_time(&self, took: Duration) {
+        self.worker_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// How many workers or readers the stage runs.
+    pub(crate) fn set_parallelism(&self, n: usize) {
+        self.parallelism.store(n as u64, Ordering::Relaxed);
+    }
+
+    /// The stage polls its inputs in tasks of its own (prefetch).
+    pub(crate) fn set_inputs_detached(&self) {
+        self.inputs_detached.store(true, Ordering::Relaxed);
+    }
+
+    /// The stage polls its nested datasets in tasks of their own (parallel_interleave).
+    pub(crate) fn set_nested_detached(&self) {
+        self.nested_detached.store(true, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug)]
+struct Registry {
+    started: Instant,
+    /// Whether stages are timed ([`Options::stats_timing`](crate::Options)).
+    timing: bool,
+    stages: Mutex<Stages>,
 }
 
 /// The stages in the order they were built, and where each key sits in that list.
@@ -41,46 +99,52 @@ struct Stages {
     index: HashMap<StageKey, usize>,
 }
 
-#[derive(Debug)]
-struct Registry {
-    started: Instant,
-    stages: Mutex<Stages>,
-}
-
-/// A live view of an epoch's per-stage counters; cheap to clone.
+/// A live view of an epoch's per-stage statistics; cheap to clone.
 ///
-/// `Display` prints the report: one row per stage, upstream first.
+/// `Display` prints the report: one row per stage, upstream first, then the bottleneck.
 #[derive(Debug, Clone)]
 pub struct Stats {
     registry: Arc<Registry>,
 }
 
-impl Default for Stats {
-    fn default() -> Self {
+impl Stats {
+    pub(crate) fn new(timing: bool) -> Self {
         Stats {
             registry: Arc::new(Registry {
                 started: Instant::now(),
+                timing,
                 stages: Mutex::default(),
             }),
         }
     }
 }
 
-/// One stage's counters at the time of a [`Stats::snapshot`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One stage's statistics at the time of a [`Stats::snapshot`].
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct StageSnapshot {
     /// tf.data's name of the operation.
     pub name: &'static str,
     /// Stages upstream of this one in its (sub-)pipeline.
     pub depth: u64,
-    /// Whether the stage belongs to the datasets made inside another stage (interleave, flat_map,
-    /// group_by_window), summed over all of them.
+    /// Whether the stage belongs to the datasets made inside another stage (interleave,
+    /// flat_map, group_by_window), summed over all of them.
     pub nested: bool,
+    /// Position (in the snapshot) of the stage that consumes this one, if any.
+    pub consumer: Option<usize>,
     /// Elements the stage has yielded.
     pub elements: u64,
     /// Error elements the stage has yielded.
     pub errors: u64,
+    /// Time spent in the stage's own work on the task that polls it (its inline inputs'
+    /// time subtracted; estimated from sampled polls).
+    pub busy: Duration,
+    /// How long the stage's consumer waited on it.
+    pub wait: Duration,
+    /// Time the stage's workers spent in user code (`map_parallel`).
+    pub worker_busy: Duration,
+    /// Workers or readers the stage runs (0: it runs on its consumer's task).
+    pub parallelism: u64,
 }
 
 impl Stats {
@@ -89,6 +153,7 @@ impl Stats {
         key: StageKey,
         name: &'static str,
         depth: u64,
+        consumer: Option<&StageCounters>,
     ) -> Arc<StageCounters> {
         let mut guard = self
             .registry
@@ -101,72 +166,228 @@ impl Stats {
         }
         let counters = Arc::new(StageCounters {
             name,
-            scope: key.0,
+            nested: key.0 != 0,
             depth,
+            index: list.len(),
+            consumer: consumer.map(|c| c.index),
             elements: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            busy_nanos: AtomicU64::new(0),
+            wait_nanos: AtomicU64::new(0),
+            worker_nanos: AtomicU64::new(0),
+            parallelism: AtomicU64::new(0),
+            inputs_detached: AtomicBool::new(false),
+            nested_detached: AtomicBool::new(false),
         });
         index.insert(key, list.len());
         list.push(Arc::clone(&counters));
         counters
     }
 
-    /// Every stage's counters now, upstream first (the order stages were built in).
+    /// Every stage's statistics now, in the order the stages were built (consumers before
+    /// their inputs).
     pub fn snapshot(&self) -> Vec<StageSnapshot> {
-        let guard = self
+        let list: Vec<Arc<StageCounters>> = self
             .registry
             .stages
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        guard
+            .unwrap_or_else(PoisonError::into_inner)
             .list
-            .iter()
-            .map(|c| StageSnapshot {
+            .clone();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        // Inclusive busy time, minus that of the inputs polled inside the stage's poll.
+        let mut own: Vec<u64> = list.iter().map(|c| load(&c.busy_nanos)).collect();
+        for c in &list {
+            let Some(consumer) = c.consumer.and_then(|i| list.get(i)) else {
+                continue;
+            };
+            let detached = if c.nested && !consumer.nested {
+                consumer.nested_detached.load(Ordering::Relaxed)
+            } else {
+                consumer.inputs_detached.load(Ordering::Relaxed)
+            };
+            if !detached {
+                own[consumer.index] = own[consumer.index].saturating_sub(load(&c.busy_nanos));
+            }
+        }
+        list.iter()
+            .zip(own)
+            .map(|(c, own)| StageSnapshot {
                 name: c.name,
                 depth: c.depth,
-                nested: c.scope != 0,
-                elements: c.elements.load(Ordering::Relaxed),
-                errors: c.errors.load(Ordering::Relaxed),
+                nested: c.nested,
+                consumer: c.consumer,
+                elements: load(&c.elements),
+                errors: load(&c.errors),
+                busy: Duration::from_nanos(own),
+                wait: Duration::from_nanos(load(&c.wait_nanos)),
+                worker_busy: Duration::from_nanos(load(&c.worker_nanos)),
+                parallelism: load(&c.parallelism),
             })
             .collect()
     }
 
-    /// Seconds since the epoch was built.
-    pub fn elapsed_secs(&self) -> f64 {
-        self.registry.started.elapsed().as_secs_f64()
+    /// Time since the epoch was built.
+    pub fn elapsed(&self) -> Duration {
+        self.registry.started.elapsed()
+    }
+
+    /// The stage that limits throughput, and why, judged from a snapshot (needs
+    /// [`Options::stats_timing`](crate::Options)).
+    pub fn bottleneck(&self) -> String {
+        if !self.registry.timing {
+            return "unknown: set Options::stats_timing(true) to time the stages".into();
+        }
+        bottleneck(&self.snapshot(), self.elapsed())
+    }
+}
+
+fn percent(part: Duration, whole: Duration) -> f64 {
+    if whole.is_zero() {
+        0.0
+    } else {
+        100.0 * part.as_secs_f64() / whole.as_secs_f64()
+    }
+}
+
+fn bottleneck(stages: &[StageSnapshot], wall: Duration) -> String {
+    // The last stage: the one nothing consumes (the first built at the top level).
+    let Some(last) = stages.iter().find(|s| s.consumer.is_none() && !s.nested) else {
+        return "no stages yet".into();
+    };
+    let waited = percent(last.wait, wall);
+    if waited < 10.0 {
+        return format!(
+            "the consumer: it waited on the pipeline only {waited:.0}% of the time, so the input pipeline keeps up"
+        );
+    }
+    // All cores busy: the pipeline as a whole is CPU-bound, whatever stage is heaviest.
+    let cores = crate::available_cores() as f64;
+    let cpu: Duration = stages.iter().map(|s| s.busy + s.worker_busy).sum();
+    let used = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
+    if used >= 0.85 * cores {
+        let heaviest = stages
+            .iter()
+            .max_by_key(|s| s.busy + s.worker_busy)
+            .map_or("?", |s| s.name);
+        return format!(
+            "CPU: the stages keep {used:.1} of {cores:.0} cores busy (heaviest: {heaviest}); the consumer waited {waited:.0}% of the time. Add cores, or make the heaviest stage cheaper"
+        );
+    }
+    let mut worst: Option<(f64, String)> = None;
+    let mut consider = |score: f64, why: String| {
+        if worst.as_ref().is_none_or(|(s, _)| score > *s) {
+            worst = Some((score, why));
+        }
+    };
+    for s in stages {
+        let name = if s.nested {
+            format!("{} (inside interleave)", s.name)
+        } else {
+            s.name.to_string()
+        };
+        if s.parallelism > 0 && !s.worker_busy.is_zero() {
+            let busy = percent(s.worker_busy, wall) / s.parallelism as f64;
+            if busy >= 80.0 {
+                consider(
+                    busy,
+                    format!(
+                        "{name} is busy {busy:.0}% with {p}/{p} workers: CPU-bound; add cores or simplify the function",
+                        p = s.parallelism
+                    ),
+                );
+            }
+        }
+        let busy = percent(s.busy, wall);
+        if busy >= 50.0 {
+            consider(
+                busy,
+                format!(
+                    "{name} is busy {busy:.0}% on the task that polls it: move its work into map_parallel"
+                ),
+            );
+        }
+        if s.nested && s.depth == 0 {
+            let wait = percent(s.wait, wall) / s.parallelism.max(1) as f64;
+            if wait >= 50.0 {
+                consider(
+                    wait,
+                    format!("{name} waits {wait:.0}% on its source (storage): raise cycle_length"),
+                );
+            }
+        }
+    }
+    if let Some((_, why)) = worst {
+        return why;
+    }
+    // Nothing saturated: name the busiest stage (its own time, or its workers' average).
+    let share = |s: &StageSnapshot| {
+        let own = percent(s.busy, wall);
+        let workers = percent(s.worker_busy, wall) / s.parallelism.max(1) as f64;
+        own.max(workers)
+    };
+    match stages.iter().max_by(|a, b| share(a).total_cmp(&share(b))) {
+        Some(s) => format!(
+            "no stage is saturated (the consumer waited {waited:.0}% of the time); the busiest is {} at {:.0}%: \
+             stages wait on each other or on CPU taken by other work; try prefetch or more parallelism",
+            s.name,
+            share(s)
+        ),
+        None => "no stages yet".into(),
     }
 }
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.elapsed_secs().max(1e-9);
+        let wall = self.elapsed();
+        let stages = self.snapshot();
         writeln!(
             f,
-            "{:<28} {:>14} {:>14} {:>8}",
-            "stage", "elements", "elements/s", "errors"
+            "{:<32} {:>12} {:>12} {:>7} {:>7} {:>9} {:>6}",
+            "stage (upstream first)",
+            "elements",
+            "per second",
+            "busy%",
+            "wait%",
+            "workers",
+            "errors"
         )?;
-        for s in self.snapshot() {
+        for s in stages.iter().rev() {
             let name = if s.nested {
-                format!("  (inner) {}", s.name)
+                format!("  inner {}", s.name)
             } else {
                 s.name.to_string()
             };
+            let workers = if s.parallelism == 0 {
+                "-".to_string()
+            } else if s.worker_busy.is_zero() {
+                s.parallelism.to_string()
+            } else {
+                format!(
+                    "{}@{:.0}%",
+                    s.parallelism,
+                    percent(s.worker_busy, wall) / s.parallelism as f64
+                )
+            };
             writeln!(
                 f,
-                "{:<28} {:>14} {:>14.0} {:>8}",
+                "{:<32} {:>12} {:>12.0} {:>7.1} {:>7.1} {:>9} {:>6}",
                 name,
                 s.elements,
-                s.elements as f64 / secs,
+                s.elements as f64 / wall.as_secs_f64().max(1e-9),
+                percent(s.busy, wall),
+                percent(s.wait, wall),
+                workers,
                 s.errors
             )?;
         }
-        Ok(())
+        writeln!(f, "bottleneck: {}", self.bottleneck())
     }
 }
 
-/// Counts what a stage's stream yields.
-#[must_use = "streams do nothing unless polled"]
+/// Counts what a stage's stream yields: an increment and a branch per element.
 #[pin_project::pin_project(PinnedDrop)]
+#[must_use = "streams do nothing unless polled"]
 pub(crate) struct Counted<S> {
     #[pin]
     inner: S,
@@ -208,7 +429,7 @@ where
     #[inline]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
-        let item = ready!(this.inner.poll_next(cx));
+        let item = std::task::ready!(this.inner.poll_next(cx));
         match &item {
             Some(Ok(_)) => {
                 *this.unflushed += 1;
@@ -226,5 +447,261 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.inner.size_hint()
+    }
+}
+
+/// Counts and times what a stage's stream yields (with [`Options::stats_timing`](crate::Options)).
+///
+/// One countdown drives everything, so the hot path is a decrement, a compare and the inner
+/// poll: when it runs out, the poll is timed (weighted by the polls it stands for) and the
+/// elements yielded since the last such poll are added up (the polls of the window, less those
+/// that returned something other than an element, which all take the slow path).
+#[pin_project::pin_project(PinnedDrop, project = TimedProj)]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Timed<S> {
+    #[pin]
+    inner: S,
+    counters: Arc<StageCounters>,
+    /// Polls until the next timed one.
+    left: u32,
+    /// The value `left` started from: the polls the next timed one stands for.
+    window: u32,
+    /// Polls of this window that returned something other than an element.
+    others: u32,
+    /// Timed polls so far.
+    timed: u32,
+    /// State of the sampling intervals' generator (never 0).
+    rng: u32,
+    /// Elements counted but not yet added to the shared counter.
+    unflushed: u64,
+    pending_since: Option<Instant>,
+}
+
+impl<S> Timed<S> {
+    pub(crate) fn new(inner: S, counters: Arc<StageCounters>) -> Self {
+        Timed {
+            inner,
+            counters,
+            left: 1,
+            window: 1,
+            others: 0,
+            timed: 0,
+            rng: 0x9E37_79B9,
+            unflushed: 0,
+            pending_since: None,
+        }
+    }
+}
+
+impl<S> TimedProj<'_, S> {
+    /// Adds up the elements the fast path yielded in this window so far, and starts a new
+    /// window of `next` polls.
+    fn settle(&mut self, next: u32) {
+        let polls = *self.window - *self.left;
+        *self.unflushed += u64::from(polls.saturating_sub(*self.others));
+        *self.others = 0;
+        *self.window = next;
+        *self.left = next;
+        if *self.unflushed >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if *self.unflushed > 0 {
+            self.counters
+                .elements
+                .fetch_add(*self.unflushed, Ordering::Relaxed);
+            *self.unflushed = 0;
+        }
+    }
+
+    /// The next window: every poll is timed at first, then one in [`SAMPLE_EVERY`] on
+    /// average, at random intervals (a fixed interval would line up with periodic costs,
+    /// such as refilling a chunk every 128 polls, and time only those).
+    fn next_window(&mut self) -> u32 {
+        *self.timed = self.timed.saturating_add(1);
+        if *self.timed < TIME_ALL_FIRST {
+            return 1;
+        }
+        // xorshift32: cheap, and good enough to break up periodicity.
+        let mut x = *self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *self.rng = x;
+        1 + x % (2 * SAMPLE_EVERY - 1)
+    }
+}
+
+#[pin_project::pinned_drop]
+impl<S> PinnedDrop for Timed<S> {
+    fn drop(self: Pin<&mut Self>) {
+        let mut this = self.project();
+        let window = *this.window;
+        this.settle(window);
+        this.flush();
+    }
+}
+
+impl<S, T> Stream for Timed<S>
+where
+    S: Stream<Item = anyhow::Result<T>>,
+{
+    type Item = anyhow::Result<T>;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        *this.left -= 1;
+        if *this.left == 0 {
+            return Self::poll_timed(this, cx);
+        }
+        let item = this.inner.as_mut().poll_next(cx);
+        if let Poll::Ready(Some(Ok(_))) = &item {
+            return item;
+        }
+        Self::poll_other(this, item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<S, T> Timed<S>
+where
+    S: Stream<Item = anyhow::Result<T>>,
+{
+    /// The poll that ends a window: timed, weighted by the window's polls.
+    #[cold]
+    #[inline(never)]
+    fn poll_timed(
+        mut this: TimedProj<'_, S>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<T>>> {
+        let weight = u64::from(*this.window);
+        let next = this.next_window();
+        // This poll is counted below, not with the window's fast polls.
+        *this.left = 1;
+        this.settle(next);
+        let start = Instant::now();
+        let item = this.inner.as_mut().poll_next(cx);
+        let took = start.elapsed().as_nanos() as u64 * weight;
+        this.counters.busy_nanos.fetch_add(took, Ordering::Relaxed);
+        if let Poll::Ready(Some(Ok(_))) = &item {
+            *this.unflushed += 1;
+        }
+        Self::observe(this, item)
+    }
+
+    /// A fast-path poll that gave something other than an element.
+    #[cold]
+    #[inline(never)]
+    fn poll_other(
+        this: TimedProj<'_, S>,
+        item: Poll<Option<anyhow::Result<T>>>,
+    ) -> Poll<Option<anyhow::Result<T>>> {
+        *this.others += 1;
+        Self::observe(this, item)
+    }
+
+    /// Waits, errors and the end, for any poll.
+    fn observe(
+        mut this: TimedProj<'_, S>,
+        item: Poll<Option<anyhow::Result<T>>>,
+    ) -> Poll<Option<anyhow::Result<T>>> {
+        let Poll::Ready(item) = item else {
+            if this.pending_since.is_none() {
+                *this.pending_since = Some(Instant::now());
+            }
+            // Take the next poll out of the fast path, to see when the wait ends.
+            this.settle(1);
+            return Poll::Pending;
+        };
+        if let Some(since) = this.pending_since.take() {
+            this.counters
+                .wait_nanos
+                .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        match &item {
+            Some(Ok(_)) => {}
+            Some(Err(_)) => {
+                this.counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                let window = *this.window;
+                this.settle(window);
+                this.flush();
+            }
+        }
+        Poll::Ready(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use crate::Dataset;
+
+    /// Counts stay exact through timed polls, pending polls and errors, for any length.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_are_exact() {
+        let lengths = [
+            0i64, 1, 63, 64, 65, 255, 256, 257, 1023, 1024, 1025, 5000, 100_000,
+        ];
+        for (n, timing) in lengths.into_iter().flat_map(|n| [(n, false), (n, true)]) {
+            let ds = Dataset::range(0, n)
+                .try_map(|x| {
+                    if x % 97 == 5 {
+                        anyhow::bail!("bad {x}")
+                    } else {
+                        Ok(x)
+                    }
+                })
+                .prefetch(3)
+                .filter(|x| x % 2 == 0)
+                .with_options(crate::Options::new().stats_timing(timing));
+            let mut epoch = ds.iter();
+            let (mut ok, mut errors) = (0u64, 0u64);
+            while let Some(item) = epoch.next().await {
+                if item.is_ok() { ok += 1 } else { errors += 1 }
+            }
+            let stages = epoch.stats().snapshot();
+            let get = |name| {
+                stages
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map(|s| (s.elements, s.errors))
+            };
+            let bad = (0..n).filter(|x| x % 97 == 5).count() as u64;
+            assert_eq!(get("range"), Some((n as u64, 0)), "n = {n}");
+            assert_eq!(get("map"), Some((n as u64 - bad, bad)), "n = {n}");
+            assert_eq!(get("prefetch"), Some((n as u64 - bad, bad)), "n = {n}");
+            assert_eq!(get("filter"), Some((ok, errors)), "n = {n}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn report_names_a_cpu_bound_map_parallel() {
+        let spin = |x: i64| {
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_micros(300) {}
+            Ok(x)
+        };
+        let mut epoch = Dataset::range(0, 2_000)
+            .map_parallel(crate::available_cores(), spin)
+            .with_options(crate::Options::new().stats_timing(true))
+            .iter();
+        while let Some(item) = epoch.next().await {
+            item.ok();
+        }
+        let report = epoch.stats().to_string();
+        let bottleneck = report
+            .lines()
+            .find(|l| l.starts_with("bottleneck: "))
+            .unwrap_or_default();
+        assert!(bottleneck.contains("map_parallel"), "{report}");
     }
 }

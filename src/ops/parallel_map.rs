@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::dataset::BoxStream;
+use crate::dataset::{BoxStream, Ctx};
 use crate::runtime::{self, CancelOnDrop, CancelToken, Task, catch_panic};
+use crate::stats::StageCounters;
 
 const STAGE: &str = "map_parallel";
 /// A group of elements should take about this long, so handing it over costs little.
@@ -120,6 +121,8 @@ pub(crate) struct ParallelMap<T, U> {
     cancel: CancelToken,
     _cancel_on_drop: CancelOnDrop,
     failed: bool,
+    /// This stage's statistics: the workers' busy time is added here.
+    stats: Option<Arc<StageCounters>>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -131,8 +134,13 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         f: UserFn<T, U>,
         parallelism: usize,
         deterministic: bool,
+        ctx: &Ctx,
     ) -> Self {
         let cancel = CancelToken::default();
+        let stats = ctx.stats_handle();
+        if let Some(stats) = &stats {
+            stats.set_parallelism(parallelism.max(1));
+        }
         ParallelMap {
             input: input.fuse(),
             f,
@@ -149,6 +157,7 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             _cancel_on_drop: cancel.drop_guard(),
             cancel,
             failed: false,
+            stats,
         }
     }
 
@@ -168,6 +177,9 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
 
     fn accept(&mut self, done: Done<U>) {
         self.learn(done.calls, done.took);
+        if let Some(stats) = &self.stats {
+            stats.add_worker_time(done.took);
+        }
         if !self.deterministic {
             self.in_flight -= 1;
             self.ready.extend(done.out);
