@@ -44,6 +44,7 @@ mod dataset;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 mod error;
+pub mod format;
 mod ops;
 mod options;
 mod progress;

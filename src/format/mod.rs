@@ -1,0 +1,19 @@
+//! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), with more to come
+//! (tf.train.Example, text lines, fixed-length records, CSV).
+//!
+//! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
+//! through the storage layer, object storage.
+
+mod compression;
+mod tfrecord;
+mod tfrecord_writer;
+
+pub use compression::Compression;
+pub use tfrecord::{TFRecordDataset, TFRecordDecoder, tfrecord_records};
+pub use tfrecord_writer::TFRecordWriter;
+
+/// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.
+pub(crate) fn masked_crc32c(data: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(data);
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}

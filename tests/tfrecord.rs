@@ -1,0 +1,383 @@
+//! TFRecord compatibility with TensorFlow: the files in `tests/data/tensorflow/` were written
+//! by TensorFlow 2.21, and the expected payloads, offsets and damage behaviours are what
+//! TensorFlow reads from them (see that folder's README).
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::Value;
+use streamload::Error;
+use streamload::format::{Compression, TFRecordDataset, TFRecordWriter, tfrecord_records};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow"
+    ))
+    .join(name)
+}
+
+/// The 100 payloads TensorFlow read from `plain.tfrecord`.
+fn expected_payloads() -> Vec<Vec<u8>> {
+    let text = std::fs::read_to_string(data("plain.expected.jsonl")).expect("expected payloads");
+    text.lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).expect("a JSON line");
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v["b64"].as_str().expect("b64"))
+                .expect("base64");
+            assert_eq!(bytes.len() as u64, v["length"].as_u64().expect("length"));
+            bytes
+        })
+        .collect()
+}
+
+fn files_json() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(data("tfrecord_files.json")).expect("tfrecord_files.json"),
+    )
+    .expect("JSON")
+}
+
+/// Every element of one epoch: payloads, or the error's rendering.
+async fn read(ds: streamload::Dataset<Bytes>) -> Vec<Result<Vec<u8>, anyhow::Error>> {
+    ds.iter().map(|r| r.map(|b| b.to_vec())).collect().await
+}
+
+fn data_loss(e: &anyhow::Error) -> Option<(u64, u64, String)> {
+    match e.downcast_ref::<Error>() {
+        Some(Error::DataLoss {
+            record,
+            offset,
+            message,
+            ..
+        }) => Some((*record, *offset, message.clone())),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_the_payloads_tensorflow_wrote_plain_gzip_and_zlib() {
+    let expected = expected_payloads();
+    assert_eq!(expected.len(), 100);
+    for (file, compression) in [
+        ("plain.tfrecord", Compression::None),
+        ("plain.tfrecord", Compression::Auto),
+        ("gzip.tfrecord.gz", Compression::Gzip),
+        ("gzip.tfrecord.gz", Compression::Auto),
+        ("zlib.tfrecord.zz", Compression::Zlib),
+        ("zlib.tfrecord.zz", Compression::Auto),
+    ] {
+        let got = TFRecordDataset::new([data(file)])
+            .compression(compression)
+            .build()
+            .collect()
+            .await;
+        let got: Vec<Vec<u8>> = got
+            .unwrap_or_else(|e| panic!("{file}: {e:#}"))
+            .iter()
+            .map(|b| b.to_vec())
+            .collect();
+        assert!(
+            got == expected,
+            "{file} as {compression:?}: payloads differ"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_files_have_no_records() {
+    for (file, compression) in [
+        ("empty.tfrecord", Compression::None),
+        ("empty_gzip.tfrecord.gz", Compression::Gzip),
+    ] {
+        let got = read(
+            TFRecordDataset::new([data(file)])
+                .compression(compression)
+                .build(),
+        )
+        .await;
+        assert!(got.is_empty(), "{file}: {} elements", got.len());
+    }
+}
+
+#[tokio::test]
+async fn record_offsets_and_lengths_match_tensorflow() {
+    let json = files_json();
+    let plain = &json["files"]["plain.tfrecord"];
+    let lengths: Vec<u64> = plain["record_lengths"]
+        .as_array()
+        .expect("lengths")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    let offsets: Vec<u64> = plain["record_offsets"]
+        .as_array()
+        .expect("offsets")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    let bytes = std::fs::read(data("plain.tfrecord")).expect("plain.tfrecord");
+    assert_eq!(bytes.len() as u64, plain["bytes"].as_u64().expect("bytes"));
+    let records: Vec<Bytes> = tfrecord_records(&bytes[..], "plain.tfrecord")
+        .map(|r| r.expect("a clean file"))
+        .collect()
+        .await;
+    assert_eq!(
+        records.iter().map(|r| r.len() as u64).collect::<Vec<_>>(),
+        lengths
+    );
+    // Each record starts where the previous one's 16 bytes of framing and payload end.
+    let mut offset = 0;
+    for (i, len) in lengths.iter().enumerate() {
+        assert_eq!(offsets[i], offset, "record {i}");
+        offset += 16 + len;
+    }
+    assert_eq!(offset, bytes.len() as u64);
+}
+
+/// What TensorFlow yields for a damaged file: the records before the damage, then the error
+/// it names (record index, byte offset, kind), or a clean end.
+struct Damage {
+    file: &'static str,
+    records_before: usize,
+    error: Option<(u64, u64, &'static str)>,
+}
+
+fn damaged_cases() -> Vec<Damage> {
+    let offsets: Vec<u64> = files_json()["files"]["plain.tfrecord"]["record_offsets"]
+        .as_array()
+        .expect("offsets")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    vec![
+        // Payload byte 40 of record 3 flipped: the data CRC fails; TF names the payload offset.
+        Damage {
+            file: "corrupt_data_crc.tfrecord",
+            records_before: 3,
+            error: Some((3, offsets[3] + 12, "corrupted record")),
+        },
+        // Cut inside record 7's payload: TF names the record's start.
+        Damage {
+            file: "truncated.tfrecord",
+            records_before: 7,
+            error: Some((7, offsets[7], "truncated record")),
+        },
+        // Ends 5 bytes into record 7's header: a partial header is the end of the file.
+        Damage {
+            file: "truncated_header.tfrecord",
+            records_before: 7,
+            error: None,
+        },
+        // Records 0..9 and 3 stray bytes: also a partial header.
+        Damage {
+            file: "trailing_garbage.tfrecord",
+            records_before: 10,
+            error: None,
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_files_fail_as_tensorflow_does() {
+    let expected = expected_payloads();
+    for case in damaged_cases() {
+        let got = read(TFRecordDataset::new([data(case.file)]).build()).await;
+        let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(oks.len(), case.records_before, "{}", case.file);
+        assert!(
+            oks.iter().zip(&expected).all(|(a, b)| *a == b),
+            "{}: payloads before the damage",
+            case.file
+        );
+        match case.error {
+            None => assert_eq!(got.len(), case.records_before, "{}: a clean end", case.file),
+            Some((record, offset, kind)) => {
+                assert_eq!(
+                    got.len(),
+                    case.records_before + 1,
+                    "{}: the error ends the file",
+                    case.file
+                );
+                let err = got
+                    .last()
+                    .and_then(|r| r.as_ref().err())
+                    .expect("an error last");
+                assert_eq!(
+                    data_loss(err),
+                    Some((record, offset, kind.to_string())),
+                    "{}: {err:#}",
+                    case.file
+                );
+                let text = err.to_string();
+                assert!(text.contains(case.file), "{text} names the file");
+                assert!(
+                    text.contains(&format!("{kind} at {offset}")),
+                    "{text} has TensorFlow's words"
+                );
+            }
+        }
+        // ignore_errors: the records before the damage, nothing after it.
+        let kept = TFRecordDataset::new([data(case.file)])
+            .build()
+            .ignore_errors()
+            .collect()
+            .await
+            .expect("no errors");
+        assert_eq!(kept.len(), case.records_before, "{}", case.file);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_file_is_abandoned_and_the_next_file_read() {
+    for (damaged, before) in [("corrupt_data_crc.tfrecord", 3), ("truncated.tfrecord", 7)] {
+        let ds = TFRecordDataset::new([data(damaged), data("plain.tfrecord")]).build();
+        let got = read(ds.clone()).await;
+        assert_eq!(got.len(), before + 1 + 100, "{damaged}+plain");
+        assert!(
+            got[before].as_ref().err().and_then(data_loss).is_some(),
+            "{damaged}: the error in order"
+        );
+        assert_eq!(
+            ds.ignore_errors().count().await.ok(),
+            Some(before as u64 + 100),
+            "{damaged}+plain, ignore_errors"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wrong_compression_is_an_error_naming_the_file_never_a_panic() {
+    for (file, compression) in [
+        ("plain.tfrecord", Compression::Gzip),
+        ("plain.tfrecord", Compression::Zlib),
+        ("gzip.tfrecord.gz", Compression::None),
+        ("gzip.tfrecord.gz", Compression::Zlib),
+        ("zlib.tfrecord.zz", Compression::None),
+        ("zlib.tfrecord.zz", Compression::Gzip),
+    ] {
+        let got = read(
+            TFRecordDataset::new([data(file)])
+                .compression(compression)
+                .build(),
+        )
+        .await;
+        let errors: Vec<String> = got
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .map(|e| format!("{e:#}"))
+            .collect();
+        assert_eq!(
+            errors.len(),
+            1,
+            "{file} as {compression:?}: exactly one error, then the file ends"
+        );
+        assert!(
+            errors[0].contains(file),
+            "{file} as {compression:?}: {}",
+            errors[0]
+        );
+        if compression == Compression::None {
+            // Compressed bytes read as records: the first length CRC fails at offset 0.
+            assert!(errors[0].contains("corrupted record at 0"), "{}", errors[0]);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_writes_what_tensorflow_wrote() {
+    let expected = expected_payloads();
+    let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    for payload in &expected {
+        writer.write(payload).await.expect("in memory");
+    }
+    assert_eq!(writer.records(), 100);
+    let written = writer.finish().await.expect("in memory");
+    assert!(
+        written == std::fs::read(data("plain.tfrecord")).expect("plain.tfrecord"),
+        "byte for byte"
+    );
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (name, compression) in [
+        ("w.tfrecord.gz", Compression::Gzip),
+        ("w.tfrecord.zz", Compression::Zlib),
+    ] {
+        let path = dir.path().join(name);
+        let file = tokio::fs::File::create(&path).await.expect("created");
+        let mut writer = TFRecordWriter::new(file, compression);
+        for payload in &expected {
+            writer.write(payload).await.expect("written");
+        }
+        writer.finish().await.expect("finished");
+        let back = TFRecordDataset::new([&path])
+            .compression(Compression::Auto)
+            .build()
+            .collect()
+            .await
+            .expect("read back");
+        assert!(
+            back.iter().map(|b| b.to_vec()).collect::<Vec<_>>() == expected,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_absurd_length_is_an_error_not_an_allocation() {
+    // A header claiming 2^60 bytes, with a correct length CRC, then a little data.
+    let len = (1u64 << 60).to_le_bytes();
+    let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    writer.write(b"ok").await.expect("in memory");
+    let mut bytes = writer.finish().await.expect("in memory");
+    let crc = {
+        // The masked CRC32C TensorFlow puts after the length.
+        let c = crc32c::crc32c(&len);
+        c.rotate_right(15).wrapping_add(0xa282_ead8)
+    };
+    bytes.extend_from_slice(&len);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 64]);
+    let got: Vec<anyhow::Result<Bytes>> = tfrecord_records(&bytes[..], "absurd").collect().await;
+    assert_eq!(got.len(), 2);
+    let err = got[1]
+        .as_ref()
+        .err()
+        .and_then(data_loss)
+        .expect("a data-loss error");
+    assert_eq!((err.0, err.1), (1, 12 + 2 + 4), "record 1, at its start");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_reads_keep_tensorflows_interleaved_order() {
+    let files = [data("plain.tfrecord"), data("gzip.tfrecord.gz")];
+    let got = TFRecordDataset::new(files)
+        .compression(Compression::Auto)
+        .num_parallel_reads(2)
+        .build()
+        .collect()
+        .await
+        .expect("clean files");
+    let expected = expected_payloads();
+    // Cycle of two files, one record from each in turn.
+    let interleaved: Vec<&Vec<u8>> = expected.iter().flat_map(|p| [p, p]).collect();
+    assert_eq!(got.len(), 200);
+    assert!(got.iter().zip(interleaved).all(|(a, b)| a[..] == b[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_file_is_an_error_naming_it() {
+    let got =
+        read(TFRecordDataset::new([data("no-such-file.tfrecord"), data("plain.tfrecord")]).build())
+            .await;
+    assert_eq!(got.len(), 101);
+    let err = got[0]
+        .as_ref()
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+    assert!(err.contains("no-such-file.tfrecord"), "{err}");
+}
