@@ -1,0 +1,180 @@
+//! `tf.train.Example`: the protocol buffer most TFRecord files hold.
+//!
+//! The messages are derived by hand with `prost` from TensorFlow's `example.proto` and
+//! `feature.proto` (no `protoc` needed). The feature map is a `BTreeMap`, so encoding is
+//! deterministic (keys in byte order; TensorFlow's Python serializer orders a key after its
+//! longer extensions, e.g. `ids` before `id`: both are valid, and TensorFlow reads either).
+//! Repeated numbers are written packed and read packed or unpacked, as protobuf requires.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use prost::Message;
+
+/// A training example: named features (`tf.train.Example`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Example {
+    /// The features (`features = 1`).
+    #[prost(message, optional, tag = "1")]
+    pub features: Option<Features>,
+}
+
+/// A map from feature name to feature (`tf.train.Features`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Features {
+    /// The features by name (`map<string, Feature> feature = 1`).
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub feature: BTreeMap<String, Feature>,
+}
+
+/// One feature: a list of bytes, floats or 64-bit integers (`tf.train.Feature`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Feature {
+    /// Which list, if any is set (`oneof kind`).
+    #[prost(oneof = "Kind", tags = "1, 2, 3")]
+    pub kind: Option<Kind>,
+}
+
+/// The list a [`Feature`] holds.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Kind {
+    /// `bytes_list = 1`.
+    #[prost(message, tag = "1")]
+    BytesList(BytesList),
+    /// `float_list = 2`.
+    #[prost(message, tag = "2")]
+    FloatList(FloatList),
+    /// `int64_list = 3`.
+    #[prost(message, tag = "3")]
+    Int64List(Int64List),
+}
+
+/// `tf.train.BytesList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BytesList {
+    /// `repeated bytes value = 1`.
+    #[prost(bytes = "bytes", repeated, tag = "1")]
+    pub value: Vec<Bytes>,
+}
+
+/// `tf.train.FloatList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FloatList {
+    /// `repeated float value = 1 [packed = true]`.
+    #[prost(float, repeated, tag = "1")]
+    pub value: Vec<f32>,
+}
+
+/// `tf.train.Int64List`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Int64List {
+    /// `repeated int64 value = 1 [packed = true]`.
+    #[prost(int64, repeated, tag = "1")]
+    pub value: Vec<i64>,
+}
+
+impl Example {
+    /// Decodes a serialized `tf.train.Example` (a TFRecord payload).
+    ///
+    /// # Errors
+    ///
+    /// When the bytes are not a valid protocol buffer of this shape.
+    ///
+    /// ```
+    /// use streamload::format::Example;
+    /// let example = Example::new()
+    ///     .with_int64("label", [7])
+    ///     .with_floats("weights", [0.5, 1.5])
+    ///     .with_bytes("image", [&b"\x89PNG"[..]]);
+    /// let decoded = Example::decode_bytes(&example.encode_to_bytes())?;
+    /// assert_eq!(decoded.int64("label"), Some(&[7][..]));
+    /// assert_eq!(decoded.floats("weights"), Some(&[0.5, 1.5][..]));
+    /// assert_eq!(decoded.bytes("image").map(|b| &b[0][..]), Some(&b"\x89PNG"[..]));
+    /// # anyhow::Ok(())
+    /// ```
+    pub fn decode_bytes(bytes: &[u8]) -> anyhow::Result<Example> {
+        Example::decode(bytes).map_err(|e| anyhow::anyhow!("not a tf.train.Example: {e}"))
+    }
+
+    /// Serializes the example (keys in byte order).
+    pub fn encode_to_bytes(&self) -> Bytes {
+        Bytes::from(self.encode_to_vec())
+    }
+
+    /// An example with no features.
+    pub fn new() -> Example {
+        Example {
+            features: Some(Features::default()),
+        }
+    }
+
+    fn insert(mut self, name: &str, kind: Kind) -> Example {
+        self.features
+            .get_or_insert_with(Features::default)
+            .feature
+            .insert(name.to_string(), Feature { kind: Some(kind) });
+        self
+    }
+
+    /// Adds an int64 feature.
+    pub fn with_int64(self, name: &str, values: impl IntoIterator<Item = i64>) -> Example {
+        self.insert(
+            name,
+            Kind::Int64List(Int64List {
+                value: values.into_iter().collect(),
+            }),
+        )
+    }
+
+    /// Adds a float feature.
+    pub fn with_floats(self, name: &str, values: impl IntoIterator<Item = f32>) -> Example {
+        self.insert(
+            name,
+            Kind::FloatList(FloatList {
+                value: values.into_iter().collect(),
+            }),
+        )
+    }
+
+    /// Adds a bytes feature.
+    pub fn with_bytes<B: AsRef<[u8]>>(
+        self,
+        name: &str,
+        values: impl IntoIterator<Item = B>,
+    ) -> Example {
+        let value = values
+            .into_iter()
+            .map(|b| Bytes::copy_from_slice(b.as_ref()))
+            .collect();
+        self.insert(name, Kind::BytesList(BytesList { value }))
+    }
+
+    /// The feature called `name`, if present.
+    pub fn feature(&self, name: &str) -> Option<&Feature> {
+        self.features.as_ref()?.feature.get(name)
+    }
+
+    /// The int64 values of feature `name`, if it is an int64 list.
+    pub fn int64(&self, name: &str) -> Option<&[i64]> {
+        match &self.feature(name)?.kind {
+            Some(Kind::Int64List(l)) => Some(&l.value),
+            _ => None,
+        }
+    }
+
+    /// The float values of feature `name`, if it is a float list.
+    pub fn floats(&self, name: &str) -> Option<&[f32]> {
+        match &self.feature(name)?.kind {
+            Some(Kind::FloatList(l)) => Some(&l.value),
+            _ => None,
+        }
+    }
+
+    /// The byte strings of feature `name`, if it is a bytes list.
+    pub fn bytes(&self, name: &str) -> Option<&[Bytes]> {
+        match &self.feature(name)?.kind {
+            Some(Kind::BytesList(l)) => Some(&l.value),
+            _ => None,
+        }
+    }
+}
