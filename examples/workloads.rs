@@ -29,6 +29,9 @@ struct Args {
     /// Scale the element counts down by this factor (for quick smoke runs).
     #[arg(long, default_value_t = 1)]
     scale_down: i64,
+    /// Write the workload data (D1) into this directory, then exit.
+    #[arg(long)]
+    generate: Option<PathBuf>,
 }
 
 fn emit(workload: &str, figure: f64, unit: &str, seconds: f64) {
@@ -53,9 +56,19 @@ async fn timed<F: std::future::Future<Output = anyhow::Result<u64>>>(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(dir) = &args.generate {
+        let start = Instant::now();
+        let bytes = workloads::generate_d1(dir, 16, 8192).await?;
+        eprintln!(
+            "wrote D1 ({:.0} MB of payload, plain and gzip) to {} in {:.1} s",
+            bytes as f64 / 1e6,
+            dir.display(),
+            start.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
     let wanted =
         |w: &str| args.only.is_empty() || args.only.iter().any(|o| o.eq_ignore_ascii_case(w));
-    let _ = &args.data;
 
     if wanted("W1") {
         let n = 10_000_000 / args.scale_down;
@@ -78,6 +91,20 @@ async fn main() -> anyhow::Result<()> {
         emit("W7a", n as f64 / sa, "elements/s", sa);
         emit("W7b", n as f64 / sb, "elements/s", sb);
         emit("W7", sa / sb, "ratio", sa + sb);
+    }
+    for (name, gz) in [("W2", false), ("W2gz", true)] {
+        if !wanted(name) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with --generate DIR)");
+            continue;
+        };
+        let files = workloads::d1_files(dir, gz)?;
+        let start = Instant::now();
+        let (_, bytes) = workloads::w2_tfrecord_raw(files, gz).await?;
+        let s = start.elapsed().as_secs_f64();
+        emit(name, bytes as f64 / 1e6 / s, "MB/s", s);
     }
     Ok(())
 }

@@ -65,3 +65,96 @@ pub async fn w7_index_generator_parallel_map(n: i64) -> anyhow::Result<u64> {
         .count()
         .await
 }
+
+/// D1 of WORKLOADS.md: `shards` TFRecord files of `records` serialized `tf.train.Example`s
+/// each (`image`: 1000..3000 random bytes, `label`: 0..999, `weights`: 16 floats), written
+/// plain under `dir/tfrecord/` and GZIP-compressed under `dir/tfrecord-gz/`. Seeded: the same
+/// bytes on every machine. Returns the payload bytes written per variant.
+pub async fn generate_d1(
+    dir: &std::path::Path,
+    shards: usize,
+    records: usize,
+) -> anyhow::Result<u64> {
+    use rand::{Rng, RngCore, SeedableRng};
+    use streamload::format::{Compression, Example, TFRecordWriter};
+
+    let plain = dir.join("tfrecord");
+    let gz = dir.join("tfrecord-gz");
+    tokio::fs::create_dir_all(&plain).await?;
+    tokio::fs::create_dir_all(&gz).await?;
+    let mut total = 0u64;
+    for shard in 0..shards {
+        let name = format!("train-{shard:05}-of-{shards:05}.tfrecord");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD1 ^ shard as u64);
+        let mut a = TFRecordWriter::new(
+            tokio::io::BufWriter::new(tokio::fs::File::create(plain.join(&name)).await?),
+            Compression::None,
+        );
+        let mut b = TFRecordWriter::new(
+            tokio::io::BufWriter::new(
+                tokio::fs::File::create(gz.join(format!("{name}.gz"))).await?,
+            ),
+            Compression::Gzip,
+        );
+        let mut image = vec![0u8; 3000];
+        for _ in 0..records {
+            let len = rng.random_range(1000..3000);
+            rng.fill_bytes(&mut image[..len]);
+            let weights: Vec<f32> = (0..16).map(|_| rng.random::<f32>()).collect();
+            let example = Example::new()
+                .with_bytes("image", [&image[..len]])
+                .with_int64("label", [rng.random_range(0..1000)])
+                .with_floats("weights", weights);
+            let payload = example.encode_to_bytes();
+            total += payload.len() as u64;
+            a.write(&payload).await?;
+            b.write(&payload).await?;
+        }
+        use tokio::io::AsyncWriteExt;
+        a.finish().await?.flush().await?;
+        b.finish().await?.flush().await?;
+    }
+    Ok(total)
+}
+
+/// The D1 shard paths under `dir/tfrecord` (or `dir/tfrecord-gz`), sorted.
+pub fn d1_files(dir: &std::path::Path, gz: bool) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let sub = dir.join(if gz { "tfrecord-gz" } else { "tfrecord" });
+    let mut files: Vec<_> = std::fs::read_dir(&sub)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "reading {}: {e} (generate the data with --generate)",
+                sub.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no files in {}", sub.display());
+    Ok(files)
+}
+
+/// W2 tfrecord-raw: the files -> interleave(TFRecord reader, cycle 4, 4 parallel,
+/// nondeterministic) -> count records and payload bytes (every CRC checked).
+pub async fn w2_tfrecord_raw(
+    files: Vec<std::path::PathBuf>,
+    gz: bool,
+) -> anyhow::Result<(u64, u64)> {
+    use streamload::format::{Compression, TFRecordDataset};
+    let ds = TFRecordDataset::new(files)
+        .compression(if gz {
+            Compression::Gzip
+        } else {
+            Compression::None
+        })
+        .num_parallel_reads(4)
+        .build()
+        .with_options(streamload::Options::new().deterministic(false));
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut epoch = ds.iter();
+    while let Some(record) = epoch.next().await {
+        records += 1;
+        bytes += record?.len() as u64;
+    }
+    Ok((records, bytes))
+}
