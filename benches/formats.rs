@@ -1,4 +1,5 @@
-//! Criterion benches of the file formats: W2 (raw TFRecord read, plain and GZIP) from
+//! Criterion benches of the file formats: W2 (raw TFRecord read, plain and GZIP) and W3
+//! (read, shuffle, parse Examples in parallel, batch) from
 //! WORKLOADS.md, on a smaller D1 (4 shards of 2,048 records, ~35 MB) generated once into a
 //! temporary directory. `examples/workloads.rs --generate DIR` makes the full-size data.
 

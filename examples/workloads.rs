@@ -92,6 +92,16 @@ async fn main() -> anyhow::Result<()> {
         emit("W7b", n as f64 / sb, "elements/s", sb);
         emit("W7", sa / sb, "ratio", sa + sb);
     }
+    if wanted("W3") {
+        match &args.data {
+            None => eprintln!("W3: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => {
+                let files = workloads::d1_files(dir, false)?;
+                let (records, s) = timed(workloads::w3_tfrecord_parse(files)).await?;
+                emit("W3", records as f64 / s, "records/s", s);
+            }
+        }
+    }
     for (name, gz) in [("W2", false), ("W2gz", true)] {
         if !wanted(name) {
             continue;

@@ -96,6 +96,16 @@ impl Example {
         Example::decode(bytes).map_err(|e| anyhow::anyhow!("not a tf.train.Example: {e}"))
     }
 
+    /// Decodes a serialized `tf.train.Example` held in `Bytes` (a TFRecord record) without
+    /// copying its byte features: they are slices of `record`.
+    ///
+    /// # Errors
+    ///
+    /// When the bytes are not a valid protocol buffer of this shape.
+    pub fn decode_record(record: Bytes) -> anyhow::Result<Example> {
+        Example::decode(record).map_err(|e| anyhow::anyhow!("not a tf.train.Example: {e}"))
+    }
+
     /// Serializes the example (keys in byte order).
     pub fn encode_to_bytes(&self) -> Bytes {
         Bytes::from(self.encode_to_vec())
