@@ -29,7 +29,7 @@ struct Args {
     /// Scale the element counts down by this factor (for quick smoke runs).
     #[arg(long, default_value_t = 1)]
     scale_down: i64,
-    /// Write the workload data (D1) into this directory, then exit.
+    /// Write the workload data (D1, D3) into this directory, then exit.
     #[arg(long)]
     generate: Option<PathBuf>,
 }
@@ -59,9 +59,11 @@ async fn main() -> anyhow::Result<()> {
     if let Some(dir) = &args.generate {
         let start = Instant::now();
         let bytes = workloads::generate_d1(dir, 16, 8192).await?;
+        let text = workloads::generate_d3(dir, 2_000_000)?;
         eprintln!(
-            "wrote D1 ({:.0} MB of payload, plain and gzip) to {} in {:.1} s",
+            "wrote D1 ({:.0} MB of payload, plain and gzip) and D3 ({:.0} MB of text) to {} in {:.1} s",
             bytes as f64 / 1e6,
+            text as f64 / 1e6,
             dir.display(),
             start.elapsed().as_secs_f64()
         );
@@ -91,6 +93,15 @@ async fn main() -> anyhow::Result<()> {
         emit("W7a", n as f64 / sa, "elements/s", sa);
         emit("W7b", n as f64 / sb, "elements/s", sb);
         emit("W7", sa / sb, "ratio", sa + sb);
+    }
+    if wanted("W6") {
+        match &args.data {
+            None => eprintln!("W6: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => {
+                let (lines, s) = timed(workloads::w6_text(dir.join("text/lines.txt"))).await?;
+                emit("W6", lines as f64 / s, "lines/s", s);
+            }
+        }
     }
     if wanted("W3") {
         match &args.data {

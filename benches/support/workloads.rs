@@ -206,3 +206,61 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     }
     Ok(records)
 }
+
+/// D3 of WORKLOADS.md: `dir/text/lines.txt`, `lines` lines of 4..12 lowercase words from a
+/// 5,000-word vocabulary (seeded). Returns the bytes written.
+pub fn generate_d3(dir: &std::path::Path, lines: usize) -> anyhow::Result<u64> {
+    use std::io::Write;
+
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD3);
+    let vocabulary: Vec<String> = (0..5000)
+        .map(|_| {
+            (0..rng.random_range(3..10))
+                .map(|_| rng.random_range(b'a'..=b'z') as char)
+                .collect()
+        })
+        .collect();
+    std::fs::create_dir_all(dir.join("text"))?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("text/lines.txt"))?);
+    let mut bytes = 0u64;
+    for _ in 0..lines {
+        let words = rng.random_range(4..=12);
+        for w in 0..words {
+            let word = &vocabulary[rng.random_range(0..vocabulary.len())];
+            if w > 0 {
+                out.write_all(b" ")?;
+                bytes += 1;
+            }
+            out.write_all(word.as_bytes())?;
+            bytes += word.len() as u64;
+        }
+        out.write_all(b"\n")?;
+        bytes += 1;
+    }
+    out.flush()?;
+    Ok(bytes)
+}
+
+/// W6 text: the lines of D3 -> map(split on spaces) -> batch(64) -> prefetch(1). Words are
+/// slices of the read buffer (no copy). Returns the lines.
+pub async fn w6_text(path: std::path::PathBuf) -> anyhow::Result<u64> {
+    use streamload::format::TextLineDataset;
+    let ds = TextLineDataset::new([path])
+        .build()
+        .map(|line| {
+            line.split(|b| *b == b' ')
+                .map(|w| line.slice_ref(w))
+                .collect::<Vec<bytes::Bytes>>()
+        })
+        .batch(64)
+        .prefetch(1);
+    let mut lines = 0u64;
+    let mut epoch = ds.iter();
+    while let Some(batch) = epoch.next().await {
+        let batch = batch?;
+        lines += batch.len() as u64;
+        black_box(batch.iter().map(Vec::len).sum::<usize>());
+    }
+    Ok(lines)
+}

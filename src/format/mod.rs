@@ -1,16 +1,19 @@
-//! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB) and `tf.train.Example`,
-//! with more to come (feature-spec parsing, text lines, fixed-length records, CSV).
+//! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example`, text
+//! lines and `list_files`; more to come (feature-spec parsing, fixed-length records, CSV).
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
 mod compression;
 mod example;
+mod files;
+mod text;
 mod tfrecord;
 mod tfrecord_writer;
 
 pub use compression::Compression;
 pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
+pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, TFRecordDecoder, tfrecord_records};
 pub use tfrecord_writer::TFRecordWriter;
 

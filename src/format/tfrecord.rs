@@ -15,8 +15,9 @@ use futures::stream::{Stream, StreamExt};
 use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
+use super::files::{FileFormat, read_files};
 use super::{Compression, masked_crc32c};
-use crate::dataset::{Cardinality, Dataset};
+use crate::dataset::Dataset;
 use crate::error::Error;
 use crate::options::Parallelism;
 
@@ -250,34 +251,12 @@ impl TFRecordDataset {
 
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
-        let (compression, buffer_size) = (self.compression, self.buffer_size);
-        let files = Dataset::from_vec(self.files);
-        let read = move |path: PathBuf| file_records(path, compression, buffer_size);
-        match self.num_parallel_reads {
-            None => files.flat_map(read),
-            Some(n) => files.parallel_interleave(n, 1, n, read),
-        }
+        let format = FileFormat {
+            stage: "tfrecord",
+            decode: |reader, name| Box::pin(tfrecord_records(reader, name)),
+            compression: self.compression,
+            buffer_size: self.buffer_size,
+        };
+        read_files(self.files, format, self.num_parallel_reads)
     }
-}
-
-/// One file's records, opened when first polled.
-fn file_records(path: PathBuf, compression: Compression, buffer_size: usize) -> Dataset<Bytes> {
-    Dataset::source("tfrecord", Cardinality::Unknown, move |_| {
-        let path = path.clone();
-        async_stream::stream! {
-            let name = path.display().to_string();
-            let file = match tokio::fs::File::open(&path).await {
-                Ok(file) => file,
-                Err(e) => {
-                    yield Err(anyhow::Error::new(e).context(format!("opening {name}")));
-                    return;
-                }
-            };
-            let reader = tokio::io::BufReader::with_capacity(buffer_size, file);
-            let mut records = std::pin::pin!(tfrecord_records(compression.for_path(&path).reader(reader), &name));
-            while let Some(record) = records.next().await {
-                yield record;
-            }
-        }
-    })
 }

@@ -1,0 +1,169 @@
+//! Text files, one element per line (tf.data's `TextLineDataset`).
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use futures::stream::{Stream, StreamExt};
+use tokio::io::AsyncRead;
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+
+use super::Compression;
+use super::files::{FileFormat, read_files};
+use crate::dataset::Dataset;
+use crate::options::Parallelism;
+
+/// Lines longer than this are an error rather than a buffer that grows without bound.
+const MAX_LINE: usize = 64 << 20;
+const DEFAULT_BUFFER: usize = 256 * 1024;
+
+/// The lines of one text stream, without their `\n` or `\r\n`, as `Bytes` that share the
+/// read buffer (no copy per line). A final line without a newline is yielded; a final newline
+/// adds no empty line. After an error the stream ends.
+///
+/// ```
+/// use futures::StreamExt;
+/// use streamload::format::text_lines;
+/// # tokio_test::block_on(async {
+/// let lines: Vec<_> = text_lines(&b"a b\r\n\nlast"[..], "in-memory").collect().await;
+/// let lines: Vec<bytes::Bytes> = lines.into_iter().collect::<anyhow::Result<_>>()?;
+/// assert_eq!(lines, [&b"a b"[..], b"", b"last"]);
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+pub fn text_lines<R>(
+    reader: R,
+    name: &str,
+) -> impl Stream<Item = anyhow::Result<Bytes>> + Send + use<R>
+where
+    R: AsyncRead + Send + Unpin,
+{
+    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
+    let name = name.to_string();
+    let mut line_no = 0u64;
+    let mut failed = false;
+    FramedRead::with_capacity(reader, codec, DEFAULT_BUFFER)
+        .take_while(move |item| {
+            let go = !failed;
+            failed |= item.is_err();
+            futures::future::ready(go)
+        })
+        .map(move |item| {
+            line_no += 1;
+            match item {
+                Ok(mut line) => {
+                    if line.last() == Some(&b'\r') {
+                        line.truncate(line.len() - 1);
+                    }
+                    Ok(line)
+                }
+                Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => Err(anyhow::anyhow!(
+                    "{name}: line {line_no} is longer than {MAX_LINE} bytes"
+                )),
+                Err(AnyDelimiterCodecError::Io(e)) => {
+                    Err(anyhow::Error::new(e).context(format!("reading line {line_no} of {name}")))
+                }
+            }
+        })
+}
+
+/// The lines of text files as a [`Dataset`] of `Bytes` (tf.data's `TextLineDataset`).
+///
+/// Files are read in order, or `num_parallel_reads` at once (one line from each in turn).
+///
+/// ```
+/// use streamload::format::TextLineDataset;
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("a.txt");
+/// std::fs::write(&path, "first line\nsecond line\n")?;
+/// let lines = TextLineDataset::new([&path]).build().collect().await?;
+/// assert_eq!(lines, [&b"first line"[..], b"second line"]);
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct TextLineDataset {
+    files: Vec<PathBuf>,
+    compression: Compression,
+    buffer_size: usize,
+    num_parallel_reads: Option<Parallelism>,
+}
+
+impl TextLineDataset {
+    /// The lines of these files, in this order.
+    pub fn new<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+        TextLineDataset {
+            files: files.into_iter().map(Into::into).collect(),
+            compression: Compression::None,
+            buffer_size: DEFAULT_BUFFER,
+            num_parallel_reads: None,
+        }
+    }
+
+    /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Bytes read from a file at a time (default 256 KiB).
+    ///
+    /// # Panics
+    ///
+    /// If `bytes` is 0.
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        assert!(bytes > 0, "TextLineDataset: buffer_size must be at least 1");
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// Reads this many files at once (tf.data's `num_parallel_reads`).
+    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
+        self.num_parallel_reads = Some(n.into());
+        self
+    }
+
+    /// The dataset.
+    pub fn build(self) -> Dataset<Bytes> {
+        let format = FileFormat {
+            stage: "text_line",
+            decode: |reader, name| Box::pin(text_lines(reader, name)),
+            compression: self.compression,
+            buffer_size: self.buffer_size,
+        };
+        read_files(self.files, format, self.num_parallel_reads)
+    }
+}
+
+/// The files matching a glob `pattern` (`data/train-*.tfrecord`), sorted by path (tf.data's
+/// `list_files`).
+///
+/// tf.data shuffles the list by default; streamload returns it sorted, so a pipeline reads
+/// files in a stable, reproducible order unless asked otherwise: shuffle the list with
+/// `.shuffle(n, seed)` (or read with `num_parallel_reads`) where you want it.
+///
+/// # Errors
+///
+/// When the pattern is invalid, a matching path cannot be read, or nothing matches (an error
+/// naming the pattern, as tf.data's "No files matched pattern").
+///
+/// ```
+/// # fn main() -> anyhow::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// for name in ["b.txt", "a.txt", "c.csv"] {
+///     std::fs::write(dir.path().join(name), "x\n")?;
+/// }
+/// let files = streamload::format::list_files(&format!("{}/*.txt", dir.path().display()))?;
+/// assert_eq!(files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>(), ["a.txt", "b.txt"]);
+/// assert!(streamload::format::list_files(&format!("{}/*.parquet", dir.path().display())).is_err());
+/// # Ok(()) }
+/// ```
+pub fn list_files(pattern: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let paths = glob::glob(pattern)
+        .map_err(|e| anyhow::anyhow!("invalid file pattern {pattern:?}: {e}"))?;
+    let mut files = paths
+        .map(|p| p.map_err(|e| anyhow::anyhow!("listing {pattern:?}: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    files.retain(|p| p.is_file());
+    anyhow::ensure!(!files.is_empty(), "no files matched pattern {pattern:?}");
+    files.sort();
+    Ok(files)
+}
