@@ -1,0 +1,305 @@
+//! A command-line tool for TFRecord files.
+//!
+//! ```text
+//! cargo run --release --example tfrecord -- count data/*.tfrecord
+//! cargo run --release --example tfrecord -- verify data/*.tfrecord      # exit code 1 if any file is damaged
+//! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
+//! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord
+//! printf 'a\nb\n' | cargo run --release --example tfrecord -- write --gzip out.tfrecord.gz
+//! echo '{"label": [1], "weights": [0.5, 2.0], "text": ["hi"]}' | cargo run --release --example tfrecord -- write --json out.tfrecord
+//! ```
+//!
+//! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
+//! otherwise.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine;
+use clap::{Parser, Subcommand, ValueEnum};
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use streamload::Error;
+use streamload::format::{Compression, Example, Kind, TFRecordDataset, TFRecordWriter};
+use tokio::io::AsyncBufReadExt;
+
+#[derive(Parser, Debug)]
+#[command(about = "Count, verify, print and write TFRecord files")]
+struct Cli {
+    /// How the files are compressed (default: by extension).
+    #[arg(long, value_enum, default_value_t = CompressionArg::Auto, global = true)]
+    compression: CompressionArg,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CompressionArg {
+    Auto,
+    None,
+    Gzip,
+    Zlib,
+}
+
+impl From<CompressionArg> for Compression {
+    fn from(c: CompressionArg) -> Self {
+        match c {
+            CompressionArg::Auto => Compression::Auto,
+            CompressionArg::None => Compression::None,
+            CompressionArg::Gzip => Compression::Gzip,
+            CompressionArg::Zlib => Compression::Zlib,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Records per file and in total.
+    Count { paths: Vec<PathBuf> },
+    /// Checks every CRC; reports each damaged file with the record, offset and error.
+    Verify { paths: Vec<PathBuf> },
+    /// The first records of a file: payloads, or Examples decoded as JSON.
+    Head {
+        #[arg(short = 'n', default_value_t = 10)]
+        n: usize,
+        /// Decode each record as a tf.train.Example and print it as JSON.
+        #[arg(long)]
+        example: bool,
+        path: PathBuf,
+    },
+    /// Every record's payload, one per line (base64 with --base64, else as text).
+    Cat {
+        #[arg(long)]
+        base64: bool,
+        paths: Vec<PathBuf>,
+    },
+    /// Reads lines from standard input and writes each as a record.
+    Write {
+        /// Each line is a JSON object of feature lists, written as a tf.train.Example.
+        #[arg(long)]
+        json: bool,
+        /// GZIP-compress the output.
+        #[arg(long, conflicts_with = "zlib")]
+        gzip: bool,
+        /// ZLIB-compress the output.
+        #[arg(long)]
+        zlib: bool,
+        out: PathBuf,
+    },
+}
+
+fn records(path: &PathBuf, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
+    TFRecordDataset::new([path])
+        .compression(compression)
+        .build()
+        .iter()
+}
+
+/// An Example as JSON: `{"name": {"int64_list": [...]}}`; bytes as text when UTF-8, else base64.
+fn example_json(example: &Example) -> Value {
+    let mut out = Map::new();
+    for (name, feature) in example.features.iter().flat_map(|f| &f.feature) {
+        let value = match &feature.kind {
+            Some(Kind::Int64List(l)) => json!({ "int64_list": l.value }),
+            Some(Kind::FloatList(l)) => {
+                let values: Vec<Value> = l.value.iter().map(|f| float_json(*f)).collect();
+                json!({ "float_list": values })
+            }
+            Some(Kind::BytesList(l)) => {
+                let values: Vec<Value> = l.value.iter().map(|b| bytes_json(b)).collect();
+                json!({ "bytes_list": values })
+            }
+            None => Value::Null,
+        };
+        out.insert(name.clone(), value);
+    }
+    Value::Object(out)
+}
+
+fn float_json(f: f32) -> Value {
+    if f.is_finite() {
+        json!(f)
+    } else {
+        json!(f.to_string())
+    }
+}
+
+fn bytes_json(b: &[u8]) -> Value {
+    match std::str::from_utf8(b) {
+        Ok(s) => json!(s),
+        Err(_) => json!({ "b64": base64::engine::general_purpose::STANDARD.encode(b) }),
+    }
+}
+
+/// A JSON object of feature lists as an Example: integers -> int64, other numbers -> float,
+/// strings -> bytes.
+fn json_example(line: &str) -> anyhow::Result<Example> {
+    let value: Value = serde_json::from_str(line)?;
+    let object = value
+        .as_object()
+        .context("expected a JSON object of feature lists")?;
+    let mut example = Example::new();
+    for (name, list) in object {
+        let items = match list {
+            Value::Array(items) => items.clone(),
+            single => vec![single.clone()],
+        };
+        example = if items.iter().all(|v| v.is_i64()) {
+            example.with_int64(name, items.iter().filter_map(Value::as_i64))
+        } else if items.iter().all(Value::is_number) {
+            example.with_floats(
+                name,
+                items.iter().filter_map(Value::as_f64).map(|f| f as f32),
+            )
+        } else if items.iter().all(Value::is_string) {
+            example.with_bytes(name, items.iter().filter_map(Value::as_str))
+        } else {
+            anyhow::bail!("feature {name:?}: a list of integers, numbers or strings expected");
+        };
+    }
+    Ok(example)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let compression = Compression::from(cli.compression);
+    // `Stdout` (not its lock) so the future stays `Send` across awaits.
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    match cli.command {
+        Command::Count { paths } => {
+            let mut total = 0u64;
+            for path in &paths {
+                let n = TFRecordDataset::new([path])
+                    .compression(compression)
+                    .build()
+                    .count()
+                    .await?;
+                writeln!(out, "{n}\t{}", path.display())?;
+                total += n;
+            }
+            writeln!(out, "{total}\ttotal")?;
+        }
+        Command::Verify { paths } => {
+            let mut damaged = 0;
+            for path in &paths {
+                let mut epoch = records(path, compression);
+                let mut n = 0u64;
+                let mut failure = None;
+                while let Some(record) = epoch.next().await {
+                    match record {
+                        Ok(_) => n += 1,
+                        Err(e) => failure = Some(e),
+                    }
+                }
+                match failure {
+                    None => writeln!(out, "ok\t{n} records\t{}", path.display())?,
+                    Some(e) => {
+                        damaged += 1;
+                        match e.downcast_ref::<Error>() {
+                            Some(Error::DataLoss {
+                                record,
+                                offset,
+                                message,
+                                ..
+                            }) => writeln!(
+                                out,
+                                "DAMAGED\trecord {record}\toffset {offset}\t{message}\t{}",
+                                path.display()
+                            )?,
+                            _ => writeln!(out, "ERROR\t{e:#}")?,
+                        }
+                    }
+                }
+            }
+            out.flush()?;
+            if damaged > 0 {
+                eprintln!("{damaged} of {} files damaged", paths.len());
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Head { n, example, path } => {
+            let mut epoch = records(&path, compression);
+            let mut shown = 0;
+            while shown < n {
+                let Some(record) = epoch.next().await else {
+                    break;
+                };
+                let record = record?;
+                let line = if example {
+                    example_json(
+                        &Example::decode_record(record)
+                            .with_context(|| format!("record {shown} of {}", path.display()))?,
+                    )
+                } else {
+                    bytes_json(&record)
+                };
+                writeln!(out, "{line}")?;
+                shown += 1;
+            }
+        }
+        Command::Cat { base64, paths } => {
+            for path in &paths {
+                let mut epoch = records(path, compression);
+                while let Some(record) = epoch.next().await {
+                    let record = record?;
+                    if base64 {
+                        writeln!(
+                            out,
+                            "{}",
+                            base64::engine::general_purpose::STANDARD.encode(&record)
+                        )?;
+                    } else {
+                        out.write_all(&record)?;
+                        out.write_all(b"\n")?;
+                    }
+                }
+            }
+        }
+        Command::Write {
+            json,
+            gzip,
+            zlib,
+            out: path,
+        } => {
+            let compression = match (gzip, zlib) {
+                (true, _) => Compression::Gzip,
+                (_, true) => Compression::Zlib,
+                _ => compression.for_path(&path),
+            };
+            let file = tokio::fs::File::create(&path)
+                .await
+                .with_context(|| format!("creating {}", path.display()))?;
+            let mut writer = TFRecordWriter::new(tokio::io::BufWriter::new(file), compression);
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            let mut line_no = 0;
+            while let Some(line) = lines.next_line().await? {
+                line_no += 1;
+                if json {
+                    let example =
+                        json_example(&line).with_context(|| format!("stdin line {line_no}"))?;
+                    writer.write(&example.encode_to_bytes()).await?;
+                } else {
+                    writer.write(line.as_bytes()).await?;
+                }
+            }
+            let records = writer.records();
+            use tokio::io::AsyncWriteExt;
+            writer.finish().await?.flush().await?;
+            eprintln!("wrote {records} records to {}", path.display());
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
