@@ -51,6 +51,8 @@ mod progress;
 mod runtime;
 mod source;
 mod stats;
+mod storage;
+pub mod tensor;
 
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;

@@ -169,24 +169,30 @@ pub struct W3Record {
 /// W3 tfrecord-parse: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into
 /// image bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE). Returns the records.
 pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
-    use streamload::format::{Compression, Example, TFRecordDataset};
+    use streamload::format::{Compression, FeatureSpec, ParseSpec, TFRecordDataset};
+    use streamload::tensor::{DType, Values};
+    let spec = ParseSpec::new([
+        ("image", FeatureSpec::fixed_len([], DType::String)),
+        ("label", FeatureSpec::fixed_len([], DType::Int64)),
+        ("weights", FeatureSpec::fixed_len([16], DType::Float32)),
+    ])?;
     let ds = TFRecordDataset::new(files)
         .compression(Compression::None)
         .num_parallel_reads(4)
         .build()
         .shuffle(10_000, Some(3))
-        .map_parallel(AUTOTUNE, |payload| {
-            let example = Example::decode_record(payload)?;
-            let image = example.bytes("image").and_then(|b| b.first()).cloned();
-            let label = example.int64("label").and_then(|l| l.first()).copied();
-            let weights = example.floats("weights").map(<[f32]>::to_vec);
-            match (image, label, weights) {
-                (Some(image), Some(label), Some(weights)) => Ok(W3Record {
-                    image,
-                    label,
-                    weights,
-                }),
-                _ => anyhow::bail!("a D1 record without image, label or weights"),
+        .map_parallel(AUTOTUNE, move |payload| {
+            let mut parsed = streamload::format::parse_single_example(&payload, &spec)?;
+            let mut take = |name| parsed.take_dense(name).map(|t| t.into_values());
+            match (take("image")?, take("label")?, take("weights")?) {
+                (Values::String(image), Values::Int64(label), Values::Float32(weights)) => {
+                    Ok(W3Record {
+                        image: image.into_iter().next().unwrap_or_default(),
+                        label: label.first().copied().unwrap_or_default(),
+                        weights,
+                    })
+                }
+                _ => anyhow::bail!("the spec fixes the types"),
             }
         })
         .batch(256)

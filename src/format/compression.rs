@@ -32,7 +32,8 @@ impl Compression {
         }
     }
 
-    /// Wraps a buffered reader in the matching decoder.
+    /// Wraps a buffered reader in the matching decoder (the reader's own buffer feeds the
+    /// decompressor, so no further buffering is added).
     pub(crate) fn reader<R>(self, inner: R) -> Box<dyn AsyncRead + Send + Unpin>
     where
         R: AsyncBufRead + Send + Unpin + 'static,

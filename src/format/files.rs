@@ -9,6 +9,7 @@ use tokio::io::AsyncRead;
 use super::Compression;
 use crate::dataset::{BoxStream, Cardinality, Dataset};
 use crate::options::Parallelism;
+use crate::storage::local::READ_AHEAD;
 
 /// Turns one file's (decompressed) bytes into elements; the `&str` names the file in errors.
 pub(crate) type Decode = fn(Box<dyn AsyncRead + Send + Unpin>, &str) -> BoxStream<Bytes>;
@@ -44,15 +45,16 @@ fn file_elements(path: PathBuf, format: FileFormat) -> Dataset<Bytes> {
         let path = path.clone();
         async_stream::stream! {
             let name = path.display().to_string();
-            let file = match tokio::fs::File::open(&path).await {
+            let block = format.buffer_size;
+            let file = match crate::storage::local::read_ahead(&path, block, READ_AHEAD).await {
                 Ok(file) => file,
                 Err(e) => {
                     yield Err(anyhow::Error::new(e).context(format!("opening {name}")));
                     return;
                 }
             };
-            let reader = tokio::io::BufReader::with_capacity(format.buffer_size, file);
-            let mut elements = (format.decode)(format.compression.for_path(&path).reader(reader), &name);
+            let reader = format.compression.for_path(&path).reader(file);
+            let mut elements = (format.decode)(reader, &name);
             while let Some(element) = elements.next().await {
                 yield element;
             }

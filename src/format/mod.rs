@@ -7,12 +7,16 @@
 mod compression;
 mod example;
 mod files;
+mod parse_example;
 mod text;
 mod tfrecord;
 mod tfrecord_writer;
 
 pub use compression::Compression;
 pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
+pub use parse_example::{
+    FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
+};
 pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, TFRecordDecoder, tfrecord_records};
 pub use tfrecord_writer::TFRecordWriter;

@@ -93,7 +93,7 @@ impl TextLineDataset {
         TextLineDataset {
             files: files.into_iter().map(Into::into).collect(),
             compression: Compression::None,
-            buffer_size: DEFAULT_BUFFER,
+            buffer_size: crate::storage::local::DEFAULT_BLOCK,
             num_parallel_reads: None,
         }
     }
@@ -104,7 +104,7 @@ impl TextLineDataset {
         self
     }
 
-    /// Bytes read from a file at a time (default 256 KiB).
+    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
     ///
     /// # Panics
     ///

@@ -221,7 +221,7 @@ impl TFRecordDataset {
         TFRecordDataset {
             files: files.into_iter().map(Into::into).collect(),
             compression: Compression::None,
-            buffer_size: DEFAULT_BUFFER,
+            buffer_size: crate::storage::local::DEFAULT_BLOCK,
             num_parallel_reads: None,
         }
     }
@@ -232,7 +232,7 @@ impl TFRecordDataset {
         self
     }
 
-    /// Bytes read from a file at a time (default 256 KiB).
+    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
     ///
     /// # Panics
     ///

@@ -1,0 +1,357 @@
+//! Tensors: what parsers hand to a model, a flat buffer of one data type plus a shape.
+//!
+//! [`Tensor`] is dense and row-major, and views as an [`ndarray`] array without copying
+//! ([`Tensor::view`]); [`SparseTensor`] is TensorFlow's COO layout (indices, values,
+//! dense shape), the output of a `VarLenFeature`. Strings are [`Bytes`], usually slices of the
+//! record they were parsed from, so parsing copies no string payload.
+
+use std::fmt;
+
+use bytes::Bytes;
+use ndarray::{ArrayViewD, IxDyn};
+
+use crate::Error;
+
+/// A tensor's element type, as `tf.train.Example` stores them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// `tf.int64`.
+    Int64,
+    /// `tf.float32`.
+    Float32,
+    /// `tf.string`: byte strings.
+    String,
+}
+
+impl fmt::Display for DType {
+    /// TensorFlow's own names (`DataTypeString`): `int64`, `float`, `string`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::Int64 => "int64",
+            DType::Float32 => "float",
+            DType::String => "string",
+        })
+    }
+}
+
+/// A flat list of values of one [`DType`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    /// 64-bit integers.
+    Int64(Vec<i64>),
+    /// 32-bit floats.
+    Float32(Vec<f32>),
+    /// Byte strings.
+    String(Vec<Bytes>),
+}
+
+impl Values {
+    /// An empty list of `dtype`.
+    pub fn empty(dtype: DType) -> Values {
+        Values::with_capacity(dtype, 0)
+    }
+
+    pub(crate) fn with_capacity(dtype: DType, capacity: usize) -> Values {
+        match dtype {
+            DType::Int64 => Values::Int64(Vec::with_capacity(capacity)),
+            DType::Float32 => Values::Float32(Vec::with_capacity(capacity)),
+            DType::String => Values::String(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// The data type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Values::Int64(_) => DType::Int64,
+            Values::Float32(_) => DType::Float32,
+            Values::String(_) => DType::String,
+        }
+    }
+
+    /// How many values.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Int64(v) => v.len(),
+            Values::Float32(v) => v.len(),
+            Values::String(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends every value of `other` (which has the same data type).
+    pub(crate) fn extend_from(&mut self, other: &Values) {
+        match (self, other) {
+            (Values::Int64(a), Values::Int64(b)) => a.extend_from_slice(b),
+            (Values::Float32(a), Values::Float32(b)) => a.extend_from_slice(b),
+            (Values::String(a), Values::String(b)) => a.extend_from_slice(b),
+            (a, b) => unreachable!("extend {:?} with {:?}", a.dtype(), b.dtype()),
+        }
+    }
+
+    /// Appends value `index` of `other` `count` times (padding).
+    pub(crate) fn extend_repeat(&mut self, other: &Values, index: usize, count: usize) {
+        match (self, other) {
+            (Values::Int64(a), Values::Int64(b)) => a.extend(std::iter::repeat_n(b[index], count)),
+            (Values::Float32(a), Values::Float32(b)) => {
+                a.extend(std::iter::repeat_n(b[index], count))
+            }
+            (Values::String(a), Values::String(b)) => {
+                a.extend(std::iter::repeat_n(b[index].clone(), count))
+            }
+            (a, b) => unreachable!("pad {:?} with {:?}", a.dtype(), b.dtype()),
+        }
+    }
+
+    /// Appends `count` zeros (empty strings).
+    pub(crate) fn extend_zeros(&mut self, count: usize) {
+        match self {
+            Values::Int64(a) => a.resize(a.len() + count, 0),
+            Values::Float32(a) => a.resize(a.len() + count, 0.0),
+            Values::String(a) => a.resize(a.len() + count, Bytes::new()),
+        }
+    }
+}
+
+impl From<Vec<i64>> for Values {
+    fn from(v: Vec<i64>) -> Values {
+        Values::Int64(v)
+    }
+}
+
+impl From<Vec<f32>> for Values {
+    fn from(v: Vec<f32>) -> Values {
+        Values::Float32(v)
+    }
+}
+
+impl From<Vec<Bytes>> for Values {
+    fn from(v: Vec<Bytes>) -> Values {
+        Values::String(v)
+    }
+}
+
+impl From<Vec<&str>> for Values {
+    fn from(v: Vec<&str>) -> Values {
+        Values::String(
+            v.into_iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect(),
+        )
+    }
+}
+
+impl From<i64> for Values {
+    fn from(v: i64) -> Values {
+        Values::Int64(vec![v])
+    }
+}
+
+impl From<f32> for Values {
+    fn from(v: f32) -> Values {
+        Values::Float32(vec![v])
+    }
+}
+
+impl From<&str> for Values {
+    fn from(v: &str) -> Values {
+        Values::String(vec![Bytes::copy_from_slice(v.as_bytes())])
+    }
+}
+
+/// A Rust type a [`Tensor`] can hold: `i64`, `f32` or [`Bytes`].
+pub trait Element: Sized {
+    /// The matching data type.
+    const DTYPE: DType;
+    /// The values as a slice of `Self`, when their type matches.
+    fn slice(values: &Values) -> Option<&[Self]>;
+}
+
+impl Element for i64 {
+    const DTYPE: DType = DType::Int64;
+    fn slice(values: &Values) -> Option<&[i64]> {
+        match values {
+            Values::Int64(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::Float32;
+    fn slice(values: &Values) -> Option<&[f32]> {
+        match values {
+            Values::Float32(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl Element for Bytes {
+    const DTYPE: DType = DType::String;
+    fn slice(values: &Values) -> Option<&[Bytes]> {
+        match values {
+            Values::String(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A dense, row-major tensor.
+///
+/// ```
+/// use streamload::tensor::{Tensor, Values};
+/// let t = Tensor::new(vec![2, 3], Values::Int64((0..6).collect()))?;
+/// let view = t.view::<i64>()?;
+/// assert_eq!(view[[1, 2]], 5);
+/// assert_eq!(t.as_slice::<i64>(), Some(&[0, 1, 2, 3, 4, 5][..]));
+/// # anyhow::Ok(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    values: Values,
+}
+
+impl Tensor {
+    /// A tensor of `shape` over `values` (row-major).
+    ///
+    /// # Errors
+    ///
+    /// When the number of values is not the product of the shape.
+    pub fn new(shape: Vec<usize>, values: Values) -> anyhow::Result<Tensor> {
+        let want: usize = shape.iter().product();
+        if want != values.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a tensor of shape {shape:?} needs {want} values, got {}",
+                values.len()
+            ))
+            .into());
+        }
+        Ok(Tensor { shape, values })
+    }
+
+    pub(crate) fn new_unchecked(shape: Vec<usize>, values: Values) -> Tensor {
+        debug_assert_eq!(shape.iter().product::<usize>(), values.len());
+        Tensor { shape, values }
+    }
+
+    /// The shape (empty for a scalar).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The data type.
+    pub fn dtype(&self) -> DType {
+        self.values.dtype()
+    }
+
+    /// The values, row-major.
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    /// Takes the values out, row-major.
+    pub fn into_values(self) -> Values {
+        self.values
+    }
+
+    /// The values as a flat slice of `T`, when `T` is the tensor's type.
+    pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
+        T::slice(&self.values)
+    }
+
+    /// The tensor as an `ndarray` view, without copying.
+    ///
+    /// # Errors
+    ///
+    /// When `T` is not the tensor's type.
+    pub fn view<T: Element>(&self) -> anyhow::Result<ArrayViewD<'_, T>> {
+        let data = T::slice(&self.values).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tensor holds {} values, not {}",
+                self.dtype(),
+                T::DTYPE
+            ))
+        })?;
+        Ok(ArrayViewD::from_shape(IxDyn(&self.shape), data)?)
+    }
+}
+
+/// A sparse tensor in COO layout, as TensorFlow's `tf.sparse.SparseTensor`.
+///
+/// `indices` holds `values.len()` rows of `dense_shape.len()` coordinates each, in row-major
+/// order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseTensor {
+    indices: Vec<i64>,
+    values: Values,
+    dense_shape: Vec<usize>,
+}
+
+impl SparseTensor {
+    /// A sparse tensor; `indices` is flat, `values.len() * dense_shape.len()` long.
+    ///
+    /// # Errors
+    ///
+    /// When the lengths do not agree.
+    pub fn new(indices: Vec<i64>, values: Values, dense_shape: Vec<usize>) -> anyhow::Result<Self> {
+        if indices.len() != values.len() * dense_shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a sparse tensor of rank {} with {} values needs {} indices, got {}",
+                dense_shape.len(),
+                values.len(),
+                values.len() * dense_shape.len(),
+                indices.len()
+            ))
+            .into());
+        }
+        Ok(SparseTensor {
+            indices,
+            values,
+            dense_shape,
+        })
+    }
+
+    pub(crate) fn new_unchecked(
+        indices: Vec<i64>,
+        values: Values,
+        dense_shape: Vec<usize>,
+    ) -> Self {
+        debug_assert_eq!(indices.len(), values.len() * dense_shape.len());
+        SparseTensor {
+            indices,
+            values,
+            dense_shape,
+        }
+    }
+
+    /// The coordinates of value `i`.
+    pub fn coordinates(&self, i: usize) -> &[i64] {
+        let rank = self.dense_shape.len();
+        &self.indices[i * rank..(i + 1) * rank]
+    }
+
+    /// Every coordinate, flat (row-major `[values.len(), rank]`).
+    pub fn indices(&self) -> &[i64] {
+        &self.indices
+    }
+
+    /// The values.
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    /// The shape of the dense tensor this one stands for.
+    pub fn dense_shape(&self) -> &[usize] {
+        &self.dense_shape
+    }
+
+    /// The data type.
+    pub fn dtype(&self) -> DType {
+        self.values.dtype()
+    }
+}

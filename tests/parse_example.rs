@@ -1,0 +1,344 @@
+//! `parse_single_example` / `parse_example` against TensorFlow: every record of
+//! `examples.tfrecord` under the spec TensorFlow used, the batched parse of all 20, and every
+//! edge case (outputs, and errors with TensorFlow's messages).
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::Value;
+use streamload::format::{FeatureSpec, ParseSpec, Parsed, parse_example, parse_single_example};
+use streamload::tensor::{DType, Values};
+
+fn expected() -> Value {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow/examples.expected.json"
+    ));
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
+}
+
+fn b64(s: &str) -> Bytes {
+    Bytes::from(
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .expect("base64"),
+    )
+}
+
+fn dtype(name: &str) -> DType {
+    match name {
+        "int64" => DType::Int64,
+        "float32" => DType::Float32,
+        "string" => DType::String,
+        other => panic!("dtype {other}"),
+    }
+}
+
+fn flatten<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        other => out.push(other),
+    }
+}
+
+fn default_values(dtype: DType, json: &Value) -> Values {
+    let mut flat = Vec::new();
+    flatten(json, &mut flat);
+    match dtype {
+        DType::Int64 => Values::Int64(flat.iter().map(|v| v.as_i64().expect("i64")).collect()),
+        DType::Float32 => Values::Float32(
+            flat.iter()
+                .map(|v| v.as_f64().expect("f64") as f32)
+                .collect(),
+        ),
+        DType::String => Values::String(
+            flat.iter()
+                .map(|v| Bytes::from(v.as_str().expect("str").to_string()))
+                .collect(),
+        ),
+    }
+}
+
+fn feature_spec(json: &Value) -> FeatureSpec {
+    let dt = dtype(json["dtype"].as_str().expect("dtype"));
+    let shape = || -> Vec<usize> {
+        json["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|d| d.as_u64().expect("dim") as usize)
+            .collect()
+    };
+    let spec = match json["class"].as_str().expect("class") {
+        "FixedLenFeature" => FeatureSpec::fixed_len(shape(), dt),
+        "VarLenFeature" => FeatureSpec::var_len(dt),
+        "FixedLenSequenceFeature" => FeatureSpec::fixed_len_sequence(
+            shape(),
+            dt,
+            json["allow_missing"].as_bool().unwrap_or(false),
+        ),
+        other => panic!("class {other}"),
+    };
+    match &json["default_value"] {
+        Value::Null => spec,
+        d => spec.with_default(default_values(dt, d)),
+    }
+}
+
+fn parse_spec(json: &Value) -> anyhow::Result<ParseSpec> {
+    let features = json
+        .as_object()
+        .expect("spec object")
+        .iter()
+        .map(|(name, f)| (name.clone(), feature_spec(f)));
+    ParseSpec::new(features)
+}
+
+/// TensorFlow's encodings: floats widened exactly (bit-exact compare, -0.0 and subnormals
+/// included) or "NaN"/"Infinity"/"-Infinity"; strings as UTF-8 or {"b64": ...}.
+fn same_values(want: &[&Value], got: &Values) -> Result<(), String> {
+    if want.len() != got.len() {
+        return Err(format!("{} values expected, got {}", want.len(), got.len()));
+    }
+    let ok = match got {
+        Values::Int64(v) => want.iter().zip(v).all(|(w, g)| w.as_i64() == Some(*g)),
+        Values::Float32(v) => want.iter().zip(v).all(|(w, g)| match w {
+            Value::String(s) if s == "NaN" => g.is_nan(),
+            Value::String(s) if s == "Infinity" => *g == f32::INFINITY,
+            Value::String(s) if s == "-Infinity" => *g == f32::NEG_INFINITY,
+            Value::Number(n) => n
+                .as_f64()
+                .is_some_and(|x| (x as f32).to_bits() == g.to_bits()),
+            _ => false,
+        }),
+        Values::String(v) => want.iter().zip(v).all(|(w, g)| match w {
+            Value::String(s) => s.as_bytes() == &g[..],
+            Value::Object(o) => o["b64"].as_str().map(b64).as_deref() == Some(&g[..]),
+            _ => false,
+        }),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("values differ: want {want:?}, got {got:?}"))
+    }
+}
+
+fn dims(json: &Value) -> Vec<usize> {
+    json.as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim") as usize)
+        .collect()
+}
+
+fn check(name: &str, want: &Value, got: &Parsed) -> Result<(), String> {
+    let context = |e: String| format!("{name}: {e}");
+    match (want["type"].as_str(), got) {
+        (Some("Tensor"), Parsed::Dense(t)) => {
+            if dims(&want["shape"]) != t.shape() {
+                return Err(context(format!(
+                    "shape {} vs {:?}",
+                    want["shape"],
+                    t.shape()
+                )));
+            }
+            if want["dtype"].as_str().map(dtype) != Some(t.dtype()) {
+                return Err(context(format!("dtype {}", want["dtype"])));
+            }
+            let mut flat = Vec::new();
+            flatten(&want["values"], &mut flat);
+            same_values(&flat, t.values()).map_err(context)
+        }
+        (Some("SparseTensor"), Parsed::Sparse(s)) => {
+            if dims(&want["dense_shape"]) != s.dense_shape() {
+                return Err(context(format!("dense_shape {}", want["dense_shape"])));
+            }
+            let mut indices = Vec::new();
+            flatten(&want["indices"], &mut indices);
+            let indices: Vec<i64> = indices.iter().map(|i| i.as_i64().expect("i")).collect();
+            if indices != s.indices() {
+                return Err(context(format!("indices {indices:?} vs {:?}", s.indices())));
+            }
+            let mut flat = Vec::new();
+            flatten(&want["values"], &mut flat);
+            same_values(&flat, s.values()).map_err(context)
+        }
+        (kind, got) => Err(context(format!("expected {kind:?}, got {got:?}"))),
+    }
+}
+
+#[test]
+fn parse_single_example_matches_tensorflow_on_every_record() {
+    let expected = expected();
+    let spec = parse_spec(&expected["spec"]).expect("spec");
+    let records = expected["records"].as_array().expect("records");
+    assert_eq!(records.len(), 20);
+    for record in records {
+        let index = &record["index"];
+        let serialized = b64(record["serialized_b64"].as_str().expect("b64"));
+        let parsed = parse_single_example(&serialized, &spec)
+            .unwrap_or_else(|e| panic!("record {index}: {e}"));
+        let want = record["parse_single_example"].as_object().expect("output");
+        assert_eq!(want.len(), parsed.iter().count(), "record {index}");
+        for (name, want) in want {
+            let got = parsed.get(name).expect("feature in output");
+            check(name, want, got).unwrap_or_else(|e| panic!("record {index}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn parse_example_batch_matches_tensorflow() {
+    let expected = expected();
+    let spec = parse_spec(&expected["spec"]).expect("spec");
+    let serialized: Vec<Bytes> = expected["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| b64(r["serialized_b64"].as_str().expect("b64")))
+        .collect();
+    let parsed = parse_example(&serialized, &spec).expect("batch parse");
+    let want = expected["parse_example_batch"]["output"]
+        .as_object()
+        .expect("output");
+    assert_eq!(want.len(), parsed.iter().count());
+    for (name, want) in want {
+        check(name, want, parsed.get(name).expect("feature")).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn edge_cases_match_tensorflow_outputs_and_errors() {
+    let expected = expected();
+    let cases = expected["edge_cases"].as_array().expect("edge cases");
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        let serialized = b64(case["serialized_b64"].as_str().expect("b64"));
+        let spec = parse_spec(&case["spec"]);
+        if case["ok"].as_bool() == Some(true) {
+            let spec = spec.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let parsed =
+                parse_single_example(&serialized, &spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for (feature, want) in case["output"].as_object().expect("output") {
+                check(feature, want, parsed.get(feature).expect("feature"))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            // The batched parser agrees with the single one.
+            let batched = parse_example(&[serialized.clone(), serialized], &spec)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(batched.iter().count() > 0, "{name}");
+            continue;
+        }
+        let error = &case["error"];
+        let core = error["core_message"].as_str().expect("core message");
+        let message = match (error["class"].as_str(), spec) {
+            // Python-side errors are raised when the spec is built.
+            (Some("ValueError"), Err(e)) => e.to_string(),
+            (Some("ValueError"), Ok(_)) => panic!("{name}: the spec should be refused"),
+            (_, spec) => {
+                let spec = spec.unwrap_or_else(|e| panic!("{name}: spec: {e}"));
+                let err = parse_single_example(&serialized, &spec)
+                    .err()
+                    .unwrap_or_else(|| panic!("{name}: parsed, TensorFlow refused: {core}"));
+                assert!(
+                    matches!(
+                        err.downcast_ref::<streamload::Error>(),
+                        Some(streamload::Error::InvalidArgument(_))
+                    ),
+                    "{name}: {err:?}"
+                );
+                // The batched parser refuses it too, naming the record.
+                let batch_err = parse_example(&[serialized], &spec)
+                    .err()
+                    .unwrap_or_else(|| panic!("{name}: batch parsed"));
+                assert!(
+                    batch_err.to_string().starts_with("record 0: "),
+                    "{batch_err}"
+                );
+                err.to_string()
+            }
+        };
+        // TensorFlow prints the serialized bytes C-escaped; compare up to the value.
+        let key_phrase = core.split(", value: ").next().unwrap_or(core);
+        assert!(
+            message.contains(key_phrase),
+            "{name}: {message:?} does not contain {key_phrase:?}"
+        );
+    }
+}
+
+#[test]
+fn specs_that_tensorflow_refuses_are_refused() {
+    let refused = [
+        ParseSpec::new([(
+            "x",
+            FeatureSpec::fixed_len([2], DType::Int64).with_default(vec![1i64, 2, 3]),
+        )]),
+        ParseSpec::new([(
+            "x",
+            FeatureSpec::fixed_len([], DType::Int64).with_default(1.5f32),
+        )]),
+        ParseSpec::new([
+            ("x", FeatureSpec::var_len(DType::Int64)),
+            ("x", FeatureSpec::var_len(DType::Float32)),
+        ]),
+    ];
+    for spec in refused {
+        assert!(spec.is_err());
+    }
+}
+
+#[test]
+fn unpacked_lists_duplicate_keys_and_garbage_never_panic() {
+    use prost::Message;
+    use streamload::format::{Example, Feature, FloatList, Kind};
+    // Unpacked floats (wire type 5), as old writers produce: Example{features{feature{
+    // key:"f" value{float_list{value: 1.5 value: 2.5}}}}}.
+    let list = [0x0d, 0, 0, 0xc0, 0x3f, 0x0d, 0, 0, 0x20, 0x40]; // 1.5, 2.5
+    let mut feature = vec![0x12, list.len() as u8];
+    feature.extend_from_slice(&list);
+    let mut entry = vec![0x0a, 1, b'f', 0x12, feature.len() as u8];
+    entry.extend_from_slice(&feature);
+    let mut features = vec![0x0a, entry.len() as u8];
+    features.extend_from_slice(&entry);
+    let mut example = vec![0x0a, features.len() as u8];
+    example.extend_from_slice(&features);
+    let spec = ParseSpec::new([("f", FeatureSpec::fixed_len([2], DType::Float32))]).expect("spec");
+    let parsed = parse_single_example(&Bytes::from(example), &spec).expect("parse");
+    assert_eq!(
+        parsed.dense("f").expect("f").as_slice::<f32>(),
+        Some(&[1.5, 2.5][..])
+    );
+
+    // Two Examples concatenated merge; the later entry for a key wins, as protobuf decides.
+    let a = Example::new()
+        .with_floats("f", [1.0, 2.0])
+        .encode_to_bytes();
+    let mut b = Example::default();
+    b.features.get_or_insert_default().feature.insert(
+        "f".into(),
+        Feature {
+            kind: Some(Kind::FloatList(FloatList {
+                value: vec![3.0, 4.0],
+            })),
+        },
+    );
+    let joined = Bytes::from([&a[..], &b.encode_to_vec()[..]].concat());
+    let parsed = parse_single_example(&joined, &spec).expect("parse");
+    assert_eq!(
+        parsed.dense("f").expect("f").as_slice::<f32>(),
+        Some(&[3.0, 4.0][..])
+    );
+
+    // Every prefix of a real record is refused or parsed, never a panic.
+    let record = Example::new()
+        .with_floats("f", [1.0, 2.0])
+        .with_bytes("s", ["abc"])
+        .encode_to_bytes();
+    for end in 0..record.len() {
+        let _ = parse_single_example(&record.slice(..end), &spec);
+    }
+}
