@@ -1,8 +1,8 @@
 //! Reading many files through one decoder: in order, or several at once.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::stream::StreamExt;
 use tokio::io::AsyncRead;
 
@@ -12,27 +12,38 @@ use crate::options::Parallelism;
 use crate::storage::local::READ_AHEAD;
 
 /// Turns one file's (decompressed) bytes into elements; the `&str` names the file in errors.
-pub(crate) type Decode = fn(Box<dyn AsyncRead + Send + Unpin>, &str) -> BoxStream<Bytes>;
+pub(crate) type Decode<T> =
+    Arc<dyn Fn(Box<dyn AsyncRead + Send + Unpin>, &str) -> BoxStream<T> + Send + Sync>;
 
 /// How to read each file of a file dataset.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FileFormat {
+pub(crate) struct FileFormat<T> {
     /// The stage name of each file's reader (`tfrecord`, `text_line`).
     pub(crate) stage: &'static str,
-    pub(crate) decode: Decode,
+    pub(crate) decode: Decode<T>,
     pub(crate) compression: Compression,
     pub(crate) buffer_size: usize,
 }
 
+impl<T> Clone for FileFormat<T> {
+    fn clone(&self) -> Self {
+        FileFormat {
+            stage: self.stage,
+            decode: Arc::clone(&self.decode),
+            compression: self.compression,
+            buffer_size: self.buffer_size,
+        }
+    }
+}
+
 /// The elements of `files` in order, or `num_parallel_reads` files at once through
 /// `parallel_interleave` (one element from each in turn, deterministically).
-pub(crate) fn read_files(
+pub(crate) fn read_files<T: Send + 'static>(
     files: Vec<PathBuf>,
-    format: FileFormat,
+    format: FileFormat<T>,
     num_parallel_reads: Option<Parallelism>,
-) -> Dataset<Bytes> {
+) -> Dataset<T> {
     let files = Dataset::from_vec(files);
-    let read = move |path: PathBuf| file_elements(path, format);
+    let read = move |path: PathBuf| file_elements(path, format.clone());
     match num_parallel_reads {
         None => files.flat_map(read),
         Some(n) => files.parallel_interleave(n, 1, n, read),
@@ -40,9 +51,10 @@ pub(crate) fn read_files(
 }
 
 /// One file's elements; the file is opened when the stream is first polled.
-fn file_elements(path: PathBuf, format: FileFormat) -> Dataset<Bytes> {
+fn file_elements<T: Send + 'static>(path: PathBuf, format: FileFormat<T>) -> Dataset<T> {
     Dataset::source(format.stage, Cardinality::Unknown, move |_| {
         let path = path.clone();
+        let format = format.clone();
         async_stream::stream! {
             let name = path.display().to_string();
             let block = format.buffer_size;

@@ -1,19 +1,24 @@
-//! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example`, text
-//! lines and `list_files`; more to come (feature-spec parsing, fixed-length records, CSV).
+//! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
+//! encode, `parse_example` with a feature spec), text lines, fixed-length records, CSV and
+//! `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
 mod compression;
+mod csv;
 mod example;
 mod files;
+mod fixed_length;
 mod parse_example;
 mod text;
 mod tfrecord;
 mod tfrecord_writer;
 
 pub use compression::Compression;
+pub use csv::{Column, CsvDataset, Field};
 pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
+pub use fixed_length::FixedLengthRecordDataset;
 pub use parse_example::{
     FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
 };

@@ -125,7 +125,7 @@ impl TextLineDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "text_line",
-            decode: |reader, name| Box::pin(text_lines(reader, name)),
+            decode: std::sync::Arc::new(|reader, name| Box::pin(text_lines(reader, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };

@@ -253,7 +253,7 @@ impl TFRecordDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "tfrecord",
-            decode: |reader, name| Box::pin(tfrecord_records(reader, name)),
+            decode: std::sync::Arc::new(|reader, name| Box::pin(tfrecord_records(reader, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };
