@@ -51,7 +51,7 @@ mod progress;
 mod runtime;
 mod source;
 mod stats;
-mod storage;
+pub mod storage;
 pub mod tensor;
 
 pub use dataset::{Cardinality, Dataset, Epoch};

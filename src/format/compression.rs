@@ -22,10 +22,14 @@ pub enum Compression {
 impl Compression {
     /// The compression a file name implies, for [`Compression::Auto`].
     pub fn for_path(self, path: &Path) -> Compression {
+        self.for_extension(path.extension().and_then(|e| e.to_str()))
+    }
+
+    pub(crate) fn for_extension(self, extension: Option<&str>) -> Compression {
         if self != Compression::Auto {
             return self;
         }
-        match path.extension().and_then(|e| e.to_str()) {
+        match extension {
             Some("gz") => Compression::Gzip,
             Some("zz" | "zlib") => Compression::Zlib,
             _ => Compression::None,

@@ -2,7 +2,7 @@
 //! quoting, a delimiter, an NA value and column selection. The CSV grammar (RFC 4180 quoting,
 //! quoted newlines) is `csv-async`'s (`csv-core` underneath).
 
-use std::path::PathBuf;
+use crate::storage::Location;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -256,7 +256,7 @@ fn convert(
 /// ```
 #[derive(Debug, Clone)]
 pub struct CsvDataset {
-    files: Vec<PathBuf>,
+    files: Vec<Location>,
     columns: Vec<Column>,
     header: bool,
     delimiter: u8,
@@ -270,7 +270,7 @@ pub struct CsvDataset {
 
 impl CsvDataset {
     /// Rows of `columns` from these files, in this order.
-    pub fn new<P: Into<PathBuf>>(
+    pub fn new<P: Into<Location>>(
         files: impl IntoIterator<Item = P>,
         columns: impl IntoIterator<Item = Column>,
     ) -> Self {

@@ -1,6 +1,5 @@
 //! Reading many files through one decoder: in order, or several at once.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::stream::StreamExt;
@@ -9,6 +8,7 @@ use tokio::io::AsyncRead;
 use super::Compression;
 use crate::dataset::{BoxStream, Cardinality, Dataset};
 use crate::options::Parallelism;
+use crate::storage::Location;
 use crate::storage::local::READ_AHEAD;
 
 /// Turns one file's (decompressed) bytes into elements; the `&str` names the file in errors.
@@ -38,12 +38,12 @@ impl<T> Clone for FileFormat<T> {
 /// The elements of `files` in order, or `num_parallel_reads` files at once through
 /// `parallel_interleave` (one element from each in turn, deterministically).
 pub(crate) fn read_files<T: Send + 'static>(
-    files: Vec<PathBuf>,
+    files: Vec<Location>,
     format: FileFormat<T>,
     num_parallel_reads: Option<Parallelism>,
 ) -> Dataset<T> {
     let files = Dataset::from_vec(files);
-    let read = move |path: PathBuf| file_elements(path, format.clone());
+    let read = move |path: Location| file_elements(path, format.clone());
     match num_parallel_reads {
         None => files.flat_map(read),
         Some(n) => files.parallel_interleave(n, 1, n, read),
@@ -51,21 +51,21 @@ pub(crate) fn read_files<T: Send + 'static>(
 }
 
 /// One file's elements; the file is opened when the stream is first polled.
-fn file_elements<T: Send + 'static>(path: PathBuf, format: FileFormat<T>) -> Dataset<T> {
+fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Dataset<T> {
     Dataset::source(format.stage, Cardinality::Unknown, move |_| {
         let path = path.clone();
         let format = format.clone();
         async_stream::stream! {
-            let name = path.display().to_string();
+            let name = path.to_string();
             let block = format.buffer_size;
-            let file = match crate::storage::local::read_ahead(&path, block, READ_AHEAD).await {
+            let file = match crate::storage::open(&path, block, READ_AHEAD).await {
                 Ok(file) => file,
                 Err(e) => {
-                    yield Err(anyhow::Error::new(e).context(format!("opening {name}")));
+                    yield Err(e.context(format!("opening {name}")));
                     return;
                 }
             };
-            let reader = format.compression.for_path(&path).reader(file);
+            let reader = format.compression.for_extension(path.extension()).reader(file);
             let mut elements = (format.decode)(reader, &name);
             while let Some(element) = elements.next().await {
                 yield element;

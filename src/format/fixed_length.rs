@@ -1,7 +1,7 @@
 //! Fixed-length records (`tf.data.FixedLengthRecordDataset`): a header to skip, records of
 //! `record_bytes` each, a footer to skip.
 
-use std::path::PathBuf;
+use crate::storage::Location;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -149,7 +149,7 @@ struct Layout {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FixedLengthRecordDataset {
-    files: Vec<PathBuf>,
+    files: Vec<Location>,
     layout: Layout,
     compression: Compression,
     buffer_size: usize,
@@ -162,7 +162,7 @@ impl FixedLengthRecordDataset {
     /// # Panics
     ///
     /// If `record_bytes` is 0 (as TensorFlow refuses it).
-    pub fn new<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>, record_bytes: usize) -> Self {
+    pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>, record_bytes: usize) -> Self {
         assert!(
             record_bytes > 0,
             "FixedLengthRecordDataset: record_bytes must be at least 1"

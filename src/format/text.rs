@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::storage::Location;
+
 use bytes::Bytes;
 use futures::stream::{Stream, StreamExt};
 use tokio::io::AsyncRead;
@@ -81,7 +83,7 @@ where
 /// ```
 #[derive(Debug, Clone)]
 pub struct TextLineDataset {
-    files: Vec<PathBuf>,
+    files: Vec<Location>,
     compression: Compression,
     buffer_size: usize,
     num_parallel_reads: Option<Parallelism>,
@@ -89,7 +91,7 @@ pub struct TextLineDataset {
 
 impl TextLineDataset {
     /// The lines of these files, in this order.
-    pub fn new<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+    pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
         TextLineDataset {
             files: files.into_iter().map(Into::into).collect(),
             compression: Compression::None,

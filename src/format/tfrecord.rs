@@ -7,7 +7,7 @@
 //! bad length CRC), a cut payload or footer is "truncated record at OFFSET" (the record's),
 //! and a partial header (1 to 11 bytes) at the end of a file is read as the end of the file.
 
-use std::path::PathBuf;
+use crate::storage::Location;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -209,7 +209,7 @@ where
 /// ```
 #[derive(Debug, Clone)]
 pub struct TFRecordDataset {
-    files: Vec<PathBuf>,
+    files: Vec<Location>,
     compression: Compression,
     buffer_size: usize,
     num_parallel_reads: Option<Parallelism>,
@@ -217,7 +217,7 @@ pub struct TFRecordDataset {
 
 impl TFRecordDataset {
     /// The records of these files, in this order.
-    pub fn new<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+    pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
         TFRecordDataset {
             files: files.into_iter().map(Into::into).collect(),
             compression: Compression::None,

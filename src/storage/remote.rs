@@ -1,0 +1,186 @@
+//! Object stores (`object_store`): a registry of stores by URL prefix, built from the
+//! environment on first use unless registered, and their objects as async readers.
+
+use std::sync::{Arc, LazyLock, RwLock};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use tokio_util::io::StreamReader;
+use url::Url;
+
+use super::Location;
+use crate::Error;
+
+/// Stores by URL prefix (`scheme://authority/optional/path/`), longest prefix first.
+type Registry = RwLock<Vec<(String, Arc<dyn ObjectStore>)>>;
+static STORES: LazyLock<Registry> = LazyLock::new(|| RwLock::new(Vec::new()));
+
+fn normalize(prefix: &str) -> String {
+    let mut p = prefix.to_string();
+    if !p.ends_with('/') {
+        p.push('/');
+    }
+    p
+}
+
+/// Serves every URL under `url_prefix` (e.g. `s3://bucket`, `memory://test`) from `store`,
+/// with paths relative to the prefix. Use it for explicit endpoints and credentials (build
+/// the store with `object_store`'s builders) and for `memory://` stores; it replaces a store
+/// registered before under the same prefix.
+///
+/// # Errors
+///
+/// When `url_prefix` is not a URL.
+pub fn register(url_prefix: &str, store: Arc<dyn ObjectStore>) -> anyhow::Result<()> {
+    Url::parse(url_prefix)
+        .map_err(|e| Error::InvalidArgument(format!("not a URL: {url_prefix:?}: {e}")))?;
+    let prefix = normalize(url_prefix);
+    let mut stores = STORES.write().unwrap_or_else(|e| e.into_inner());
+    stores.retain(|(p, _)| *p != prefix);
+    stores.push((prefix, store));
+    stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    Ok(())
+}
+
+/// The store serving `url`, the store's base URL, and the object's path in it.
+fn resolve(url: &Url) -> anyhow::Result<(Arc<dyn ObjectStore>, String, StorePath)> {
+    let text = url.as_str();
+    let found = {
+        let stores = STORES.read().unwrap_or_else(|e| e.into_inner());
+        stores
+            .iter()
+            .find(|(p, _)| text.starts_with(p.as_str()) || normalize(text) == *p)
+            .map(|(p, s)| (p.clone(), Arc::clone(s)))
+    };
+    let (base, store) = match found {
+        Some(found) => found,
+        None => {
+            let base = format!("{}://{}/", url.scheme(), url.authority());
+            let store = from_env(url, &base)?;
+            register(&base, Arc::clone(&store))?;
+            (base, store)
+        }
+    };
+    let rest = text.get(base.len()..).unwrap_or("");
+    let path = StorePath::from_url_path(rest).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "{}: bad object path: {e}",
+            Location::Url(url.clone())
+        ))
+    })?;
+    Ok((store, base, path))
+}
+
+/// A store for `url`'s bucket, configured from the environment.
+fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    let shown = Location::Url(url.clone());
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+        "az" | "adl" | "azure" | "abfs" | "abfss" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(base)
+                .build()?,
+        ),
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(base.trim_end_matches('/'))
+                .build()?,
+        ),
+        "memory" => {
+            return Err(Error::InvalidArgument(format!(
+                "{shown}: no store registered for it (register an InMemory store with \
+                 streamload::storage::register)"
+            ))
+            .into());
+        }
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{shown}: unsupported scheme {other:?} (s3, gs, az, http(s), file, memory)"
+            ))
+            .into());
+        }
+    };
+    Ok(store)
+}
+
+/// The object at `url` as an async reader.
+pub(crate) async fn open(
+    url: &Url,
+) -> anyhow::Result<impl tokio::io::AsyncBufRead + Send + Unpin + 'static + use<>> {
+    let shown = Location::Url(url.clone());
+    let (store, _, path) = resolve(url)?;
+    let result = store
+        .get(&path)
+        .await
+        .map_err(|e| anyhow::Error::new(e).context(format!("opening {shown}")))?;
+    let body = result
+        .into_stream()
+        .map_err(move |e| std::io::Error::other(format!("reading {shown}: {e}")));
+    Ok(StreamReader::new(body.boxed()))
+}
+
+/// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
+/// whose path has glob characters (`s3://bucket/train/part-*.tfrecord`), listed with the
+/// longest literal prefix and matched with `glob`'s rules.
+///
+/// # Errors
+///
+/// An invalid pattern, a failed listing (naming the URL), or no match at all.
+pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
+    let url = match Location::parse(pattern) {
+        Location::Local(_) => {
+            let files = crate::format::list_files(pattern)?;
+            return Ok(files.into_iter().map(Location::Local).collect());
+        }
+        Location::Url(url) => url,
+    };
+    let (store, base, _) = resolve(&url)?;
+    let key_pattern = url.as_str().get(base.len()..).unwrap_or("");
+    let key_pattern = percent_decode(key_pattern);
+    let matcher = glob::Pattern::new(&key_pattern)
+        .map_err(|e| Error::InvalidArgument(format!("invalid pattern {pattern:?}: {e}")))?;
+    let literal = key_pattern
+        .find(['*', '?', '['])
+        .map_or(key_pattern.as_str(), |i| &key_pattern[..i]);
+    let dir = literal.rfind('/').map_or("", |i| &literal[..i]);
+    let prefix = (!dir.is_empty()).then(|| StorePath::from(dir));
+    let options = glob::MatchOptions {
+        require_literal_separator: true,
+        ..Default::default()
+    };
+    let mut found: Vec<Location> = store
+        .list(prefix.as_ref())
+        .map_err(|e| anyhow::Error::new(e).context(format!("listing {pattern}")))
+        .try_filter_map(|meta| {
+            let key = meta.location.to_string();
+            let hit = matcher.matches_with(&key, options);
+            let url = Url::parse(&format!("{base}{}", meta.location.as_ref()));
+            futures::future::ready(match (hit, url) {
+                (true, Ok(url)) => Ok(Some(Location::Url(url))),
+                (true, Err(e)) => Err(anyhow::anyhow!("listing {pattern}: {e}")),
+                (false, _) => Ok(None),
+            })
+        })
+        .try_collect()
+        .await?;
+    found.sort();
+    anyhow::ensure!(!found.is_empty(), "no files matched pattern {pattern:?}");
+    Ok(found)
+}
+
+fn percent_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("k={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| text.to_string())
+}
