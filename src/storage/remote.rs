@@ -119,10 +119,8 @@ pub(crate) async fn open(
 ) -> anyhow::Result<impl tokio::io::AsyncBufRead + Send + Unpin + 'static + use<>> {
     let shown = Location::Url(url.clone());
     let (store, _, path) = resolve(url)?;
-    let result = store
-        .get(&path)
-        .await
-        .map_err(|e| anyhow::Error::new(e).context(format!("opening {shown}")))?;
+    // The caller names the location in its error context.
+    let result = store.get(&path).await?;
     let body = result
         .into_stream()
         .map_err(move |e| std::io::Error::other(format!("reading {shown}: {e}")));
