@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
-//! otherwise.
+//! otherwise. Paths may be URLs (`s3://bucket/train-00000.tfrecord`, `gs://...`, `az://...`,
+//! `https://...`); stores are configured from the usual environment variables (`AWS_*`, ...).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use streamload::Error;
 use streamload::format::{Compression, Example, Kind, TFRecordDataset, TFRecordWriter};
+use streamload::storage::Location;
 use tokio::io::AsyncBufReadExt;
 
 #[derive(Parser, Debug)]
@@ -57,9 +59,9 @@ impl From<CompressionArg> for Compression {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Records per file and in total.
-    Count { paths: Vec<PathBuf> },
+    Count { paths: Vec<Location> },
     /// Checks every CRC; reports each damaged file with the record, offset and error.
-    Verify { paths: Vec<PathBuf> },
+    Verify { paths: Vec<Location> },
     /// The first records of a file: payloads, or Examples decoded as JSON.
     Head {
         #[arg(short = 'n', default_value_t = 10)]
@@ -67,13 +69,13 @@ enum Command {
         /// Decode each record as a tf.train.Example and print it as JSON.
         #[arg(long)]
         example: bool,
-        path: PathBuf,
+        path: Location,
     },
     /// Every record's payload, one per line (base64 with --base64, else as text).
     Cat {
         #[arg(long)]
         base64: bool,
-        paths: Vec<PathBuf>,
+        paths: Vec<Location>,
     },
     /// Reads lines from standard input and writes each as a record.
     Write {
@@ -90,8 +92,8 @@ enum Command {
     },
 }
 
-fn records(path: &PathBuf, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
-    TFRecordDataset::new([path])
+fn records(path: &Location, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
+    TFRecordDataset::new([path.clone()])
         .compression(compression)
         .build()
         .iter()
@@ -170,12 +172,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Count { paths } => {
             let mut total = 0u64;
             for path in &paths {
-                let n = TFRecordDataset::new([path])
+                let n = TFRecordDataset::new([path.clone()])
                     .compression(compression)
                     .build()
                     .count()
                     .await?;
-                writeln!(out, "{n}\t{}", path.display())?;
+                writeln!(out, "{n}\t{}", path)?;
                 total += n;
             }
             writeln!(out, "{total}\ttotal")?;
@@ -193,7 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     }
                 }
                 match failure {
-                    None => writeln!(out, "ok\t{n} records\t{}", path.display())?,
+                    None => writeln!(out, "ok\t{n} records\t{}", path)?,
                     Some(e) => {
                         damaged += 1;
                         match e.downcast_ref::<Error>() {
@@ -205,7 +207,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             }) => writeln!(
                                 out,
                                 "DAMAGED\trecord {record}\toffset {offset}\t{message}\t{}",
-                                path.display()
+                                path
                             )?,
                             _ => writeln!(out, "ERROR\t{e:#}")?,
                         }
@@ -229,7 +231,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let line = if example {
                     example_json(
                         &Example::decode_record(record)
-                            .with_context(|| format!("record {shown} of {}", path.display()))?,
+                            .with_context(|| format!("record {shown} of {}", path))?,
                     )
                 } else {
                     bytes_json(&record)
