@@ -101,7 +101,7 @@ where
     R: AsyncRead + Send + Unpin,
 {
     let decoder = FixedLengthDecoder {
-        name: name.into(),
+        name: Arc::from(name),
         record: layout.record,
         header_left: layout.header,
         footer: layout.footer,
@@ -109,12 +109,21 @@ where
         offset: 0,
     };
     let capacity = (layout.record + layout.footer).max(64 * 1024);
+    let name: Arc<str> = name.into();
     let mut failed = false;
-    FramedRead::with_capacity(reader, decoder, capacity).take_while(move |item| {
-        let go = !failed;
-        failed |= item.is_err();
-        futures::future::ready(go)
-    })
+    FramedRead::with_capacity(reader, decoder, capacity)
+        .take_while(move |item| {
+            let go = !failed;
+            failed |= item.is_err();
+            futures::future::ready(go)
+        })
+        .map(move |item| {
+            // Data loss names the file already; I/O and decompression errors get it here.
+            item.map_err(|e| match e.downcast_ref::<Error>() {
+                Some(_) => e,
+                None => e.context(format!("reading {name}")),
+            })
+        })
 }
 
 #[derive(Debug, Clone, Copy)]

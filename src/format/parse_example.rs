@@ -261,12 +261,15 @@ impl ParsedExample {
     ///
     /// As [`ParsedExample::dense`].
     pub fn take_dense(&mut self, name: &str) -> anyhow::Result<Tensor> {
-        let t = self.dense(name)?;
-        let empty = Tensor::new_unchecked(vec![0], Values::empty(t.dtype()));
-        let i = self.spec.find(name.as_bytes()).unwrap_or_default();
-        match std::mem::replace(&mut self.features[i], Parsed::Dense(empty)) {
-            Parsed::Dense(t) => Ok(t),
-            Parsed::Sparse(_) => unreachable!("checked dense above"),
+        let Some(i) = self.spec.find(name.as_bytes()) else {
+            return Err(invalid(format!("no feature {name} in the spec")));
+        };
+        match &mut self.features[i] {
+            Parsed::Dense(t) => {
+                let empty = Tensor::new_unchecked(vec![0], Values::empty(t.dtype()));
+                Ok(std::mem::replace(t, empty))
+            }
+            Parsed::Sparse(_) => Err(invalid(format!("feature {name} is sparse"))),
         }
     }
 
