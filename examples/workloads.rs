@@ -11,6 +11,11 @@
 #[path = "../benches/support/workloads.rs"]
 mod workloads;
 
+/// Allocation-heavy pipelines free on one thread what another allocated; mimalloc does that
+/// without the lock contention of the system allocator (see the README).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -355,3 +355,125 @@ impl SparseTensor {
         self.values.dtype()
     }
 }
+
+/// A list of byte strings that share one buffer: the text they were split from plus each
+/// string's span in it. The output of splitting a line into words (tf.strings.split on one
+/// string, a row of a ragged string tensor) for the price of one small allocation: no copy of
+/// the text and no reference count per word.
+///
+/// ```
+/// use bytes::Bytes;
+/// use streamload::tensor::StringList;
+///
+/// let words = StringList::split(Bytes::from_static(b"the quick  fox"), b' ');
+/// assert_eq!(words.iter().collect::<Vec<_>>(), [&b"the"[..], b"quick", b"", b"fox"]);
+/// let words = StringList::split_whitespace(Bytes::from_static(b" the quick  fox\t"));
+/// assert_eq!(words.len(), 3);
+/// assert_eq!(words.get(1), Some(&b"quick"[..]));
+/// assert_eq!(words.to_bytes(2).as_deref(), Some(&b"fox"[..]));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct StringList {
+    text: Bytes,
+    /// `(start, end)` of each string in `text`.
+    spans: Vec<(usize, usize)>,
+}
+
+impl StringList {
+    /// Splits `text` at every `sep` byte, as Python's `str.split(sep)` and tf.strings.split
+    /// with a separator: adjacent separators delimit empty strings, and an empty text is one
+    /// empty string.
+    pub fn split(text: Bytes, sep: u8) -> StringList {
+        let mut spans = Vec::with_capacity(16);
+        let mut start = 0;
+        for_each_byte(&text, sep, |at| {
+            spans.push((start, at));
+            start = at + 1;
+        });
+        spans.push((start, text.len()));
+        StringList { text, spans }
+    }
+
+    /// Splits `text` at runs of ASCII whitespace, as Python's `str.split()` and
+    /// tf.strings.split without a separator: no empty strings.
+    pub fn split_whitespace(text: Bytes) -> StringList {
+        let mut spans = Vec::with_capacity(16);
+        let mut start = None;
+        for (i, b) in text.iter().enumerate() {
+            match (b.is_ascii_whitespace(), start) {
+                (true, Some(s)) => {
+                    spans.push((s, i));
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            spans.push((s, text.len()));
+        }
+        StringList { text, spans }
+    }
+
+    /// How many strings.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// String `i`.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let &(start, end) = self.spans.get(i)?;
+        self.text.get(start..end)
+    }
+
+    /// String `i` as `Bytes` sharing the text's buffer.
+    pub fn to_bytes(&self, i: usize) -> Option<Bytes> {
+        let &(start, end) = self.spans.get(i)?;
+        Some(self.text.slice(start..end))
+    }
+
+    /// The strings in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.spans
+            .iter()
+            .map(|&(start, end)| &self.text[start..end])
+    }
+
+    /// The text the strings were split from.
+    pub fn text(&self) -> &Bytes {
+        &self.text
+    }
+}
+
+/// Calls `f` with the index of each `byte` in `text`, in order. Lines and sentences are
+/// short, where a vectorised search's set-up per call costs more than the search; this looks
+/// at eight bytes at a time (SWAR) with one branch per match rather than per byte.
+fn for_each_byte(text: &[u8], byte: u8, mut f: impl FnMut(usize)) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let pattern = ONES * u64::from(byte);
+    let mut chunks = text.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word) ^ pattern;
+        // 0x80 in exactly the bytes of `v` that are zero (no borrow between bytes).
+        let mut found = !(((v & LOW7) + LOW7) | v | LOW7);
+        while found != 0 {
+            f(base + (found.trailing_zeros() / 8) as usize);
+            found &= found - 1;
+        }
+        base += 8;
+    }
+    for (i, &b) in chunks.remainder().iter().enumerate() {
+        if b == byte {
+            f(base + i);
+        }
+    }
+}

@@ -5,12 +5,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
 use object_store::memory::InMemory;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 use streamload::format::{Compression, TFRecordDataset, TFRecordWriter, TextLineDataset};
-use streamload::storage::{self, Location};
+use streamload::storage::{self, Location, ReadOptions};
+
+#[path = "support/s3.rs"]
+mod s3;
+use s3::{Faults, fault_proxy, s3_server, s3_store};
 
 /// `shards` TFRecord files of `records` payloads each; payload = "shard/record" padded.
 async fn shards(shards: usize, records: usize, compression: Compression) -> Vec<(String, Vec<u8>)> {
@@ -166,55 +169,6 @@ async fn missing_objects_unregistered_stores_and_empty_globs_are_clear_errors() 
     );
 }
 
-/// An S3 server over `root` (one folder per bucket) on 127.0.0.1, checking signatures.
-async fn s3_server(root: &std::path::Path, key: &str, secret: &str) -> std::net::SocketAddr {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::server::conn::auto::Builder;
-
-    let fs = s3s_fs::FileSystem::new(root).expect("s3s-fs");
-    let mut builder = s3s::service::S3ServiceBuilder::new(fs);
-    builder.set_auth(s3s::auth::SimpleAuth::from_single(key, secret));
-    let service = builder.build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                let _ = Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(socket), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
-
-fn s3_store(
-    addr: std::net::SocketAddr,
-    bucket: &str,
-    key: &str,
-    secret: &str,
-) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(format!("http://{addr}"))
-            .with_allow_http(true)
-            .with_bucket_name(bucket)
-            .with_region("us-east-1")
-            .with_access_key_id(key)
-            .with_secret_access_key(secret)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .expect("S3 store"),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_shards_listed_globbed_and_read_exactly_once_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -278,4 +232,100 @@ async fn s3_shards_listed_globbed_and_read_exactly_once_in_order() {
         !shown.contains("not-the-secret") && !shown.contains("s3cr3t"),
         "{shown}"
     );
+}
+
+/// Reads the four shards of `bucket` through `prefix` and checks every record arrives
+/// exactly once, in order, for cycle lengths 1 and 4.
+async fn read_all_exactly_once(prefix: &str) {
+    let files: Vec<String> = (0..4)
+        .map(|s| format!("{prefix}/shards/train-{s:05}.tfrecord"))
+        .collect();
+    for cycle in [1, 4] {
+        let records = TFRecordDataset::new(files.clone())
+            .num_parallel_reads(cycle)
+            .build()
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("cycle {cycle} through {prefix}: {e:#}"));
+        let want: Vec<Bytes> = if cycle == 1 {
+            (0..4)
+                .flat_map(|s| (0..RECORDS).map(move |r| payload(s, r)))
+                .collect()
+        } else {
+            (0..RECORDS)
+                .flat_map(|r| (0..4).map(move |s| payload(s, r)))
+                .collect()
+        };
+        assert_eq!(records.len(), want.len(), "cycle {cycle}");
+        assert!(records == want, "cycle {cycle}: records differ");
+    }
+}
+
+const RECORDS: usize = 2000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket = dir.path().join("faulty");
+    std::fs::create_dir_all(bucket.join("shards")).expect("bucket");
+    for (name, bytes) in shards(4, RECORDS, Compression::None).await {
+        std::fs::write(bucket.join("shards").join(name), bytes).expect("write shard");
+    }
+    let server = s3_server(dir.path(), "AKIDTEST", "s3cr3t-test-key").await;
+    // Small blocks, so each object is many ranged GETs and cuts land inside records.
+    let options = ReadOptions::default()
+        .block_size(40_000)
+        .read_ahead(3)
+        .retries(6)
+        .backoff(
+            std::time::Duration::from_millis(5),
+            std::time::Duration::from_millis(50),
+        );
+
+    // Throttling: the first connections are answered 503 Slow Down.
+    let faults = Arc::new(Faults {
+        first_byte_delay: std::time::Duration::from_millis(2),
+        slow_downs: 6.into(),
+        ..Default::default()
+    });
+    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    storage::register_with("s3://faulty-503", store, options.clone()).expect("register");
+    read_all_exactly_once("s3://faulty-503").await;
+    assert_eq!(
+        faults.slow_downs.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+
+    // Broken bodies: connections cut after 25,000 bytes, in the middle of a block.
+    let faults = Arc::new(Faults {
+        cuts: 8.into(),
+        cut_after: 25_000,
+        ..Default::default()
+    });
+    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    storage::register_with("s3://faulty-cut", store, options.clone()).expect("register");
+    read_all_exactly_once("s3://faulty-cut").await;
+    assert_eq!(faults.cuts.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // A fault that never passes ends in an error naming the URL, after the retries.
+    let faults = Arc::new(Faults {
+        slow_downs: usize::MAX.into(),
+        ..Default::default()
+    });
+    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    storage::register_with("s3://faulty-down", store, options.retries(1)).expect("register");
+    let err = TFRecordDataset::new(["s3://faulty-down/shards/train-00000.tfrecord"])
+        .build()
+        .collect()
+        .await
+        .expect_err("always 503");
+    let shown = format!("{err:#}");
+    assert!(
+        shown.contains("s3://faulty-down/shards/train-00000.tfrecord"),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cr3t"), "{shown}");
 }

@@ -128,3 +128,27 @@ fn list_files_is_sorted_and_fails_on_no_match() {
     );
     assert!(list_files("[").is_err(), "an invalid pattern is an error");
 }
+
+#[tokio::test]
+async fn lines_across_any_block_boundaries_read_the_same() {
+    use futures::StreamExt;
+    let text = b"first line\r\n\nthe third line is a little longer\r\nlast";
+    let expected = lines(&[
+        "first line",
+        "",
+        "the third line is a little longer",
+        "last",
+    ]);
+    for size in [1, 2, 3, 7, 11, 64] {
+        let chunks: Vec<std::io::Result<Bytes>> = text
+            .chunks(size)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let reader = tokio_util::io::StreamReader::new(futures::stream::iter(chunks));
+        let got: Vec<Bytes> = streamload::format::text_lines(reader, "chunked")
+            .map(|l| l.expect("readable"))
+            .collect()
+            .await;
+        assert_eq!(got, expected, "blocks of {size}");
+    }
+}

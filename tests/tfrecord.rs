@@ -385,3 +385,78 @@ async fn a_missing_file_is_an_error_naming_it() {
         .unwrap_or_default();
     assert!(err.contains("no-such-file.tfrecord"), "{err}");
 }
+
+/// `bytes` as a reader that hands them over `sizes` bytes at a time (cycling through
+/// `sizes`), as object-store bodies and decompressors do.
+fn chunked(bytes: &[u8], sizes: &[usize]) -> impl tokio::io::AsyncRead + Send + Unpin + use<> {
+    let mut chunks = Vec::new();
+    let mut at = 0;
+    for size in sizes.iter().cycle() {
+        if at >= bytes.len() {
+            break;
+        }
+        let end = (at + size).min(bytes.len());
+        chunks.push(Ok::<_, std::io::Error>(Bytes::copy_from_slice(
+            &bytes[at..end],
+        )));
+        at = end;
+    }
+    tokio_util::io::StreamReader::new(futures::stream::iter(chunks))
+}
+
+#[tokio::test]
+async fn records_across_any_block_boundaries_read_the_same() {
+    let bytes = std::fs::read(data("plain.tfrecord")).expect("plain.tfrecord");
+    let expected = expected_payloads();
+    for sizes in [
+        &[1][..],
+        &[3],
+        &[11],
+        &[12],
+        &[13],
+        &[4099],
+        &[1, 700, 5, 12, 64, 2],
+    ] {
+        let got: Vec<Bytes> = tfrecord_records(chunked(&bytes, sizes), "plain.tfrecord")
+            .map(|r| r.expect("a clean file"))
+            .collect()
+            .await;
+        assert_eq!(got.len(), expected.len(), "blocks of {sizes:?}");
+        for (i, (got, want)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(&got[..], &want[..], "record {i}, blocks of {sizes:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn large_records_and_truncation_across_blocks() {
+    // Records of 100 KiB and more are slices of their block rather than copies.
+    let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100_000 + i as usize]).collect();
+    for p in &payloads {
+        writer.write(p).await.expect("written");
+    }
+    let bytes = writer.finish().await.expect("finished");
+    for sizes in [&[1 << 20][..], &[4096], &[70_000, 30_000]] {
+        let got: Vec<Bytes> = tfrecord_records(chunked(&bytes, sizes), "big")
+            .map(|r| r.expect("a clean file"))
+            .collect()
+            .await;
+        let got: Vec<&[u8]> = got.iter().map(|r| &r[..]).collect();
+        assert_eq!(got, payloads.iter().map(|p| &p[..]).collect::<Vec<_>>());
+    }
+    // Cut inside the third record: two records, then a truncation error at its offset.
+    let third = 2 * 16 + 100_000 + 100_001;
+    let cut = &bytes[..third + 5_000];
+    let got: Vec<anyhow::Result<Bytes>> = tfrecord_records(chunked(cut, &[4096]), "cut")
+        .collect()
+        .await;
+    assert_eq!(got.len(), 3);
+    let err = got[2].as_ref().expect_err("truncated");
+    match err.downcast_ref::<Error>() {
+        Some(Error::DataLoss { record, offset, .. }) => {
+            assert_eq!((*record, *offset), (2, third as u64))
+        }
+        other => panic!("expected data loss, got {other:?}: {err:#}"),
+    }
+}

@@ -254,11 +254,7 @@ pub async fn w6_text(path: std::path::PathBuf) -> anyhow::Result<u64> {
     use streamload::format::TextLineDataset;
     let ds = TextLineDataset::new([path])
         .build()
-        .map(|line| {
-            line.split(|b| *b == b' ')
-                .map(|w| line.slice_ref(w))
-                .collect::<Vec<bytes::Bytes>>()
-        })
+        .map(|line| streamload::tensor::StringList::split(line, b' '))
         .batch(64)
         .prefetch(1);
     let mut lines = 0u64;
@@ -266,7 +262,7 @@ pub async fn w6_text(path: std::path::PathBuf) -> anyhow::Result<u64> {
     while let Some(batch) = epoch.next().await {
         let batch = batch?;
         lines += batch.len() as u64;
-        black_box(batch.iter().map(Vec::len).sum::<usize>());
+        black_box(batch.iter().map(|words| words.len()).sum::<usize>());
     }
     Ok(lines)
 }

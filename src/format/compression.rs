@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use async_compression::tokio::bufread::{GzipDecoder, ZlibDecoder};
-use tokio::io::{AsyncBufRead, AsyncRead};
+use tokio_util::io::StreamReader;
+
+use super::blocks::{Blocks, reader_blocks};
 
 /// How a record file is compressed (TensorFlow's `compression_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,20 +38,20 @@ impl Compression {
         }
     }
 
-    /// Wraps a buffered reader in the matching decoder (the reader's own buffer feeds the
-    /// decompressor, so no further buffering is added).
-    pub(crate) fn reader<R>(self, inner: R) -> Box<dyn AsyncRead + Send + Unpin>
-    where
-        R: AsyncBufRead + Send + Unpin + 'static,
-    {
+    /// Decompresses a stream of blocks into blocks of at most `capacity` bytes (the blocks
+    /// themselves when not compressed).
+    pub(crate) fn blocks(self, blocks: Blocks, capacity: usize) -> Blocks {
         match self {
             Compression::Gzip => {
-                let mut decoder = GzipDecoder::new(inner);
+                let mut decoder = GzipDecoder::new(StreamReader::new(blocks));
                 decoder.multiple_members(true);
-                Box::new(decoder)
+                Box::pin(reader_blocks(decoder, capacity))
             }
-            Compression::Zlib => Box::new(ZlibDecoder::new(inner)),
-            Compression::None | Compression::Auto => Box::new(inner),
+            Compression::Zlib => Box::pin(reader_blocks(
+                ZlibDecoder::new(StreamReader::new(blocks)),
+                capacity,
+            )),
+            Compression::None | Compression::Auto => blocks,
         }
     }
 }

@@ -373,7 +373,8 @@ impl CsvDataset {
         });
         let format = FileFormat {
             stage: "csv",
-            decode: Arc::new(move |reader, name| {
+            decode: Arc::new(move |blocks, name| {
+                let reader = tokio_util::io::StreamReader::new(blocks);
                 Box::pin(csv_rows(reader, name, Arc::clone(&config)))
             }),
             compression: self.compression,

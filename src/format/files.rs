@@ -2,18 +2,17 @@
 
 use std::sync::Arc;
 
-use futures::stream::StreamExt;
-use tokio::io::AsyncRead;
+use futures::stream::{self, StreamExt};
 
 use super::Compression;
+use super::blocks::Blocks;
 use crate::dataset::{BoxStream, Cardinality, Dataset};
 use crate::options::Parallelism;
 use crate::storage::Location;
 use crate::storage::local::READ_AHEAD;
 
-/// Turns one file's (decompressed) bytes into elements; the `&str` names the file in errors.
-pub(crate) type Decode<T> =
-    Arc<dyn Fn(Box<dyn AsyncRead + Send + Unpin>, &str) -> BoxStream<T> + Send + Sync>;
+/// Turns one file's (decompressed) blocks into elements; the `&str` names the file in errors.
+pub(crate) type Decode<T> = Arc<dyn Fn(Blocks, &str) -> BoxStream<T> + Send + Sync>;
 
 /// How to read each file of a file dataset.
 pub(crate) struct FileFormat<T> {
@@ -55,21 +54,20 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
     Dataset::source(format.stage, Cardinality::Unknown, move |_| {
         let path = path.clone();
         let format = format.clone();
-        async_stream::stream! {
+        let open = async move {
             let name = path.to_string();
-            let block = format.buffer_size;
-            let file = match crate::storage::open(&path, block, READ_AHEAD).await {
-                Ok(file) => file,
-                Err(e) => {
-                    yield Err(e.context(format!("opening {name}")));
-                    return;
+            match crate::storage::open(&path, format.buffer_size, READ_AHEAD).await {
+                Ok(file) => {
+                    let compression = format.compression.for_extension(path.extension());
+                    let blocks = compression.blocks(file, format.buffer_size);
+                    (format.decode)(blocks, &name)
                 }
-            };
-            let reader = format.compression.for_extension(path.extension()).reader(file);
-            let mut elements = (format.decode)(reader, &name);
-            while let Some(element) = elements.next().await {
-                yield element;
+                Err(e) => {
+                    stream::once(async move { Err(e.context(format!("opening {name}"))) }).boxed()
+                }
             }
-        }
+        };
+        // Flattened rather than re-yielded, so each element costs one direct poll.
+        stream::once(open).flatten()
     })
 }

@@ -232,7 +232,8 @@ impl FixedLengthRecordDataset {
         let layout = self.layout;
         let format = FileFormat {
             stage: "fixed_length_record",
-            decode: Arc::new(move |reader, name| {
+            decode: Arc::new(move |blocks, name| {
+                let reader = tokio_util::io::StreamReader::new(blocks);
                 Box::pin(fixed_length_records(reader, name, layout))
             }),
             compression: self.compression,

@@ -5,6 +5,7 @@
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
+mod blocks;
 mod compression;
 mod csv;
 mod example;
@@ -15,6 +16,7 @@ mod text;
 mod tfrecord;
 mod tfrecord_writer;
 
+pub(crate) use blocks::Blocks;
 pub use compression::Compression;
 pub use csv::{Column, CsvDataset, Field};
 pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
@@ -23,7 +25,7 @@ pub use parse_example::{
     FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
 };
 pub use text::{TextLineDataset, list_files, text_lines};
-pub use tfrecord::{TFRecordDataset, TFRecordDecoder, tfrecord_records};
+pub use tfrecord::{TFRecordDataset, tfrecord_records};
 pub use tfrecord_writer::TFRecordWriter;
 
 /// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.

@@ -1,21 +1,24 @@
 //! Text files, one element per line (tf.data's `TextLineDataset`).
 
 use std::path::PathBuf;
-
-use crate::storage::Location;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use futures::stream::{Stream, StreamExt};
+use futures::stream::Stream;
 use tokio::io::AsyncRead;
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use super::Compression;
+use super::blocks::{BlockCursor, reader_blocks};
 use super::files::{FileFormat, read_files};
 use crate::dataset::Dataset;
 use crate::options::Parallelism;
+use crate::storage::Location;
 
 /// Lines longer than this are an error rather than a buffer that grows without bound.
 const MAX_LINE: usize = 64 << 20;
+/// Read size when splitting a plain `AsyncRead`.
 const DEFAULT_BUFFER: usize = 256 * 1024;
 
 /// The lines of one text stream, without their `\n` or `\r\n`, as `Bytes` that share the
@@ -38,33 +41,103 @@ pub fn text_lines<R>(
 where
     R: AsyncRead + Send + Unpin,
 {
-    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
-    let name = name.to_string();
-    let mut line_no = 0u64;
-    let mut failed = false;
-    FramedRead::with_capacity(reader, codec, DEFAULT_BUFFER)
-        .take_while(move |item| {
-            let go = !failed;
-            failed |= item.is_err();
-            futures::future::ready(go)
-        })
-        .map(move |item| {
-            line_no += 1;
-            match item {
-                Ok(mut line) => {
-                    if line.last() == Some(&b'\r') {
-                        line.truncate(line.len() - 1);
-                    }
-                    Ok(line)
+    Lines::new(reader_blocks(reader, DEFAULT_BUFFER), name)
+}
+
+/// The lines of a text stream read as blocks: a line inside one block is a slice of it, a
+/// line that spans blocks is gathered into its own buffer.
+pub(crate) struct Lines<S> {
+    cursor: BlockCursor<S>,
+    name: Arc<str>,
+    /// Lines yielded so far.
+    line: u64,
+    done: bool,
+}
+
+impl<S> Lines<S>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    pub(crate) fn new(blocks: S, name: &str) -> Self {
+        Lines {
+            cursor: BlockCursor::new(blocks),
+            name: name.into(),
+            line: 0,
+            done: false,
+        }
+    }
+
+    fn poll_line(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<Option<Bytes>>> {
+        let c = &mut self.cursor;
+        loop {
+            let newline = memchr::memchr(b'\n', &c.block);
+            if c.carry.is_empty() {
+                if let Some(end) = newline {
+                    return Poll::Ready(Ok(Some(trim(c.take_from_block(end + 1)))));
                 }
-                Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => Err(anyhow::anyhow!(
-                    "{name}: line {line_no} is longer than {MAX_LINE} bytes"
-                )),
-                Err(AnyDelimiterCodecError::Io(e)) => {
-                    Err(anyhow::Error::new(e).context(format!("reading line {line_no} of {name}")))
+            } else if let Some(end) = newline {
+                c.carry_from_block(end + 1);
+                return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+            }
+            // No newline in this block: the line goes on in the next one.
+            if c.carry.len() + c.block.len() > MAX_LINE {
+                let (name, line) = (&self.name, self.line + 1);
+                return Poll::Ready(Err(anyhow::anyhow!(
+                    "{name}: line {line} is longer than {MAX_LINE} bytes"
+                )));
+            }
+            let rest = c.block.len();
+            c.carry_from_block(rest);
+            match ready!(c.poll_block(cx)) {
+                Ok(true) => {}
+                // The last line, without a newline.
+                Ok(false) if !c.carry.is_empty() => {
+                    return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+                }
+                Ok(false) => return Poll::Ready(Ok(None)),
+                Err(e) => {
+                    let (name, line) = (&self.name, self.line + 1);
+                    return Poll::Ready(Err(
+                        anyhow::Error::new(e).context(format!("reading line {line} of {name}"))
+                    ));
                 }
             }
-        })
+        }
+    }
+}
+
+/// A line without its `\n` or `\r\n`.
+fn trim(mut line: Bytes) -> Bytes {
+    if line.last() == Some(&b'\n') {
+        line.truncate(line.len() - 1);
+    }
+    if line.last() == Some(&b'\r') {
+        line.truncate(line.len() - 1);
+    }
+    line
+}
+
+impl<S> Stream for Lines<S>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    type Item = anyhow::Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        let next = ready!(this.poll_line(cx));
+        match &next {
+            Ok(Some(_)) => this.line += 1,
+            _ => {
+                this.done = true;
+                this.cursor.clear();
+            }
+        }
+        Poll::Ready(next.transpose())
+    }
 }
 
 /// The lines of text files as a [`Dataset`] of `Bytes` (tf.data's `TextLineDataset`).
@@ -127,7 +200,7 @@ impl TextLineDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "text_line",
-            decode: std::sync::Arc::new(|reader, name| Box::pin(text_lines(reader, name))),
+            decode: Arc::new(|blocks, name| Box::pin(Lines::new(blocks, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };

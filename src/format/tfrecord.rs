@@ -7,126 +7,32 @@
 //! bad length CRC), a cut payload or footer is "truncated record at OFFSET" (the record's),
 //! and a partial header (1 to 11 bytes) at the end of a file is read as the end of the file.
 
-use crate::storage::Location;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures::stream::{Stream, StreamExt};
+use bytes::{Buf, Bytes};
+use futures::stream::Stream;
 use tokio::io::AsyncRead;
-use tokio_util::codec::{Decoder, FramedRead};
 
+use super::blocks::{BlockCursor, reader_blocks};
 use super::files::{FileFormat, read_files};
 use super::{Compression, masked_crc32c};
 use crate::dataset::Dataset;
 use crate::error::Error;
 use crate::options::Parallelism;
+use crate::storage::Location;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
 /// Records longer than this are refused (TensorFlow's records are protocol buffers, at most
 /// 2 GiB); a damaged length field never turns into a large allocation.
 const MAX_RECORD_LEN: u64 = 1 << 30;
-/// A partial record grows the buffer by at most this much at a time.
-const RESERVE_STEP: usize = 1 << 20;
-/// Default read buffer (TensorFlow's `buffer_size` default is 256 KiB).
+/// Read size when decoding a plain `AsyncRead` (TensorFlow's `buffer_size` default).
 const DEFAULT_BUFFER: usize = 256 * 1024;
-
-/// A [`tokio_util::codec::Decoder`] of TFRecord frames: yields each record's payload,
-/// checking both CRCs. Errors are [`Error::DataLoss`] naming the file, record and offset.
-#[derive(Debug, Clone)]
-pub struct TFRecordDecoder {
-    name: Arc<str>,
-    /// Index of the next record.
-    record: u64,
-    /// Byte offset of the next record in the (uncompressed) stream.
-    offset: u64,
-}
-
-impl TFRecordDecoder {
-    /// A decoder for the stream called `name` in error messages.
-    pub fn new(name: impl Into<Arc<str>>) -> Self {
-        TFRecordDecoder {
-            name: name.into(),
-            record: 0,
-            offset: 0,
-        }
-    }
-
-    fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
-        Error::DataLoss {
-            path: self.name.to_string(),
-            record: self.record,
-            offset,
-            message: message.into(),
-        }
-        .into()
-    }
-}
 
 fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-impl Decoder for TFRecordDecoder {
-    type Item = Bytes;
-    type Error = anyhow::Error;
-
-    fn decode(&mut self, buf: &mut BytesMut) -> anyhow::Result<Option<Bytes>> {
-        if buf.len() < HEADER {
-            return Ok(None);
-        }
-        let (len_bytes, rest) = buf.split_at(8);
-        if masked_crc32c(len_bytes) != le_u32(rest) {
-            return Err(self.data_loss(self.offset, "corrupted record"));
-        }
-        let len = u64::from_le_bytes([
-            len_bytes[0],
-            len_bytes[1],
-            len_bytes[2],
-            len_bytes[3],
-            len_bytes[4],
-            len_bytes[5],
-            len_bytes[6],
-            len_bytes[7],
-        ]);
-        if len > MAX_RECORD_LEN {
-            return Err(self.data_loss(
-                self.offset,
-                format!("record length {len} larger than {MAX_RECORD_LEN}"),
-            ));
-        }
-        let len = len as usize;
-        let total = HEADER + len + FOOTER;
-        if buf.len() < total {
-            buf.reserve((total - buf.len()).min(RESERVE_STEP));
-            return Ok(None);
-        }
-        let payload = &buf[HEADER..HEADER + len];
-        if masked_crc32c(payload) != le_u32(&buf[HEADER + len..total]) {
-            return Err(self.data_loss(self.offset + HEADER as u64, "corrupted record"));
-        }
-        let mut frame = buf.split_to(total);
-        frame.advance(HEADER);
-        frame.truncate(len);
-        self.offset += total as u64;
-        self.record += 1;
-        Ok(Some(frame.freeze()))
-    }
-
-    fn decode_eof(&mut self, buf: &mut BytesMut) -> anyhow::Result<Option<Bytes>> {
-        if let Some(record) = self.decode(buf)? {
-            return Ok(Some(record));
-        }
-        if buf.is_empty() {
-            return Ok(None);
-        }
-        if buf.len() < HEADER {
-            // TensorFlow reads a partial header at the end of a file as the end of the file.
-            buf.clear();
-            return Ok(None);
-        }
-        Err(self.data_loss(self.offset, "truncated record"))
-    }
 }
 
 /// The records of one TFRecord stream, read from any async reader (a file, a decompressor,
@@ -153,29 +59,147 @@ pub fn tfrecord_records<R>(
 where
     R: AsyncRead + Send + Unpin,
 {
-    let name: Arc<str> = name.into();
-    let frames = FramedRead::with_capacity(
-        reader,
-        TFRecordDecoder::new(Arc::clone(&name)),
-        DEFAULT_BUFFER,
-    );
-    let mut failed = false;
-    frames
-        .take_while(move |item| {
-            let go = !failed;
-            failed |= item.is_err();
-            futures::future::ready(go)
-        })
-        .map(move |item| {
-            item.map_err(|e| {
-                // Data loss names the file already; anything else (I/O, a bad gzip stream) gets it.
-                if e.downcast_ref::<Error>().is_some() {
-                    e
-                } else {
-                    e.context(format!("reading {name}"))
+    TFRecordFrames::new(reader_blocks(reader, DEFAULT_BUFFER), name)
+}
+
+/// The records of a TFRecord stream read as blocks. A record inside one block is a slice of
+/// it (no copy); a record that spans blocks is gathered into its own buffer. Both CRCs are
+/// checked; damage is an [`Error::DataLoss`] naming the stream, the record and the offset,
+/// after which the stream ends.
+pub(crate) struct TFRecordFrames<S> {
+    cursor: BlockCursor<S>,
+    name: Arc<str>,
+    /// Index of the next record.
+    record: u64,
+    done: bool,
+}
+
+impl<S> TFRecordFrames<S>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    pub(crate) fn new(blocks: S, name: &str) -> Self {
+        TFRecordFrames {
+            cursor: BlockCursor::new(blocks),
+            name: name.into(),
+            record: 0,
+            done: false,
+        }
+    }
+
+    fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
+        Error::DataLoss {
+            path: self.name.to_string(),
+            record: self.record,
+            offset,
+            message: message.into(),
+        }
+        .into()
+    }
+
+    /// The whole frame's length from its 12-byte header, the length's CRC checked.
+    fn frame_len(&self, header: &[u8]) -> anyhow::Result<usize> {
+        let (len_bytes, crc) = header.split_at(8);
+        if masked_crc32c(len_bytes) != le_u32(crc) {
+            return Err(self.data_loss(self.cursor.offset, "corrupted record"));
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(len_bytes);
+        let len = u64::from_le_bytes(len);
+        if len > MAX_RECORD_LEN {
+            return Err(self.data_loss(
+                self.cursor.offset,
+                format!("record length {len} larger than {MAX_RECORD_LEN}"),
+            ));
+        }
+        Ok(HEADER + len as usize + FOOTER)
+    }
+
+    /// Checks the payload's CRC of a whole `frame` and returns the payload.
+    fn payload(&mut self, mut frame: Bytes) -> anyhow::Result<Bytes> {
+        let len = frame.len() - HEADER - FOOTER;
+        let (payload, crc) = frame[HEADER..].split_at(len);
+        if masked_crc32c(payload) != le_u32(crc) {
+            let offset = self.cursor.offset - frame.len() as u64 + HEADER as u64;
+            return Err(self.data_loss(offset, "corrupted record"));
+        }
+        frame.advance(HEADER);
+        frame.truncate(len);
+        self.record += 1;
+        Ok(frame)
+    }
+
+    fn io_error(&self, e: std::io::Error) -> anyhow::Error {
+        anyhow::Error::new(e).context(format!("reading {}", self.name))
+    }
+
+    fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<Option<Bytes>>> {
+        loop {
+            if self.cursor.carry.is_empty() {
+                let available = self.cursor.block.len();
+                if available >= HEADER {
+                    let total = self.frame_len(&self.cursor.block[..HEADER])?;
+                    if available >= total {
+                        let frame = self.cursor.take_from_block(total);
+                        return Poll::Ready(self.payload(frame).map(Some));
+                    }
                 }
-            })
-        })
+                if available == 0 {
+                    match ready!(self.cursor.poll_block(cx)) {
+                        Ok(true) => continue,
+                        Ok(false) => return Poll::Ready(Ok(None)),
+                        Err(e) => return Poll::Ready(Err(self.io_error(e))),
+                    }
+                }
+                // The record runs past this block: gather it.
+                self.cursor.carry_from_block(available);
+            }
+            let gathered = self.cursor.carry.len();
+            let need = if gathered < HEADER {
+                HEADER
+            } else {
+                self.frame_len(&self.cursor.carry[..HEADER])?
+            };
+            if gathered >= need {
+                let frame = self.cursor.take_carry();
+                return Poll::Ready(self.payload(frame).map(Some));
+            }
+            if self.cursor.block.is_empty() {
+                match ready!(self.cursor.poll_block(cx)) {
+                    Ok(true) => {}
+                    // A partial header at the end of a file is its end, as in TensorFlow.
+                    Ok(false) if gathered < HEADER => return Poll::Ready(Ok(None)),
+                    Ok(false) => {
+                        return Poll::Ready(Err(
+                            self.data_loss(self.cursor.offset, "truncated record")
+                        ));
+                    }
+                    Err(e) => return Poll::Ready(Err(self.io_error(e))),
+                }
+            }
+            self.cursor.carry_from_block(need - gathered);
+        }
+    }
+}
+
+impl<S> Stream for TFRecordFrames<S>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    type Item = anyhow::Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        let next = ready!(this.poll_record(cx));
+        if !matches!(next, Ok(Some(_))) {
+            this.done = true;
+            this.cursor.clear();
+        }
+        Poll::Ready(next.transpose())
+    }
 }
 
 /// The records of TFRecord files as a [`Dataset`] of `Bytes` (tf.data's `TFRecordDataset`).
@@ -253,7 +277,7 @@ impl TFRecordDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "tfrecord",
-            decode: std::sync::Arc::new(|reader, name| Box::pin(tfrecord_records(reader, name))),
+            decode: Arc::new(|blocks, name| Box::pin(TFRecordFrames::new(blocks, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };

@@ -1,13 +1,15 @@
 //! Local files: block reads on blocking threads, `read_ahead` blocks in flight.
+//!
+//! A block's buffer goes back to a small process-wide pool when the last record sliced out of
+//! it is dropped, so steady-state reads neither fault fresh pages in nor zero them.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
-use tokio::io::AsyncBufRead;
-use tokio_util::io::StreamReader;
 
+use crate::format::Blocks;
 use crate::runtime;
 
 /// Default block size of a local read (TensorFlow's `buffer_size` is 256 KiB; a 1 MiB block
@@ -24,7 +26,7 @@ pub(crate) async fn read_ahead(
     path: &Path,
     block: usize,
     read_ahead: usize,
-) -> std::io::Result<impl AsyncBufRead + Send + Unpin + 'static> {
+) -> std::io::Result<Blocks> {
     let file = tokio::fs::File::open(path).await?;
     let len = file.metadata().await?.len();
     let file = Arc::new(file.into_std().await);
@@ -44,13 +46,13 @@ pub(crate) async fn read_ahead(
             }
         })
         .buffered(read_ahead.max(1));
-    Ok(StreamReader::new(stop_at_short_read(reads)))
+    Ok(stop_at_short_read(reads))
 }
 
 /// Ends the stream after a short block (the file shrank while being read).
 fn stop_at_short_read(
     reads: impl Stream<Item = std::io::Result<(Bytes, bool)>> + Send + Unpin + 'static,
-) -> impl Stream<Item = std::io::Result<Bytes>> + Send + Unpin + 'static {
+) -> Blocks {
     reads
         .scan(false, |done, read| {
             if *done {
@@ -66,18 +68,65 @@ fn stop_at_short_read(
 
 /// Reads `n` bytes at `offset`; `true` when the file ended first.
 fn read_at(file: &std::fs::File, offset: u64, n: usize) -> std::io::Result<(Bytes, bool)> {
-    let mut buf = vec![0u8; n];
+    let mut buf = take_buffer(n);
     let mut filled = 0;
     while filled < n {
         match positioned_read(file, &mut buf[filled..], offset + filled as u64) {
             Ok(0) => break,
             Ok(k) => filled += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                recycle(buf);
+                return Err(e);
+            }
         }
     }
-    buf.truncate(filled);
-    Ok((Bytes::from(buf), filled < n))
+    Ok((Bytes::from_owner(Block { buf, filled }), filled < n))
+}
+
+/// Idle block buffers kept for reuse, at most this many bytes of them.
+const POOL_BYTES: usize = 16 << 20;
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// A block's buffer, returned to the pool when the last slice of it is dropped.
+struct Block {
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl AsRef<[u8]> for Block {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.filled]
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        recycle(std::mem::take(&mut self.buf));
+    }
+}
+
+/// A buffer of exactly `n` bytes: a pooled one of that size, or a new one.
+fn take_buffer(n: usize) -> Vec<u8> {
+    if let Ok(mut pool) = POOL.lock()
+        && let Some(i) = pool.iter().position(|b| b.len() == n)
+    {
+        return pool.swap_remove(i);
+    }
+    vec![0; n]
+}
+
+/// Keeps `buf` for a later read if the pool has room.
+fn recycle(buf: Vec<u8>) {
+    if buf.is_empty() {
+        return;
+    }
+    if let Ok(mut pool) = POOL.lock() {
+        let held: usize = pool.iter().map(Vec::len).sum();
+        if held + buf.len() <= POOL_BYTES {
+            pool.push(buf);
+        }
+    }
 }
 
 #[cfg(unix)]

@@ -4,11 +4,13 @@
 //! and `s3://`, `gs://`, `az://`, `http(s)://`, `file://` and `memory://` URLs.
 //!
 //! - Local files are read in blocks by positioned reads on blocking threads, several blocks
-//!   ahead of the consumer (one copy from the kernel into a block, one into the decoder).
-//! - URLs are served by the `object_store` crate: its `get` stream is adapted to
-//!   `AsyncBufRead` with `tokio_util::io::StreamReader`. A store is built once per bucket from
-//!   the usual environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`), or registered
-//!   explicitly with [`register`] (custom endpoints and credentials, `memory://` stores).
+//!   ahead of the consumer; the format readers cut elements straight out of the blocks.
+//! - URLs are served by the `object_store` crate, an object as ranged GETs of
+//!   [`ReadOptions::block_size`] with several blocks in flight (read-ahead hides first-byte
+//!   latency), retried with backoff and resumed at the byte where a broken body stopped.
+//!   A store is built once per bucket from the usual environment variables (`AWS_*`,
+//!   `GOOGLE_*`, `AZURE_*`), or registered explicitly with [`register`] /
+//!   [`register_with`] (custom endpoints and credentials, read options, `memory://` stores).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -28,12 +30,14 @@
 //! ```
 
 pub(crate) mod local;
+mod ranged;
 mod remote;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use remote::{glob, register};
+pub use ranged::ReadOptions;
+pub use remote::{glob, register, register_with};
 
 /// A file to read: a local path or an object-store URL.
 ///
@@ -141,15 +145,15 @@ impl From<url::Url> for Location {
     }
 }
 
-/// Opens `location` for reading: local files in blocks of `block` bytes with `read_ahead`
-/// blocks in flight; objects as the store's `get` stream.
+/// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
+/// bytes with `read_ahead` blocks in flight; objects as the store's `get` stream.
 pub(crate) async fn open(
     location: &Location,
     block: usize,
     read_ahead: usize,
-) -> anyhow::Result<Box<dyn tokio::io::AsyncBufRead + Send + Unpin>> {
+) -> anyhow::Result<crate::format::Blocks> {
     match location {
-        Location::Local(path) => Ok(Box::new(local::read_ahead(path, block, read_ahead).await?)),
-        Location::Url(url) => Ok(Box::new(remote::open(url).await?)),
+        Location::Local(path) => Ok(local::read_ahead(path, block, read_ahead).await?),
+        Location::Url(url) => remote::open(url).await,
     }
 }

@@ -3,17 +3,17 @@
 
 use std::sync::{Arc, LazyLock, RwLock};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
+use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt};
-use tokio_util::io::StreamReader;
 use url::Url;
 
 use super::Location;
+use super::ranged::{ReadOptions, Reader};
 use crate::Error;
 
 /// Stores by URL prefix (`scheme://authority/optional/path/`), longest prefix first.
-type Registry = RwLock<Vec<(String, Arc<dyn ObjectStore>)>>;
+type Registry = RwLock<Vec<(String, Reader)>>;
 static STORES: LazyLock<Registry> = LazyLock::new(|| RwLock::new(Vec::new()));
 
 fn normalize(prefix: &str) -> String {
@@ -25,40 +25,54 @@ fn normalize(prefix: &str) -> String {
 }
 
 /// Serves every URL under `url_prefix` (e.g. `s3://bucket`, `memory://test`) from `store`,
-/// with paths relative to the prefix. Use it for explicit endpoints and credentials (build
-/// the store with `object_store`'s builders) and for `memory://` stores; it replaces a store
-/// registered before under the same prefix.
+/// with paths relative to the prefix, read with the default [`ReadOptions`]. Use it for
+/// explicit endpoints and credentials (build the store with `object_store`'s builders) and
+/// for `memory://` stores; it replaces a store registered before under the same prefix.
 ///
 /// # Errors
 ///
 /// When `url_prefix` is not a URL.
 pub fn register(url_prefix: &str, store: Arc<dyn ObjectStore>) -> anyhow::Result<()> {
+    register_with(url_prefix, store, ReadOptions::default())
+}
+
+/// [`register`] with how objects are read from the store: block size, read-ahead depth,
+/// connection limit, retries and timeouts.
+///
+/// # Errors
+///
+/// When `url_prefix` is not a URL.
+pub fn register_with(
+    url_prefix: &str,
+    store: Arc<dyn ObjectStore>,
+    options: ReadOptions,
+) -> anyhow::Result<()> {
     Url::parse(url_prefix)
         .map_err(|e| Error::InvalidArgument(format!("not a URL: {url_prefix:?}: {e}")))?;
     let prefix = normalize(url_prefix);
     let mut stores = STORES.write().unwrap_or_else(|e| e.into_inner());
     stores.retain(|(p, _)| *p != prefix);
-    stores.push((prefix, store));
+    stores.push((prefix, Reader::new(store, options)));
     stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     Ok(())
 }
 
 /// The store serving `url`, the store's base URL, and the object's path in it.
-fn resolve(url: &Url) -> anyhow::Result<(Arc<dyn ObjectStore>, String, StorePath)> {
+fn resolve(url: &Url) -> anyhow::Result<(Reader, String, StorePath)> {
     let text = url.as_str();
     let found = {
         let stores = STORES.read().unwrap_or_else(|e| e.into_inner());
         stores
             .iter()
             .find(|(p, _)| text.starts_with(p.as_str()) || normalize(text) == *p)
-            .map(|(p, s)| (p.clone(), Arc::clone(s)))
+            .map(|(p, s)| (p.clone(), s.clone()))
     };
     let (base, store) = match found {
         Some(found) => found,
         None => {
             let base = format!("{}://{}/", url.scheme(), url.authority());
-            let store = from_env(url, &base)?;
-            register(&base, Arc::clone(&store))?;
+            let store = Reader::new(from_env(url, &base)?, ReadOptions::default());
+            register_with(&base, Arc::clone(&store.store), store.options.clone())?;
             (base, store)
         }
     };
@@ -113,18 +127,11 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
     Ok(store)
 }
 
-/// The object at `url` as an async reader.
-pub(crate) async fn open(
-    url: &Url,
-) -> anyhow::Result<impl tokio::io::AsyncBufRead + Send + Unpin + 'static + use<>> {
-    let shown = Location::Url(url.clone());
-    let (store, _, path) = resolve(url)?;
+/// The object at `url` as a stream of blocks (ranged GETs with read-ahead and retries).
+pub(crate) async fn open(url: &Url) -> anyhow::Result<crate::format::Blocks> {
+    let (reader, _, path) = resolve(url)?;
     // The caller names the location in its error context.
-    let result = store.get(&path).await?;
-    let body = result
-        .into_stream()
-        .map_err(move |e| std::io::Error::other(format!("reading {shown}: {e}")));
-    Ok(StreamReader::new(body.boxed()))
+    super::ranged::open(reader, path, Location::Url(url.clone())).await
 }
 
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
@@ -142,7 +149,8 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
         }
         Location::Url(url) => url,
     };
-    let (store, base, _) = resolve(&url)?;
+    let (reader, base, _) = resolve(&url)?;
+    let store = reader.store;
     let key_pattern = url.as_str().get(base.len()..).unwrap_or("");
     let key_pattern = percent_decode(key_pattern);
     let matcher = glob::Pattern::new(&key_pattern)

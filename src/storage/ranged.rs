@@ -1,0 +1,304 @@
+//! Reading one object as ranged GETs: read-ahead hides first-byte latency, retries with
+//! backoff ride out transient faults, and a broken body resumes at the byte where it stopped.
+//!
+//! An object is read in blocks of [`ReadOptions::block_size`]: a HEAD learns its size and
+//! ETag, then each block is one ranged GET (conditional on that ETag), with
+//! [`ReadOptions::read_ahead`] blocks in flight at once and at most
+//! [`ReadOptions::max_connections`] requests per store. Blocks are yielded in order, so
+//! the reader above sees one byte stream.
+//!
+//! A transient fault (5xx, throttling, a reset connection, a body that stops or stalls past
+//! [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter; the retry
+//! asks only for the bytes not yet received, so nothing is lost or read twice. A permanent
+//! fault (not found, forbidden, bad credentials, the object changed since the HEAD) fails at
+//! once, naming the URL and never a credential.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use object_store::path::Path as StorePath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use tokio::sync::Semaphore;
+
+use super::Location;
+use crate::format::Blocks;
+
+/// How objects are read from a store (see [`register_with`](super::register_with)).
+///
+/// ```
+/// use std::time::Duration;
+/// use streamload::storage::ReadOptions;
+///
+/// let options = ReadOptions::default()
+///     .block_size(16 << 20)
+///     .read_ahead(2)
+///     .max_connections(32)
+///     .retries(5)
+///     .read_timeout(Duration::from_secs(10));
+/// assert_eq!(options.get_block_size(), 16 << 20);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOptions {
+    block_size: u64,
+    read_ahead: usize,
+    max_connections: usize,
+    retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    read_timeout: Duration,
+}
+
+impl Default for ReadOptions {
+    /// 8 MiB blocks, 4 read ahead per object, 64 requests per store, 8 retries from 100 ms
+    /// backoff up to 10 s, 30 s without a byte is a stall.
+    fn default() -> Self {
+        ReadOptions {
+            block_size: 8 << 20,
+            read_ahead: 4,
+            max_connections: 64,
+            retries: 8,
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Bytes per ranged GET (at least 1).
+    pub fn block_size(mut self, bytes: u64) -> Self {
+        self.block_size = bytes.max(1);
+        self
+    }
+
+    /// Blocks of one object requested ahead of the reader (at least 1); memory per open
+    /// object is about `read_ahead * block_size`.
+    pub fn read_ahead(mut self, blocks: usize) -> Self {
+        self.read_ahead = blocks.max(1);
+        self
+    }
+
+    /// Requests in flight to the store at once, over every object read from it (at least 1).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Retries of a transient fault per block before its error is returned.
+    pub fn retries(mut self, n: u32) -> Self {
+        self.retries = n;
+        self
+    }
+
+    /// The first retry's delay, doubled per retry up to `max` (each with random jitter).
+    pub fn backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.backoff = first;
+        self.max_backoff = max.max(first);
+        self
+    }
+
+    /// How long a body may go without a byte before it counts as broken and is resumed.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// The block size.
+    pub fn get_block_size(&self) -> u64 {
+        self.block_size
+    }
+}
+
+/// A store with how it is read and its connection limit.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) options: ReadOptions,
+    pub(crate) connections: Arc<Semaphore>,
+}
+
+impl Reader {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, options: ReadOptions) -> Self {
+        let connections = Arc::new(Semaphore::new(options.max_connections));
+        Reader {
+            store,
+            options,
+            connections,
+        }
+    }
+}
+
+/// The object at `path` as a stream of blocks; `shown` names it in errors.
+pub(crate) async fn open(
+    reader: Reader,
+    path: StorePath,
+    shown: Location,
+) -> anyhow::Result<Blocks> {
+    let mut failures = 0;
+    let meta = loop {
+        let head = {
+            let _permit = reader.connections.acquire().await?;
+            reader.store.head(&path).await
+        };
+        match head {
+            Ok(meta) => break meta,
+            Err(e) => {
+                let delay = retry_or_fail(&reader.options, &mut failures, classify(e), &shown)?;
+                tokio::time::sleep(delay).await;
+            }
+        }
+    };
+    let block = reader.options.block_size;
+    let ranges = (0..meta.size)
+        .step_by(block as usize)
+        .map(move |start| start..(start + block).min(meta.size));
+    let read_ahead = reader.options.read_ahead;
+    let object = Arc::new(Object {
+        reader,
+        path,
+        etag: meta.e_tag,
+        shown,
+    });
+    let blocks = stream::iter(ranges)
+        .map(move |range| {
+            let object = Arc::clone(&object);
+            async move { object.fetch(range).await }
+        })
+        .buffered(read_ahead)
+        .map_ok(|parts| stream::iter(parts.into_iter().map(Ok)))
+        .try_flatten();
+    Ok(blocks.boxed())
+}
+
+struct Object {
+    reader: Reader,
+    path: StorePath,
+    etag: Option<String>,
+    shown: Location,
+}
+
+/// Why a request failed, and whether trying again can help.
+enum Fault {
+    Transient(String),
+    Permanent(object_store::Error),
+}
+
+impl Object {
+    /// The bytes of `range`, as the body chunks they arrived in; retried and resumed.
+    async fn fetch(&self, range: Range<u64>) -> std::io::Result<Vec<Bytes>> {
+        let options = &self.reader.options;
+        let mut parts = Vec::new();
+        let mut at = range.start;
+        let mut failures = 0;
+        loop {
+            let fault = match self.get(at..range.end, &mut parts, &mut at).await {
+                Ok(()) if at >= range.end => return Ok(parts),
+                Ok(()) => Fault::Transient(format!(
+                    "the body ended at byte {at} of {}..{}",
+                    range.start, range.end
+                )),
+                Err(fault) => fault,
+            };
+            let delay = retry_or_fail(options, &mut failures, fault, &self.shown)
+                .map_err(|e| std::io::Error::other(format!("{e} (at byte {at})")))?;
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One ranged GET of `range`, appending what arrives to `parts` and advancing `at`.
+    async fn get(
+        &self,
+        range: Range<u64>,
+        parts: &mut Vec<Bytes>,
+        at: &mut u64,
+    ) -> Result<(), Fault> {
+        let _permit = self
+            .reader
+            .connections
+            .acquire()
+            .await
+            .map_err(|e| Fault::Transient(e.to_string()))?;
+        let get = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.etag.clone(),
+            ..Default::default()
+        };
+        let timeout = self.reader.options.read_timeout;
+        let response = tokio::time::timeout(timeout, self.reader.store.get_opts(&self.path, get))
+            .await
+            .map_err(|_| Fault::Transient(format!("no response in {timeout:?}")))?
+            .map_err(classify)?;
+        let mut body = response.into_stream();
+        loop {
+            let chunk = tokio::time::timeout(timeout, body.next())
+                .await
+                .map_err(|_| Fault::Transient(format!("no byte in {timeout:?}")))?;
+            match chunk {
+                None => return Ok(()),
+                Some(Err(e)) => return Err(classify(e)),
+                Some(Ok(mut chunk)) => {
+                    // Never more than was asked for, whatever the server sends.
+                    chunk.truncate((range.end - *at) as usize);
+                    *at += chunk.len() as u64;
+                    if !chunk.is_empty() {
+                        parts.push(chunk);
+                    }
+                    if *at >= range.end {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The delay before the next try after `fault`, or the error to give up with.
+fn retry_or_fail(
+    options: &ReadOptions,
+    failures: &mut u32,
+    fault: Fault,
+    shown: &Location,
+) -> anyhow::Result<Duration> {
+    match fault {
+        Fault::Permanent(e) => Err(anyhow::anyhow!("reading {shown}: {e}")),
+        Fault::Transient(message) => {
+            *failures += 1;
+            if *failures > options.retries {
+                return Err(anyhow::anyhow!(
+                    "reading {shown}: gave up after {} retries: {message}",
+                    options.retries
+                ));
+            }
+            Ok(backoff(options, *failures))
+        }
+    }
+}
+
+/// Not found, forbidden, bad credentials and a changed object are permanent; anything else
+/// (server errors after the store's own retries, broken connections) may pass.
+fn classify(e: object_store::Error) -> Fault {
+    use object_store::Error as E;
+    match e {
+        E::NotFound { .. }
+        | E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::Precondition { .. }
+        | E::InvalidPath { .. }
+        | E::NotSupported { .. }
+        | E::NotImplemented { .. } => Fault::Permanent(e),
+        other => Fault::Transient(other.to_string()),
+    }
+}
+
+/// The delay before retry `n` (1-based): exponential, capped, with full jitter in its
+/// upper half so parallel readers do not retry in lockstep.
+fn backoff(options: &ReadOptions, n: u32) -> Duration {
+    let exp = options
+        .backoff
+        .saturating_mul(1u32 << (n - 1).min(16))
+        .min(options.max_backoff);
+    exp / 2 + exp.mul_f64(rand::random::<f64>() / 2.0)
+}
