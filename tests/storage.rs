@@ -308,6 +308,30 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
     storage::register_with("s3://faulty-cut", store, options.clone()).expect("register");
     read_all_exactly_once("s3://faulty-cut").await;
     assert_eq!(faults.cuts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "no body was cut"
+    );
+
+    // Stalled bodies: connections that go silent mid-body are given up after the read
+    // timeout and resumed on a new connection.
+    let faults = Arc::new(Faults {
+        stalls: 3.into(),
+        cut_after: 25_000,
+        ..Default::default()
+    });
+    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    let stall_options = options
+        .clone()
+        .read_timeout(std::time::Duration::from_millis(300));
+    storage::register_with("s3://faulty-stall", store, stall_options).expect("register");
+    read_all_exactly_once("s3://faulty-stall").await;
+    assert_eq!(faults.stalls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "no body stalled"
+    );
 
     // A fault that never passes ends in an error naming the URL, after the retries.
     let faults = Arc::new(Faults {

@@ -80,8 +80,12 @@ pub struct Faults {
     /// Connections cut after `cut_after` bytes of responses.
     pub cuts: AtomicUsize,
     pub cut_after: usize,
+    /// Connections that stop sending (without closing) after `cut_after` bytes of responses.
+    pub stalls: AtomicUsize,
     /// Connections accepted.
     pub connections: AtomicUsize,
+    /// Cuts and stalls that happened (a connection given one may end before its limit).
+    pub fired: AtomicUsize,
 }
 
 impl Faults {
@@ -130,6 +134,7 @@ async fn relay(
         return client.shutdown().await;
     }
     let cut_after = Faults::take(&faults.cuts).then_some(faults.cut_after);
+    let stall_after = Faults::take(&faults.stalls).then_some(faults.cut_after);
     let server = TcpStream::connect(upstream).await?;
     server.set_nodelay(true)?;
     let (mut client_rx, mut client_tx) = client.into_split();
@@ -151,6 +156,7 @@ async fn relay(
         }
     };
     let delay = faults.first_byte_delay;
+    let fired = &faults.fired;
     let responses = async move {
         let mut buf = vec![0u8; 256 * 1024];
         let mut sent = 0usize;
@@ -167,8 +173,18 @@ async fn relay(
                 if sent + n >= limit {
                     n = limit - sent;
                     client_tx.write_all(&buf[..n]).await?;
+                    fired.fetch_add(1, Ordering::SeqCst);
                     // Cut: drop both directions mid-response.
                     return Err(std::io::Error::other("cut"));
+                }
+            }
+            if let Some(limit) = stall_after {
+                if sent + n >= limit {
+                    n = limit - sent;
+                    client_tx.write_all(&buf[..n]).await?;
+                    fired.fetch_add(1, Ordering::SeqCst);
+                    // Stall: the connection stays open and silent.
+                    std::future::pending::<()>().await;
                 }
             }
             client_tx.write_all(&buf[..n]).await?;
