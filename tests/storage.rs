@@ -263,6 +263,20 @@ async fn read_all_exactly_once(prefix: &str) {
 
 const RECORDS: usize = 2000;
 
+/// Registers `prefix` as the `faulty` bucket of `server` seen through a proxy with `faults`.
+async fn through_proxy(
+    server: std::net::SocketAddr,
+    prefix: &str,
+    faults: Faults,
+    options: ReadOptions,
+) -> Arc<Faults> {
+    let faults = Arc::new(faults);
+    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    storage::register_with(prefix, store, options).expect("register");
+    faults
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -283,14 +297,12 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
         );
 
     // Throttling: the first connections are answered 503 Slow Down.
-    let faults = Arc::new(Faults {
+    let faults = Faults {
         first_byte_delay: std::time::Duration::from_millis(2),
         slow_downs: 6.into(),
         ..Default::default()
-    });
-    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
-    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
-    storage::register_with("s3://faulty-503", store, options.clone()).expect("register");
+    };
+    let faults = through_proxy(server, "s3://faulty-503", faults, options.clone()).await;
     read_all_exactly_once("s3://faulty-503").await;
     assert_eq!(
         faults.slow_downs.load(std::sync::atomic::Ordering::SeqCst),
@@ -298,14 +310,12 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
     );
 
     // Broken bodies: connections cut after 25,000 bytes, in the middle of a block.
-    let faults = Arc::new(Faults {
+    let faults = Faults {
         cuts: 8.into(),
         cut_after: 25_000,
         ..Default::default()
-    });
-    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
-    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
-    storage::register_with("s3://faulty-cut", store, options.clone()).expect("register");
+    };
+    let faults = through_proxy(server, "s3://faulty-cut", faults, options.clone()).await;
     read_all_exactly_once("s3://faulty-cut").await;
     assert_eq!(faults.cuts.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert!(
@@ -315,17 +325,15 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
 
     // Stalled bodies: connections that go silent mid-body are given up after the read
     // timeout and resumed on a new connection.
-    let faults = Arc::new(Faults {
+    let faults = Faults {
         stalls: 3.into(),
         cut_after: 25_000,
         ..Default::default()
-    });
-    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
-    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    };
     let stall_options = options
         .clone()
         .read_timeout(std::time::Duration::from_millis(300));
-    storage::register_with("s3://faulty-stall", store, stall_options).expect("register");
+    let faults = through_proxy(server, "s3://faulty-stall", faults, stall_options).await;
     read_all_exactly_once("s3://faulty-stall").await;
     assert_eq!(faults.stalls.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert!(
@@ -334,13 +342,11 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
     );
 
     // A fault that never passes ends in an error naming the URL, after the retries.
-    let faults = Arc::new(Faults {
+    let faults = Faults {
         slow_downs: usize::MAX.into(),
         ..Default::default()
-    });
-    let proxy = fault_proxy(server, Arc::clone(&faults)).await;
-    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
-    storage::register_with("s3://faulty-down", store, options.retries(1)).expect("register");
+    };
+    through_proxy(server, "s3://faulty-down", faults, options.retries(1)).await;
     let err = TFRecordDataset::new(["s3://faulty-down/shards/train-00000.tfrecord"])
         .build()
         .collect()

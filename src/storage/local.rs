@@ -1,7 +1,8 @@
 //! Local files: block reads on blocking threads, `read_ahead` blocks in flight.
 //!
-//! A block's buffer goes back to a small process-wide pool when the last record sliced out of
-//! it is dropped, so steady-state reads neither fault fresh pages in nor zero them.
+//! A block's buffer goes back to a small process-wide pool once the block is dropped: right
+//! after decoding when its records were copied out (small ones), else with its last slice.
+//! So steady-state reads neither fault fresh pages in nor zero them.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

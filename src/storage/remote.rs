@@ -49,12 +49,16 @@ pub fn register_with(
 ) -> anyhow::Result<()> {
     Url::parse(url_prefix)
         .map_err(|e| Error::InvalidArgument(format!("not a URL: {url_prefix:?}: {e}")))?;
-    let prefix = normalize(url_prefix);
+    insert(normalize(url_prefix), Reader::new(store, options));
+    Ok(())
+}
+
+/// Puts `reader` in the registry under `prefix` (normalized), replacing any before it.
+fn insert(prefix: String, reader: Reader) {
     let mut stores = STORES.write().unwrap_or_else(|e| e.into_inner());
     stores.retain(|(p, _)| *p != prefix);
-    stores.push((prefix, Reader::new(store, options)));
+    stores.push((prefix, reader));
     stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-    Ok(())
 }
 
 /// The store serving `url`, the store's base URL, and the object's path in it.
@@ -71,8 +75,9 @@ fn resolve(url: &Url) -> anyhow::Result<(Reader, String, StorePath)> {
         Some(found) => found,
         None => {
             let base = format!("{}://{}/", url.scheme(), url.authority());
+            // One reader, so every object of the bucket shares one connection limit.
             let store = Reader::new(from_env(url, &base)?, ReadOptions::default());
-            register_with(&base, Arc::clone(&store.store), store.options.clone())?;
+            insert(base.clone(), store.clone());
             (base, store)
         }
     };
