@@ -30,7 +30,8 @@ fn w8(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(seconds));
         let files = bucket.files.clone();
         group.bench_function(format!("c{cycle}"), |b| {
-            b.to_async(&rt).iter(|| workloads::w8_read(&files, cycle))
+            b.to_async(&rt)
+                .iter(|| workloads::w8_read(&files, cycle, false))
         });
     }
     group.finish();

@@ -186,18 +186,21 @@ async fn main() -> anyhow::Result<()> {
     if wanted("W8") {
         let bucket = workloads::w8_setup(std::time::Duration::from_millis(50)).await?;
         let mut rates = Vec::new();
-        for cycle in [1, 4, 8, 16] {
-            let start = Instant::now();
-            let bytes = workloads::w8_read(&bucket.files, cycle).await?;
-            let s = start.elapsed().as_secs_f64();
-            anyhow::ensure!(
-                bytes == bucket.bytes,
-                "W8/c{cycle}: read {bytes} of {} bytes",
-                bucket.bytes
-            );
-            let rate = bytes as f64 / 1e6 / s;
-            emit(&format!("W8/c{cycle}"), rate, "MB/s", s);
-            rates.push(rate);
+        // `W8/cN`: exactly N shards open (the workload); `W8-ahead/cN`: N more opened ahead.
+        for (label, ahead) in [("W8", false), ("W8-ahead", true)] {
+            for cycle in [1, 4, 8, 16] {
+                let start = Instant::now();
+                let bytes = workloads::w8_read(&bucket.files, cycle, ahead).await?;
+                let s = start.elapsed().as_secs_f64();
+                anyhow::ensure!(
+                    bytes == bucket.bytes,
+                    "{label}/c{cycle}: read {bytes} of {} bytes",
+                    bucket.bytes
+                );
+                let rate = bytes as f64 / 1e6 / s;
+                emit(&format!("{label}/c{cycle}"), rate, "MB/s", s);
+                rates.push(rate);
+            }
         }
         let (c1, c16) = (rates[0], rates[3]);
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);

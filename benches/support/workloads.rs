@@ -397,13 +397,22 @@ pub async fn w8_setup(latency: std::time::Duration) -> anyhow::Result<W8Bucket> 
     })
 }
 
-/// W8: every record of the bucket, `cycle` shards at once; returns payload bytes.
-pub async fn w8_read(files: &[String], cycle: usize) -> anyhow::Result<u64> {
+/// W8: every record of the bucket through `interleave(cycle_length = cycle, block_length = 1,
+/// num_parallel_calls = cycle)`: exactly `cycle` shards open at once, the workload as
+/// WORKLOADS.md defines it. With `ahead`, the shards are read as users usually write it,
+/// `TFRecordDataset::num_parallel_reads(cycle)`, which also opens `cycle` more shards ahead
+/// (as tf.data's interleave prefetches input elements). Returns payload bytes.
+pub async fn w8_read(files: &[String], cycle: usize, ahead: bool) -> anyhow::Result<u64> {
     use streamload::format::TFRecordDataset;
-    let ds = TFRecordDataset::new(files.iter())
-        .num_parallel_reads(cycle)
-        .build()
-        .with_options(streamload::Options::new().deterministic(false));
+    let ds = if ahead {
+        TFRecordDataset::new(files.iter())
+            .num_parallel_reads(cycle)
+            .build()
+    } else {
+        Dataset::from_vec(files.to_vec())
+            .parallel_interleave(cycle, 1, cycle, |url| TFRecordDataset::new([url]).build())
+    }
+    .with_options(streamload::Options::new().deterministic(false));
     let mut bytes = 0u64;
     let mut epoch = ds.iter();
     while let Some(record) = epoch.next().await {

@@ -1,12 +1,15 @@
-use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker, ready};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use futures::stream::Stream;
+use futures::task::AtomicWaker;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
 use crate::dataset::BoxStream;
 use crate::error::{Error, panic_message};
@@ -21,61 +24,131 @@ const STAGE: &str = "prefetch";
 /// takes tens of microseconds on a loaded machine. See [`Prefetch`].
 const MIN_OVERLAP: Duration = Duration::from_micros(50);
 
+/// The largest channel a prefetch makes (its elements are only allocated as they come).
+const MAX_CHANNEL: usize = 1 << 24;
+
 /// Stream for the [`prefetch`](crate::Dataset::prefetch) method: a spawned producer runs the
-/// upstream and fills a bounded queue while the consumer is away.
+/// upstream and sends its elements into a bounded `tokio::sync::mpsc` channel while the
+/// consumer is away.
 ///
-/// Producer and consumer share the upstream and the queue. The consumer takes the oldest
-/// queued element; when the queue is empty and the producer is not polling the upstream at
-/// that moment, the consumer polls the upstream itself (the element it gets is the next in
-/// order: nothing is queued and nobody else holds the upstream). The producer runs ahead only
-/// while overlapping pays: while both the consumer's time away between elements and the time
-/// to produce an element exceed [`MIN_OVERLAP`] (moving averages). Otherwise it stands down,
-/// and a consumer that only waits for elements gets them without any thread hand-over.
+/// The consumer takes the oldest element from the channel. When the channel is empty and the
+/// producer is not polling the upstream at that moment, the consumer polls the upstream
+/// itself: the right to poll it is a baton (see [`Shared::take_baton`]) that the producer
+/// holds from before it polls until after it has sent what it got, so once the consumer holds
+/// the baton and finds the channel still empty, the upstream's next element is the next in
+/// order. The producer runs ahead only while overlapping pays: while both the consumer's time
+/// away between elements and the time to produce an element exceed [`MIN_OVERLAP`] (moving
+/// averages). Otherwise it stands down, and a consumer that only waits for elements gets them
+/// without any thread hand-over.
+///
+/// Wake-ups: whoever finds the baton taken records it in the baton's state (one atomic word,
+/// so the holder's release cannot miss it) after registering its waker, and is woken when
+/// the baton comes back; the producer wakes the consumer when it sends (the channel does) and
+/// whenever it gives up an upstream wake-up it will not act on. No side ever waits for the
+/// other except through these, and the consumer never needs the producer to make progress.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Prefetch<T> {
     shared: Arc<Shared<T>>,
-    /// The producer task, spawned at the first poll; aborted when the stream is dropped.
+    rx: mpsc::Receiver<anyhow::Result<T>>,
+    /// The sender, until the producer takes it at the first poll.
+    tx: Option<mpsc::Sender<anyhow::Result<T>>>,
+    /// The producer task; aborted when the stream is dropped or ends.
     task: Option<Task<()>>,
-    started: bool,
+    done: bool,
     /// When the consumer last left with an element.
     left_at: Option<Instant>,
     /// Moving average of the consumer's time away, in nanoseconds.
     away_ns: u64,
 }
 
+/// The baton is held (someone polls the upstream).
+const HELD: u8 = 1;
+/// The consumer waits for the baton.
+const CONSUMER_WAITS: u8 = 2;
+/// The producer waits for the baton.
+const PRODUCER_WAITS: u8 = 4;
+
 struct Shared<T> {
-    inner: Mutex<Inner<T>>,
+    /// Only touched by the holder of the baton (the lock is never contended); `None` once the
+    /// upstream ended or panicked.
+    upstream: Mutex<Option<BoxStream<T>>>,
+    /// [`HELD`], [`CONSUMER_WAITS`], [`PRODUCER_WAITS`].
+    baton: AtomicU8,
+    ended: AtomicBool,
+    /// Whether the producer should run ahead (see [`MIN_OVERLAP`]).
+    overlap: AtomicBool,
+    /// Moving average of the time the upstream takes to produce an element, in nanoseconds.
+    produce_ns: AtomicU64,
+    /// Elements sent and not yet received (the bound applies to these).
+    queued: AtomicUsize,
+    consumer: AtomicWaker,
+    producer: AtomicWaker,
     buffer: usize,
     /// The autotuned buffer size (`prefetch(AUTOTUNE)`), read for every element.
     knob: Option<Arc<Knob>>,
     gauge: Option<Arc<StageCounters>>,
 }
 
-struct Inner<T> {
-    /// `None` while the producer or the consumer polls it, or once it ended or panicked.
-    upstream: Option<BoxStream<T>>,
-    queue: VecDeque<anyhow::Result<T>>,
-    ended: bool,
-    /// Whether the producer should run ahead (see [`MIN_OVERLAP`]).
-    overlap: bool,
-    /// Moving average of the time the upstream takes to produce an element, in nanoseconds.
-    produce_ns: u64,
-    /// The consumer, waiting for the producer to hand back the upstream.
-    consumer: Option<Waker>,
-    /// The producer, waiting for room, for the upstream, or for work.
-    producer: Option<Waker>,
-    /// Since when the producer has found the queue full (its output waiting on the consumer).
-    full_since: Option<std::time::Instant>,
-}
-
 impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
-        // Nothing panics while holding the lock; a poisoned lock's state is still consistent.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn upstream(&self) -> MutexGuard<'_, Option<BoxStream<T>>> {
+        // Nothing panics while holding the lock (polls are caught); a poisoned lock's state is
+        // still consistent.
+        self.upstream.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn bound(&self) -> usize {
         self.knob.as_ref().map_or(self.buffer, |k| k.get().max(1))
+    }
+
+    /// Takes the baton (the right to poll the upstream), or records that `waiter` waits for
+    /// it, in the same atomic step: the holder's [`give_baton`](Shared::give_baton) then
+    /// wakes it. The waiter registers its waker before calling this.
+    fn take_baton(&self, waiter: u8) -> bool {
+        let mut state = self.baton.load(Ordering::Acquire);
+        loop {
+            let (next, took) = if state & HELD == 0 {
+                ((state | HELD) & !waiter, true)
+            } else {
+                (state | waiter, false)
+            };
+            match self
+                .baton
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return took,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Gives the baton back, waking whoever waited for it.
+    fn give_baton(&self) {
+        let state = self.baton.swap(0, Ordering::AcqRel);
+        if state & CONSUMER_WAITS != 0 {
+            self.consumer.wake();
+        }
+        if state & PRODUCER_WAITS != 0 {
+            self.producer.wake();
+        }
+    }
+
+    /// After a poll of the upstream by the baton's holder: the moving average of the time
+    /// to produce, and the end of the upstream when it ended or panicked.
+    fn polled(
+        &self,
+        upstream: &mut Option<BoxStream<T>>,
+        poll: &Poll<Option<anyhow::Result<T>>>,
+        panicked: bool,
+        took: Duration,
+    ) {
+        if poll.is_ready() {
+            let old = self.produce_ns.load(Ordering::Relaxed);
+            self.produce_ns.store(average(old, took), Ordering::Relaxed);
+        }
+        if panicked || matches!(poll, Poll::Ready(None)) {
+            *upstream = None;
+            self.ended.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -106,20 +179,6 @@ fn average(old: u64, sample: Duration) -> u64 {
     old - old / 8 + sample / 8
 }
 
-impl<T> Inner<T> {
-    /// Puts the upstream back after a poll (unless it panicked) and records the outcome.
-    fn hand_back(&mut self, upstream: BoxStream<T>, panicked: bool, ready: bool, took: Duration) {
-        if panicked {
-            self.ended = true;
-        } else {
-            self.upstream = Some(upstream);
-        }
-        if ready {
-            self.produce_ns = average(self.produce_ns, took);
-        }
-    }
-}
-
 impl<T> Prefetch<T> {
     pub(crate) fn new(
         input: BoxStream<T>,
@@ -127,56 +186,73 @@ impl<T> Prefetch<T> {
         knob: Option<Arc<Knob>>,
         gauge: Option<Arc<StageCounters>>,
     ) -> Self {
+        let buffer = buffer.max(1);
         if let Some(gauge) = &gauge {
             gauge.set_buffer_limit(knob.as_ref().map_or(buffer, |k| k.get()));
         }
-        let inner = Inner {
-            upstream: Some(input),
-            queue: VecDeque::new(),
-            ended: false,
-            overlap: false,
-            produce_ns: 0,
-            consumer: None,
-            producer: None,
-            full_since: None,
-        };
+        // The channel holds what the largest bound allows; `queued` enforces the bound now.
+        let capacity = knob
+            .as_ref()
+            .map_or(buffer, |k| k.max())
+            .clamp(1, MAX_CHANNEL);
+        let (tx, rx) = mpsc::channel(capacity);
         Prefetch {
             shared: Arc::new(Shared {
-                inner: Mutex::new(inner),
-                buffer: buffer.max(1),
+                upstream: Mutex::new(Some(input)),
+                baton: AtomicU8::new(0),
+                ended: AtomicBool::new(false),
+                overlap: AtomicBool::new(false),
+                produce_ns: AtomicU64::new(0),
+                queued: AtomicUsize::new(0),
+                consumer: AtomicWaker::new(),
+                producer: AtomicWaker::new(),
+                buffer,
                 knob,
                 gauge,
             }),
+            rx,
+            tx: Some(tx),
             task: None,
-            started: false,
+            done: false,
             left_at: None,
             away_ns: 0,
         }
     }
-}
 
-/// The consumer leaves with `item`: remembers when, and lets the producer run ahead if it
-/// should.
-fn leave<T>(
-    left_at: &mut Option<Instant>,
-    item: anyhow::Result<T>,
-    inner: MutexGuard<'_, Inner<T>>,
-) -> Poll<Option<anyhow::Result<T>>> {
-    unlock_waking_producer(inner);
-    *left_at = Some(Instant::now());
-    Poll::Ready(Some(item))
-}
+    /// The consumer leaves with `item` (from the channel when `queued`): remembers when, and
+    /// lets the producer run ahead (or into the room just made) if it should.
+    fn leave(&mut self, item: anyhow::Result<T>, queued: bool) -> Poll<Option<anyhow::Result<T>>> {
+        if queued {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            if let Some(gauge) = &self.shared.gauge {
+                gauge.sub_buffered(1);
+            }
+        }
+        if self.shared.overlap.load(Ordering::Relaxed) {
+            self.shared.producer.wake();
+        }
+        self.left_at = Some(Instant::now());
+        Poll::Ready(Some(item))
+    }
 
-/// Releases the lock, waking a parked producer if it should run ahead (outside the lock).
-fn unlock_waking_producer<T>(mut inner: MutexGuard<'_, Inner<T>>) {
-    let producer = if inner.overlap {
-        inner.producer.take()
-    } else {
-        None
-    };
-    drop(inner);
-    if let Some(producer) = producer {
-        producer.wake();
+    /// The stream ends: after the upstream's end, or with the producer's failure if it
+    /// stopped without one.
+    fn finish(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        if !self.shared.ended.load(Ordering::Acquire)
+            && let Some(task) = &mut self.task
+        {
+            if let Some(err) = ready!(poll_task_end(task, STAGE, cx)) {
+                self.end();
+                return Poll::Ready(Some(Err(err)));
+            }
+        }
+        self.end();
+        Poll::Ready(None)
+    }
+
+    fn end(&mut self) {
+        self.done = true;
+        self.task = None;
     }
 }
 
@@ -188,15 +264,20 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if !this.started {
-            this.started = true;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if let Some(tx) = this.tx.take() {
             let producer = Producer {
                 shared: Arc::clone(&this.shared),
+                tx,
+                in_upstream: false,
+                full_since: None,
             };
             match runtime::spawn(STAGE, producer) {
                 Ok(task) => this.task = Some(task),
                 Err(e) => {
-                    this.shared.lock().ended = true;
+                    this.end();
                     return Poll::Ready(Some(Err(e)));
                 }
             }
@@ -204,131 +285,160 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
         if let Some(left_at) = this.left_at.take() {
             this.away_ns = average(this.away_ns, left_at.elapsed());
         }
-        let mut inner = this.shared.lock();
+        let shared = Arc::clone(&this.shared);
         let min = u64::try_from(MIN_OVERLAP.as_nanos()).unwrap_or(u64::MAX);
         // Whether to run ahead is decided here whatever the buffer; an autotuned buffer's size
         // is the tuner's, from the waits and full buffers it sees while running ahead.
-        inner.overlap = this.away_ns.min(inner.produce_ns) >= min;
-        if let Some(item) = inner.queue.pop_front() {
-            if let Some(gauge) = &this.shared.gauge {
-                gauge.sub_buffered(1);
-            }
-            return leave(&mut this.left_at, item, inner);
+        let produce_ns = shared.produce_ns.load(Ordering::Relaxed);
+        shared
+            .overlap
+            .store(this.away_ns.min(produce_ns) >= min, Ordering::Relaxed);
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(item)) => return this.leave(item, true),
+            Poll::Ready(None) => return this.finish(cx),
+            Poll::Pending => {}
         }
-        if inner.ended {
-            this.task = None;
-            return Poll::Ready(None);
-        }
-        let Some(mut upstream) = inner.upstream.take() else {
-            // The producer is polling it (or is to) and wakes us when it hands it back or has
-            // elements.
-            inner.consumer = Some(cx.waker().clone());
-            unlock_waking_producer(inner);
+        // Nothing queued: poll the upstream here, unless the producer is polling it (it then
+        // sends what it gets, which wakes us, or wakes us when it gives the baton back).
+        shared.consumer.register(cx.waker());
+        if !shared.take_baton(CONSUMER_WAITS) {
             return Poll::Pending;
+        }
+        // The producer sends before it gives the baton back: what it got is in the channel.
+        match this.rx.try_recv() {
+            Ok(item) => {
+                shared.give_baton();
+                return this.leave(item, true);
+            }
+            Err(TryRecvError::Disconnected) => {
+                shared.give_baton();
+                return this.finish(cx);
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        let mut upstream = shared.upstream();
+        let Some(stream) = upstream.as_mut() else {
+            drop(upstream);
+            shared.give_baton();
+            return this.finish(cx);
         };
-        drop(inner);
         // Nothing is queued and nobody else holds the upstream: its next element is ours.
-        let (polled, panicked, took) = poll_upstream(&mut upstream, cx);
-        if let Some(gauge) = &this.shared.gauge {
+        let (polled, panicked, took) = poll_upstream(stream, cx);
+        if let Some(gauge) = &shared.gauge {
             // The consumer waited for the upstream as surely as it would for the producer.
             gauge.add_wait(took);
         }
-        let mut inner = this.shared.lock();
-        inner.hand_back(upstream, panicked, polled.is_ready(), took);
+        shared.polled(&mut upstream, &polled, panicked, took);
+        drop(upstream);
+        shared.give_baton();
         match polled {
-            Poll::Ready(Some(item)) => leave(&mut this.left_at, item, inner),
+            Poll::Ready(Some(item)) => this.leave(item, false),
             Poll::Ready(None) => {
-                inner.ended = true;
+                this.end();
                 Poll::Ready(None)
             }
-            // The upstream wakes us, or the producer if it polls the upstream meanwhile.
-            Poll::Pending => {
-                inner.consumer = Some(cx.waker().clone());
-                Poll::Pending
-            }
+            // The upstream wakes us (or the producer, if it polls the upstream meanwhile; it
+            // passes that wake-up on if it does not act on it).
+            Poll::Pending => Poll::Pending,
         }
     }
 }
 
-/// The spawned half of [`Prefetch`]: fills the queue while the consumer is away.
+/// The spawned half of [`Prefetch`]: fills the channel while the consumer is away.
 struct Producer<T> {
     shared: Arc<Shared<T>>,
+    tx: mpsc::Sender<anyhow::Result<T>>,
+    /// Whether the upstream's last `Pending` was ours (it then wakes us, not the consumer).
+    in_upstream: bool,
+    /// Since when the producer has found the buffer full (its output waiting on the consumer).
+    full_since: Option<Instant>,
+}
+
+/// The producer parks without polling the upstream: an upstream wake-up meant for it
+/// (`in_upstream`) goes to the consumer, which polls the upstream itself when it finds nothing
+/// queued.
+fn stand_by<T>(in_upstream: &mut bool, shared: &Shared<T>) -> Poll<()> {
+    if std::mem::take(in_upstream) {
+        shared.consumer.wake();
+    }
+    Poll::Pending
+}
+
+impl<T> Producer<T> {
+    /// Times the waits for room (counted as they start, timed as they end).
+    fn time_full(&mut self, full: bool) {
+        let Some(gauge) = &self.shared.gauge else {
+            return;
+        };
+        match (full, self.full_since) {
+            (true, None) => self.full_since = Some(Instant::now()),
+            (false, Some(since)) => {
+                self.full_since = None;
+                gauge.add_full_wait(since.elapsed());
+            }
+            _ => {}
+        }
+    }
 }
 
 impl<T: Send + 'static> Future for Producer<T> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = &self.shared;
-        // Like a chunked channel, a waiting consumer is woken once per half buffer of
-        // elements ready at once, or when the producer stops.
-        let mut unannounced = 0;
+        let this = self.get_mut();
+        let shared = Arc::clone(&this.shared);
         loop {
-            let mut inner = shared.lock();
-            let bound = shared.bound();
-            let full = inner.queue.len() >= bound;
-            if let Some(gauge) = &shared.gauge {
-                // The full waits: counted as they start, timed as they end.
-                match (full && inner.overlap, inner.full_since) {
-                    (true, None) => inner.full_since = Some(std::time::Instant::now()),
-                    (false, Some(since)) => {
-                        inner.full_since = None;
-                        gauge.add_full_wait(since.elapsed());
-                    }
-                    _ => {}
-                }
+            if shared.ended.load(Ordering::Acquire) {
+                return Poll::Ready(());
             }
-            let upstream = if inner.ended || !inner.overlap || full {
-                None
-            } else {
-                inner.upstream.take()
+            // Registered before the checks, so a change after them wakes us.
+            shared.producer.register(cx.waker());
+            let overlap = shared.overlap.load(Ordering::Relaxed);
+            let full = shared.queued.load(Ordering::Acquire) >= shared.bound();
+            this.time_full(full && overlap);
+            if !overlap || full {
+                // Standing down, or no room: the consumer wakes us when it leaves with an
+                // element while running ahead pays.
+                return stand_by(&mut this.in_upstream, &shared);
+            }
+            let permit = match this.tx.try_reserve() {
+                Ok(permit) => permit,
+                Err(TrySendError::Full(())) => return stand_by(&mut this.in_upstream, &shared),
+                Err(TrySendError::Closed(())) => return Poll::Ready(()),
             };
-            let Some(mut upstream) = upstream else {
-                // Ended, standing down, full, or the consumer is polling the upstream: the
-                // consumer wakes us when it leaves with an element while overlapping pays.
-                let ended = inner.ended;
-                inner.producer = Some(cx.waker().clone());
-                let consumer = inner.consumer.take();
-                drop(inner);
-                if let Some(consumer) = consumer {
-                    consumer.wake();
-                }
-                return if ended {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                };
+            if !shared.take_baton(PRODUCER_WAITS) {
+                // The consumer polls the upstream and wakes us when it gives the baton back.
+                return Poll::Pending;
+            }
+            let mut upstream = shared.upstream();
+            let Some(stream) = upstream.as_mut() else {
+                drop(upstream);
+                shared.give_baton();
+                return Poll::Ready(());
             };
-            drop(inner);
-            let (polled, panicked, took) = poll_upstream(&mut upstream, cx);
-            let mut inner = shared.lock();
-            inner.hand_back(upstream, panicked, polled.is_ready(), took);
+            let (polled, panicked, took) = poll_upstream(stream, cx);
+            shared.polled(&mut upstream, &polled, panicked, took);
+            this.in_upstream = polled.is_pending();
             match polled {
                 Poll::Ready(Some(item)) => {
-                    inner.queue.push_back(item);
+                    shared.queued.fetch_add(1, Ordering::AcqRel);
                     if let Some(gauge) = &shared.gauge {
                         gauge.add_buffered(1);
                     }
-                    unannounced += 1;
-                    if unannounced >= bound.div_ceil(2) {
-                        unannounced = 0;
-                        let consumer = inner.consumer.take();
-                        drop(inner);
-                        if let Some(consumer) = consumer {
-                            consumer.wake();
-                        }
-                    }
+                    // Sent before the baton goes back (see `Prefetch`).
+                    permit.send(item);
+                    drop(upstream);
+                    shared.give_baton();
                 }
-                Poll::Ready(None) => inner.ended = true,
+                Poll::Ready(None) => {
+                    drop(upstream);
+                    shared.give_baton();
+                    // Dropping the sender (as the task ends) wakes a waiting consumer.
+                    return Poll::Ready(());
+                }
                 Poll::Pending => {
-                    // The upstream wakes us; the consumer, if it waits, may poll it itself
-                    // (the upstream then wakes the consumer instead, and the consumer us).
-                    inner.producer = Some(cx.waker().clone());
-                    let consumer = inner.consumer.take();
-                    drop(inner);
-                    if let Some(consumer) = consumer {
-                        consumer.wake();
-                    }
+                    drop(upstream);
+                    shared.give_baton();
                     return Poll::Pending;
                 }
             }
@@ -403,6 +513,75 @@ mod tests {
             }
             assert_eq!(got, (0..600).collect::<Vec<_>>(), "prefetch({buffer})");
             assert_eq!(produced.load(Ordering::SeqCst), 600);
+        }
+    }
+
+    /// `0..n`, answering `Pending` before every other element and waking only the waker it
+    /// was last polled with, from another thread after a random few microseconds (the
+    /// common shape of a channel or a socket, and the hardest for a stage whose upstream is
+    /// polled from two tasks: a wake-up that reaches the task that stopped caring is lost).
+    fn late_waking_upstream(n: u64, seed: u64) -> BoxStream<u64> {
+        let waker: Arc<Mutex<Option<std::task::Waker>>> = Arc::default();
+        let (wake_tx, wake_rx) = std::sync::mpsc::channel::<u64>();
+        let slot = Arc::clone(&waker);
+        std::thread::spawn(move || {
+            while let Ok(micros) = wake_rx.recv() {
+                std::thread::sleep(Duration::from_micros(micros));
+                let waker = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+        });
+        let (mut next, mut ready, mut rng) = (0, false, seed);
+        Box::pin(futures::stream::poll_fn(move |cx| {
+            if next == n {
+                return Poll::Ready(None);
+            }
+            if !ready {
+                *waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+                if wake_tx.send(0).is_ok() {
+                    ready = true;
+                }
+                return Poll::Pending;
+            }
+            // xorshift: the next wake-up comes after 0-63 us; an element costs 60 us (so
+            // running ahead pays while the consumer is away).
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            spin(60);
+            ready = false;
+            let _ = wake_tx.send(rng % 64);
+            next += 1;
+            Poll::Ready(Some(Ok(next - 1)))
+        }))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_wake_up_is_lost_between_producer_and_consumer() {
+        // Consumers that alternate between taking elements at once (the upstream runs inline)
+        // and spending 0-200 us away (the producer runs ahead), over an upstream that wakes
+        // late and only its last poller: every run ends, with every element once, in order.
+        for run in 0..24u64 {
+            let buffer = 1 + (run % 3) as usize;
+            let mut prefetch =
+                Prefetch::new(late_waking_upstream(300, run + 1), buffer, None, None);
+            let mut got = Vec::new();
+            let drained = tokio::time::timeout(Duration::from_secs(20), async {
+                while let Some(x) = prefetch.next().await {
+                    got.push(x.unwrap_or(u64::MAX));
+                    let phase = (got.len() as u64 / 30 + run) % 3;
+                    spin(phase * 100);
+                }
+            })
+            .await;
+            assert!(
+                drained.is_ok(),
+                "run {run} hung after {} elements",
+                got.len()
+            );
+            assert_eq!(got, (0..300).collect::<Vec<_>>(), "run {run}");
         }
     }
 

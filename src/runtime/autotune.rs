@@ -91,6 +91,11 @@ impl Knob {
         self.value.load(Ordering::Relaxed)
     }
 
+    /// The largest value the tuner may set.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
     fn set(&self, value: usize) {
         let value = value.clamp(self.min, self.max);
         self.value.store(value, Ordering::Relaxed);
