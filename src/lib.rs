@@ -44,7 +44,9 @@
 
 mod dataset;
 
-#[cfg(doctest)]
+// The README's examples include the image pipeline, so they run with the `image` feature (a
+// default one).
+#[cfg(all(doctest, feature = "image"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 mod error;
