@@ -588,13 +588,17 @@ impl From<prost::DecodeError> for Malformed {
 
 type Wire<T> = Result<T, Malformed>;
 
-/// A varint; the one-byte case (most keys and short lengths) inline.
+/// A varint; the one- and two-byte cases (keys, and lengths below 16 KiB) inline.
 #[inline(always)]
 fn varint(buf: &mut &[u8]) -> Wire<u64> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => {
+    match **buf {
+        [b, ..] if b < 0x80 => {
             *buf = &buf[1..];
             Ok(u64::from(b))
+        }
+        [b0, b1, ..] if b1 < 0x80 => {
+            *buf = &buf[2..];
+            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
         }
         _ => Ok(decode_varint(buf)?),
     }
@@ -622,7 +626,7 @@ impl<'a> Cursor<'a> {
         !self.buf.is_empty()
     }
 
-    #[inline]
+    #[inline(always)]
     fn key(&mut self) -> Wire<(u32, WireType)> {
         // Tags below 16 with a valid wire type fit in one byte.
         if let Some(&b) = self.buf.first()
@@ -637,6 +641,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-delimited field's byte range (absolute).
+    #[inline(always)]
     fn delimited(&mut self) -> Wire<Range<usize>> {
         let len = varint(&mut self.buf)?;
         if len > self.buf.len() as u64 {
