@@ -364,7 +364,13 @@ pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<P
         .inner
         .iter()
         .enumerate()
-        .map(|(f, entry)| Some(batch_output(entry, raws.iter().map(|r| r[f].as_ref()), batch)))
+        .map(|(f, entry)| {
+            Some(batch_output(
+                entry,
+                raws.iter().map(|r| r[f].as_ref()),
+                batch,
+            ))
+        })
         .collect();
     Ok(ParsedExample {
         spec: spec.clone(),
