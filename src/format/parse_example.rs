@@ -332,13 +332,10 @@ impl ParsedExample {
 /// types don't match. ..."), the wrong number of values ("Key: x.  Can't parse serialized
 /// Example: Some float_list slice was not parsed."), a sequence not divisible into rows.
 pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
-    let raw = parse_raw(serialized, spec)?;
-    let features = spec
-        .inner
-        .iter()
-        .zip(raw)
-        .map(|(entry, values)| Some(single_output(entry, values)))
-        .collect();
+    let mut features = Vec::with_capacity(spec.inner.len());
+    parse_raw(serialized, spec, |entry, values| {
+        features.push(Some(single_output(entry, values)));
+    })?;
     Ok(ParsedExample {
         spec: spec.clone(),
         features,
@@ -357,7 +354,10 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
 pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
     let mut raws = Vec::with_capacity(serialized.len());
     for (i, record) in serialized.iter().enumerate() {
-        raws.push(parse_raw(record, spec).map_err(|e| invalid(format!("record {i}: {e}")))?);
+        let mut raw = PerFeature::with_capacity(spec.inner.len());
+        parse_raw(record, spec, |_, values| raw.push(values))
+            .map_err(|e| invalid(format!("record {i}: {e}")))?;
+        raws.push(raw);
     }
     let batch = serialized.len();
     let features = spec
@@ -508,12 +508,17 @@ impl Slot {
 type PerFeature<T> = SmallVec<[T; SCAN_UP_TO]>;
 
 /// Parses the spec'd features of one record into flat values, checking everything
-/// TensorFlow checks per example. `None` means missing (absent, or a `Feature` with no list).
+/// TensorFlow checks per example, and hands each feature's values to `emit` in the spec's
+/// order. `None` means missing (absent, or a `Feature` with no list).
 ///
 /// One walk over the record: unknown features are skipped without being looked into, and the
 /// lists of spec'd ones are decoded straight into their values. The checks then run in the
 /// spec's order, so the error reported is the one TensorFlow reports.
-fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<PerFeature<Option<Values>>> {
+fn parse_raw(
+    record: &Bytes,
+    spec: &ParseSpec,
+    mut emit: impl FnMut(&Entry, Option<Values>),
+) -> anyhow::Result<()> {
     let mut slots: PerFeature<Slot> = spec.inner.iter().map(|_| Slot::EMPTY).collect();
     if walk(record, spec, &mut slots).is_err() {
         let shown = &record[..record.len().min(256)];
@@ -523,7 +528,6 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<PerFeature<Opti
             shown.escape_ascii()
         )));
     }
-    let mut out = PerFeature::with_capacity(slots.len());
     for (entry, slot) in spec.inner.iter().zip(slots) {
         let dtype = entry.spec.dtype();
         let Some(kind) = slot.kind else {
@@ -533,7 +537,7 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<PerFeature<Opti
                     entry.name
                 )));
             }
-            out.push(None);
+            emit(entry, None);
             continue;
         };
         if kind != dtype {
@@ -578,9 +582,9 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<PerFeature<Opti
             }
             _ => {}
         }
-        out.push(Some(values));
+        emit(entry, Some(values));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The record is not a well-formed protocol buffer of the expected shape.
