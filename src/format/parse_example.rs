@@ -1,9 +1,11 @@
 //! `parse_single_example` / `parse_example`: serialized `tf.train.Example`s to tensors under a
 //! feature spec, with TensorFlow's outputs and TensorFlow's errors.
 //!
-//! The parser walks the protobuf wire format directly (with `prost`'s wire primitives) and
-//! decodes only the features the spec names, so it neither builds the feature map nor copies
-//! string payloads: `string` values are slices of the record.
+//! The parser walks the protobuf wire format directly (with `prost`'s wire primitives), once
+//! per record: features the spec does not name are stepped over without being looked into,
+//! and the lists of those it names are decoded straight into their output values (floats and
+//! integers into the tensor's vector, `string` values as slices of the record, never copied).
+//! It builds no feature map and, for specs of up to 8 features, allocates only the outputs.
 
 use std::ops::Range;
 use std::sync::Arc;
