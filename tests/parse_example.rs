@@ -451,3 +451,31 @@ fn take_dense_moves_a_feature_out_once() {
     );
     assert!(parsed.get("f").is_none());
 }
+
+#[test]
+fn names_that_share_their_first_bytes_are_told_apart() {
+    // Names of 0, 5, 8, 12 and 13 bytes, some with the same first 8 bytes.
+    let names = ["", "label", "image/en", "image/height", "image/encoded"];
+    let spec = ParseSpec::new(
+        names
+            .iter()
+            .map(|name| (*name, FeatureSpec::fixed_len([], DType::Float32))),
+    )
+    .expect("spec");
+    let entries: Vec<(&str, Vec<u8>)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (*name, floats(&[i as f32])))
+        .collect();
+    let record = example_of(&entries);
+    let parsed = parse_single_example(&record, &spec).expect("parse");
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            parsed.dense(name).expect(name).as_slice::<f32>(),
+            Some(&[i as f32][..]),
+            "{name}"
+        );
+    }
+    assert!(parsed.dense("image/encodeX").is_err());
+    assert!(parsed.dense("image/e").is_err());
+}
