@@ -342,3 +342,140 @@ fn unpacked_lists_duplicate_keys_and_garbage_never_panic() {
         let _ = parse_single_example(&record.slice(..end), &spec);
     }
 }
+
+/// A length-delimited protobuf field (`tag`, wire type 2) holding `body`.
+fn field(tag: u8, body: &[u8]) -> Vec<u8> {
+    assert!(body.len() < 128, "one-byte lengths only");
+    let mut out = vec![tag << 3 | 2, body.len() as u8];
+    out.extend_from_slice(body);
+    out
+}
+
+/// An `Example` of map entries `(key, Feature message bytes)`, in this order.
+fn example_of(entries: &[(&str, Vec<u8>)]) -> Bytes {
+    let mut features = Vec::new();
+    for (key, feature) in entries {
+        let mut entry = field(1, key.as_bytes());
+        entry.extend(field(2, feature));
+        features.extend(field(1, &entry));
+    }
+    Bytes::from(field(1, &features))
+}
+
+fn floats(values: &[f32]) -> Vec<u8> {
+    let packed: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    field(2, &field(1, &packed)) // Feature.float_list { value: packed }
+}
+
+#[test]
+fn the_last_list_wins_and_errors_come_in_the_specs_order() {
+    let spec = ParseSpec::new([("f", FeatureSpec::fixed_len([2], DType::Float32))]).expect("spec");
+    let f = |record: &Bytes| -> anyhow::Result<Vec<f32>> {
+        let parsed = parse_single_example(record, &spec)?;
+        Ok(parsed
+            .dense("f")?
+            .as_slice::<f32>()
+            .unwrap_or_default()
+            .to_vec())
+    };
+    // A float list whose packed bytes are not whole floats does not decode...
+    let broken = field(2, &field(1, &[0, 0, 0]));
+    let err = f(&example_of(&[("f", broken.clone())])).expect_err("broken list");
+    assert!(
+        err.to_string()
+            .contains("Key: f.  Can't parse serialized Example."),
+        "{err}"
+    );
+    // ...unless a later map entry for the key replaces it.
+    let replaced = example_of(&[("f", broken.clone()), ("f", floats(&[1.0, 2.0]))]);
+    assert_eq!(f(&replaced).expect("replaced"), [1.0, 2.0]);
+    // Within one Feature, a later member of the oneof replaces an earlier one.
+    let mut int_then_float = field(3, &field(1, &[7])); // int64_list { value: [7] }
+    int_then_float.extend(floats(&[3.0, 4.0]));
+    assert_eq!(
+        f(&example_of(&[("f", int_then_float.clone())])).expect("oneof"),
+        [3.0, 4.0]
+    );
+    let ints = ParseSpec::new([("f", FeatureSpec::fixed_len([1], DType::Int64))]).expect("spec");
+    let err = parse_single_example(&example_of(&[("f", int_then_float)]), &ints)
+        .expect_err("float list for an int64 feature");
+    assert!(err.to_string().contains("Data types don't match"), "{err}");
+    // Two lists of the same kind in one Feature merge.
+    let mut halves = floats(&[5.0]);
+    halves.extend(floats(&[6.0]));
+    assert_eq!(
+        f(&example_of(&[("f", halves)])).expect("merged"),
+        [5.0, 6.0]
+    );
+    // Unknown features are skipped, even when they would not decode.
+    let with_unknown = example_of(&[("other", broken.clone()), ("f", floats(&[8.0, 9.0]))]);
+    assert_eq!(f(&with_unknown).expect("unknown skipped"), [8.0, 9.0]);
+
+    // With several problems, the first feature in the spec's (name) order reports.
+    let two = ParseSpec::new([
+        ("b", FeatureSpec::fixed_len([2], DType::Float32)),
+        ("a", FeatureSpec::fixed_len([], DType::Int64)),
+    ])
+    .expect("spec");
+    let err = parse_single_example(&example_of(&[("b", broken)]), &two).expect_err("two errors");
+    assert_eq!(
+        err.to_string(),
+        "Feature: a (data type: int64) is required but could not be found."
+    );
+}
+
+#[test]
+fn take_dense_moves_a_feature_out_once() {
+    let spec = ParseSpec::new([
+        ("f", FeatureSpec::fixed_len([2], DType::Float32)),
+        ("s", FeatureSpec::var_len(DType::Float32)),
+    ])
+    .expect("spec");
+    let record = example_of(&[("f", floats(&[1.0, 2.0])), ("s", floats(&[3.0]))]);
+    let mut parsed = parse_single_example(&record, &spec).expect("parse");
+    let f = parsed.take_dense("f").expect("dense");
+    assert_eq!(
+        (f.shape(), f.as_slice::<f32>()),
+        (&[2][..], Some(&[1.0, 2.0][..]))
+    );
+    for again in [parsed.take_dense("f"), parsed.dense("f").cloned()] {
+        let err = again.expect_err("taken");
+        assert!(err.to_string().contains("feature f was taken out"), "{err}");
+    }
+    // A sparse feature is not taken, and stays.
+    assert!(parsed.take_dense("s").is_err());
+    assert_eq!(parsed.sparse("s").expect("still there").dense_shape(), &[1]);
+    assert_eq!(
+        parsed.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        ["s"]
+    );
+    assert!(parsed.get("f").is_none());
+}
+
+#[test]
+fn names_that_share_their_first_bytes_are_told_apart() {
+    // Names of 0, 5, 8, 12 and 13 bytes, some with the same first 8 bytes.
+    let names = ["", "label", "image/en", "image/height", "image/encoded"];
+    let spec = ParseSpec::new(
+        names
+            .iter()
+            .map(|name| (*name, FeatureSpec::fixed_len([], DType::Float32))),
+    )
+    .expect("spec");
+    let entries: Vec<(&str, Vec<u8>)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (*name, floats(&[i as f32])))
+        .collect();
+    let record = example_of(&entries);
+    let parsed = parse_single_example(&record, &spec).expect("parse");
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            parsed.dense(name).expect(name).as_slice::<f32>(),
+            Some(&[i as f32][..]),
+            "{name}"
+        );
+    }
+    assert!(parsed.dense("image/encodeX").is_err());
+    assert!(parsed.dense("image/e").is_err());
+}

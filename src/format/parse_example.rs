@@ -1,15 +1,18 @@
 //! `parse_single_example` / `parse_example`: serialized `tf.train.Example`s to tensors under a
 //! feature spec, with TensorFlow's outputs and TensorFlow's errors.
 //!
-//! The parser walks the protobuf wire format directly (with `prost`'s wire primitives) and
-//! decodes only the features the spec names, so it neither builds the feature map nor copies
-//! string payloads: `string` values are slices of the record.
+//! The parser walks the protobuf wire format directly (with `prost`'s wire primitives), once
+//! per record: features the spec does not name are stepped over without being looked into,
+//! and the lists of those it names are decoded straight into their output values (floats and
+//! integers into the tensor's vector, `string` values as slices of the record, never copied).
+//! It builds no feature map and, for specs of up to 8 features, allocates only the outputs.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use smallvec::SmallVec;
 
 use crate::Error;
 use crate::tensor::{DType, SparseTensor, Tensor, Values};
@@ -95,6 +98,9 @@ impl FeatureSpec {
         }
     }
 }
+
+/// Specs of at most this many features are searched by a scan, larger ones by halves.
+const SCAN_UP_TO: usize = 8;
 
 /// A checked set of named [`FeatureSpec`]s; cheap to clone (shared).
 ///
@@ -200,10 +206,17 @@ impl ParseSpec {
         self.inner.iter().map(|e| e.name.as_str())
     }
 
+    /// The index of the feature called `key`. Specs are small: a scan that compares lengths
+    /// first settles most keys without comparing bytes; large specs are searched by halves.
+    #[inline]
     fn find(&self, key: &[u8]) -> Option<usize> {
-        self.inner
-            .binary_search_by(|e| e.name.as_bytes().cmp(key))
-            .ok()
+        if self.inner.len() <= SCAN_UP_TO {
+            self.inner.iter().position(|e| e.name.as_bytes() == key)
+        } else {
+            self.inner
+                .binary_search_by(|e| e.name.as_bytes().cmp(key))
+                .ok()
+        }
     }
 }
 
@@ -220,25 +233,37 @@ pub enum Parsed {
 #[derive(Clone, Debug)]
 pub struct ParsedExample {
     spec: ParseSpec,
-    features: Vec<Parsed>,
+    /// In the spec's order; `None` once taken out.
+    features: Vec<Option<Parsed>>,
 }
 
 impl ParsedExample {
     /// The feature called `name`.
     pub fn get(&self, name: &str) -> Option<&Parsed> {
-        self.spec.find(name.as_bytes()).map(|i| &self.features[i])
+        self.spec
+            .find(name.as_bytes())
+            .and_then(|i| self.features[i].as_ref())
+    }
+
+    /// The feature called `name`, or why there is none.
+    fn lookup(&self, name: &str) -> anyhow::Result<&Parsed> {
+        match self.spec.find(name.as_bytes()) {
+            Some(i) => self.features[i]
+                .as_ref()
+                .ok_or_else(|| invalid(format!("feature {name} was taken out"))),
+            None => Err(invalid(format!("no feature {name} in the spec"))),
+        }
     }
 
     /// The dense tensor called `name`.
     ///
     /// # Errors
     ///
-    /// When the spec has no such feature, or it is sparse.
+    /// When the spec has no such feature, it is sparse, or it was taken out.
     pub fn dense(&self, name: &str) -> anyhow::Result<&Tensor> {
-        match self.get(name) {
-            Some(Parsed::Dense(t)) => Ok(t),
-            Some(Parsed::Sparse(_)) => Err(invalid(format!("feature {name} is sparse"))),
-            None => Err(invalid(format!("no feature {name} in the spec"))),
+        match self.lookup(name)? {
+            Parsed::Dense(t) => Ok(t),
+            Parsed::Sparse(_) => Err(invalid(format!("feature {name} is sparse"))),
         }
     }
 
@@ -246,36 +271,52 @@ impl ParsedExample {
     ///
     /// # Errors
     ///
-    /// When the spec has no such feature, or it is dense.
+    /// When the spec has no such feature, it is dense, or it was taken out.
     pub fn sparse(&self, name: &str) -> anyhow::Result<&SparseTensor> {
-        match self.get(name) {
-            Some(Parsed::Sparse(t)) => Ok(t),
-            Some(Parsed::Dense(_)) => Err(invalid(format!("feature {name} is dense"))),
-            None => Err(invalid(format!("no feature {name} in the spec"))),
+        match self.lookup(name)? {
+            Parsed::Sparse(t) => Ok(t),
+            Parsed::Dense(_) => Err(invalid(format!("feature {name} is dense"))),
         }
     }
 
-    /// Takes the dense tensor called `name` out (it is left empty).
+    /// Takes the dense tensor called `name` out, without copying it; the feature is gone
+    /// from this `ParsedExample` afterwards.
+    ///
+    /// ```
+    /// use streamload::format::{Example, FeatureSpec, ParseSpec, parse_single_example};
+    /// use streamload::tensor::DType;
+    ///
+    /// let spec = ParseSpec::new([("label", FeatureSpec::fixed_len([], DType::Int64))])?;
+    /// let record = Example::new().with_int64("label", [7]).encode_to_bytes();
+    /// let mut parsed = parse_single_example(&record, &spec)?;
+    /// assert_eq!(parsed.take_dense("label")?.as_slice::<i64>(), Some(&[7][..]));
+    /// assert!(parsed.dense("label").is_err()); // taken out
+    /// # anyhow::Ok(())
+    /// ```
     ///
     /// # Errors
     ///
-    /// As [`ParsedExample::dense`].
+    /// As [`ParsedExample::dense`]; the feature stays when it is sparse.
     pub fn take_dense(&mut self, name: &str) -> anyhow::Result<Tensor> {
         let Some(i) = self.spec.find(name.as_bytes()) else {
             return Err(invalid(format!("no feature {name} in the spec")));
         };
-        match &mut self.features[i] {
-            Parsed::Dense(t) => {
-                let empty = Tensor::new_unchecked(vec![0], Values::empty(t.dtype()));
-                Ok(std::mem::replace(t, empty))
+        match self.features[i].take() {
+            Some(Parsed::Dense(t)) => Ok(t),
+            Some(sparse @ Parsed::Sparse(_)) => {
+                self.features[i] = Some(sparse);
+                Err(invalid(format!("feature {name} is sparse")))
             }
-            Parsed::Sparse(_) => Err(invalid(format!("feature {name} is sparse"))),
+            None => Err(invalid(format!("feature {name} was taken out"))),
         }
     }
 
-    /// Every feature with its name, in name order.
+    /// Every feature with its name, in name order (those taken out are left out).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Parsed)> {
-        self.spec.names().zip(&self.features)
+        self.spec
+            .names()
+            .zip(&self.features)
+            .filter_map(|(name, parsed)| Some((name, parsed.as_ref()?)))
     }
 }
 
@@ -293,13 +334,10 @@ impl ParsedExample {
 /// types don't match. ..."), the wrong number of values ("Key: x.  Can't parse serialized
 /// Example: Some float_list slice was not parsed."), a sequence not divisible into rows.
 pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
-    let raw = parse_raw(serialized, spec)?;
-    let features = spec
-        .inner
-        .iter()
-        .zip(raw)
-        .map(|(entry, values)| single_output(entry, values))
-        .collect();
+    let mut features = Vec::with_capacity(spec.inner.len());
+    parse_raw(serialized, spec, |entry, values| {
+        features.push(Some(single_output(entry, values)));
+    })?;
     Ok(ParsedExample {
         spec: spec.clone(),
         features,
@@ -318,14 +356,23 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
 pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
     let mut raws = Vec::with_capacity(serialized.len());
     for (i, record) in serialized.iter().enumerate() {
-        raws.push(parse_raw(record, spec).map_err(|e| invalid(format!("record {i}: {e}")))?);
+        let mut raw = PerFeature::with_capacity(spec.inner.len());
+        parse_raw(record, spec, |_, values| raw.push(values))
+            .map_err(|e| invalid(format!("record {i}: {e}")))?;
+        raws.push(raw);
     }
     let batch = serialized.len();
     let features = spec
         .inner
         .iter()
         .enumerate()
-        .map(|(f, entry)| batch_output(entry, raws.iter().map(|r| r[f].as_ref()), batch))
+        .map(|(f, entry)| {
+            Some(batch_output(
+                entry,
+                raws.iter().map(|r| r[f].as_ref()),
+                batch,
+            ))
+        })
         .collect();
     Ok(ParsedExample {
         spec: spec.clone(),
@@ -427,20 +474,55 @@ fn batch_output<'a>(
     }
 }
 
-/// Where one spec'd feature's list sits in the record: its kind and the byte ranges of its
-/// list messages (more than one when the `Feature` message repeats the field: protobuf merges
-/// them).
-#[derive(Default)]
-struct Found {
+/// What the walk over a record found for one spec'd feature.
+struct Slot {
+    /// The kind of its list (the last member of the `Feature` oneof set), `None` when it is
+    /// missing.
     kind: Option<DType>,
-    lists: Vec<Range<usize>>,
+    /// Its values, decoded straight out of the record as its lists are met, when the kind is
+    /// the spec's (other kinds are an error and are not decoded).
+    values: Option<Values>,
+    /// One of its lists could not be decoded.
+    bad: bool,
 }
 
+impl Slot {
+    const EMPTY: Slot = Slot {
+        kind: None,
+        values: None,
+        bad: false,
+    };
+
+    /// Forgets what was found (a later map entry, or another oneof member, replaces it).
+    fn reset(&mut self, kind: Option<DType>) {
+        self.kind = kind;
+        self.bad = false;
+        match &mut self.values {
+            Some(Values::Int64(v)) => v.clear(),
+            Some(Values::Float32(v)) => v.clear(),
+            Some(Values::String(v)) => v.clear(),
+            None => {}
+        }
+    }
+}
+
+/// One entry per spec'd feature, on the stack for specs of up to [`SCAN_UP_TO`] features.
+type PerFeature<T> = SmallVec<[T; SCAN_UP_TO]>;
+
 /// Parses the spec'd features of one record into flat values, checking everything
-/// TensorFlow checks per example. `None` means missing (absent, or a `Feature` with no list).
-fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<Vec<Option<Values>>> {
-    let mut found: Vec<Found> = (0..spec.inner.len()).map(|_| Found::default()).collect();
-    if locate(record, spec, &mut found).is_err() {
+/// TensorFlow checks per example, and hands each feature's values to `emit` in the spec's
+/// order. `None` means missing (absent, or a `Feature` with no list).
+///
+/// One walk over the record: unknown features are skipped without being looked into, and the
+/// lists of spec'd ones are decoded straight into their values. The checks then run in the
+/// spec's order, so the error reported is the one TensorFlow reports.
+fn parse_raw(
+    record: &Bytes,
+    spec: &ParseSpec,
+    mut emit: impl FnMut(&Entry, Option<Values>),
+) -> anyhow::Result<()> {
+    let mut slots: PerFeature<Slot> = spec.inner.iter().map(|_| Slot::EMPTY).collect();
+    if walk(record, spec, &mut slots).is_err() {
         let shown = &record[..record.len().min(256)];
         let more = if record.len() > 256 { "..." } else { "" };
         return Err(invalid(format!(
@@ -448,17 +530,16 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<Vec<Option<Valu
             shown.escape_ascii()
         )));
     }
-    let mut out = Vec::with_capacity(found.len());
-    for (entry, found) in spec.inner.iter().zip(found) {
+    for (entry, slot) in spec.inner.iter().zip(slots) {
         let dtype = entry.spec.dtype();
-        let Some(kind) = found.kind else {
+        let Some(kind) = slot.kind else {
             if let FeatureSpec::FixedLen { default: None, .. } = entry.spec {
                 return Err(invalid(format!(
                     "Feature: {} (data type: {dtype}) is required but could not be found.",
                     entry.name
                 )));
             }
-            out.push(None);
+            emit(entry, None);
             continue;
         };
         if kind != dtype {
@@ -467,19 +548,13 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<Vec<Option<Valu
                 entry.name
             )));
         }
-        let capacity = match entry.spec {
-            FeatureSpec::FixedLen { .. } => entry.stride,
-            _ => 0,
-        };
-        let mut values = Values::with_capacity(dtype, capacity);
-        for list in &found.lists {
-            if decode_list(record, list.clone(), &mut values).is_err() {
-                return Err(invalid(format!(
-                    "Key: {}.  Can't parse serialized Example.",
-                    entry.name
-                )));
-            }
+        if slot.bad {
+            return Err(invalid(format!(
+                "Key: {}.  Can't parse serialized Example.",
+                entry.name
+            )));
         }
+        let values = slot.values.unwrap_or_else(|| Values::empty(dtype));
         match entry.spec {
             FeatureSpec::FixedLen { .. } if values.len() != entry.stride => {
                 let list = match dtype {
@@ -509,9 +584,9 @@ fn parse_raw(record: &Bytes, spec: &ParseSpec) -> anyhow::Result<Vec<Option<Valu
             }
             _ => {}
         }
-        out.push(Some(values));
+        emit(entry, Some(values));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The record is not a well-formed protocol buffer of the expected shape.
@@ -525,13 +600,17 @@ impl From<prost::DecodeError> for Malformed {
 
 type Wire<T> = Result<T, Malformed>;
 
-/// A varint; the one-byte case (most keys and short lengths) inline.
+/// A varint; the one- and two-byte cases (keys, and lengths below 16 KiB) inline.
 #[inline(always)]
 fn varint(buf: &mut &[u8]) -> Wire<u64> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => {
+    match **buf {
+        [b, ..] if b < 0x80 => {
             *buf = &buf[1..];
             Ok(u64::from(b))
+        }
+        [b0, b1, ..] if b1 < 0x80 => {
+            *buf = &buf[2..];
+            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
         }
         _ => Ok(decode_varint(buf)?),
     }
@@ -559,6 +638,7 @@ impl<'a> Cursor<'a> {
         !self.buf.is_empty()
     }
 
+    #[inline(always)]
     fn key(&mut self) -> Wire<(u32, WireType)> {
         // Tags below 16 with a valid wire type fit in one byte.
         if let Some(&b) = self.buf.first()
@@ -573,6 +653,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-delimited field's byte range (absolute).
+    #[inline(always)]
     fn delimited(&mut self) -> Wire<Range<usize>> {
         let len = varint(&mut self.buf)?;
         if len > self.buf.len() as u64 {
@@ -593,9 +674,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Walks Example -> Features -> map entries -> Feature, noting where each spec'd feature's
-/// list is. A later entry for the same key replaces an earlier one (protobuf map semantics).
-fn locate(record: &[u8], spec: &ParseSpec, found: &mut [Found]) -> Wire<()> {
+/// Walks Example -> Features -> map entries -> Feature, decoding each spec'd feature's lists
+/// into its slot. A later entry for the same key replaces an earlier one (protobuf map
+/// semantics); a list that does not decode marks its slot (reported in the spec's order).
+fn walk(record: &Bytes, spec: &ParseSpec, slots: &mut [Slot]) -> Wire<()> {
     let mut example = Cursor::new(record, 0..record.len());
     while example.has_remaining() {
         let (tag, wire) = example.key()?;
@@ -634,30 +716,43 @@ fn locate(record: &[u8], spec: &ParseSpec, found: &mut [Found]) -> Wire<()> {
             let Some(index) = spec.find(&record[key]) else {
                 continue;
             };
-            let slot = &mut found[index];
-            slot.kind = None;
-            slot.lists.clear();
-            if let Some(value) = value {
-                let mut feature = Cursor::new(record, value);
-                while feature.has_remaining() {
-                    let (tag, wire) = feature.key()?;
-                    let kind = match tag {
-                        1 => DType::String,
-                        2 => DType::Float32,
-                        3 => DType::Int64,
-                        _ => {
-                            feature.skip(wire, tag)?;
-                            continue;
-                        }
-                    };
-                    expect_delimited(wire)?;
-                    let list = feature.delimited()?;
-                    if slot.kind != Some(kind) {
-                        // A different member of the oneof replaces the one set before.
-                        slot.kind = Some(kind);
-                        slot.lists.clear();
+            let entry = &spec.inner[index];
+            let slot = &mut slots[index];
+            slot.reset(None);
+            let Some(value) = value else {
+                continue;
+            };
+            let mut feature = Cursor::new(record, value);
+            while feature.has_remaining() {
+                let (tag, wire) = feature.key()?;
+                let kind = match tag {
+                    1 => DType::String,
+                    2 => DType::Float32,
+                    3 => DType::Int64,
+                    _ => {
+                        feature.skip(wire, tag)?;
+                        continue;
                     }
-                    slot.lists.push(list);
+                };
+                expect_delimited(wire)?;
+                let list = feature.delimited()?;
+                if slot.kind != Some(kind) {
+                    // A different member of the oneof replaces the one set before.
+                    slot.reset(Some(kind));
+                }
+                let dtype = entry.spec.dtype();
+                if kind != dtype || slot.bad {
+                    continue; // an error either way: nothing to decode
+                }
+                let values = slot.values.get_or_insert_with(|| {
+                    let capacity = match entry.spec {
+                        FeatureSpec::FixedLen { .. } => entry.stride,
+                        _ => 0,
+                    };
+                    Values::with_capacity(dtype, capacity)
+                });
+                if decode_list(record, list, values).is_err() {
+                    slot.bad = true;
                 }
             }
         }
