@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
@@ -73,11 +73,27 @@ where
             let newline = memchr::memchr(b'\n', &c.block);
             if c.carry.is_empty() {
                 if let Some(end) = newline {
-                    return Poll::Ready(Ok(Some(trim(c.take_from_block(end + 1)))));
+                    // Cut the line without its `\n` or `\r\n` (trimming a `Bytes` after the
+                    // copy would cost a second allocation), then step over them.
+                    let len = if end > 0 && c.block[end - 1] == b'\r' {
+                        end - 1
+                    } else {
+                        end
+                    };
+                    let line = c.take_from_block(len);
+                    c.block.advance(end + 1 - len);
+                    c.offset += (end + 1 - len) as u64;
+                    return Poll::Ready(Ok(Some(line)));
                 }
             } else if let Some(end) = newline {
-                c.carry_from_block(end + 1);
-                return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+                c.carry_from_block(end);
+                c.block.advance(1);
+                c.offset += 1;
+                if c.carry.last() == Some(&b'\r') {
+                    c.carry.truncate(c.carry.len() - 1);
+                    c.offset += 1;
+                }
+                return Poll::Ready(Ok(Some(c.take_carry())));
             }
             // No newline in this block: the line goes on in the next one.
             if c.carry.len() + c.block.len() > MAX_LINE {
@@ -92,7 +108,11 @@ where
                 Ok(true) => {}
                 // The last line, without a newline.
                 Ok(false) if !c.carry.is_empty() => {
-                    return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+                    if c.carry.last() == Some(&b'\r') {
+                        c.carry.truncate(c.carry.len() - 1);
+                        c.offset += 1;
+                    }
+                    return Poll::Ready(Ok(Some(c.take_carry())));
                 }
                 Ok(false) => return Poll::Ready(Ok(None)),
                 Err(e) => {
@@ -104,17 +124,6 @@ where
             }
         }
     }
-}
-
-/// A line without its `\n` or `\r\n`.
-fn trim(mut line: Bytes) -> Bytes {
-    if line.last() == Some(&b'\n') {
-        line.truncate(line.len() - 1);
-    }
-    if line.last() == Some(&b'\r') {
-        line.truncate(line.len() - 1);
-    }
-    line
 }
 
 impl<S> Stream for Lines<S>
