@@ -4,22 +4,32 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
 
 use super::Compression;
-use super::blocks::{BlockCursor, reader_blocks};
-use super::files::{FileFormat, read_files};
-use crate::dataset::Dataset;
+use super::blocks::{BlockCursor, Blocks, reader_blocks};
+use super::files::{FileFormat, open_blocks, read_files};
+use crate::dataset::{Cardinality, Dataset};
 use crate::options::Parallelism;
+use crate::runtime::{self, Task};
+use crate::stats::StageCounters;
 use crate::storage::Location;
 
 /// Lines longer than this are an error rather than a buffer that grows without bound.
 const MAX_LINE: usize = 64 << 20;
 /// Read size when splitting a plain `AsyncRead`.
 const DEFAULT_BUFFER: usize = 256 * 1024;
+/// The reader task hands lines over in chunks of this many lines at most...
+const CHUNK_LINES: usize = 4096;
+/// ... or of this many bytes of lines, whichever comes first.
+const CHUNK_BYTES: usize = 1 << 20;
+/// The stage's name in statistics and errors.
+const STAGE: &str = "text_line";
 
 /// The lines of one text stream, without their `\n` or `\r\n`, as `Bytes` that share the
 /// read buffer (no copy per line). A final line without a newline is yielded; a final newline
@@ -207,14 +217,229 @@ impl TextLineDataset {
     }
 
     /// The dataset.
+    ///
+    /// Files read in order are read by a task of the epoch's own, which cuts their lines
+    /// and hands them over in chunks (up to 4,096 lines or 1 MiB of them), so reading
+    /// and cutting lines runs beside the stages after it (the consumer wakes once per chunk,
+    /// not per line). It holds at most three chunks ahead of the consumer, besides the blocks
+    /// it reads ahead, and stops when the epoch is dropped. With `num_parallel_reads`, each
+    /// file is cut by its reader's task inside the interleave.
     pub fn build(self) -> Dataset<Bytes> {
+        let Some(n) = self.num_parallel_reads else {
+            let files: Arc<[Location]> = self.files.into();
+            let (compression, buffer_size) = (self.compression, self.buffer_size);
+            return Dataset::source(STAGE, Cardinality::Unknown, move |ctx| {
+                ctx.gauge();
+                let stats = ctx.stats_handle();
+                if let Some(stats) = &stats {
+                    stats.set_buffer_limit(2 * CHUNK_LINES);
+                }
+                let reader = ReadLines {
+                    files: files.to_vec(),
+                    compression,
+                    buffer_size,
+                    stats,
+                };
+                LineChunks::new(reader)
+            });
+        };
         let format = FileFormat {
-            stage: "text_line",
+            stage: STAGE,
             decode: Arc::new(|blocks, name| Box::pin(Lines::new(blocks, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format, Some(n))
+    }
+}
+
+/// What the reader task of a [`TextLineDataset`] read in order does: the files' lines, in
+/// chunks.
+struct ReadLines {
+    files: Vec<Location>,
+    compression: Compression,
+    buffer_size: usize,
+    stats: Option<Arc<StageCounters>>,
+}
+
+/// Lines gathered for one hand-over.
+type Chunk = Vec<anyhow::Result<Bytes>>;
+
+impl ReadLines {
+    /// Reads every file in order, sending its lines in chunks; returns early when the
+    /// consumer has gone. An error (opening, reading or decompressing a file, a line too
+    /// long) is sent in its line's place and ends that file; the next file is read after it.
+    async fn run(self, tx: mpsc::Sender<Chunk>) {
+        let mut chunk = Chunk::new();
+        let mut bytes = 0;
+        for path in &self.files {
+            let name = path.to_string();
+            let mut open = std::pin::pin!(open_blocks(
+                path,
+                self.compression,
+                self.buffer_size,
+                self.stats.clone()
+            ));
+            let opened = match futures::poll!(open.as_mut()) {
+                Poll::Ready(opened) => opened,
+                Poll::Pending => {
+                    // Opening takes a while (a round trip): hand over the lines gathered
+                    // so far rather than hold them back meanwhile.
+                    if !chunk.is_empty() {
+                        bytes = 0;
+                        if self.send(&tx, std::mem::take(&mut chunk)).await.is_err() {
+                            return;
+                        }
+                    }
+                    open.await
+                }
+            };
+            let blocks = match opened {
+                Ok(blocks) => blocks,
+                Err(e) => {
+                    chunk.push(Err(e.context(format!("opening {name}"))));
+                    continue;
+                }
+            };
+            let mut lines = Lines::new(blocks, &name);
+            loop {
+                let filled = std::future::poll_fn(|cx| fill(&mut lines, &mut chunk, &mut bytes, cx));
+                match filled.await {
+                    // The file has ended: go on gathering from the next one.
+                    Filled::Ended => break,
+                    // Full, or nothing more is ready now: hand over what there is.
+                    Filled::Full | Filled::Waiting => {
+                        bytes = 0;
+                        if self.send(&tx, std::mem::take(&mut chunk)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            // Whether the consumer is still there or not, this is the end.
+            let _ = self.send(&tx, chunk).await;
+        }
+    }
+
+    /// Sends `chunk`, counting it in the stage's buffer and any wait for room.
+    async fn send(&self, tx: &mpsc::Sender<Chunk>, chunk: Chunk) -> Result<(), ()> {
+        let full_since = match &self.stats {
+            Some(stats) => {
+                stats.add_buffered(chunk.len());
+                (tx.capacity() == 0).then(Instant::now)
+            }
+            None => None,
+        };
+        tx.send(chunk).await.map_err(|_| ())?;
+        if let (Some(since), Some(stats)) = (full_since, &self.stats) {
+            stats.add_full_wait(since.elapsed());
+        }
+        Ok(())
+    }
+}
+
+/// How [`fill`] stopped.
+enum Filled {
+    /// The chunk holds [`CHUNK_LINES`] lines or [`CHUNK_BYTES`] bytes.
+    Full,
+    /// The chunk has lines and the file has no more ready now.
+    Waiting,
+    /// The file has ended (after its last line, or after an error).
+    Ended,
+}
+
+/// Moves the lines `lines` has ready into `chunk` until it is full; waits (`Pending`) only
+/// while the chunk is empty.
+fn fill(
+    lines: &mut Lines<Blocks>,
+    chunk: &mut Chunk,
+    bytes: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<Filled> {
+    loop {
+        if chunk.len() >= CHUNK_LINES || *bytes >= CHUNK_BYTES {
+            return Poll::Ready(Filled::Full);
+        }
+        match Pin::new(&mut *lines).poll_next(cx) {
+            Poll::Ready(Some(line)) => {
+                *bytes += line.as_ref().map_or(0, Bytes::len);
+                chunk.push(line);
+            }
+            Poll::Ready(None) => return Poll::Ready(Filled::Ended),
+            Poll::Pending if chunk.is_empty() => return Poll::Pending,
+            Poll::Pending => return Poll::Ready(Filled::Waiting),
+        }
+    }
+}
+
+/// The consumer's side of a [`TextLineDataset`] read in order: starts the reader task at
+/// the first poll, then yields the lines of the chunks it hands over.
+struct LineChunks {
+    /// The reader, until its task is started.
+    reader: Option<ReadLines>,
+    rx: Option<mpsc::Receiver<Chunk>>,
+    /// `Some` until the task has been joined.
+    task: Option<Task<()>>,
+    current: std::vec::IntoIter<anyhow::Result<Bytes>>,
+    stats: Option<Arc<StageCounters>>,
+}
+
+impl LineChunks {
+    fn new(reader: ReadLines) -> Self {
+        LineChunks {
+            stats: reader.stats.clone(),
+            reader: Some(reader),
+            rx: None,
+            task: None,
+            current: Vec::new().into_iter(),
+        }
+    }
+
+    /// Starts the reader task: one chunk in the channel, one being gathered or sent.
+    fn start(&mut self, reader: ReadLines) -> anyhow::Result<()> {
+        let (tx, rx) = mpsc::channel(1);
+        self.task = Some(runtime::spawn(STAGE, reader.run(tx))?);
+        self.rx = Some(rx);
+        Ok(())
+    }
+}
+
+impl Stream for LineChunks {
+    type Item = anyhow::Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(line) = this.current.next() {
+                return Poll::Ready(Some(line));
+            }
+            if let Some(reader) = this.reader.take()
+                && let Err(e) = this.start(reader)
+            {
+                return Poll::Ready(Some(Err(e)));
+            }
+            let Some(rx) = this.rx.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if let Some(chunk) = ready!(rx.poll_recv(cx)) {
+                if let Some(stats) = &this.stats {
+                    stats.sub_buffered(chunk.len());
+                }
+                this.current = chunk.into_iter();
+                continue;
+            }
+            // The task ended: cleanly, or by a panic that must not pass for an end.
+            let Some(task) = this.task.as_mut() else {
+                this.rx = None;
+                return Poll::Ready(None);
+            };
+            let end = ready!(Pin::new(task).poll(cx));
+            this.task = None;
+            this.rx = None;
+            return Poll::Ready(end.err().map(|e| Err(runtime::join_error(STAGE, e))));
+        }
     }
 }
 
