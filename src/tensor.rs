@@ -481,8 +481,9 @@ fn for_each_byte(text: &[u8], byte: u8, mut f: impl FnMut(usize)) {
         }
     };
     let gather = |words: &[[u8; 8]]| {
-        (words.iter().enumerate())
-            .fold(0, |m, (k, w)| m | word_mask(u64::from_le_bytes(*w), pattern) << (8 * k))
+        (words.iter().enumerate()).fold(0, |m, (k, w)| {
+            m | word_mask(u64::from_le_bytes(*w), pattern) << (8 * k)
+        })
     };
     let mut groups = words.chunks_exact(8);
     let mut base = 0;
@@ -519,7 +520,9 @@ mod tests {
             for len in 0..200 {
                 let text: Vec<u8> = (0..len)
                     .map(|_| {
-                        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1);
                         match state >> 61 {
                             0 | 1 => sep,
                             2 => sep ^ 0x80,

@@ -268,7 +268,10 @@ async fn the_reader_stays_a_few_chunks_ahead_and_stops_with_its_epoch() {
         reader.bytes,
         text.len()
     );
-    assert!(metrics.num_alive_tasks() > tasks_before, "a reader task runs");
+    assert!(
+        metrics.num_alive_tasks() > tasks_before,
+        "a reader task runs"
+    );
 
     drop(epoch);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -232,7 +232,7 @@ impl TextLineDataset {
                 ctx.gauge();
                 let stats = ctx.stats_handle();
                 if let Some(stats) = &stats {
-                    stats.set_buffer_limit(2 * CHUNK_LINES);
+                    stats.set_buffer_limit(3 * CHUNK_LINES);
                 }
                 let reader = ReadLines {
                     files: files.to_vec(),
@@ -262,34 +262,59 @@ struct ReadLines {
     stats: Option<Arc<StageCounters>>,
 }
 
-/// Lines gathered for one hand-over.
+/// Lines handed over at once.
 type Chunk = Vec<anyhow::Result<Bytes>>;
+
+/// The lines gathered for the next hand-over.
+struct Gathered {
+    lines: Chunk,
+    /// Their bytes.
+    bytes: usize,
+}
+
+impl Gathered {
+    fn new() -> Self {
+        Gathered {
+            lines: Chunk::with_capacity(CHUNK_LINES),
+            bytes: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.lines.len() >= CHUNK_LINES || self.bytes >= CHUNK_BYTES
+    }
+
+    fn push(&mut self, line: anyhow::Result<Bytes>) {
+        self.bytes += line.as_ref().map_or(0, Bytes::len);
+        self.lines.push(line);
+    }
+
+    /// The lines gathered, leaving room for the next chunk.
+    fn take(&mut self) -> Chunk {
+        self.bytes = 0;
+        std::mem::replace(&mut self.lines, Chunk::with_capacity(CHUNK_LINES))
+    }
+}
 
 impl ReadLines {
     /// Reads every file in order, sending its lines in chunks; returns early when the
     /// consumer has gone. An error (opening, reading or decompressing a file, a line too
     /// long) is sent in its line's place and ends that file; the next file is read after it.
     async fn run(self, tx: mpsc::Sender<Chunk>) {
-        let mut chunk = Chunk::new();
-        let mut bytes = 0;
+        let mut gathered = Gathered::new();
         for path in &self.files {
             let name = path.to_string();
-            let mut open = std::pin::pin!(open_blocks(
-                path,
-                self.compression,
-                self.buffer_size,
-                self.stats.clone()
-            ));
+            let stats = self.stats.clone();
+            let mut open =
+                std::pin::pin!(open_blocks(path, self.compression, self.buffer_size, stats));
             let opened = match futures::poll!(open.as_mut()) {
                 Poll::Ready(opened) => opened,
                 Poll::Pending => {
                     // Opening takes a while (a round trip): hand over the lines gathered
                     // so far rather than hold them back meanwhile.
-                    if !chunk.is_empty() {
-                        bytes = 0;
-                        if self.send(&tx, std::mem::take(&mut chunk)).await.is_err() {
-                            return;
-                        }
+                    if !gathered.lines.is_empty() && self.send(&tx, gathered.take()).await.is_err()
+                    {
+                        return;
                     }
                     open.await
                 }
@@ -297,29 +322,27 @@ impl ReadLines {
             let blocks = match opened {
                 Ok(blocks) => blocks,
                 Err(e) => {
-                    chunk.push(Err(e.context(format!("opening {name}"))));
+                    gathered.push(Err(e.context(format!("opening {name}"))));
                     continue;
                 }
             };
             let mut lines = Lines::new(blocks, &name);
             loop {
-                let filled = std::future::poll_fn(|cx| fill(&mut lines, &mut chunk, &mut bytes, cx));
-                match filled.await {
+                match std::future::poll_fn(|cx| fill(&mut lines, &mut gathered, cx)).await {
                     // The file has ended: go on gathering from the next one.
                     Filled::Ended => break,
                     // Full, or nothing more is ready now: hand over what there is.
                     Filled::Full | Filled::Waiting => {
-                        bytes = 0;
-                        if self.send(&tx, std::mem::take(&mut chunk)).await.is_err() {
+                        if self.send(&tx, gathered.take()).await.is_err() {
                             return;
                         }
                     }
                 }
             }
         }
-        if !chunk.is_empty() {
+        if !gathered.lines.is_empty() {
             // Whether the consumer is still there or not, this is the end.
-            let _ = self.send(&tx, chunk).await;
+            let _ = self.send(&tx, gathered.take()).await;
         }
     }
 
@@ -350,25 +373,17 @@ enum Filled {
     Ended,
 }
 
-/// Moves the lines `lines` has ready into `chunk` until it is full; waits (`Pending`) only
-/// while the chunk is empty.
-fn fill(
-    lines: &mut Lines<Blocks>,
-    chunk: &mut Chunk,
-    bytes: &mut usize,
-    cx: &mut Context<'_>,
-) -> Poll<Filled> {
+/// Moves the lines `lines` has ready into `gathered` until it is full; waits (`Pending`)
+/// only while nothing is gathered.
+fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>) -> Poll<Filled> {
     loop {
-        if chunk.len() >= CHUNK_LINES || *bytes >= CHUNK_BYTES {
+        if gathered.is_full() {
             return Poll::Ready(Filled::Full);
         }
         match Pin::new(&mut *lines).poll_next(cx) {
-            Poll::Ready(Some(line)) => {
-                *bytes += line.as_ref().map_or(0, Bytes::len);
-                chunk.push(line);
-            }
+            Poll::Ready(Some(line)) => gathered.push(line),
             Poll::Ready(None) => return Poll::Ready(Filled::Ended),
-            Poll::Pending if chunk.is_empty() => return Poll::Pending,
+            Poll::Pending if gathered.lines.is_empty() => return Poll::Pending,
             Poll::Pending => return Poll::Ready(Filled::Waiting),
         }
     }
