@@ -162,6 +162,32 @@ where
 /// The lines of text files as a [`Dataset`] of `Bytes` (tf.data's `TextLineDataset`).
 ///
 /// Files are read in order, or `num_parallel_reads` at once (one line from each in turn).
+/// Lines end at `\n` or `\r\n`, which are not part of them; a final newline adds no empty
+/// line. Lines under 64 KiB are copied out of the read blocks into buffers of their own
+/// (larger ones are slices of their block), so lines held downstream (a shuffle buffer) keep
+/// no block alive.
+///
+/// # Reading in order
+///
+/// Without `num_parallel_reads`, a task of the epoch's own (spawned at the first poll) reads
+/// the files one after the other, cuts their lines and hands them over in chunks of up to
+/// 4,096 lines or 1 MiB: reading and cutting lines runs beside the stages after it, and the
+/// consumer is woken once per chunk, not per line. A chunk is handed over early when the
+/// file has nothing more ready (a slow store), so lines are never held back waiting.
+/// With `num_parallel_reads`, each file is cut by its reader's task inside the interleave.
+///
+/// # Errors
+///
+/// A file that cannot be opened, read or decompressed, or a line longer than 64 MiB, is an
+/// error element naming the file (and the line); the rest of that file is skipped and the
+/// next file is read, so [`ignore_errors`](Dataset::ignore_errors) keeps every other line.
+/// Polled outside a tokio runtime, the epoch yields [`Error::NoRuntime`](crate::Error).
+///
+/// # Cancellation and memory
+///
+/// Dropping the epoch stops its reader task. The task holds at most three chunks ahead of
+/// the consumer (one in the hand-over, one being gathered or sent, the consumer's own),
+/// besides the blocks it reads ahead; the report shows them as the stage's buffer.
 ///
 /// ```
 /// use streamload::format::TextLineDataset;
@@ -216,14 +242,7 @@ impl TextLineDataset {
         self
     }
 
-    /// The dataset.
-    ///
-    /// Files read in order are read by a task of the epoch's own, which cuts their lines
-    /// and hands them over in chunks (up to 4,096 lines or 1 MiB of them), so reading
-    /// and cutting lines runs beside the stages after it (the consumer wakes once per chunk,
-    /// not per line). It holds at most three chunks ahead of the consumer, besides the blocks
-    /// it reads ahead, and stops when the epoch is dropped. With `num_parallel_reads`, each
-    /// file is cut by its reader's task inside the interleave.
+    /// The dataset (see [`TextLineDataset`] for how files are read).
     pub fn build(self) -> Dataset<Bytes> {
         let Some(n) = self.num_parallel_reads else {
             let files: Arc<[Location]> = self.files.into();
