@@ -468,11 +468,11 @@ impl StringList {
 /// one per match) stay few; the last partial word is read as the word that ends the text.
 fn for_each_byte(text: &[u8], byte: u8, mut f: impl FnMut(usize)) {
     let pattern = 0x0101_0101_0101_0101 * u64::from(byte);
-    let (words, tail) = text.as_chunks::<8>();
+    let tail = text.len() % 8;
     let tail_mask = match text.last_chunk::<8>() {
-        _ if tail.is_empty() => 0,
-        Some(last) => word_mask(u64::from_le_bytes(*last), pattern) >> (8 - tail.len()),
-        None => (tail.iter().enumerate()).fold(0, |m, (i, &b)| m | u64::from(b == byte) << i),
+        _ if tail == 0 => 0,
+        Some(last) => word_mask(u64::from_le_bytes(*last), pattern) >> (8 - tail),
+        None => (text.iter().enumerate()).fold(0, |m, (i, &b)| m | u64::from(b == byte) << i),
     };
     let mut visit = |mut mask: u64, base: usize| {
         while mask != 0 {
@@ -480,19 +480,21 @@ fn for_each_byte(text: &[u8], byte: u8, mut f: impl FnMut(usize)) {
             mask &= mask - 1;
         }
     };
-    let gather = |words: &[[u8; 8]]| {
-        (words.iter().enumerate()).fold(0, |m, (k, w)| {
-            m | word_mask(u64::from_le_bytes(*w), pattern) << (8 * k)
+    // The matches of up to eight whole words, bit `i` for byte `i`.
+    let gather = |bytes: &[u8]| {
+        (bytes.chunks_exact(8).enumerate()).fold(0, |m, (k, w)| {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
+            m | word_mask(w, pattern) << (8 * k)
         })
     };
-    let mut groups = words.chunks_exact(8);
+    let mut groups = text.chunks_exact(64);
     let mut base = 0;
     for group in &mut groups {
         visit(gather(group), base);
         base += 64;
     }
     let rest = groups.remainder();
-    visit(gather(rest) | tail_mask << (8 * rest.len()), base);
+    visit(gather(rest) | tail_mask << (8 * (rest.len() / 8)), base);
 }
 
 /// Bit `i` set where byte `i` of `word` (little-endian) equals the byte `pattern` repeats.

@@ -200,7 +200,7 @@ async fn files_in_order_arrive_whole_across_chunks_and_errors() {
         .position(|r| r.is_err())
         .expect("the missing file is an error element");
     assert_eq!(error, 10_005, "in the missing file's place");
-    let message = format!("{:#}", got[error].as_ref().err().expect("an error"));
+    let message = format!("{:#}", got[error].as_ref().expect_err("an error"));
     assert!(message.contains("missing.txt"), "{message}");
     let lines: Vec<Bytes> = got.into_iter().filter_map(Result::ok).collect();
     assert!(lines == expected, "lines differ");
