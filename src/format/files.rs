@@ -108,7 +108,8 @@ pub(crate) async fn open_blocks(
     if let Some(stats) = stats {
         // The stage's bytes (what the autotuner costs buffers by), after decompression: a
         // block counts once the decoder asks for the next one (or drops the stream), so the
-        // bytes never run ahead of the elements cut from them.
+        // bytes never run ahead of the elements cut from them (where a reader task cuts
+        // them, the elements it holds for its consumer, three chunks at most, count already).
         let mut done = BlockBytes { stats, last: 0 };
         blocks = Box::pin(blocks.inspect(move |block| {
             if let Ok(block) = block {
