@@ -283,3 +283,40 @@ async fn the_reader_stays_a_few_chunks_ahead_and_stops_with_its_epoch() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_file_is_an_error_naming_its_line_then_the_next_file_is_read() {
+    use async_compression::tokio::write::GzipEncoder;
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (text, lines) = numbered(20_000, "t");
+    let mut gz = GzipEncoder::new(Vec::new());
+    gz.write_all(text.as_bytes()).await.expect("compressed");
+    gz.shutdown().await.expect("finished");
+    let mut compressed = gz.into_inner();
+    compressed.truncate(compressed.len() / 2);
+    let damaged = dir.path().join("damaged.txt.gz");
+    std::fs::write(&damaged, &compressed).expect("written");
+    let next = dir.path().join("next.txt");
+    std::fs::write(&next, "after\n").expect("written");
+
+    let got: Vec<anyhow::Result<Bytes>> = TextLineDataset::new([&damaged, &next])
+        .compression(Compression::Auto)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    let error = got.iter().position(Result::is_err).expect("an error");
+    assert!(error > 0 && error < lines.len(), "{error} lines before it");
+    let read: Vec<Bytes> = got[..error]
+        .iter()
+        .filter_map(|l| l.as_ref().ok().cloned())
+        .collect();
+    assert!(read[..] == lines[..error], "the lines before the damage");
+    let message = format!("{:#}", got[error].as_ref().expect_err("an error"));
+    let expected = format!("reading line {} of {}", error + 1, damaged.display());
+    assert!(message.contains(&expected), "{message}");
+    assert_eq!(got.len(), error + 2, "the damaged file ends at its error");
+    assert_eq!(got[error + 1].as_ref().ok(), Some(&Bytes::from("after")));
+}

@@ -83,17 +83,7 @@ where
             let newline = memchr::memchr(b'\n', &c.block);
             if c.carry.is_empty() {
                 if let Some(end) = newline {
-                    // Cut the line without its `\n` or `\r\n` (trimming a `Bytes` after the
-                    // copy would cost a second allocation), then step over them.
-                    let len = if end > 0 && c.block[end - 1] == b'\r' {
-                        end - 1
-                    } else {
-                        end
-                    };
-                    let line = c.take_from_block(len);
-                    c.block.advance(end + 1 - len);
-                    c.offset += (end + 1 - len) as u64;
-                    return Poll::Ready(Ok(Some(line)));
+                    return Poll::Ready(Ok(Some(cut_from_block(c, end))));
                 }
             } else if let Some(end) = newline {
                 c.carry_from_block(end);
@@ -134,6 +124,43 @@ where
             }
         }
     }
+}
+
+impl Lines<Blocks> {
+    /// Moves the lines that lie whole in the current block into `gathered` until it is full:
+    /// the common case, without a poll per line. The rest (a line that spans blocks, the
+    /// next block, the end, an error) is left to `poll_next`.
+    fn cut_block(&mut self, gathered: &mut Gathered) {
+        let c = &mut self.cursor;
+        if self.done || !c.carry.is_empty() {
+            return;
+        }
+        while !gathered.is_full() {
+            let Some(end) = memchr::memchr(b'\n', &c.block) else {
+                break;
+            };
+            gathered.push(Ok(cut_from_block(c, end)));
+            self.line += 1;
+        }
+    }
+}
+
+/// Cuts the line that ends with the `\n` at `end` of the cursor's block (nothing of it in
+/// `carry`), without its `\n` or `\r\n` (trimming a `Bytes` after the copy would cost a
+/// second allocation), and steps over them.
+fn cut_from_block<S>(c: &mut BlockCursor<S>, end: usize) -> Bytes
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    let len = if end > 0 && c.block[end - 1] == b'\r' {
+        end - 1
+    } else {
+        end
+    };
+    let line = c.take_from_block(len);
+    c.block.advance(end + 1 - len);
+    c.offset += (end + 1 - len) as u64;
+    line
 }
 
 impl<S> Stream for Lines<S>
@@ -396,6 +423,7 @@ enum Filled {
 /// only while nothing is gathered.
 fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>) -> Poll<Filled> {
     loop {
+        lines.cut_block(gathered);
         if gathered.is_full() {
             return Poll::Ready(Filled::Full);
         }
