@@ -462,29 +462,81 @@ impl StringList {
 }
 
 /// Calls `f` with the index of each `byte` in `text`, in order. Lines and sentences are
-/// short, where a vectorised search's set-up per call costs more than the search; this looks
-/// at eight bytes at a time (SWAR) with one branch per match rather than per byte.
+/// short, where a vectorised search's set-up per call costs more than the search. This
+/// compares eight bytes at a time (SWAR) and gathers the matches of up to 64 bytes into one
+/// bit mask before visiting them, so the branches that depend on the data (one per mask and
+/// one per match) stay few; the last partial word is read as the word that ends the text.
 fn for_each_byte(text: &[u8], byte: u8, mut f: impl FnMut(usize)) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let pattern = ONES * u64::from(byte);
-    let mut chunks = text.chunks_exact(8);
-    let mut base = 0;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let v = u64::from_le_bytes(word) ^ pattern;
-        // 0x80 in exactly the bytes of `v` that are zero (no borrow between bytes).
-        let mut found = !(((v & LOW7) + LOW7) | v | LOW7);
-        while found != 0 {
-            f(base + (found.trailing_zeros() / 8) as usize);
-            found &= found - 1;
+    let pattern = 0x0101_0101_0101_0101 * u64::from(byte);
+    let tail = text.len() % 8;
+    let tail_mask = match text.last_chunk::<8>() {
+        _ if tail == 0 => 0,
+        Some(last) => word_mask(u64::from_le_bytes(*last), pattern) >> (8 - tail),
+        None => (text.iter().enumerate()).fold(0, |m, (i, &b)| m | u64::from(b == byte) << i),
+    };
+    let mut visit = |mut mask: u64, base: usize| {
+        while mask != 0 {
+            f(base + mask.trailing_zeros() as usize);
+            mask &= mask - 1;
         }
-        base += 8;
+    };
+    // The matches of up to eight whole words, bit `i` for byte `i`.
+    let gather = |bytes: &[u8]| {
+        (bytes.chunks_exact(8).enumerate()).fold(0, |m, (k, w)| {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
+            m | word_mask(w, pattern) << (8 * k)
+        })
+    };
+    let mut groups = text.chunks_exact(64);
+    let mut base = 0;
+    for group in &mut groups {
+        visit(gather(group), base);
+        base += 64;
     }
-    for (i, &b) in chunks.remainder().iter().enumerate() {
-        if b == byte {
-            f(base + i);
+    let rest = groups.remainder();
+    visit(gather(rest) | tail_mask << (8 * (rest.len() / 8)), base);
+}
+
+/// Bit `i` set where byte `i` of `word` (little-endian) equals the byte `pattern` repeats.
+#[inline(always)]
+fn word_mask(word: u64, pattern: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Multiplying the 0x01 bits of a word by this gathers them into its top byte, in order.
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let v = word ^ pattern;
+    // 0x80 in exactly the bytes of `v` that are zero (no borrow between bytes).
+    let zero = !(((v & LOW7) + LOW7) | v | LOW7);
+    (zero >> 7).wrapping_mul(GATHER) >> 56
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_finds_every_separator_at_every_length_and_offset() {
+        // Texts of 0..200 bytes with separators at pseudo-random places, for separators
+        // whose bit patterns stress the word comparison (0x00, 0x80, 0xff, ' ').
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for sep in [b' ', 0x00, 0x80, 0xff, 0x7f] {
+            for len in 0..200 {
+                let text: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1);
+                        match state >> 61 {
+                            0 | 1 => sep,
+                            2 => sep ^ 0x80,
+                            3 => sep.wrapping_add(1),
+                            _ => (state >> 40) as u8,
+                        }
+                    })
+                    .collect();
+                let words = StringList::split(Bytes::from(text.clone()), sep);
+                let expected: Vec<&[u8]> = text.split(|&b| b == sep).collect();
+                assert_eq!(words.iter().collect::<Vec<_>>(), expected, "{sep} {text:?}");
+            }
         }
     }
 }

@@ -152,3 +152,171 @@ async fn lines_across_any_block_boundaries_read_the_same() {
         assert_eq!(got, expected, "blocks of {size}");
     }
 }
+
+/// `n` numbered lines of about 50 bytes, every third ending in `\r\n`.
+fn numbered(n: usize, prefix: &str) -> (String, Vec<Bytes>) {
+    let mut text = String::new();
+    let mut expected = Vec::new();
+    for i in 0..n {
+        let line = format!("{prefix} {i:08} the quick brown fox jumps over it");
+        text.push_str(&line);
+        text.push_str(if i % 3 == 0 { "\r\n" } else { "\n" });
+        expected.push(Bytes::from(line));
+    }
+    (text, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_in_order_arrive_whole_across_chunks_and_errors() {
+    use async_compression::tokio::write::GzipEncoder;
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // More lines than one hand-over holds (4,096), lines larger than one (1 MiB), a GZIP
+    // file, and a file that is missing.
+    let (a_text, mut expected) = numbered(10_000, "a");
+    let a = dir.path().join("a.txt");
+    std::fs::write(&a, a_text).expect("written");
+    let big: Vec<String> = (0..5).map(|i| format!("{i}").repeat(700_000)).collect();
+    let b = dir.path().join("b.txt");
+    std::fs::write(&b, big.join("\n")).expect("written");
+    expected.extend(big.iter().map(|l| Bytes::from(l.clone())));
+    let missing = dir.path().join("missing.txt");
+    let (c_text, c_lines) = numbered(5_000, "c");
+    let c = dir.path().join("c.txt.gz");
+    let mut gz = GzipEncoder::new(Vec::new());
+    gz.write_all(c_text.as_bytes()).await.expect("compressed");
+    gz.shutdown().await.expect("finished");
+    std::fs::write(&c, gz.into_inner()).expect("written");
+    expected.extend(c_lines);
+
+    let ds = TextLineDataset::new([&a, &b, &missing, &c])
+        .compression(Compression::Auto)
+        .build();
+    let got: Vec<anyhow::Result<Bytes>> = ds.iter().collect().await;
+    assert_eq!(got.len(), expected.len() + 1);
+    let error = got
+        .iter()
+        .position(|r| r.is_err())
+        .expect("the missing file is an error element");
+    assert_eq!(error, 10_005, "in the missing file's place");
+    let message = format!("{:#}", got[error].as_ref().expect_err("an error"));
+    assert!(message.contains("missing.txt"), "{message}");
+    let lines: Vec<Bytes> = got.into_iter().filter_map(Result::ok).collect();
+    assert!(lines == expected, "lines differ");
+    // ignore_errors drops the error and keeps every line, in order.
+    let kept = ds.ignore_errors().collect().await.expect("readable");
+    assert!(kept == expected, "lines differ after ignore_errors");
+}
+
+#[tokio::test]
+async fn files_in_order_read_on_a_current_thread_runtime() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (text, expected) = numbered(9_000, "x");
+    let path = dir.path().join("x.txt");
+    std::fs::write(&path, text).expect("written");
+    let got = TextLineDataset::new([&path])
+        .build()
+        .collect()
+        .await
+        .expect("readable");
+    assert!(got == expected, "lines differ");
+}
+
+#[test]
+fn without_a_runtime_the_epoch_yields_an_error() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("x.txt");
+    std::fs::write(&path, "a\nb\n").expect("written");
+    let mut epoch = TextLineDataset::new([&path]).build().iter();
+    let first = futures::executor::block_on(epoch.next());
+    let err = first
+        .and_then(Result::err)
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("runtime"), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_stays_a_few_chunks_ahead_and_stops_with_its_epoch() {
+    use futures::StreamExt;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // ~16 MB: 300,000 lines of ~54 bytes.
+    let (text, expected) = numbered(300_000, "z");
+    let path = dir.path().join("z.txt");
+    std::fs::write(&path, &text).expect("written");
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let tasks_before = metrics.num_alive_tasks();
+
+    let mut epoch = TextLineDataset::new([&path]).build().iter();
+    let first = epoch.next().await.and_then(Result::ok);
+    assert_eq!(first.as_ref(), expected.first());
+    // The consumer stops; the reader may run ahead only by what its hand-overs hold (three
+    // chunks of 4,096 lines, ~0.7 MB here) plus the block it is cutting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reader = epoch
+        .stats()
+        .snapshot()
+        .into_iter()
+        .find(|s| s.name == "text_line")
+        .expect("a text_line stage");
+    assert!(
+        reader.bytes <= 3 << 20,
+        "the reader cut {} bytes of {} ahead of a stopped consumer",
+        reader.bytes,
+        text.len()
+    );
+    assert!(
+        metrics.num_alive_tasks() > tasks_before,
+        "a reader task runs"
+    );
+
+    drop(epoch);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metrics.num_alive_tasks() > tasks_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader task outlived its epoch"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_file_is_an_error_naming_its_line_then_the_next_file_is_read() {
+    use async_compression::tokio::write::GzipEncoder;
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (text, lines) = numbered(20_000, "t");
+    let mut gz = GzipEncoder::new(Vec::new());
+    gz.write_all(text.as_bytes()).await.expect("compressed");
+    gz.shutdown().await.expect("finished");
+    let mut compressed = gz.into_inner();
+    compressed.truncate(compressed.len() / 2);
+    let damaged = dir.path().join("damaged.txt.gz");
+    std::fs::write(&damaged, &compressed).expect("written");
+    let next = dir.path().join("next.txt");
+    std::fs::write(&next, "after\n").expect("written");
+
+    let got: Vec<anyhow::Result<Bytes>> = TextLineDataset::new([&damaged, &next])
+        .compression(Compression::Auto)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    let error = got.iter().position(Result::is_err).expect("an error");
+    assert!(error > 0 && error < lines.len(), "{error} lines before it");
+    let read: Vec<Bytes> = got[..error]
+        .iter()
+        .filter_map(|l| l.as_ref().ok().cloned())
+        .collect();
+    assert!(read[..] == lines[..error], "the lines before the damage");
+    let message = format!("{:#}", got[error].as_ref().expect_err("an error"));
+    let expected = format!("reading line {} of {}", error + 1, damaged.display());
+    assert!(message.contains(&expected), "{message}");
+    assert_eq!(got.len(), error + 2, "the damaged file ends at its error");
+    assert_eq!(got[error + 1].as_ref().ok(), Some(&Bytes::from("after")));
+}

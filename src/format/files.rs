@@ -82,24 +82,8 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
         let stats = ctx.stats_handle();
         let open = async move {
             let name = path.to_string();
-            match crate::storage::open(&path, format.buffer_size, READ_AHEAD).await {
-                Ok(file) => {
-                    let compression = format.compression.for_extension(path.extension());
-                    let mut blocks = compression.blocks(file, format.buffer_size);
-                    if let Some(stats) = stats {
-                        // The stage's bytes (what the autotuner costs buffers by), after
-                        // decompression: a block counts once the decoder asks for the next
-                        // one (or drops the stream), so the bytes never run ahead of the
-                        // elements cut from them.
-                        let mut done = BlockBytes { stats, last: 0 };
-                        blocks = Box::pin(blocks.inspect(move |block| {
-                            if let Ok(block) = block {
-                                done.next(block.len());
-                            }
-                        }));
-                    }
-                    (format.decode)(blocks, &name)
-                }
+            match open_blocks(&path, format.compression, format.buffer_size, stats).await {
+                Ok(blocks) => (format.decode)(blocks, &name),
                 Err(e) => {
                     stream::once(async move { Err(e.context(format!("opening {name}"))) }).boxed()
                 }
@@ -108,4 +92,30 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
         // Flattened rather than re-yielded, so each element costs one direct poll.
         stream::once(open).flatten()
     })
+}
+
+/// Opens one file as its (decompressed) blocks, `buffer_size` bytes each, read ahead. With
+/// `stats`, each block's bytes count in the stage's statistics.
+pub(crate) async fn open_blocks(
+    path: &Location,
+    compression: Compression,
+    buffer_size: usize,
+    stats: Option<Arc<crate::stats::StageCounters>>,
+) -> anyhow::Result<Blocks> {
+    let file = crate::storage::open(path, buffer_size, READ_AHEAD).await?;
+    let compression = compression.for_extension(path.extension());
+    let mut blocks = compression.blocks(file, buffer_size);
+    if let Some(stats) = stats {
+        // The stage's bytes (what the autotuner costs buffers by), after decompression: a
+        // block counts once the decoder asks for the next one (or drops the stream), so the
+        // bytes never run ahead of the elements cut from them (where a reader task cuts
+        // them, the elements it holds for its consumer, three chunks at most, count already).
+        let mut done = BlockBytes { stats, last: 0 };
+        blocks = Box::pin(blocks.inspect(move |block| {
+            if let Ok(block) = block {
+                done.next(block.len());
+            }
+        }));
+    }
+    Ok(blocks)
 }

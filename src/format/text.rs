@@ -4,22 +4,32 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
 
 use super::Compression;
-use super::blocks::{BlockCursor, reader_blocks};
-use super::files::{FileFormat, read_files};
-use crate::dataset::Dataset;
+use super::blocks::{BlockCursor, Blocks, reader_blocks};
+use super::files::{FileFormat, open_blocks, read_files};
+use crate::dataset::{Cardinality, Dataset};
 use crate::options::Parallelism;
+use crate::runtime::{self, Task};
+use crate::stats::StageCounters;
 use crate::storage::Location;
 
 /// Lines longer than this are an error rather than a buffer that grows without bound.
 const MAX_LINE: usize = 64 << 20;
 /// Read size when splitting a plain `AsyncRead`.
 const DEFAULT_BUFFER: usize = 256 * 1024;
+/// The reader task hands lines over in chunks of this many lines at most...
+const CHUNK_LINES: usize = 4096;
+/// ... or of this many bytes of lines, whichever comes first.
+const CHUNK_BYTES: usize = 1 << 20;
+/// The stage's name in statistics and errors.
+const STAGE: &str = "text_line";
 
 /// The lines of one text stream, without their `\n` or `\r\n`, as `Bytes` that share the
 /// read buffer (no copy per line). A final line without a newline is yielded; a final newline
@@ -73,11 +83,17 @@ where
             let newline = memchr::memchr(b'\n', &c.block);
             if c.carry.is_empty() {
                 if let Some(end) = newline {
-                    return Poll::Ready(Ok(Some(trim(c.take_from_block(end + 1)))));
+                    return Poll::Ready(Ok(Some(cut_from_block(c, end))));
                 }
             } else if let Some(end) = newline {
-                c.carry_from_block(end + 1);
-                return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+                c.carry_from_block(end);
+                c.block.advance(1);
+                c.offset += 1;
+                if c.carry.last() == Some(&b'\r') {
+                    c.carry.truncate(c.carry.len() - 1);
+                    c.offset += 1;
+                }
+                return Poll::Ready(Ok(Some(c.take_carry())));
             }
             // No newline in this block: the line goes on in the next one.
             if c.carry.len() + c.block.len() > MAX_LINE {
@@ -92,7 +108,11 @@ where
                 Ok(true) => {}
                 // The last line, without a newline.
                 Ok(false) if !c.carry.is_empty() => {
-                    return Poll::Ready(Ok(Some(trim(c.take_carry()))));
+                    if c.carry.last() == Some(&b'\r') {
+                        c.carry.truncate(c.carry.len() - 1);
+                        c.offset += 1;
+                    }
+                    return Poll::Ready(Ok(Some(c.take_carry())));
                 }
                 Ok(false) => return Poll::Ready(Ok(None)),
                 Err(e) => {
@@ -106,14 +126,40 @@ where
     }
 }
 
-/// A line without its `\n` or `\r\n`.
-fn trim(mut line: Bytes) -> Bytes {
-    if line.last() == Some(&b'\n') {
-        line.truncate(line.len() - 1);
+impl Lines<Blocks> {
+    /// Moves the lines that lie whole in the current block into `gathered` until it is full:
+    /// the common case, without a poll per line. The rest (a line that spans blocks, the
+    /// next block, the end, an error) is left to `poll_next`.
+    fn cut_block(&mut self, gathered: &mut Gathered) {
+        let c = &mut self.cursor;
+        if self.done || !c.carry.is_empty() {
+            return;
+        }
+        while !gathered.is_full() {
+            let Some(end) = memchr::memchr(b'\n', &c.block) else {
+                break;
+            };
+            gathered.push(Ok(cut_from_block(c, end)));
+            self.line += 1;
+        }
     }
-    if line.last() == Some(&b'\r') {
-        line.truncate(line.len() - 1);
-    }
+}
+
+/// Cuts the line that ends with the `\n` at `end` of the cursor's block (nothing of it in
+/// `carry`), without its `\n` or `\r\n` (trimming a `Bytes` after the copy would cost a
+/// second allocation), and steps over them.
+fn cut_from_block<S>(c: &mut BlockCursor<S>, end: usize) -> Bytes
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    let len = if end > 0 && c.block[end - 1] == b'\r' {
+        end - 1
+    } else {
+        end
+    };
+    let line = c.take_from_block(len);
+    c.block.advance(end + 1 - len);
+    c.offset += (end + 1 - len) as u64;
     line
 }
 
@@ -143,6 +189,32 @@ where
 /// The lines of text files as a [`Dataset`] of `Bytes` (tf.data's `TextLineDataset`).
 ///
 /// Files are read in order, or `num_parallel_reads` at once (one line from each in turn).
+/// Lines end at `\n` or `\r\n`, which are not part of them; a final newline adds no empty
+/// line. Lines under 64 KiB are copied out of the read blocks into buffers of their own
+/// (larger ones are slices of their block), so lines held downstream (a shuffle buffer) keep
+/// no block alive.
+///
+/// # Reading in order
+///
+/// Without `num_parallel_reads`, a task of the epoch's own (spawned at the first poll) reads
+/// the files one after the other, cuts their lines and hands them over in chunks of up to
+/// 4,096 lines or 1 MiB: reading and cutting lines runs beside the stages after it, and the
+/// consumer is woken once per chunk, not per line. A chunk is handed over early when the
+/// file has nothing more ready (a slow store), so lines are never held back waiting.
+/// With `num_parallel_reads`, each file is cut by its reader's task inside the interleave.
+///
+/// # Errors
+///
+/// A file that cannot be opened, read or decompressed, or a line longer than 64 MiB, is an
+/// error element naming the file (and the line); the rest of that file is skipped and the
+/// next file is read, so [`ignore_errors`](Dataset::ignore_errors) keeps every other line.
+/// Polled outside a tokio runtime, the epoch yields [`Error::NoRuntime`](crate::Error).
+///
+/// # Cancellation and memory
+///
+/// Dropping the epoch stops its reader task. The task holds at most three chunks ahead of
+/// the consumer (one in the hand-over, one being gathered or sent, the consumer's own),
+/// besides the blocks it reads ahead; the report shows them as the stage's buffer.
 ///
 /// ```
 /// use streamload::format::TextLineDataset;
@@ -197,15 +269,239 @@ impl TextLineDataset {
         self
     }
 
-    /// The dataset.
+    /// The dataset (see [`TextLineDataset`] for how files are read).
     pub fn build(self) -> Dataset<Bytes> {
+        let Some(n) = self.num_parallel_reads else {
+            let files: Arc<[Location]> = self.files.into();
+            let (compression, buffer_size) = (self.compression, self.buffer_size);
+            return Dataset::source(STAGE, Cardinality::Unknown, move |ctx| {
+                ctx.gauge();
+                let stats = ctx.stats_handle();
+                if let Some(stats) = &stats {
+                    stats.set_buffer_limit(3 * CHUNK_LINES);
+                }
+                let reader = ReadLines {
+                    files: files.to_vec(),
+                    compression,
+                    buffer_size,
+                    stats,
+                };
+                LineChunks::new(reader)
+            });
+        };
         let format = FileFormat {
-            stage: "text_line",
+            stage: STAGE,
             decode: Arc::new(|blocks, name| Box::pin(Lines::new(blocks, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format, Some(n))
+    }
+}
+
+/// What the reader task of a [`TextLineDataset`] read in order does: the files' lines, in
+/// chunks.
+struct ReadLines {
+    files: Vec<Location>,
+    compression: Compression,
+    buffer_size: usize,
+    stats: Option<Arc<StageCounters>>,
+}
+
+/// Lines handed over at once.
+type Chunk = Vec<anyhow::Result<Bytes>>;
+
+/// The lines gathered for the next hand-over.
+struct Gathered {
+    lines: Chunk,
+    /// Their bytes.
+    bytes: usize,
+}
+
+impl Gathered {
+    fn new() -> Self {
+        Gathered {
+            lines: Chunk::with_capacity(CHUNK_LINES),
+            bytes: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.lines.len() >= CHUNK_LINES || self.bytes >= CHUNK_BYTES
+    }
+
+    fn push(&mut self, line: anyhow::Result<Bytes>) {
+        self.bytes += line.as_ref().map_or(0, Bytes::len);
+        self.lines.push(line);
+    }
+
+    /// The lines gathered, leaving room for the next chunk.
+    fn take(&mut self) -> Chunk {
+        self.bytes = 0;
+        std::mem::replace(&mut self.lines, Chunk::with_capacity(CHUNK_LINES))
+    }
+}
+
+impl ReadLines {
+    /// Reads every file in order, sending its lines in chunks; returns early when the
+    /// consumer has gone. An error (opening, reading or decompressing a file, a line too
+    /// long) is sent in its line's place and ends that file; the next file is read after it.
+    async fn run(self, tx: mpsc::Sender<Chunk>) {
+        let mut gathered = Gathered::new();
+        for path in &self.files {
+            let name = path.to_string();
+            let stats = self.stats.clone();
+            let mut open =
+                std::pin::pin!(open_blocks(path, self.compression, self.buffer_size, stats));
+            let opened = match futures::poll!(open.as_mut()) {
+                Poll::Ready(opened) => opened,
+                Poll::Pending => {
+                    // Opening takes a while (a round trip): hand over the lines gathered
+                    // so far rather than hold them back meanwhile.
+                    if !gathered.lines.is_empty() && self.send(&tx, gathered.take()).await.is_err()
+                    {
+                        return;
+                    }
+                    open.await
+                }
+            };
+            let blocks = match opened {
+                Ok(blocks) => blocks,
+                Err(e) => {
+                    gathered.push(Err(e.context(format!("opening {name}"))));
+                    continue;
+                }
+            };
+            let mut lines = Lines::new(blocks, &name);
+            loop {
+                match std::future::poll_fn(|cx| fill(&mut lines, &mut gathered, cx)).await {
+                    // The file has ended: go on gathering from the next one.
+                    Filled::Ended => break,
+                    // Full, or nothing more is ready now: hand over what there is.
+                    Filled::Full | Filled::Waiting => {
+                        if self.send(&tx, gathered.take()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if !gathered.lines.is_empty() {
+            // Whether the consumer is still there or not, this is the end.
+            let _ = self.send(&tx, gathered.take()).await;
+        }
+    }
+
+    /// Sends `chunk`, counting it in the stage's buffer and any wait for room.
+    async fn send(&self, tx: &mpsc::Sender<Chunk>, chunk: Chunk) -> Result<(), ()> {
+        let full_since = match &self.stats {
+            Some(stats) => {
+                stats.add_buffered(chunk.len());
+                (tx.capacity() == 0).then(Instant::now)
+            }
+            None => None,
+        };
+        tx.send(chunk).await.map_err(|_| ())?;
+        if let (Some(since), Some(stats)) = (full_since, &self.stats) {
+            stats.add_full_wait(since.elapsed());
+        }
+        Ok(())
+    }
+}
+
+/// How [`fill`] stopped.
+enum Filled {
+    /// The chunk holds [`CHUNK_LINES`] lines or [`CHUNK_BYTES`] bytes.
+    Full,
+    /// The chunk has lines and the file has no more ready now.
+    Waiting,
+    /// The file has ended (after its last line, or after an error).
+    Ended,
+}
+
+/// Moves the lines `lines` has ready into `gathered` until it is full; waits (`Pending`)
+/// only while nothing is gathered.
+fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>) -> Poll<Filled> {
+    loop {
+        lines.cut_block(gathered);
+        if gathered.is_full() {
+            return Poll::Ready(Filled::Full);
+        }
+        match Pin::new(&mut *lines).poll_next(cx) {
+            Poll::Ready(Some(line)) => gathered.push(line),
+            Poll::Ready(None) => return Poll::Ready(Filled::Ended),
+            Poll::Pending if gathered.lines.is_empty() => return Poll::Pending,
+            Poll::Pending => return Poll::Ready(Filled::Waiting),
+        }
+    }
+}
+
+/// The consumer's side of a [`TextLineDataset`] read in order: starts the reader task at
+/// the first poll, then yields the lines of the chunks it hands over.
+struct LineChunks {
+    /// The reader, until its task is started.
+    reader: Option<ReadLines>,
+    rx: Option<mpsc::Receiver<Chunk>>,
+    /// `Some` until the task has been joined.
+    task: Option<Task<()>>,
+    current: std::vec::IntoIter<anyhow::Result<Bytes>>,
+    stats: Option<Arc<StageCounters>>,
+}
+
+impl LineChunks {
+    fn new(reader: ReadLines) -> Self {
+        LineChunks {
+            stats: reader.stats.clone(),
+            reader: Some(reader),
+            rx: None,
+            task: None,
+            current: Vec::new().into_iter(),
+        }
+    }
+
+    /// Starts the reader task: one chunk in the channel, one being gathered or sent.
+    fn start(&mut self, reader: ReadLines) -> anyhow::Result<()> {
+        let (tx, rx) = mpsc::channel(1);
+        self.task = Some(runtime::spawn(STAGE, reader.run(tx))?);
+        self.rx = Some(rx);
+        Ok(())
+    }
+}
+
+impl Stream for LineChunks {
+    type Item = anyhow::Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(line) = this.current.next() {
+                return Poll::Ready(Some(line));
+            }
+            if let Some(reader) = this.reader.take()
+                && let Err(e) = this.start(reader)
+            {
+                return Poll::Ready(Some(Err(e)));
+            }
+            let Some(rx) = this.rx.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if let Some(chunk) = ready!(rx.poll_recv(cx)) {
+                if let Some(stats) = &this.stats {
+                    stats.sub_buffered(chunk.len());
+                }
+                this.current = chunk.into_iter();
+                continue;
+            }
+            // The task ended: cleanly, or by a panic that must not pass for an end.
+            let Some(task) = this.task.as_mut() else {
+                this.rx = None;
+                return Poll::Ready(None);
+            };
+            let end = ready!(Pin::new(task).poll(cx));
+            this.task = None;
+            this.rx = None;
+            return Poll::Ready(end.err().map(|e| Err(runtime::join_error(STAGE, e))));
+        }
     }
 }
 
