@@ -885,23 +885,20 @@ impl<T: Send + 'static> Dataset<T> {
     /// Applies a CPU-bound function on `parallelism` blocking threads at once (tf.data's
     /// `map(f, num_parallel_calls=...)`).
     ///
-    /// The stream is `buffered` (`buffer_unordered` when order may vary) over spawned tasks on
-    /// tokio's blocking threads (never the async workers), each calling `f` on a group of
-    /// consecutive elements; at most `parallelism` groups run at once, and the stream spawns
-    /// the next ones whenever it is polled, before handing out finished elements, so workers
-    /// go on while the consumer takes them. A group is sized from the measured cost of `f` to
-    /// take about 1 ms (one element for slow functions, up to 256 for cheap ones), so the
-    /// hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are in
-    /// flight (running, or finished and waiting for their turn).
+    /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
+    /// workers), which take groups of consecutive elements from a queue the stream keeps
+    /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
+    /// of `f` to take about 1 ms (one element for slow functions, up to 256 for cheap ones),
+    /// so the hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are
+    /// in flight (queued, running, or finished and waiting for their turn).
     ///
     /// # Autotune
     ///
-    /// With `AUTOTUNE`, the stage runs up to [`Options::cpu_budget`](crate::Options) groups
-    /// at once (the cores), and the epoch's tuner sets workers aside (runs fewer groups at
-    /// once) while they are busy less than 45% of the time (the stage is not the bottleneck)
-    /// and brings them back while the consumer waits on a stage whose workers are busy; all
-    /// autotuned stages together stay within the CPU budget. The report shows the number in
-    /// use.
+    /// With `AUTOTUNE`, the stage starts [`Options::cpu_budget`](crate::Options) workers (the
+    /// cores) and the epoch's tuner sets workers aside while they are busy less than 45% of
+    /// the time (the stage is not the bottleneck) and brings them back while the consumer
+    /// waits on a stage whose workers are busy; all autotuned stages together stay within
+    /// the CPU budget. The report shows the number in use.
     ///
     /// # Ordering
     ///

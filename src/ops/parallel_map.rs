@@ -1,12 +1,11 @@
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::stream::{Fuse, Stream, StreamExt};
-use futures::stream::{FusedStream, FuturesOrdered, FuturesUnordered};
+use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
+use tokio::sync::mpsc;
 
 use crate::dataset::{BoxStream, Ctx};
 use crate::options::Parallelism;
@@ -18,102 +17,128 @@ const STAGE: &str = "map_parallel";
 const TARGET_GROUP_TIME: Duration = Duration::from_millis(1);
 /// The most elements in one group.
 pub(crate) const MAX_GROUP: usize = 256;
-/// Groups handed over but not yet yielded, per worker: one running, and one done (or about to
-/// start) while an earlier one finishes, so workers rarely wait for each other's order.
+/// Groups handed over but not yet yielded, per worker: one running, one queued behind it, so a
+/// worker never waits for the consumer to hand it the next group.
 pub(crate) const GROUPS_PER_WORKER: usize = 2;
+/// How often a worker set aside by the autotuner looks whether it is wanted again.
+const SET_ASIDE_POLL: Duration = Duration::from_millis(5);
 
 type UserFn<T, U> = Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync>;
 
+/// A group of consecutive input elements, numbered in input order.
+struct Group<T> {
+    seq: u64,
+    items: Vec<anyhow::Result<T>>,
+}
+
 /// A finished group: its outputs and how long the calls took.
 struct Done<U> {
+    seq: u64,
     out: Vec<anyhow::Result<U>>,
     took: Duration,
     calls: usize,
 }
 
-/// The spawned call of `f` on one group.
-type GroupTask<U> = Task<Done<U>>;
-
-/// The groups in flight, yielded in input order (`buffered`) or as they finish
-/// (`buffer_unordered`).
-enum InFlight<U> {
-    Ordered(FuturesOrdered<GroupTask<U>>),
-    Unordered(FuturesUnordered<GroupTask<U>>),
+/// The workers of one epoch: `parallelism` blocking threads pulling groups from one queue.
+struct Pool<T, U> {
+    work: crossbeam_channel::Sender<Group<T>>,
+    results: mpsc::UnboundedReceiver<Done<U>>,
+    _workers: Vec<Task<()>>,
 }
 
-impl<U> InFlight<U> {
-    fn len(&self) -> usize {
-        match self {
-            InFlight::Ordered(f) => f.len(),
-            InFlight::Unordered(f) => f.len(),
+impl<T: Send + 'static, U: Send + 'static> Pool<T, U> {
+    /// Starts `parallelism` workers; with a knob, worker `i` runs only while `i` is below its
+    /// value, so the tuner can set workers aside and bring them back without new threads.
+    fn start(
+        f: &UserFn<T, U>,
+        parallelism: usize,
+        knob: Option<&Arc<Knob>>,
+        stats: Option<&Arc<StageCounters>>,
+        cancel: &CancelToken,
+    ) -> anyhow::Result<Self> {
+        // The submitter bounds what is in flight, so neither channel grows past it.
+        let (work, queue) = crossbeam_channel::unbounded::<Group<T>>();
+        let (done_tx, results) = mpsc::unbounded_channel();
+        let mut workers = Vec::with_capacity(parallelism);
+        for i in 0..parallelism {
+            let (queue, done_tx, f, cancel, knob, stats) = (
+                queue.clone(),
+                done_tx.clone(),
+                Arc::clone(f),
+                cancel.clone(),
+                knob.cloned(),
+                stats.cloned(),
+            );
+            workers.push(runtime::spawn_blocking(STAGE, move || {
+                // Ends when the stream is dropped: the queue disconnects or the token is set.
+                while let Some(group) = next_group(&queue, i, knob.as_deref(), &cancel) {
+                    let start = Instant::now();
+                    let mut out = Vec::with_capacity(group.items.len());
+                    let mut calls = 0;
+                    for item in group.items {
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        out.push(item.and_then(|x| {
+                            calls += 1;
+                            catch_panic(STAGE, || f(x))
+                        }));
+                    }
+                    let took = start.elapsed();
+                    // Reported as the work ends (not when the consumer collects it), so the
+                    // tuner sees the workers' load as it is.
+                    if let Some(stats) = &stats {
+                        stats.add_worker_time(took);
+                    }
+                    let done = Done {
+                        seq: group.seq,
+                        out,
+                        took,
+                        calls,
+                    };
+                    if done_tx.send(done).is_err() {
+                        return;
+                    }
+                }
+            })?);
         }
-    }
-
-    fn push(&mut self, task: GroupTask<U>) {
-        match self {
-            InFlight::Ordered(f) => f.push_back(task),
-            InFlight::Unordered(f) => f.push(task),
-        }
-    }
-
-    fn poll_next(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Done<U>, tokio::task::JoinError>>> {
-        match self {
-            InFlight::Ordered(f) => f.poll_next_unpin(cx),
-            InFlight::Unordered(f) => f.poll_next_unpin(cx),
-        }
+        Ok(Pool {
+            work,
+            results,
+            _workers: workers,
+        })
     }
 }
 
-/// Counts a group as running until its call ends, however it ends.
-struct Running(Arc<AtomicUsize>);
-
-impl Running {
-    fn start(counter: &Arc<AtomicUsize>) -> Running {
-        counter.fetch_add(1, Ordering::AcqRel);
-        Running(Arc::clone(counter))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Calls `f` on every element of `items` on this (blocking) thread; stops early when the
-/// stream is dropped.
-fn run_group<T, U>(
-    f: &UserFn<T, U>,
-    items: Vec<anyhow::Result<T>>,
+/// The next group for worker `i`, or `None` once the stream is gone. A worker the tuner has
+/// set aside (`i` at or above the knob's value) waits until it is wanted again.
+fn next_group<T>(
+    queue: &crossbeam_channel::Receiver<Group<T>>,
+    i: usize,
+    knob: Option<&Knob>,
     cancel: &CancelToken,
-    stats: Option<&StageCounters>,
-) -> Done<U> {
-    let start = Instant::now();
-    let mut out = Vec::with_capacity(items.len());
-    let mut calls = 0;
-    for item in items {
+) -> Option<Group<T>> {
+    let Some(knob) = knob else {
+        return queue.recv().ok();
+    };
+    loop {
         if cancel.is_cancelled() {
-            break;
+            return None;
         }
-        out.push(item.and_then(|x| {
-            calls += 1;
-            catch_panic(STAGE, || f(x))
-        }));
+        if i >= knob.get() {
+            std::thread::sleep(SET_ASIDE_POLL);
+            continue;
+        }
+        match queue.recv_timeout(SET_ASIDE_POLL * 4) {
+            Ok(group) => return Some(group),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return None,
+        }
     }
-    let took = start.elapsed();
-    // Reported as the work ends (not when the consumer collects it), so the tuner sees the
-    // workers' load as it is.
-    if let Some(stats) = stats {
-        stats.add_worker_time(took);
-    }
-    Done { out, took, calls }
 }
 
-/// The workers to use for `parallelism`, and the tuner's knob for `AUTOTUNE`: up to the CPU
-/// budget's worth, of which the tuner may use fewer.
+/// The workers to start for `parallelism`, and the tuner's knob for `AUTOTUNE`: the CPU
+/// budget's worth of threads, of which the tuner sets some aside.
 pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc<Knob>>) {
     match parallelism {
         Parallelism::Fixed(n) => (n, None),
@@ -124,31 +149,35 @@ pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc
     }
 }
 
-/// Stream for the [`map_parallel`](crate::Dataset::map_parallel) method: `buffered` (or
-/// `buffer_unordered` when the options allow any order) over spawned blocking tasks, each
-/// calling `f` on a group of consecutive elements.
+/// Stream for the [`map_parallel`](crate::Dataset::map_parallel) method.
 ///
-/// A group holds the elements the input has ready, up to a size chosen from the measured cost
-/// of `f` (one element for slow functions, up to [`MAX_GROUP`] for cheap ones), so spawning
-/// and handing over cost little whatever `f` costs. At most `parallelism` groups run at once
-/// (the knob's value under `AUTOTUNE`), on tokio's blocking threads, never on the async
-/// workers; at most [`GROUPS_PER_WORKER`] × `parallelism` are in flight (running, or done
-/// and waiting for their turn), so a group that finishes before an earlier one does not
-/// leave its worker idle.
+/// `parallelism` blocking threads (started at the first poll) take groups of consecutive
+/// elements from a queue the stream keeps topped up. A group holds the elements the input has
+/// ready, up to a size chosen from the measured cost of `f` (one element for slow functions,
+/// up to [`MAX_GROUP`] for cheap ones), so the hand-over costs little whatever `f` costs. At
+/// most [`GROUPS_PER_WORKER`] × `parallelism` groups are in flight (queued, running, or done
+/// and waiting for their turn).
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ParallelMap<T, U> {
     input: Fuse<BoxStream<T>>,
     f: UserFn<T, U>,
-    in_flight: InFlight<U>,
-    /// Groups whose call has not ended.
-    running: Arc<AtomicUsize>,
-    /// The most groups running at once; with a knob, the most the tuner may use.
+    pool: Option<Pool<T, U>>,
+    /// Workers started; with a knob, the most the tuner may use.
     parallelism: usize,
     /// The autotuned number of workers in use (`map_parallel(AUTOTUNE, ...)`).
     knob: Option<Arc<Knob>>,
     /// Elements handed over and not yet yielded (the buffer-fill gauge).
     held: usize,
+    deterministic: bool,
+    /// Sequence number of the next group to hand over.
+    next_seq: u64,
+    /// Sequence number of the next group to yield (deterministic order).
+    next_out: u64,
+    /// Finished groups waiting for an earlier one (deterministic order).
+    reorder: BTreeMap<u64, Vec<anyhow::Result<U>>>,
     ready: VecDeque<anyhow::Result<U>>,
+    /// Groups handed over whose outputs have not been moved to `ready`.
+    in_flight: usize,
     group_size: usize,
     /// Smoothed cost of one call of `f`, in nanoseconds (0 until measured).
     nanos_per_call: f64,
@@ -180,16 +209,16 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         ParallelMap {
             input: input.fuse(),
             f,
-            in_flight: if deterministic {
-                InFlight::Ordered(FuturesOrdered::new())
-            } else {
-                InFlight::Unordered(FuturesUnordered::new())
-            },
-            running: Arc::default(),
+            pool: None,
             parallelism: parallelism.max(1),
             knob,
             held: 0,
+            deterministic,
+            next_seq: 0,
+            next_out: 0,
+            reorder: BTreeMap::new(),
             ready: VecDeque::new(),
+            in_flight: 0,
             group_size: 1,
             nanos_per_call: 0.0,
             _cancel_on_drop: cancel.drop_guard(),
@@ -213,18 +242,25 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         self.group_size = (ideal as usize).clamp(1, MAX_GROUP);
     }
 
-    /// Spawns groups while fewer than the workers run, there is room in flight, and the
-    /// input has elements ready.
+    fn accept(&mut self, done: Done<U>) {
+        self.learn(done.calls, done.took);
+        if !self.deterministic {
+            self.in_flight -= 1;
+            self.ready.extend(done.out);
+            return;
+        }
+        self.reorder.insert(done.seq, done.out);
+        while let Some(out) = self.reorder.remove(&self.next_out) {
+            self.next_out += 1;
+            self.in_flight -= 1;
+            self.ready.extend(out);
+        }
+    }
+
+    /// Hands over groups while there is room and the input has elements ready.
     fn fill(&mut self, cx: &mut Context<'_>) -> anyhow::Result<()> {
-        let workers = self
-            .knob
-            .as_ref()
-            .map_or(self.parallelism, |k| k.get())
-            .max(1);
-        while self.running.load(Ordering::Acquire) < workers
-            && self.in_flight.len() < GROUPS_PER_WORKER * workers
-            && !self.input.is_terminated()
-        {
+        let workers = self.knob.as_ref().map_or(self.parallelism, |k| k.get());
+        while self.in_flight < GROUPS_PER_WORKER * workers && !self.input.is_terminated() {
             let mut items = Vec::new();
             while items.len() < self.group_size {
                 match self.input.poll_next_unpin(cx) {
@@ -235,14 +271,26 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             if items.is_empty() {
                 return Ok(());
             }
+            let pool = match &mut self.pool {
+                Some(pool) => pool,
+                None => self.pool.insert(Pool::start(
+                    &self.f,
+                    self.parallelism,
+                    self.knob.as_ref(),
+                    self.stats.as_ref(),
+                    &self.cancel,
+                )?),
+            };
             self.held += items.len();
-            let running = Running::start(&self.running);
-            let (f, cancel, stats) = (Arc::clone(&self.f), self.cancel.clone(), self.stats.clone());
-            let task = runtime::spawn_blocking(STAGE, move || {
-                let _running = running;
-                run_group(&f, items, &cancel, stats.as_deref())
-            })?;
-            self.in_flight.push(task);
+            let group = Group {
+                seq: self.next_seq,
+                items,
+            };
+            pool.work
+                .send(group)
+                .map_err(|_| anyhow::anyhow!("{STAGE}: the workers stopped"))?;
+            self.next_seq += 1;
+            self.in_flight += 1;
         }
         Ok(())
     }
@@ -257,16 +305,6 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
             stats.set_buffered(this.held);
         }
         loop {
-            // Topped up before yielding what is ready, so workers go on while the consumer
-            // takes a finished group's elements.
-            if !this.failed
-                && let Err(e) = this.fill(cx)
-            {
-                // After what is ready, then the end.
-                this.failed = true;
-                this.held += 1;
-                this.ready.push_back(Err(e));
-            }
             if let Some(item) = this.ready.pop_front() {
                 this.held -= 1;
                 return Poll::Ready(Some(item));
@@ -274,22 +312,32 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
             if this.failed {
                 return Poll::Ready(None);
             }
-            match this.in_flight.poll_next(cx) {
-                Poll::Ready(Some(Ok(done))) => {
-                    this.learn(done.calls, done.took);
-                    this.ready.extend(done.out);
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    // A group's task failed outside `f` (its panics are caught per call):
-                    // never end quietly with elements owed.
-                    this.failed = true;
-                    return Poll::Ready(Some(Err(runtime::join_error(STAGE, e))));
-                }
+            if let Err(e) = this.fill(cx) {
+                this.failed = true;
+                return Poll::Ready(Some(Err(e)));
+            }
+            if this.in_flight == 0 {
                 // Nothing in flight: the input has ended, or is pending with its waker set.
-                Poll::Ready(None) if this.input.is_terminated() => return Poll::Ready(None),
-                Poll::Ready(None) => return Poll::Pending,
-                // A group finishing (or the input) wakes us; one that finishes out of turn
-                // frees its worker, so look for more input first.
+                return if this.input.is_terminated() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                };
+            }
+            let Some(pool) = this.pool.as_mut() else {
+                return Poll::Pending;
+            };
+            match pool.results.poll_recv(cx) {
+                Poll::Ready(Some(done)) => this.accept(done),
+                Poll::Ready(None) => {
+                    // Every worker is gone with groups still owed: never end quietly.
+                    this.failed = true;
+                    let e = crate::Error::WorkerPanicked {
+                        stage: STAGE,
+                        message: "the worker threads stopped".into(),
+                    };
+                    return Poll::Ready(Some(Err(e.into())));
+                }
                 Poll::Pending => return Poll::Pending,
             }
         }
