@@ -497,10 +497,10 @@ impl Stream for LineChunks {
                 this.rx = None;
                 return Poll::Ready(None);
             };
-            let end = ready!(Pin::new(task).poll(cx));
+            let failed = ready!(crate::ops::prefetch::poll_task_end(task, STAGE, cx));
             this.task = None;
             this.rx = None;
-            return Poll::Ready(end.err().map(|e| Err(runtime::join_error(STAGE, e))));
+            return Poll::Ready(failed.map(Err));
         }
     }
 }
