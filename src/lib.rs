@@ -41,6 +41,8 @@
 //! assert_eq!(total, 2 * (0..1_000).sum::<i64>());
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
+// The one `unsafe` block maps files into memory (`storage::local::map_window`).
+#![deny(unsafe_code)]
 
 mod dataset;
 

@@ -70,11 +70,18 @@ async fn reads_the_payloads_tensorflow_wrote_plain_gzip_and_zlib() {
         ("zlib.tfrecord.zz", Compression::Zlib),
         ("zlib.tfrecord.zz", Compression::Auto),
     ] {
-        // Blocks of 4,099 bytes cut headers, payloads and footers at many places.
-        for buffer_size in [4_099, 1 << 20] {
+        // Blocks of 4,099 bytes cut headers, payloads and footers at many places; plain files
+        // read both as mapped windows (the default) and by reads.
+        for (buffer_size, memory_map) in [
+            (4_099, true),
+            (4_099, false),
+            (1 << 20, true),
+            (1 << 20, false),
+        ] {
             let got = TFRecordDataset::new([data(file)])
                 .compression(compression)
                 .buffer_size(buffer_size)
+                .memory_map(memory_map)
                 .build()
                 .collect()
                 .await;
@@ -85,7 +92,7 @@ async fn reads_the_payloads_tensorflow_wrote_plain_gzip_and_zlib() {
                 .collect();
             assert!(
                 got == expected,
-                "{file} as {compression:?}, buffer {buffer_size}: payloads differ"
+                "{file} as {compression:?}, buffer {buffer_size}, mapped {memory_map}: payloads differ"
             );
         }
     }
@@ -144,6 +151,7 @@ async fn record_offsets_and_lengths_match_tensorflow() {
 
 /// What TensorFlow yields for a damaged file: the records before the damage, then the error
 /// it names (record index, byte offset, kind), or a clean end.
+#[derive(Clone)]
 struct Damage {
     file: &'static str,
     records_before: usize,
@@ -188,8 +196,12 @@ fn damaged_cases() -> Vec<Damage> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_files_fail_as_tensorflow_does() {
     let expected = expected_payloads();
-    for case in damaged_cases() {
-        let got = read(TFRecordDataset::new([data(case.file)]).build()).await;
+    for (case, memory_map) in damaged_cases()
+        .into_iter()
+        .flat_map(|case| [(case.clone(), true), (case, false)])
+    {
+        let dataset = TFRecordDataset::new([data(case.file)]).memory_map(memory_map);
+        let got = read(dataset.clone().build()).await;
         let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
         assert_eq!(oks.len(), case.records_before, "{}", case.file);
         assert!(
@@ -225,7 +237,7 @@ async fn damaged_files_fail_as_tensorflow_does() {
             }
         }
         // ignore_errors: the records before the damage, nothing after it.
-        let kept = TFRecordDataset::new([data(case.file)])
+        let kept = dataset
             .build()
             .ignore_errors()
             .collect()

@@ -10,6 +10,9 @@
 //!   500 records leaves the buffer), six times the memory the user asked for. Copied, blocks
 //!   are released as soon as they are decoded and their buffers are reused for the next reads.
 //! - A large element is a zero-copy slice of its block (it pins little beyond itself).
+//! - When the blocks are windows of a file mapped into memory (`mapped`), every element is a
+//!   slice: what it pins is page cache, which the kernel can reclaim, not heap memory, and
+//!   neither a copy nor an allocation is spent on it.
 //! - An element that spans blocks is gathered into `carry`.
 
 use std::io;
@@ -47,6 +50,8 @@ pub(crate) struct BlockCursor<S> {
     /// Bytes consumed so far (the offset of the next unread byte, `carry` included).
     pub(crate) offset: u64,
     ended: bool,
+    /// Small elements are sliced too (the blocks are mapped windows of a file).
+    mapped: bool,
 }
 
 impl<S> BlockCursor<S>
@@ -60,7 +65,15 @@ where
             carry: BytesMut::new(),
             offset: 0,
             ended: false,
+            mapped: false,
         }
+    }
+
+    /// Slices small elements out of their blocks too: for blocks that are mapped windows of
+    /// a file, which hold on to page cache rather than heap memory.
+    pub(crate) fn mapped(mut self, mapped: bool) -> Self {
+        self.mapped = mapped;
+        self
     }
 
     /// Reads the next block into `block`, which must be empty: `false` at the end of the
@@ -84,7 +97,7 @@ where
     /// Takes the first `n` bytes of `block` (which must hold them) as an element.
     pub(crate) fn take_from_block(&mut self, n: usize) -> Bytes {
         self.offset += n as u64;
-        if n < SLICE_FROM {
+        if n < SLICE_FROM && !self.mapped {
             let element = Bytes::copy_from_slice(&self.block[..n]);
             self.block.advance(n);
             element

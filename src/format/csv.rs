@@ -374,12 +374,13 @@ impl CsvDataset {
         });
         let format = FileFormat {
             stage: "csv",
-            decode: Arc::new(move |blocks, name| {
-                let reader = tokio_util::io::StreamReader::new(blocks);
+            decode: Arc::new(move |file, name| {
+                let reader = tokio_util::io::StreamReader::new(file.blocks);
                 Box::pin(csv_rows(reader, name, Arc::clone(&config)))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
+            memory_map: false,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

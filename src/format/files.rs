@@ -11,8 +11,17 @@ use crate::options::Parallelism;
 use crate::storage::Location;
 use crate::storage::local::READ_AHEAD;
 
-/// Turns one file's (decompressed) blocks into elements; the `&str` names the file in errors.
-pub(crate) type Decode<T> = Arc<dyn Fn(Blocks, &str) -> BoxStream<T> + Send + Sync>;
+/// Turns one opened file into elements; the `&str` names the file in errors.
+pub(crate) type Decode<T> = Arc<dyn Fn(Opened, &str) -> BoxStream<T> + Send + Sync>;
+
+/// One file opened for a format's decoder.
+pub(crate) struct Opened {
+    /// Its (decompressed) blocks.
+    pub(crate) blocks: Blocks,
+    /// The blocks are windows of the file mapped into memory: an element sliced out of one
+    /// holds on to page cache, not to heap memory, so small elements need no copy.
+    pub(crate) mapped: bool,
+}
 
 /// How to read each file of a file dataset.
 pub(crate) struct FileFormat<T> {
@@ -21,6 +30,9 @@ pub(crate) struct FileFormat<T> {
     pub(crate) decode: Decode<T>,
     pub(crate) compression: Compression,
     pub(crate) buffer_size: usize,
+    /// Map local, uncompressed files into memory rather than read them (see
+    /// `TFRecordDataset::memory_map`).
+    pub(crate) memory_map: bool,
 }
 
 impl<T> Clone for FileFormat<T> {
@@ -30,6 +42,7 @@ impl<T> Clone for FileFormat<T> {
             decode: Arc::clone(&self.decode),
             compression: self.compression,
             buffer_size: self.buffer_size,
+            memory_map: self.memory_map,
         }
     }
 }
@@ -82,8 +95,9 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
         let stats = ctx.stats_handle();
         let open = async move {
             let name = path.to_string();
-            match open_blocks(&path, format.compression, format.buffer_size, stats).await {
-                Ok(blocks) => (format.decode)(blocks, &name),
+            let (compression, size) = (format.compression, format.buffer_size);
+            match open_blocks(&path, compression, size, format.memory_map, stats).await {
+                Ok(opened) => (format.decode)(opened, &name),
                 Err(e) => {
                     stream::once(async move { Err(e.context(format!("opening {name}"))) }).boxed()
                 }
@@ -94,16 +108,19 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
     })
 }
 
-/// Opens one file as its (decompressed) blocks, `buffer_size` bytes each, read ahead. With
+/// Opens one file as its (decompressed) blocks, `buffer_size` bytes each, read ahead (with
+/// `memory_map`, a local file not compressed is mapped window by window instead). With
 /// `stats`, each block's bytes count in the stage's statistics.
 pub(crate) async fn open_blocks(
     path: &Location,
     compression: Compression,
     buffer_size: usize,
+    memory_map: bool,
     stats: Option<Arc<crate::stats::StageCounters>>,
-) -> anyhow::Result<Blocks> {
-    let file = crate::storage::open(path, buffer_size, READ_AHEAD).await?;
+) -> anyhow::Result<Opened> {
     let compression = compression.for_extension(path.extension());
+    let memory_map = memory_map && compression == Compression::None;
+    let (file, mapped) = crate::storage::open(path, buffer_size, READ_AHEAD, memory_map).await?;
     let mut blocks = compression.blocks(file, buffer_size);
     if let Some(stats) = stats {
         // The stage's bytes (what the autotuner costs buffers by), after decompression: a
@@ -117,5 +134,5 @@ pub(crate) async fn open_blocks(
             }
         }));
     }
-    Ok(blocks)
+    Ok(Opened { blocks, mapped })
 }

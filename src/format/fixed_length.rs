@@ -233,12 +233,13 @@ impl FixedLengthRecordDataset {
         let layout = self.layout;
         let format = FileFormat {
             stage: "fixed_length_record",
-            decode: Arc::new(move |blocks, name| {
-                let reader = tokio_util::io::StreamReader::new(blocks);
+            decode: Arc::new(move |file, name| {
+                let reader = tokio_util::io::StreamReader::new(file.blocks);
                 Box::pin(fixed_length_records(reader, name, layout))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
+            memory_map: false,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -291,9 +291,10 @@ impl TextLineDataset {
         };
         let format = FileFormat {
             stage: STAGE,
-            decode: Arc::new(|blocks, name| Box::pin(Lines::new(blocks, name))),
+            decode: Arc::new(|file, name| Box::pin(Lines::new(file.blocks, name))),
             compression: self.compression,
             buffer_size: self.buffer_size,
+            memory_map: false,
         };
         read_files(self.files, format, Some(n))
     }
@@ -351,8 +352,13 @@ impl ReadLines {
         for path in &self.files {
             let name = path.to_string();
             let stats = self.stats.clone();
-            let mut open =
-                std::pin::pin!(open_blocks(path, self.compression, self.buffer_size, stats));
+            let mut open = std::pin::pin!(open_blocks(
+                path,
+                self.compression,
+                self.buffer_size,
+                false,
+                stats
+            ));
             let opened = match futures::poll!(open.as_mut()) {
                 Poll::Ready(opened) => opened,
                 Poll::Pending => {
@@ -366,7 +372,7 @@ impl ReadLines {
                 }
             };
             let blocks = match opened {
-                Ok(blocks) => blocks,
+                Ok(opened) => opened.blocks,
                 Err(e) => {
                     gathered.push(Err(e.context(format!("opening {name}"))));
                     continue;

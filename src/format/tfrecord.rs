@@ -79,8 +79,12 @@ where
     S: Stream<Item = std::io::Result<Bytes>> + Unpin,
 {
     pub(crate) fn new(blocks: S, name: &str) -> Self {
+        Self::with_cursor(BlockCursor::new(blocks), name)
+    }
+
+    fn with_cursor(cursor: BlockCursor<S>, name: &str) -> Self {
         TFRecordFrames {
-            cursor: BlockCursor::new(blocks),
+            cursor,
             name: name.into(),
             record: 0,
             done: false,
@@ -237,6 +241,7 @@ pub struct TFRecordDataset {
     compression: Compression,
     buffer_size: usize,
     num_parallel_reads: Option<Parallelism>,
+    memory_map: bool,
 }
 
 impl TFRecordDataset {
@@ -247,6 +252,7 @@ impl TFRecordDataset {
             compression: Compression::None,
             buffer_size: crate::storage::local::DEFAULT_BLOCK,
             num_parallel_reads: None,
+            memory_map: true,
         }
     }
 
@@ -274,13 +280,35 @@ impl TFRecordDataset {
         self
     }
 
+    /// Maps local files that are not compressed into memory, a window of `buffer_size`
+    /// bytes at a time, rather than reading them (default: on). Records are then slices of
+    /// the page cache: no copy, no allocation per record, and records held in a shuffle
+    /// buffer pin page cache (which the kernel can reclaim) rather than heap memory. With it,
+    /// reading a TFRecord file costs little more than checking its CRCs (on two cores, W2
+    /// went from 1.97 to 3.37 GB/s and W3 from 401 to 706 thousand records/s; see the README).
+    ///
+    /// Turn it off for files that another process may truncate or rewrite while they are
+    /// read: touching a mapped page that a truncation took away kills the process with
+    /// `SIGBUS` (each window is mapped only up to the file's length at that moment, so only a
+    /// truncation while a window is in use can do that). Files that cannot be mapped (pipes,
+    /// empty files, file systems without `mmap`) are read either way; object storage and
+    /// compressed files are never mapped.
+    pub fn memory_map(mut self, on: bool) -> Self {
+        self.memory_map = on;
+        self
+    }
+
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "tfrecord",
-            decode: Arc::new(|blocks, name| Box::pin(TFRecordFrames::new(blocks, name))),
+            decode: Arc::new(|file, name| {
+                let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
+                Box::pin(TFRecordFrames::with_cursor(cursor, name))
+            }),
             compression: self.compression,
             buffer_size: self.buffer_size,
+            memory_map: self.memory_map,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

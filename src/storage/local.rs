@@ -1,4 +1,6 @@
-//! Local files: block reads on blocking threads, `read_ahead` blocks in flight.
+//! Local files: block reads on blocking threads, `read_ahead` blocks in flight; or, for
+//! formats that cut elements straight out of their blocks, windows of the file mapped into
+//! memory ([`map_ahead`]).
 //!
 //! A block's buffer goes back to a small process-wide pool once the block is dropped: right
 //! after decoding when its records were copied out (small ones), else with its last slice.
@@ -31,13 +33,55 @@ pub(crate) async fn read_ahead(
     let file = tokio::fs::File::open(path).await?;
     let len = file.metadata().await?.len();
     let file = Arc::new(file.into_std().await);
+    Ok(blocks_of(file, len, block, read_ahead, read_at))
+}
+
+/// Like [`read_ahead`], but each block is a window of the file mapped into memory and
+/// populated on a blocking thread (so no page fault stalls the consumer's thread): the bytes
+/// are never copied into the heap, and an element sliced out of a window holds on to page
+/// cache, which the kernel can reclaim, not to heap memory. Returns `false` (and reads the
+/// file instead) when it cannot be mapped: not a regular file, empty, or on a file system
+/// without `mmap`.
+///
+/// Mapping's one hazard: a file truncated by another process while a window of it is mapped
+/// makes touching the lost pages raise `SIGBUS`. Each window is mapped only up to the
+/// length the file has at that moment, which narrows the hazard to a truncation during the
+/// window's use; `TFRecordDataset::memory_map(false)` avoids it.
+pub(crate) async fn map_ahead(
+    path: &Path,
+    block: usize,
+    read_ahead: usize,
+) -> std::io::Result<(Blocks, bool)> {
+    let file = tokio::fs::File::open(path).await?;
+    let meta = file.metadata().await?;
+    let len = meta.len();
+    let file = Arc::new(file.into_std().await);
+    let mappable = meta.is_file() && len > 0 && map_window(&file, 0, 1, false).is_ok();
+    if !mappable {
+        return Ok((blocks_of(file, len, block, read_ahead, read_at), false));
+    }
+    let blocks = blocks_of(file, len, block, read_ahead, |file, offset, n| {
+        map_window(file, offset, n, true)
+    });
+    Ok((blocks, true))
+}
+
+/// The blocks of `file` (`len` bytes), `block` bytes each, fetched by `fetch` on blocking
+/// threads, `read_ahead` at once, in order.
+fn blocks_of(
+    file: Arc<std::fs::File>,
+    len: u64,
+    block: usize,
+    read_ahead: usize,
+    fetch: fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>,
+) -> Blocks {
     let block = block.max(1) as u64;
     let reads = stream::iter((0..len).step_by(block as usize))
         .map(move |offset| {
             let file = Arc::clone(&file);
             let n = block.min(len - offset) as usize;
             async move {
-                let task = runtime::spawn_blocking("read", move || read_at(&file, offset, n))
+                let task = runtime::spawn_blocking("read", move || fetch(&file, offset, n))
                     .map_err(std::io::Error::other)?;
                 match task.await {
                     // The format's reader names the file in its error context.
@@ -47,7 +91,36 @@ pub(crate) async fn read_ahead(
             }
         })
         .buffered(read_ahead.max(1));
-    Ok(stop_at_short_read(reads))
+    stop_at_short_read(reads)
+}
+
+/// Maps `n` bytes of `file` at `offset` (fewer, and `true`, when the file has shrunk below
+/// `offset + n`), its pages read in and mapped at once when `populate` is set.
+fn map_window(
+    file: &std::fs::File,
+    offset: u64,
+    n: usize,
+    populate: bool,
+) -> std::io::Result<(Bytes, bool)> {
+    // Never map past the file's end as it is now: those pages would fault with SIGBUS.
+    let left = file.metadata()?.len().saturating_sub(offset);
+    let n_now = n.min(usize::try_from(left).unwrap_or(usize::MAX));
+    if n_now == 0 {
+        return Ok((Bytes::new(), true));
+    }
+    let mut options = memmap2::MmapOptions::new();
+    options.offset(offset).len(n_now);
+    if populate {
+        options.populate();
+    }
+    // SAFETY: the mapping is read-only and private, and lies within the file's current
+    // length. What `mmap` cannot rule out is another process truncating or rewriting the
+    // file while it is mapped (see `map_ahead`); reading files that change under the reader
+    // is outside what a data pipeline can give meaning to, and `memory_map(false)` reads
+    // instead.
+    #[allow(unsafe_code)]
+    let map = unsafe { options.map(file)? };
+    Ok((Bytes::from_owner(map), n_now < n))
 }
 
 /// Ends the stream after a short block (the file shrank while being read).
@@ -138,4 +211,64 @@ fn positioned_read(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io
 #[cfg(windows)]
 fn positioned_read(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::TryStreamExt;
+
+    use super::*;
+
+    fn file_of(len: usize) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("data.bin");
+        let content: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &content).expect("write");
+        (dir, path, content)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mapped_windows_hold_the_file_in_order() {
+        let (_dir, path, content) = file_of(10_000);
+        for block in [1, 4_096, 4_099, 10_000, 1 << 20] {
+            let (blocks, mapped) = map_ahead(&path, block, 2).await.expect("open");
+            assert!(mapped, "a regular file is mapped");
+            let blocks: Vec<Bytes> = blocks.try_collect().await.expect("windows");
+            assert!(blocks.iter().all(|b| b.len() <= block));
+            assert_eq!(blocks.concat(), content, "windows of {block} bytes");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn empty_files_are_read_not_mapped() {
+        let (_dir, path, _) = file_of(0);
+        let (blocks, mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
+        assert!(!mapped);
+        assert!(
+            blocks
+                .try_collect::<Vec<_>>()
+                .await
+                .expect("no error")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_window_stops_where_a_shrunk_file_ends() {
+        let (_dir, path, content) = file_of(10_000);
+        let file = std::fs::File::open(&path).expect("open");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(5_000))
+            .expect("truncate");
+        // What is left of the window, and `true`: the file ended first.
+        let (window, short) = map_window(&file, 4_096, 4_096, true).expect("map");
+        assert_eq!((&window[..], short), (&content[4_096..5_000], true));
+        // Past the end: nothing, and never a page past the end.
+        let (window, short) = map_window(&file, 8_192, 4_096, true).expect("map");
+        assert!(window.is_empty() && short);
+        let (window, short) = map_window(&file, 0, 4_096, false).expect("map");
+        assert_eq!((&window[..], short), (&content[..4_096], false));
+    }
 }

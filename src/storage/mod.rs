@@ -146,14 +146,17 @@ impl From<url::Url> for Location {
 }
 
 /// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
-/// bytes with `read_ahead` blocks in flight; objects as the store's `get` stream.
+/// bytes with `read_ahead` blocks in flight (with `memory_map`, mapped windows where the file
+/// can be mapped: then the `bool` is `true`); objects as the store's `get` stream.
 pub(crate) async fn open(
     location: &Location,
     block: usize,
     read_ahead: usize,
-) -> anyhow::Result<crate::format::Blocks> {
+    memory_map: bool,
+) -> anyhow::Result<(crate::format::Blocks, bool)> {
     match location {
-        Location::Local(path) => Ok(local::read_ahead(path, block, read_ahead).await?),
-        Location::Url(url) => remote::open(url).await,
+        Location::Local(path) if memory_map => Ok(local::map_ahead(path, block, read_ahead).await?),
+        Location::Local(path) => Ok((local::read_ahead(path, block, read_ahead).await?, false)),
+        Location::Url(url) => Ok((remote::open(url).await?, false)),
     }
 }
