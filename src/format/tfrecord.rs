@@ -262,7 +262,8 @@ impl TFRecordDataset {
         self
     }
 
-    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
+    /// Bytes read, or mapped (see [`memory_map`](Self::memory_map)), from a file at a time
+    /// (default 1 MiB; two blocks are read ahead).
     ///
     /// # Panics
     ///
