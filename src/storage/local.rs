@@ -7,6 +7,7 @@
 //! So steady-state reads neither fault fresh pages in nor zero them.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -61,9 +62,47 @@ pub(crate) async fn map_ahead(
         return Ok((blocks_of(file, len, block, read_ahead, read_at), false));
     }
     let blocks = blocks_of(file, len, block, read_ahead, |file, offset, n| {
-        map_window(file, offset, n, true)
+        fetch_window(file, offset, n, MAX_LIVE_WINDOWS)
     });
     Ok((blocks, true))
+}
+
+/// Mapped windows alive at once in the process, at most (each is a mapping, and Linux allows
+/// a process 65,530 by default). Past it, windows are read into buffers instead: a huge
+/// shuffle buffer of large records can pin a window per record.
+const MAX_LIVE_WINDOWS: usize = 32 * 1024;
+
+/// Mapped windows alive now (see [`Window`]).
+static LIVE_WINDOWS: AtomicUsize = AtomicUsize::new(0);
+
+/// A mapped window, counted in [`LIVE_WINDOWS`] while it lives.
+struct Window(memmap2::Mmap);
+
+impl AsRef<[u8]> for Window {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        LIVE_WINDOWS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A window of `file` mapped and populated, or read into a buffer when `limit` windows are
+/// alive already (the elements then are copies or slices of a buffer, which is correct,
+/// only costlier).
+fn fetch_window(
+    file: &std::fs::File,
+    offset: u64,
+    n: usize,
+    limit: usize,
+) -> std::io::Result<(Bytes, bool)> {
+    if LIVE_WINDOWS.load(Ordering::Relaxed) >= limit {
+        return read_at(file, offset, n);
+    }
+    map_window(file, offset, n, true)
 }
 
 /// The blocks of `file` (`len` bytes), `block` bytes each, fetched by `fetch` on blocking
@@ -120,7 +159,8 @@ fn map_window(
     // instead.
     #[allow(unsafe_code)]
     let map = unsafe { options.map(file)? };
-    Ok((Bytes::from_owner(map), n_now < n))
+    LIVE_WINDOWS.fetch_add(1, Ordering::Relaxed);
+    Ok((Bytes::from_owner(Window(map)), n_now < n))
 }
 
 /// Ends the stream after a short block (the file shrank while being read).
@@ -270,5 +310,16 @@ mod tests {
         assert!(window.is_empty() && short);
         let (window, short) = map_window(&file, 0, 4_096, false).expect("map");
         assert_eq!((&window[..], short), (&content[..4_096], false));
+    }
+
+    #[test]
+    fn past_the_window_limit_windows_are_read() {
+        let (_dir, path, content) = file_of(10_000);
+        let file = std::fs::File::open(&path).expect("open");
+        // No window may be mapped: the bytes are read, the same ones.
+        let (block, short) = fetch_window(&file, 4_096, 4_096, 0).expect("read");
+        assert_eq!((&block[..], short), (&content[4_096..8_192], false));
+        let (block, short) = fetch_window(&file, 8_192, 4_096, 0).expect("read");
+        assert_eq!((&block[..], short), (&content[8_192..], true));
     }
 }
