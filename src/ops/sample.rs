@@ -56,13 +56,15 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
 ) -> Dataset<T> {
     assert!(
         !datasets.is_empty(),
-        "sample_from_datasets: needs at least one dataset"
+        "sample_from_datasets: Invalid `datasets`. `datasets` should not be empty."
     );
     let weights = weights.unwrap_or_else(|| vec![1.0; datasets.len()]);
-    assert_eq!(
+    assert!(
+        weights.len() == datasets.len(),
+        "sample_from_datasets: Invalid `weights`. `weights` should have the same length as \
+         `datasets` but got `len(weights)={}` vs. `len(datasets)={}`.",
         weights.len(),
-        datasets.len(),
-        "sample_from_datasets: one weight per dataset"
+        datasets.len()
     );
     assert!(
         weights.iter().all(|w| w.is_finite() && *w >= 0.0),
@@ -173,7 +175,7 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
 ) -> Dataset<T> {
     assert!(
         !datasets.is_empty(),
-        "choose_from_datasets: needs at least one dataset"
+        "choose_from_datasets: Invalid `datasets`. `datasets` should not be empty."
     );
     let (options, depth) = merged(&datasets);
     let options = options.merge(choices.options());
@@ -223,7 +225,7 @@ impl<T> Stream for Choose<T> {
                         None => {
                             let n = this.inputs.streams.len();
                             return Poll::Ready(Some(Err(crate::Error::InvalidArgument(format!(
-                                "choose_from_datasets: choice {c} is out of range: expected 0..{n}"
+                                "choose_from_datasets: Selector index out of range: {c} >= {n}"
                             ))
                             .into())));
                         }
