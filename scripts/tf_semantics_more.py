@@ -283,11 +283,48 @@ CASES = [
     ("cardinality_unique_finite", "int(Dataset.range(3).unique().cardinality())", "exact"),
     ("cardinality_take_while_finite", "int(Dataset.range(3).take_while(lambda x: x < 2).cardinality())", "exact"),
     ("cardinality_group_by_window", "int(Dataset.range(4).group_by_window(key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(2), window_size=2).cardinality())", "exact"),
+    # ----- error elements met by each transformation (then dropped by ignore_errors) -----
+    ("batch_error_stops_iteration", "faulty([1.0, 2.0, 0.0, 4.0]).batch(2)", "exact"),
+    ("padded_batch_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0, 5.0]).map(lambda x: tf.stack([x, x])).padded_batch(2).ignore_errors()", "exact"),
+    ("unbatch_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0]).map(lambda x: tf.stack([x, x])).unbatch().ignore_errors()", "exact"),
+    ("rebatch_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0, 5.0]).batch(1).rebatch(2).ignore_errors()", "exact"),
+    ("window_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0, 5.0]).window(2).flat_map(lambda w: w.batch(9)).ignore_errors()", "exact"),
+    ("zip_error_first_input", "Dataset.zip((faulty([1.0, 0.0, 2.0, 4.0]), Dataset.range(10, 14))).ignore_errors()", "exact"),
+    ("zip_error_second_input", "Dataset.zip((Dataset.range(10, 14), faulty([1.0, 0.0, 2.0, 4.0]))).ignore_errors()", "exact"),
+    ("concatenate_error_then_ignore_errors", "faulty([0.0, 1.0]).concatenate(faulty([2.0, 0.0, 4.0])).ignore_errors()", "exact"),
+    ("repeat_error_then_ignore_errors", "faulty([1.0, 0.0]).repeat(2).ignore_errors()", "exact"),
+    ("filter_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0]).filter(lambda x: x < 1).ignore_errors()", "exact"),
+    ("take_while_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0]).take_while(lambda x: x > 0.3).ignore_errors()", "exact"),
+    ("scan_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0]).scan(tf.constant(0.0), lambda s, x: (s + x, s + x)).ignore_errors()", "exact"),
+    ("unique_error_then_ignore_errors", "faulty([1.0, 0.0, 1.0, 2.0]).map(lambda x: tf.cast(x * 4, tf.int64)).unique().ignore_errors()", "exact"),
+    ("group_by_window_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0, 5.0, 8.0]).group_by_window(key_func=lambda x: tf.cast(x * 8, tf.int64) % 2, reduce_func=lambda k, w: w.batch(2), window_size=2).ignore_errors()", "exact"),
+    ("interleave_inner_error_then_ignore_errors", "Dataset.range(1, 3).interleave(lambda x: faulty([1.0, 0.0, 2.0]).map(lambda y: y + tf.cast(x, tf.float32)), cycle_length=2).ignore_errors()", "exact"),
+    ("flat_map_inner_error_then_ignore_errors", "Dataset.range(1, 3).flat_map(lambda x: faulty([1.0, 0.0, 2.0]).map(lambda y: y + tf.cast(x, tf.float32))).ignore_errors()", "exact"),
+    ("cache_error_then_repeat", "faulty([1.0, 0.0, 2.0]).cache().repeat(2).ignore_errors()", "exact"),
+    ("map_parallel_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0]).map(lambda x: x * 2, num_parallel_calls=2, deterministic=True).ignore_errors()", "exact"),
+    ("prefetch_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0]).prefetch(1).ignore_errors()", "exact"),
+    ("skip_after_skipping_error", "faulty([1.0, 2.0, 0.0, 4.0]).skip(2).ignore_errors()", "exact"),
+    ("shard_error_index_1", "faulty([1.0, 0.0, 2.0, 4.0, 5.0, 8.0]).shard(2, 1).ignore_errors()", "exact"),
+    ("enumerate_after_ignore_errors", "faulty([1.0, 0.0, 2.0]).ignore_errors().enumerate(start=5)", "exact"),
+    ("choose_from_datasets_choice_error", "Dataset.choose_from_datasets([Dataset.range(0, 3), Dataset.range(10, 13)], faulty([1.0, 0.0, 1.0, 0.5]).map(lambda x: tf.cast(x, tf.int64) - 1 + tf.cast(x < 1, tf.int64) * 2)).ignore_errors()", "exact"),
+    # ----- more argument edges -----
+    ("shuffle_buffer_zero", "Dataset.range(5).shuffle(0)", "exact"),
+    ("prefetch_zero", "Dataset.range(3).prefetch(0)", "exact"),
+    ("counter_step_zero", "Dataset.counter(3, 0).take(3)", "exact"),
+    ("rebatch_zero_take", "Dataset.range(4).batch(2).rebatch(0).take(3)", "exact"),
+    ("ragged_batch_drop_remainder", "seqs([1, 3, 2]).ragged_batch(2, drop_remainder=True)", "exact"),
+    ("ragged_batch_empty_rows", "seqs([0, 2, 0]).ragged_batch(3)", "exact"),
+    ("ragged_batch_zero", "seqs([1, 2]).ragged_batch(0)", "exact"),
+    ("sample_from_datasets_negative_weight", "Dataset.sample_from_datasets([Dataset.range(0, 3), Dataset.range(10, 14)], weights=[-1.0, 2.0], seed=5)", "exact"),
+    ("sample_from_datasets_all_zero_weights", "Dataset.sample_from_datasets([Dataset.range(0, 3), Dataset.range(10, 14)], weights=[0.0, 0.0], seed=5)", "exact"),
+    ("sample_from_datasets_stop_on_empty_single_input", "Dataset.sample_from_datasets([Dataset.range(0, 3), Dataset.range(10, 14)], weights=[1.0, 0.0], seed=5, stop_on_empty_dataset=True)", "exact"),
 ]
 
 
 def encode(x):
     """An element as JSON, as tests/data/tensorflow/README.md says."""
+    if isinstance(x, tf.RaggedTensor):
+        return encode(x.to_list())
     if isinstance(x, tuple) or isinstance(x, list):
         return [encode(v) for v in x]
     if isinstance(x, dict):
@@ -340,6 +377,8 @@ def error_of(e, stage, before=None):
 
 
 def run(name, pipeline, compare, notes=None):
+    if os.environ.get("VERBOSE"):
+        print(name, file=sys.stderr, flush=True)
     case = {"name": name, "pipeline": pipeline, "compare": compare}
     try:
         value = eval(pipeline, dict(SCOPE))

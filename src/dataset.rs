@@ -597,7 +597,8 @@ impl Dataset<i64> {
         source::range::dataset(start, stop, step)
     }
 
-    /// `start, start + step, ...` forever (tf.data's `Dataset.counter`).
+    /// `start, start + step, ...` forever (tf.data's `Dataset.counter`); `step` may be negative,
+    /// or 0 (`start` forever).
     pub fn counter(start: i64, step: i64) -> Self {
         source::range::counter(start, step)
     }
@@ -716,14 +717,15 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// Each step picks input `i` with probability `weights[i]` (normalised; `None` means
     /// uniform) using a ChaCha RNG seeded by `seed` (else the global seed, else OS entropy).
-    /// Inputs with weight 0 are dropped when the dataset is made, as tf.data does. When an
-    /// input runs out, `stop_on_empty_dataset` ends the whole dataset; otherwise sampling goes
-    /// on among the others. Each input's own order is preserved.
+    /// Inputs whose weight is not positive (0, negative, NaN) are dropped when the dataset is
+    /// made, as tf.data does: with one input left it is that input, with none an empty
+    /// dataset. When an input runs out, `stop_on_empty_dataset` ends the whole dataset;
+    /// otherwise sampling goes on among the others. Each input's own order is preserved.
     ///
     /// # Panics
     ///
-    /// If `datasets` is empty, or `weights` has another length or a negative or non-finite
-    /// weight.
+    /// If `datasets` is empty, or `weights` has another length (with TensorFlow's messages),
+    /// or an infinite weight.
     pub fn sample_from_datasets(
         datasets: Vec<Dataset<T>>,
         weights: Option<Vec<f64>>,
@@ -1267,7 +1269,11 @@ impl<T: Send + 'static> Dataset<T> {
         seed: Option<u64>,
         reshuffle_each_iteration: bool,
     ) -> Dataset<T> {
-        assert!(buffer_size > 0, "shuffle: buffer_size must be at least 1");
+        assert!(
+            buffer_size > 0,
+            "shuffle: buffer_size must be greater than zero or UNKNOWN_CARDINALITY (tf.data's \
+             -2, for the whole dataset, which streamload does not take)."
+        );
         ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
     }
 
@@ -1534,7 +1540,9 @@ impl<T: Send + 'static> Dataset<T> {
     /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset).
     ///
     /// Window `k` starts at input `k * shift` and takes every `stride`-th element up to `size`.
-    /// Windows cut short by the end are kept unless `drop_remainder`.
+    /// Windows cut short by the end are kept unless `drop_remainder`. As in tf.data, an error
+    /// element takes its position like any element, and every window that would hold it is
+    /// yielded as that error, in its place.
     ///
     /// ```
     /// use streamload::Dataset;

@@ -449,7 +449,8 @@ async fn run(name: &str) -> Option<Produced> {
 // ---------------------------------------------------------------------------------------------
 
 /// Cases of semantics_more.json not rebuilt here, with why: what they probe is not
-/// expressible in streamload's API.
+/// expressible in streamload's API, or is a TensorFlow behaviour streamload declines on
+/// purpose.
 const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
         "unbatch_scalars",
@@ -466,6 +467,10 @@ const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
         "interleave_parallel_c2_b2_p3",
         "streamload's parallel_interleave accepts num_parallel_calls > cycle_length on purpose: it opens the extra inner datasets ahead of the cursor (documented on the method)",
+    ),
+    (
+        "rebatch_zero_take",
+        "TensorFlow 2.21's rebatch(0) yields empty batches forever; streamload rejects a zero batch size when the dataset is built, as tf.data's batch(0) does",
     ),
     (
         "shard_negative_index",
@@ -1084,6 +1089,146 @@ async fn run_more(name: &str) -> Option<Produced> {
         "cardinality_group_by_window" => {
             card(r(0, 4).group_by_window(|x| x % 2, |_, w| w.batch(2), 2))
         }
+        // error elements met by each transformation
+        "batch_error_stops_iteration" => {
+            elements_until_error(faulty(&[1.0, 2.0, 0.0, 4.0]).batch(2)).await
+        }
+        "padded_batch_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0])
+                .map(|x| vec![x, x])
+                .padded_batch(2, None, None, false)
+                .map(nested)
+                .ignore_errors();
+            elements(ds).await
+        }
+        "unbatch_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0]).map(|x| vec![x, x]).unbatch();
+            elements(ds.ignore_errors()).await
+        }
+        "rebatch_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0])
+                .batch(1)
+                .rebatch(2, false);
+            elements(ds.ignore_errors()).await
+        }
+        "window_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0]).window(2, 2, 1, false);
+            elements(ds.ignore_errors()).await
+        }
+        "zip_error_first_input" => {
+            let ds = Dataset::zip(faulty(&[1.0, 0.0, 2.0, 4.0]), r(10, 14));
+            elements(ds.ignore_errors()).await
+        }
+        "zip_error_second_input" => {
+            let ds = Dataset::zip(r(10, 14), faulty(&[1.0, 0.0, 2.0, 4.0]));
+            elements(ds.ignore_errors()).await
+        }
+        "concatenate_error_then_ignore_errors" => {
+            let ds = faulty(&[0.0, 1.0]).concatenate(&faulty(&[2.0, 0.0, 4.0]));
+            elements(ds.ignore_errors()).await
+        }
+        "repeat_error_then_ignore_errors" => {
+            elements(faulty(&[1.0, 0.0]).repeat(2).ignore_errors()).await
+        }
+        "filter_error_then_ignore_errors" => {
+            elements(
+                faulty(&[1.0, 0.0, 2.0])
+                    .filter(|x| *x < 1.0)
+                    .ignore_errors(),
+            )
+            .await
+        }
+        "take_while_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0]).take_while(|x| *x > 0.3);
+            elements(ds.ignore_errors()).await
+        }
+        "scan_error_then_ignore_errors" => {
+            // TensorFlow adds in float32.
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0]).scan(0.0f32, |s, x| {
+                let t = s + x as f32;
+                (t, f64::from(t))
+            });
+            elements(ds.ignore_errors()).await
+        }
+        "unique_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 1.0, 2.0])
+                .map(|x| (x * 4.0) as i64)
+                .unique();
+            elements(ds.ignore_errors()).await
+        }
+        "group_by_window_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0, 8.0]).group_by_window(
+                |x| ((x * 8.0) as i64) % 2,
+                |_, w| w.batch(2),
+                2,
+            );
+            elements(ds.ignore_errors()).await
+        }
+        "interleave_inner_error_then_ignore_errors" | "flat_map_inner_error_then_ignore_errors" => {
+            let inner = |x: i64| faulty(&[1.0, 0.0, 2.0]).map(move |y| y + x as f64);
+            let ds = if name.starts_with("interleave") {
+                r(1, 3).interleave(2, 1, inner)
+            } else {
+                r(1, 3).flat_map(inner)
+            };
+            elements(ds.ignore_errors()).await
+        }
+        "cache_error_then_repeat" => {
+            elements(faulty(&[1.0, 0.0, 2.0]).cache().repeat(2).ignore_errors()).await
+        }
+        "map_parallel_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0]).map_parallel(2, |x| Ok(x * 2.0));
+            elements(ds.ignore_errors()).await
+        }
+        "prefetch_error_then_ignore_errors" => {
+            elements(faulty(&[1.0, 0.0, 2.0]).prefetch(1).ignore_errors()).await
+        }
+        "skip_after_skipping_error" => {
+            elements(faulty(&[1.0, 2.0, 0.0, 4.0]).skip(2).ignore_errors()).await
+        }
+        "shard_error_index_1" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0, 8.0]).shard(2, 1);
+            elements(ds.ignore_errors()).await
+        }
+        "enumerate_after_ignore_errors" => {
+            elements(faulty(&[1.0, 0.0, 2.0]).ignore_errors().enumerate(5)).await
+        }
+        "choose_from_datasets_choice_error" => {
+            let choices =
+                faulty(&[1.0, 0.0, 1.0, 0.5]).map(|x| x as i64 - 1 + i64::from(x < 1.0) * 2);
+            let ds = Dataset::choose_from_datasets(vec![r(0, 3), r(10, 13)], choices, true);
+            elements(ds.ignore_errors()).await
+        }
+        // more argument edges
+        "shuffle_buffer_zero" => construction_panic(|| {
+            r(0, 5).shuffle(0, None);
+        }),
+        "prefetch_zero" => elements(r(0, 3).prefetch(0)).await,
+        "counter_step_zero" => elements(Dataset::counter(3, 0).take(3)).await,
+        "ragged_batch_drop_remainder" => {
+            elements(seqs(&[1, 3, 2]).ragged_batch(2, true).map(|b| b.to_vecs())).await
+        }
+        "ragged_batch_empty_rows" => {
+            elements(seqs(&[0, 2, 0]).ragged_batch(3, false).map(|b| b.to_vecs())).await
+        }
+        "ragged_batch_zero" => construction_panic(|| {
+            seqs(&[1, 2]).ragged_batch(0, false);
+        }),
+        "sample_from_datasets_negative_weight" => {
+            let inputs = vec![r(0, 3), r(10, 14)];
+            let ds = Dataset::sample_from_datasets(inputs, Some(vec![-1.0, 2.0]), Some(5), false);
+            elements(ds).await
+        }
+        "sample_from_datasets_all_zero_weights" => {
+            let inputs = vec![r(0, 3), r(10, 14)];
+            let ds = Dataset::sample_from_datasets(inputs, Some(vec![0.0, 0.0]), Some(5), false);
+            elements(ds).await
+        }
+        "sample_from_datasets_stop_on_empty_single_input" => {
+            let inputs = vec![r(0, 3), r(10, 14)];
+            let ds = Dataset::sample_from_datasets(inputs, Some(vec![1.0, 0.0]), Some(5), true);
+            elements(ds).await
+        }
         _ => return None,
     })
 }
@@ -1268,10 +1413,11 @@ fn check(case: &Value, produced: Produced) -> Result<(), String> {
                     case["error"]["core_message"]
                 ));
             }
-            if name.starts_with("window_") {
+            if name.starts_with("window_") && !name.ends_with("ignore_errors") {
                 // TensorFlow's pipeline ends in flat_map(batch), which makes its cardinality
                 // unknown; streamload's window yields each window itself, so its cardinality
-                // is known: it must be the number of windows.
+                // is known: it must be the number of windows. (After ignore_errors both are
+                // unknown, and compared as usual.)
                 let windows = output.as_array().map_or(0, Vec::len) as i64;
                 if cardinality != Some(windows) {
                     return Err(format!(
@@ -1353,7 +1499,7 @@ async fn every_more_case_matches_tensorflow() {
         failures.join("\n")
     );
     assert_eq!(ran + NOT_EXPRESSIBLE.len(), cases.len());
-    assert!(ran >= 200, "only {ran} cases ran");
+    assert!(ran >= 230, "only {ran} cases ran");
 }
 
 #[test]

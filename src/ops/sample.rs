@@ -67,21 +67,24 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
         datasets.len()
     );
     assert!(
-        weights.iter().all(|w| w.is_finite() && *w >= 0.0),
-        "sample_from_datasets: weights must be finite and non-negative"
+        weights.iter().all(|w| !w.is_infinite()),
+        "sample_from_datasets: weights must be finite"
     );
-    // Like tf.data: inputs with weight 0 can never be chosen, so drop them now.
-    let (datasets, weights): (Vec<_>, Vec<_>) = datasets
+    // Like tf.data: inputs whose weight is not positive can never be chosen, so drop them now
+    // (with one left, the stage is that input; with none, it is empty).
+    let (mut datasets, weights): (Vec<_>, Vec<_>) = datasets
         .into_iter()
         .zip(weights)
         .filter(|(_, w)| *w > 0.0)
         .unzip();
-    assert!(
-        !datasets.is_empty(),
-        "sample_from_datasets: every weight is 0"
-    );
-    if datasets.len() == 1 {
-        return datasets.into_iter().next().expect("one dataset");
+    match datasets.len() {
+        0 => {
+            return Dataset::source("sample_from_datasets", Cardinality::Finite(0), |_| {
+                futures::stream::empty()
+            });
+        }
+        1 => return datasets.remove(0),
+        _ => {}
     }
     let (options, depth) = merged(&datasets);
     let fallback: u64 = rand::random();
