@@ -307,6 +307,12 @@ CASES = [
     ("shard_error_index_1", "faulty([1.0, 0.0, 2.0, 4.0, 5.0, 8.0]).shard(2, 1).ignore_errors()", "exact"),
     ("enumerate_after_ignore_errors", "faulty([1.0, 0.0, 2.0]).ignore_errors().enumerate(start=5)", "exact"),
     ("choose_from_datasets_choice_error", "Dataset.choose_from_datasets([Dataset.range(0, 3), Dataset.range(10, 13)], faulty([1.0, 0.0, 1.0, 0.5]).map(lambda x: tf.cast(x, tf.int64) - 1 + tf.cast(x < 1, tf.int64) * 2)).ignore_errors()", "exact"),
+    ("interleave_inner_error_block_2", "Dataset.range(1, 4).interleave(lambda x: faulty([1.0, 0.0, 2.0, 4.0]).map(lambda y: y + tf.cast(x, tf.float32)), cycle_length=2, block_length=2).ignore_errors()", "exact"),
+    ("parallel_interleave_inner_error_then_ignore_errors", "Dataset.range(1, 4).interleave(lambda x: faulty([1.0, 0.0, 2.0, 4.0]).map(lambda y: y + tf.cast(x, tf.float32)), cycle_length=2, block_length=2, num_parallel_calls=2, deterministic=True).ignore_errors()", "exact"),
+    ("bucket_by_sequence_length_error_then_ignore_errors", "faulty([1.0, 0.0, 0.5, 0.25, 0.5]).map(lambda x: tf.fill([tf.cast(x, tf.int32)], x)).bucket_by_sequence_length(element_length_func=lambda e: tf.size(e), bucket_boundaries=[2, 3], bucket_batch_sizes=[2, 2, 2]).ignore_errors()", "exact"),
+    ("window_drop_remainder_error_then_ignore_errors", "faulty([1.0, 2.0, 0.0, 4.0, 5.0, 8.0, 10.0]).window(3, shift=2, drop_remainder=True).flat_map(lambda w: w.batch(9)).ignore_errors()", "exact"),
+    ("padded_batch_drop_remainder_error_then_ignore_errors", "faulty([1.0, 0.0, 2.0, 4.0, 5.0]).map(lambda x: tf.stack([x, x])).padded_batch(2, drop_remainder=True).ignore_errors()", "exact"),
+    ("take_while_error_stops_iteration", "faulty([1.0, 0.0, 2.0]).take_while(lambda x: x > 0.3)", "exact"),
     # ----- more argument edges -----
     ("shuffle_buffer_zero", "Dataset.range(5).shuffle(0)", "exact"),
     ("prefetch_zero", "Dataset.range(3).prefetch(0)", "exact"),

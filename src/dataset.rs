@@ -1080,7 +1080,9 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Ordering
     ///
-    /// With deterministic options (the default) the order is exactly that of `interleave`.
+    /// With deterministic options (the default) the order is exactly that of `interleave`,
+    /// except that an error element from an inner dataset takes a place in its block, as in
+    /// tf.data's parallel interleave (its sequential interleave does not count it).
     /// Otherwise the cursor skips inner datasets with nothing ready, so output follows arrival.
     ///
     /// # Cancellation

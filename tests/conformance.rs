@@ -1199,6 +1199,41 @@ async fn run_more(name: &str) -> Option<Produced> {
             let ds = Dataset::choose_from_datasets(vec![r(0, 3), r(10, 13)], choices, true);
             elements(ds.ignore_errors()).await
         }
+        "interleave_inner_error_block_2" | "parallel_interleave_inner_error_then_ignore_errors" => {
+            let inner = |x: i64| faulty(&[1.0, 0.0, 2.0, 4.0]).map(move |y| y + x as f64);
+            let ds = if name.starts_with("parallel") {
+                r(1, 4).parallel_interleave(2, 2, 2, inner)
+            } else {
+                r(1, 4).interleave(2, 2, inner)
+            };
+            elements(ds.ignore_errors()).await
+        }
+        "bucket_by_sequence_length_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 0.5, 0.25, 0.5])
+                .map(|x| vec![x; x as usize])
+                .bucket_by_sequence_length(
+                    |e| e.len(),
+                    vec![2, 3],
+                    vec![2, 2, 2],
+                    BucketOptions::default(),
+                )
+                .map(nested);
+            elements(ds.ignore_errors()).await
+        }
+        "window_drop_remainder_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 2.0, 0.0, 4.0, 5.0, 8.0, 10.0]).window(3, 2, 1, true);
+            elements(ds.ignore_errors()).await
+        }
+        "padded_batch_drop_remainder_error_then_ignore_errors" => {
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0])
+                .map(|x| vec![x, x])
+                .padded_batch(2, None, None, true)
+                .map(nested);
+            elements(ds.ignore_errors()).await
+        }
+        "take_while_error_stops_iteration" => {
+            elements_until_error(faulty(&[1.0, 0.0, 2.0]).take_while(|x| *x > 0.3)).await
+        }
         // more argument edges
         "shuffle_buffer_zero" => construction_panic(|| {
             r(0, 5).shuffle(0, None);
