@@ -597,7 +597,8 @@ impl Dataset<i64> {
         source::range::dataset(start, stop, step)
     }
 
-    /// `start, start + step, ...` forever (tf.data's `Dataset.counter`).
+    /// `start, start + step, ...` forever (tf.data's `Dataset.counter`); `step` may be negative,
+    /// or 0 (`start` forever).
     pub fn counter(start: i64, step: i64) -> Self {
         source::range::counter(start, step)
     }
@@ -716,14 +717,15 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// Each step picks input `i` with probability `weights[i]` (normalised; `None` means
     /// uniform) using a ChaCha RNG seeded by `seed` (else the global seed, else OS entropy).
-    /// Inputs with weight 0 are dropped when the dataset is made, as tf.data does. When an
-    /// input runs out, `stop_on_empty_dataset` ends the whole dataset; otherwise sampling goes
-    /// on among the others. Each input's own order is preserved.
+    /// Inputs whose weight is not positive (0, negative, NaN) are dropped when the dataset is
+    /// made, as tf.data does: with one input left it is that input, with none an empty
+    /// dataset. When an input runs out, `stop_on_empty_dataset` ends the whole dataset;
+    /// otherwise sampling goes on among the others. Each input's own order is preserved.
     ///
     /// # Panics
     ///
-    /// If `datasets` is empty, or `weights` has another length or a negative or non-finite
-    /// weight.
+    /// If `datasets` is empty, or `weights` has another length (with TensorFlow's messages),
+    /// or an infinite weight.
     pub fn sample_from_datasets(
         datasets: Vec<Dataset<T>>,
         weights: Option<Vec<f64>>,
@@ -1040,10 +1042,10 @@ impl<T: Send + 'static> Dataset<T> {
         block_length: usize,
         f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
-        let cycle_length = nonzero(cycle_length.into(), "interleave cycle_length");
+        let cycle_length = nonzero(cycle_length.into(), "interleave: cycle_length");
         assert!(
             block_length > 0,
-            "interleave: block_length must be at least 1"
+            "interleave: block_length must be greater than zero."
         );
         let f = Arc::new(f);
         let name = if matches!(cycle_length, Parallelism::Fixed(1)) && block_length == 1 {
@@ -1078,7 +1080,9 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Ordering
     ///
-    /// With deterministic options (the default) the order is exactly that of `interleave`.
+    /// With deterministic options (the default) the order is exactly that of `interleave`,
+    /// except that an error element from an inner dataset takes a place in its block, as in
+    /// tf.data's parallel interleave (its sequential interleave does not count it).
     /// Otherwise the cursor skips inner datasets with nothing ready, so output follows arrival.
     ///
     /// # Cancellation
@@ -1103,14 +1107,14 @@ impl<T: Send + 'static> Dataset<T> {
         num_parallel_calls: impl Into<Parallelism>,
         f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
-        let cycle_length = nonzero(cycle_length.into(), "parallel_interleave cycle_length");
+        let cycle_length = nonzero(cycle_length.into(), "parallel_interleave: cycle_length");
         let num_parallel_calls = nonzero(
             num_parallel_calls.into(),
-            "parallel_interleave num_parallel_calls",
+            "parallel_interleave: num_parallel_calls",
         );
         assert!(
             block_length > 0,
-            "parallel_interleave: block_length must be at least 1"
+            "parallel_interleave: block_length must be greater than zero."
         );
         let f = Arc::new(f);
         let scope = next_id();
@@ -1144,7 +1148,9 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// Groups consecutive elements into vectors of `batch_size`; the last may be shorter
-    /// (tf.data's `batch(batch_size)`). Error elements pass through at once.
+    /// (tf.data's `batch(batch_size)`). An error element passes through at once and, as in
+    /// tf.data, takes the partial batch being filled with it: the elements gathered before it
+    /// are dropped, and the next batch starts after it.
     ///
     /// # Panics
     ///
@@ -1167,14 +1173,18 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     fn batch_with(&self, batch_size: usize, drop_remainder: bool) -> Dataset<Vec<T>> {
-        assert!(batch_size > 0, "batch: batch_size must be at least 1");
+        assert!(
+            batch_size > 0,
+            "batch: Batch size must be greater than zero."
+        );
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         self.unary("batch", card, move |_, input| {
             ops::batch::Batch::new(input, batch_size, drop_remainder)
         })
     }
 
-    /// Splits every element into its items (tf.data's `unbatch`).
+    /// Splits every element into its items (tf.data's `unbatch`). Cardinality: infinite for an
+    /// infinite input, else unknown (tf.data knows more only from static shapes).
     ///
     /// ```
     /// use streamload::Dataset;
@@ -1187,7 +1197,12 @@ impl<T: Send + 'static> Dataset<T> {
         T: IntoIterator<Item = U>,
         T::IntoIter: Send + 'static,
     {
-        self.unary("unbatch", Cardinality::Unknown, |_, input| {
+        // As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
+        let card = match self.cardinality() {
+            Cardinality::Infinite => Cardinality::Infinite,
+            _ => Cardinality::Unknown,
+        };
+        self.unary("unbatch", card, |_, input| {
             ops::unbatch::Unbatch::new(input)
         })
     }
@@ -1207,7 +1222,10 @@ impl<T: Send + 'static> Dataset<T> {
         T: IntoIterator<Item = U>,
         T::IntoIter: Send + 'static,
     {
-        assert!(batch_size > 0, "rebatch: batch_size must be at least 1");
+        assert!(
+            batch_size > 0,
+            "rebatch: Batch size must be greater than zero."
+        );
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
             ops::batch::Batch::new(
                 Box::pin(ops::unbatch::Unbatch::new(input)),
@@ -1253,7 +1271,11 @@ impl<T: Send + 'static> Dataset<T> {
         seed: Option<u64>,
         reshuffle_each_iteration: bool,
     ) -> Dataset<T> {
-        assert!(buffer_size > 0, "shuffle: buffer_size must be at least 1");
+        assert!(
+            buffer_size > 0,
+            "shuffle: buffer_size must be greater than zero or UNKNOWN_CARDINALITY (tf.data's \
+             -2, for the whole dataset, which streamload does not take)."
+        );
         ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
     }
 
@@ -1290,7 +1312,8 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// Everything after the first `count` elements; a negative `count` skips everything
-    /// (tf.data's `skip`). Error elements are passed on and not counted.
+    /// (tf.data's `skip`). Error elements are passed on and not counted; as in tf.data, an
+    /// error met while skipping starts the count again after it.
     pub fn skip(&self, count: i64) -> Dataset<T> {
         let n = if count < 0 { u64::MAX } else { count as u64 };
         // As tf.data: an infinite or unknown input keeps its cardinality.
@@ -1320,7 +1343,10 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// If `num_shards` is 0 or `index >= num_shards`.
     pub fn shard(&self, num_shards: u64, index: u64) -> Dataset<T> {
-        assert!(num_shards > 0, "shard: num_shards must be at least 1");
+        assert!(
+            num_shards > 0,
+            "shard: Number of shards must be greater than zero (currently num_shards = 0)."
+        );
         assert!(
             index < num_shards,
             "shard: Index must be between 0 and {} (currently index = {index})",
@@ -1334,7 +1360,8 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
-    /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`).
+    /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`). An
+    /// error element takes an index too, as in tf.data (a zip with a counter).
     pub fn enumerate(&self, start: i64) -> Dataset<(i64, T)> {
         self.unary("enumerate", self.cardinality(), move |_, input| {
             ops::enumerate::Enumerate::new(input, start)
@@ -1379,11 +1406,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// Drops error elements (tf.data's `ignore_errors`). Sources whose damage leaves the rest
     /// unreadable (a corrupt file) end that file after the error, so this goes on with the next.
     pub fn ignore_errors(&self) -> Dataset<T> {
-        let card = match self.cardinality() {
-            Cardinality::Infinite => Cardinality::Infinite,
-            _ => Cardinality::Unknown,
-        };
-        self.unary("ignore_errors", card, |_, input| {
+        // tf.data reports unknown whatever the input (even an infinite one).
+        self.unary("ignore_errors", Cardinality::Unknown, |_, input| {
             ops::ignore_errors::IgnoreErrors::new(input)
         })
     }
@@ -1518,7 +1542,9 @@ impl<T: Send + 'static> Dataset<T> {
     /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset).
     ///
     /// Window `k` starts at input `k * shift` and takes every `stride`-th element up to `size`.
-    /// Windows cut short by the end are kept unless `drop_remainder`.
+    /// Windows cut short by the end are kept unless `drop_remainder`. As in tf.data, an error
+    /// element takes its position like any element, and every window that would hold it is
+    /// yielded as that error, in its place.
     ///
     /// ```
     /// use streamload::Dataset;
@@ -1541,9 +1567,11 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone,
     {
+        assert!(size > 0, "window: Window size must be greater than zero.");
+        assert!(shift > 0, "window: Window shift must be greater than zero.");
         assert!(
-            size > 0 && shift > 0 && stride > 0,
-            "window: size, shift and stride must be at least 1"
+            stride > 0,
+            "window: Window stride must be greater than zero."
         );
         let card = ops::window::cardinality(
             self.cardinality(),
@@ -1614,7 +1642,7 @@ impl<T: Send + 'static> Dataset<T> {
     {
         assert!(
             window_size > 0,
-            "group_by_window: window_size must be at least 1"
+            "group_by_window: Window size must be greater than zero, but got 0."
         );
         let key_func = Arc::new(key_func);
         let reduce_func = Arc::new(reduce_func);
@@ -1719,13 +1747,14 @@ impl<T: Send + 'static> Dataset<T> {
     /// An element longer than its padded shape makes its batch an error element,
     /// [`Error::PaddingTooSmall`](crate::Error) ("Attempted to pad to a smaller size than the
     /// input element.", TensorFlow's `DataLossError`), raised when that batch is made, as
-    /// tf.data does; earlier batches are yielded and the epoch goes on. A padded shape of
-    /// another rank than the elements, or elements of different ranks, are
+    /// tf.data does; earlier batches are yielded and the epoch goes on. Elements of different
+    /// ranks, or a padded shape of another rank than `ArrayD` elements, are
     /// [`Error::InvalidArgument`](crate::Error).
     ///
     /// # Panics
     ///
-    /// If `batch_size` is 0.
+    /// If `batch_size` is 0, or a padded shape has another rank than its `Vec` or fixed-rank
+    /// array component (TensorFlow's construction-time `ValueError`, with its message).
     pub fn padded_batch(
         &self,
         batch_size: usize,
@@ -1739,8 +1768,11 @@ impl<T: Send + 'static> Dataset<T> {
     {
         assert!(
             batch_size > 0,
-            "padded_batch: batch_size must be at least 1"
+            "padded_batch: Batch size must be greater than zero."
         );
+        if let Some(Err(message)) = padded_shapes.as_ref().map(T::check_padded_shapes) {
+            panic!("padded_batch: {message}");
+        }
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         let values = padding_values.unwrap_or_else(T::default_padding_values);
         self.unary("padded_batch", card, move |_, input| {
@@ -1786,7 +1818,7 @@ impl<T: Send + 'static> Dataset<T> {
     {
         assert!(
             batch_size > 0,
-            "ragged_batch: batch_size must be at least 1"
+            "ragged_batch: Batch size must be greater than zero."
         );
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         self.unary("ragged_batch", card, move |_, input| {
@@ -1837,13 +1869,16 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// As `padded_batch`; with `no_padding`, as [`collate`](Dataset::collate). With
     /// `pad_to_bucket_boundary`, a batch of the last bucket is an error element ("When
-    /// pad_to_bucket_boundary=True, elements must have length < bucket_boundaries[-1]."). A
-    /// panic in `element_length_func` is an error element.
+    /// pad_to_bucket_boundary=True, elements must have length < max(bucket_boundaries).",
+    /// TensorFlow's assertion). A panic in `element_length_func` is an error element.
     ///
     /// # Panics
     ///
-    /// If `bucket_batch_sizes` does not have one more entry than `bucket_boundaries`, a batch
-    /// size is 0, or the boundaries do not increase.
+    /// If `bucket_batch_sizes` does not have one more entry than `bucket_boundaries` (with
+    /// TensorFlow's message), a batch size is 0, or `padded_shapes` has another rank than the
+    /// elements (as [`padded_batch`](Dataset::padded_batch)). Boundaries need not increase:
+    /// as in tf.data, an element goes to the first bucket `i` with
+    /// `bucket_boundaries[i - 1] <= length < bucket_boundaries[i]`.
     pub fn bucket_by_sequence_length(
         &self,
         element_length_func: impl Fn(&T) -> usize + Send + Sync + 'static,
@@ -1857,16 +1892,19 @@ impl<T: Send + 'static> Dataset<T> {
     {
         assert!(
             bucket_batch_sizes.len() == bucket_boundaries.len() + 1,
-            "bucket_by_sequence_length: len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1"
+            "bucket_by_sequence_length: `len(bucket_batch_sizes)` must equal \
+             `len(bucket_boundaries) + 1` but `len(bucket_batch_sizes)={}` and \
+             `len(bucket_boundaries)={}`.",
+            bucket_batch_sizes.len(),
+            bucket_boundaries.len()
         );
         assert!(
             bucket_batch_sizes.iter().all(|&n| n > 0),
-            "bucket_by_sequence_length: bucket_batch_sizes must be at least 1"
+            "bucket_by_sequence_length: Batch size must be greater than zero."
         );
-        assert!(
-            bucket_boundaries.windows(2).all(|w| w[0] < w[1]),
-            "bucket_by_sequence_length: bucket_boundaries must be sorted in increasing order"
-        );
+        if let Some(Err(message)) = options.padded_shapes.as_ref().map(T::check_padded_shapes) {
+            panic!("bucket_by_sequence_length: {message}");
+        }
         let config = Arc::new(ops::bucket_by_sequence_length::Config {
             length: element_length_func,
             boundaries: bucket_boundaries,
@@ -1889,7 +1927,7 @@ impl<T: Send + 'static> Dataset<T> {
 fn nonzero(p: Parallelism, what: &str) -> Parallelism {
     assert!(
         p != Parallelism::Fixed(0),
-        "{what} must be at least 1 (or AUTOTUNE)"
+        "{what} must be greater than zero (or AUTOTUNE)"
     );
     p
 }

@@ -192,8 +192,26 @@ async fn padding_too_small_fails_only_its_batch() {
 
 #[tokio::test]
 async fn padded_shapes_of_another_rank_and_mixed_ranks_are_invalid() {
-    let ds = seqs(&[1, 2]).padded_batch(2, Some(vec![Some(3), Some(3)]), None, false);
-    let err = ds
+    // A `Vec` is 1-D: a rank 2 padded shape is rejected when the dataset is made, with
+    // TensorFlow's ValueError message.
+    let built = std::panic::catch_unwind(|| {
+        seqs(&[1, 2]).padded_batch(2, Some(vec![Some(3), Some(3)]), None, false)
+    });
+    let payload = built.expect_err("rank 2 shape for rank 1 elements");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        message,
+        "padded_batch: The padded shape (3, 3) is not compatible with the shape (None,) of \
+         the corresponding input component."
+    );
+
+    // An `ArrayD`'s rank is known only per element: checked batch by batch.
+    let rows = Dataset::from_vec(vec![ArrayD::<i64>::zeros(IxDyn(&[2]))]);
+    let err = rows
+        .padded_batch(2, Some(vec![Some(3), Some(3)]), None, false)
         .collect()
         .await
         .expect_err("rank 2 shape for rank 1 elements");
@@ -238,7 +256,7 @@ async fn bucket_by_sequence_length_pads_to_the_bucket_boundary() {
     let err = got[0].as_ref().expect_err("bucket 2 is the last");
     assert!(
         format!("{err:#}").contains(
-            "When pad_to_bucket_boundary=True, elements must have length < bucket_boundaries[-1]."
+            "When pad_to_bucket_boundary=True, elements must have length < max(bucket_boundaries)."
         ),
         "{err:#}"
     );
@@ -300,7 +318,7 @@ async fn bucket_by_sequence_length_batches_tuples_and_survives_a_panicking_lengt
 }
 
 #[test]
-#[should_panic(expected = "len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1")]
+#[should_panic(expected = "`len(bucket_batch_sizes)` must equal `len(bucket_boundaries) + 1`")]
 fn bucket_sizes_must_match_boundaries() {
     let _ = seqs(&[1]).bucket_by_sequence_length(
         |s| s.len(),

@@ -130,7 +130,7 @@ async fn errors_and_panics_become_error_elements() -> anyhow::Result<()> {
 }
 
 #[test]
-#[should_panic(expected = "random_map must be at least 1")]
+#[should_panic(expected = "random_map must be greater than zero")]
 fn zero_parallelism_panics() {
     let _ = Dataset::range(0, 1).random_map(0, None, |x, _| Ok(x));
 }

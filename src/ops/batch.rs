@@ -56,7 +56,12 @@ where
                         return Poll::Ready(Some(Ok(full)));
                     }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Err(e)) => {
+                    // As tf.data's batch: an error element fails the batch being filled, and
+                    // the elements gathered into it are lost with it.
+                    this.buf.clear();
+                    return Poll::Ready(Some(Err(e)));
+                }
                 None => {
                     if this.buf.is_empty() || *this.drop_remainder {
                         this.buf.clear();

@@ -158,7 +158,7 @@ impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
                     None => {
                         return Err(Error::InvalidArgument(
                             "When pad_to_bucket_boundary=True, elements must have length < \
-                             bucket_boundaries[-1]."
+                             max(bucket_boundaries)."
                                 .into(),
                         ))
                         .with_context(|| {
@@ -220,8 +220,7 @@ where
                         Ok(n) => n,
                         Err(e) => return Poll::Ready(Some(Err(e))),
                     };
-                    // Bucket i holds lengths in [boundaries[i - 1], boundaries[i]).
-                    let bucket = config.boundaries.partition_point(|&b| b <= length);
+                    let bucket = bucket_of(&config.boundaries, length);
                     this.buckets[bucket].push(x);
                     if this.buckets[bucket].len() == config.batch_sizes[bucket] {
                         return Poll::Ready(Some(this.make_batch(bucket)));
@@ -231,5 +230,44 @@ where
                 None => this.flushed = Some(0),
             }
         }
+    }
+}
+
+/// The bucket of an element of length `length`, as tf.data computes it: the first `i` with
+/// `boundaries[i - 1] <= length < boundaries[i]` (no lower bound for the first bucket, no upper
+/// bound for the last). For increasing boundaries that is the one bucket whose range holds
+/// `length`; tf.data does not require them to increase, and neither does this. Some bucket
+/// always matches: the first takes every length below `boundaries[0]`, the last every length
+/// from `boundaries[n - 1]`, and one of the two holds whenever the other does not.
+fn bucket_of(boundaries: &[usize], length: usize) -> usize {
+    (0..=boundaries.len())
+        .find(|&i| {
+            (i == 0 || boundaries[i - 1] <= length) && boundaries.get(i).is_none_or(|&b| length < b)
+        })
+        .unwrap_or(boundaries.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket_of;
+
+    #[test]
+    fn buckets_as_tf_data_assigns_them() {
+        // Increasing boundaries: a length equal to a boundary goes to the next bucket.
+        let b = [3, 5];
+        let got: Vec<usize> = [0, 2, 3, 4, 5, 9]
+            .iter()
+            .map(|&n| bucket_of(&b, n))
+            .collect();
+        assert_eq!(got, [0, 0, 1, 1, 2, 2]);
+        // Unsorted boundaries, as TensorFlow 2.21 takes them (reduce_min of the buckets
+        // whose [min, max) holds the length).
+        let b = [5, 3];
+        let got: Vec<usize> = [1, 2, 3, 4, 5, 7]
+            .iter()
+            .map(|&n| bucket_of(&b, n))
+            .collect();
+        assert_eq!(got, [0, 0, 0, 0, 2, 2]);
+        assert_eq!(bucket_of(&[], 7), 0);
     }
 }

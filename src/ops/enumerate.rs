@@ -27,12 +27,11 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
+        // tf.data's enumerate is a zip with a counter, which advances for error elements too.
         Poll::Ready(ready!(this.input.poll_next(cx)).map(|r| {
-            r.map(|x| {
-                let i = *this.next;
-                *this.next = i.wrapping_add(1);
-                (i, x)
-            })
+            let i = *this.next;
+            *this.next = i.wrapping_add(1);
+            r.map(|x| (i, x))
         }))
     }
 

@@ -26,6 +26,9 @@ pub(crate) struct Cycle<S> {
     block_index: usize,
     block_length: usize,
     pub(crate) num_open: usize,
+    /// Whether an inner error element takes a place in its block (tf.data's parallel
+    /// interleave) or not (its sequential interleave).
+    errors_in_blocks: bool,
 }
 
 impl<S> Cycle<S> {
@@ -36,7 +39,15 @@ impl<S> Cycle<S> {
             block_index: 0,
             block_length,
             num_open: 0,
+            errors_in_blocks: false,
         }
+    }
+
+    /// Counts inner error elements in their blocks, as tf.data's parallel interleave does
+    /// (its sequential one does not).
+    pub(crate) fn counting_errors_in_blocks(mut self) -> Self {
+        self.errors_in_blocks = true;
+        self
     }
 
     /// After an element was produced from slot `i`: count it in its block, and move on when
@@ -72,7 +83,8 @@ impl<S> Cycle<S> {
     /// exhausted slot is freed and the cursor moves on at once; a free slot under the cursor
     /// is filled with the next input element (`next`, which yields `Ready(None)` once the input
     /// has ended). An error is yielded without moving the cursor, as tf.data's `GetNext`
-    /// returning an error does.
+    /// returning an error does, unless errors count in blocks
+    /// ([`counting_errors_in_blocks`](Cycle::counting_errors_in_blocks)).
     pub(crate) fn poll_in_order<U>(
         &mut self,
         cx: &mut Context<'_>,
@@ -90,7 +102,12 @@ impl<S> Cycle<S> {
                         self.advance_position(ci);
                         return Poll::Ready(Some(Ok(x)));
                     }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    Some(Err(e)) => {
+                        if self.errors_in_blocks {
+                            self.advance_position(ci);
+                        }
+                        return Poll::Ready(Some(Err(e)));
+                    }
                     None => {
                         self.close(ci);
                         self.advance_to_next_in_cycle();

@@ -152,7 +152,7 @@ where
                 config,
                 ahead: VecDeque::new(),
             },
-            cycle: Cycle::new(config.cycle_length, config.block_length),
+            cycle: Cycle::new(config.cycle_length, config.block_length).counting_errors_in_blocks(),
         }
     }
 

@@ -56,30 +56,35 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
 ) -> Dataset<T> {
     assert!(
         !datasets.is_empty(),
-        "sample_from_datasets: needs at least one dataset"
+        "sample_from_datasets: Invalid `datasets`. `datasets` should not be empty."
     );
     let weights = weights.unwrap_or_else(|| vec![1.0; datasets.len()]);
-    assert_eq!(
+    assert!(
+        weights.len() == datasets.len(),
+        "sample_from_datasets: Invalid `weights`. `weights` should have the same length as \
+         `datasets` but got `len(weights)={}` vs. `len(datasets)={}`.",
         weights.len(),
-        datasets.len(),
-        "sample_from_datasets: one weight per dataset"
+        datasets.len()
     );
     assert!(
-        weights.iter().all(|w| w.is_finite() && *w >= 0.0),
-        "sample_from_datasets: weights must be finite and non-negative"
+        weights.iter().all(|w| !w.is_infinite()),
+        "sample_from_datasets: weights must be finite"
     );
-    // Like tf.data: inputs with weight 0 can never be chosen, so drop them now.
-    let (datasets, weights): (Vec<_>, Vec<_>) = datasets
+    // Like tf.data: inputs whose weight is not positive can never be chosen, so drop them now
+    // (with one left, the stage is that input; with none, it is empty).
+    let (mut datasets, weights): (Vec<_>, Vec<_>) = datasets
         .into_iter()
         .zip(weights)
         .filter(|(_, w)| *w > 0.0)
         .unzip();
-    assert!(
-        !datasets.is_empty(),
-        "sample_from_datasets: every weight is 0"
-    );
-    if datasets.len() == 1 {
-        return datasets.into_iter().next().expect("one dataset");
+    match datasets.len() {
+        0 => {
+            return Dataset::source("sample_from_datasets", Cardinality::Finite(0), |_| {
+                futures::stream::empty()
+            });
+        }
+        1 => return datasets.remove(0),
+        _ => {}
     }
     let (options, depth) = merged(&datasets);
     let fallback: u64 = rand::random();
@@ -173,7 +178,7 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
 ) -> Dataset<T> {
     assert!(
         !datasets.is_empty(),
-        "choose_from_datasets: needs at least one dataset"
+        "choose_from_datasets: Invalid `datasets`. `datasets` should not be empty."
     );
     let (options, depth) = merged(&datasets);
     let options = options.merge(choices.options());
@@ -223,7 +228,7 @@ impl<T> Stream for Choose<T> {
                         None => {
                             let n = this.inputs.streams.len();
                             return Poll::Ready(Some(Err(crate::Error::InvalidArgument(format!(
-                                "choose_from_datasets: choice {c} is out of range: expected 0..{n}"
+                                "choose_from_datasets: Selector index out of range: {c} >= {n}"
                             ))
                             .into())));
                         }

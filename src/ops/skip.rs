@@ -10,12 +10,17 @@ use pin_project::pin_project;
 pub(crate) struct Skip<St> {
     #[pin]
     input: St,
+    count: u64,
     remaining: u64,
 }
 
 impl<St> Skip<St> {
-    pub(crate) fn new(input: St, remaining: u64) -> Self {
-        Skip { input, remaining }
+    pub(crate) fn new(input: St, count: u64) -> Self {
+        Skip {
+            input,
+            count,
+            remaining: count,
+        }
     }
 }
 
@@ -31,6 +36,14 @@ where
             let item = ready!(this.input.as_mut().poll_next(cx));
             match item {
                 Some(Ok(_)) if *this.remaining > 0 => *this.remaining -= 1,
+                Some(Err(e)) => {
+                    // tf.data skips in one step that an error aborts, forgetting the elements
+                    // it skipped: the next element starts the count again.
+                    if *this.remaining > 0 {
+                        *this.remaining = *this.count;
+                    }
+                    return Poll::Ready(Some(Err(e)));
+                }
                 other => return Poll::Ready(other),
             }
         }

@@ -28,7 +28,31 @@ pub(crate) fn cardinality(
     })
 }
 
+/// A window still filling.
+struct Open<T> {
+    /// Index of its first input element.
+    start: u64,
+    items: Vec<T>,
+    /// Positions taken so far, error elements included.
+    taken: usize,
+    /// The first error element among them: the window is then that error.
+    error: Option<anyhow::Error>,
+}
+
+impl<T> Open<T> {
+    fn finish(self) -> anyhow::Result<Vec<T>> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.items),
+        }
+    }
+}
+
 /// Stream for the [`window`](crate::Dataset::window) method.
+///
+/// As in tf.data, an error element takes its position in every window that would hold it, and
+/// each such window is yielded as that error, in its place (the first window gets the error
+/// itself, later ones an error with its message).
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Window<St, T> {
@@ -40,10 +64,10 @@ pub(crate) struct Window<St, T> {
     drop_remainder: bool,
     /// Index of the next input element.
     index: u64,
-    /// Windows still filling, oldest first: (start index, elements).
-    open: VecDeque<(u64, Vec<T>)>,
+    /// Windows still filling, oldest first.
+    open: VecDeque<Open<T>>,
     /// Finished windows waiting to be yielded.
-    done: VecDeque<Vec<T>>,
+    done: VecDeque<anyhow::Result<Vec<T>>>,
     ended: bool,
 }
 
@@ -80,44 +104,64 @@ where
         let mut this = self.project();
         loop {
             if let Some(w) = this.done.pop_front() {
-                return Poll::Ready(Some(Ok(w)));
+                return Poll::Ready(Some(w));
             }
             if *this.ended {
                 return Poll::Ready(None);
             }
             match ready!(this.input.as_mut().poll_next(cx)) {
-                Some(Ok(x)) => {
+                Some(item) => {
                     let j = *this.index;
                     *this.index += 1;
                     if j % *this.shift == 0 {
-                        this.open
-                            .push_back((j, Vec::with_capacity((*this.size).min(4096))));
+                        this.open.push_back(Open {
+                            start: j,
+                            items: Vec::with_capacity((*this.size).min(4096)),
+                            taken: 0,
+                            error: None,
+                        });
                     }
                     let (size, stride) = (*this.size, *this.stride);
-                    let wants =
-                        |(start, w): &(u64, Vec<T>)| (j - start) % stride == 0 && w.len() < size;
+                    let wants = |w: &Open<T>| (j - w.start) % stride == 0 && w.taken < size;
                     let takers = this.open.iter().filter(|w| wants(w)).count();
-                    let mut x = Some(x);
-                    let mut given = 0;
-                    for w in this.open.iter_mut().filter(|w| wants(w)) {
-                        given += 1;
-                        // Clone for all windows but the last, which takes the element itself.
-                        let item = if given == takers { x.take() } else { x.clone() };
-                        w.1.extend(item);
+                    match item {
+                        Ok(x) => {
+                            let mut x = Some(x);
+                            let mut given = 0;
+                            for w in this.open.iter_mut().filter(|w| wants(w)) {
+                                given += 1;
+                                w.taken += 1;
+                                // Clone for all windows but the last, which takes the element.
+                                let item = if given == takers { x.take() } else { x.clone() };
+                                w.items.extend(item);
+                            }
+                        }
+                        Err(e) => {
+                            let message = format!("{e:#}");
+                            let mut e = Some(e);
+                            for w in this.open.iter_mut().filter(|w| wants(w)) {
+                                w.taken += 1;
+                                if w.error.is_none() {
+                                    w.error = Some(
+                                        e.take()
+                                            .unwrap_or_else(|| anyhow::anyhow!(message.clone())),
+                                    );
+                                }
+                            }
+                        }
                     }
-                    while this.open.front().is_some_and(|(_, w)| w.len() == size) {
-                        if let Some((_, w)) = this.open.pop_front() {
-                            this.done.push_back(w);
+                    while this.open.front().is_some_and(|w| w.taken == size) {
+                        if let Some(w) = this.open.pop_front() {
+                            this.done.push_back(w.finish());
                         }
                     }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {
                     *this.ended = true;
                     let open = std::mem::take(this.open);
                     if !*this.drop_remainder {
                         this.done
-                            .extend(open.into_iter().map(|(_, w)| w).filter(|w| !w.is_empty()));
+                            .extend(open.into_iter().filter(|w| w.taken > 0).map(Open::finish));
                     }
                 }
             }

@@ -65,11 +65,15 @@ pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<V
 }
 
 /// Stream for the [`zip`](crate::Dataset::zip) and [`zip_all`](crate::Dataset::zip_all) methods.
+///
+/// As tf.data's zip, every step takes one item from each input, even when an earlier input's
+/// item is an error, so the inputs stay in step: a step with an error yields its first error
+/// and drops the other inputs' items.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ZipAll<T> {
     inputs: Vec<BoxStream<T>>,
-    /// One element waiting from each input.
-    slots: Vec<Option<T>>,
+    /// One item waiting from each input.
+    slots: Vec<Option<anyhow::Result<T>>>,
     done: bool,
 }
 
@@ -102,12 +106,14 @@ impl<T> Stream for ZipAll<T> {
                 continue;
             }
             match input.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(x))) => *slot = Some(x),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(item)) => *slot = Some(item),
                 Poll::Ready(None) => {
+                    // One input has ended: so has the zip. An error already taken from
+                    // another input in this step is still reported.
                     this.done = true;
+                    let error = this.slots.iter_mut().find_map(|s| s.take()?.err());
                     this.slots.iter_mut().for_each(|s| *s = None);
-                    return Poll::Ready(None);
+                    return Poll::Ready(error.map(Err));
                 }
                 Poll::Pending => pending = true,
             }
@@ -115,10 +121,9 @@ impl<T> Stream for ZipAll<T> {
         if pending {
             return Poll::Pending;
         }
-        Poll::Ready(Some(Ok(this
-            .slots
-            .iter_mut()
-            .filter_map(Option::take)
-            .collect())))
+        // Empty every slot before looking for an error, so the next step starts afresh.
+        let items: Vec<anyhow::Result<T>> =
+            this.slots.iter_mut().filter_map(Option::take).collect();
+        Poll::Ready(Some(items.into_iter().collect()))
     }
 }

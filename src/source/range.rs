@@ -27,6 +27,18 @@ pub(crate) fn dataset(start: i64, stop: i64, step: i64) -> Dataset<i64> {
 
 pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
     let card = Cardinality::Infinite;
+    if step == 0 {
+        // The same number forever (as tf.data): the distance walked says nothing about how
+        // many were yielded, so a wrapper counts them.
+        return Dataset::stage_counted(
+            "counter",
+            card,
+            Options::default(),
+            0,
+            Counting::Wrapped,
+            move |_| Range::new(start, 0, None, None),
+        );
+    }
     Dataset::stage_counted(
         "counter",
         card,

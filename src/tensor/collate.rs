@@ -110,6 +110,31 @@ pub trait PaddedCollate: Collate {
     /// tf.data's default padding: `0`, `false`, the empty string (`Default::default()`).
     fn default_padding_values() -> Self::PaddingValues;
 
+    /// Checks `shapes` against the rank every element of this type has (a `Vec` is 1-D, an
+    /// array of a fixed dimension `D` has `D::NDIM` dimensions), as tf.data checks padded
+    /// shapes against the element spec when the dataset is made. `padded_batch` and
+    /// `bucket_by_sequence_length` call it when they are built. Types whose rank is known only
+    /// per element (`ArrayD`) pass here and are checked batch by batch.
+    ///
+    /// ```
+    /// use streamload::tensor::PaddedCollate;
+    ///
+    /// assert!(<Vec<i64>>::check_padded_shapes(&vec![Some(4)]).is_ok());
+    /// assert_eq!(
+    ///     <Vec<i64>>::check_padded_shapes(&vec![Some(3), Some(3)]).unwrap_err(),
+    ///     "The padded shape (3, 3) is not compatible with the shape (None,) of the \
+    ///      corresponding input component."
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// TensorFlow's message, when a padded shape has another rank than its component.
+    fn check_padded_shapes(shapes: &Self::PaddedShapes) -> Result<(), String> {
+        let _ = shapes;
+        Ok(())
+    }
+
     /// Pads and stacks `items`, whose first component is numbered `component`.
     ///
     /// Without `shapes`, every dimension is padded to the longest in the batch; `unknown`,
@@ -277,6 +302,10 @@ impl<A: Scalar + Default> PaddedCollate for Vec<A> {
         A::default()
     }
 
+    fn check_padded_shapes(shapes: &PaddedShape) -> Result<(), String> {
+        check_rank(shapes, 1)
+    }
+
     fn padded_collate_components<'a, I>(
         items: I,
         shapes: Option<&PaddedShape>,
@@ -328,6 +357,10 @@ where
 
     fn default_padding_values() -> A {
         A::default()
+    }
+
+    fn check_padded_shapes(shapes: &PaddedShape) -> Result<(), String> {
+        D::NDIM.map_or(Ok(()), |rank| check_rank(shapes, rank))
     }
 
     fn padded_collate_components<'a, I>(
@@ -434,6 +467,11 @@ macro_rules! tuples {
 
             fn default_padding_values() -> Self::PaddingValues {
                 ($($name::default_padding_values(),)+)
+            }
+
+            fn check_padded_shapes(shapes: &Self::PaddedShapes) -> Result<(), String> {
+                $($name::check_padded_shapes(&shapes.$idx)?;)+
+                Ok(())
             }
 
             #[allow(unused_assignments)] // the last field's offset is not read again
@@ -641,6 +679,29 @@ where
 }
 
 /// `[3, None]`, as TensorFlow shows a partially known shape.
+/// TensorFlow's construction-time check of a padded shape's rank, with its message (shapes
+/// printed as Python tuples).
+fn check_rank(shape: &[Option<usize>], rank: usize) -> Result<(), String> {
+    if shape.len() == rank {
+        return Ok(());
+    }
+    let tuple = |dims: Vec<String>| match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let padded = tuple(
+        shape
+            .iter()
+            .map(|d| d.map_or_else(|| "None".to_string(), |d| d.to_string()))
+            .collect(),
+    );
+    let element = tuple(vec!["None".to_string(); rank]);
+    Err(format!(
+        "The padded shape {padded} is not compatible with the shape {element} of the \
+         corresponding input component."
+    ))
+}
+
 fn show_padded(s: &[Option<usize>]) -> String {
     let dims: Vec<String> = s
         .iter()
