@@ -176,13 +176,15 @@ async fn fixed_length_records_skip_header_and_footer_like_tensorflow() {
 
 #[tokio::test]
 async fn a_partial_fixed_length_record_is_data_loss_naming_file_record_offset() {
+    // Compressed, the size is known only at the end: the whole records, then the error.
     let dir = tempfile::tempdir().expect("tempdir");
-    let partial = write(dir.path(), "partial.bin", b"HD0123456F");
-    let short = write(dir.path(), "short.bin", b"HD");
-    let good = write(dir.path(), "good.bin", b"HDxyzwF");
+    let partial = write(dir.path(), "partial.bin.gz", &gzip(b"HD0123456F"));
+    let short = write(dir.path(), "short.bin.gz", &gzip(b"HD"));
+    let good = write(dir.path(), "good.bin.gz", &gzip(b"HDxyzwF"));
     let ds = FixedLengthRecordDataset::new([&partial, &short, &good], 3)
         .header_bytes(2)
         .footer_bytes(1)
+        .compression(Compression::Auto)
         .build();
     let all: Vec<_> = ds.iter().collect().await;
     let loss = |i: usize| match &all[i] {
@@ -205,4 +207,100 @@ async fn a_partial_fixed_length_record_is_data_loss_naming_file_record_offset() 
     // "xyzwF": one record, then "w" before the footer is a partial record.
     assert_eq!(loss(5), (good.display().to_string(), 1, 5));
     assert_eq!(all.len(), 6);
+    let message = format!("{:#}", all[2].as_ref().expect_err("partial"));
+    assert!(
+        message.contains(&format!(
+            "Excluding the header (2 bytes) and footer (1 bytes), input file \"{}\" has body \
+             length 7 bytes, which is not an exact multiple of the record length (3 bytes).",
+            partial.display()
+        )),
+        "{message}"
+    );
+
+    // A local file read as it is is checked by its size first, as TensorFlow does: no record
+    // of a file whose body is not whole records.
+    let partial = write(dir.path(), "partial.bin", b"HD0123456F");
+    let all: Vec<_> = FixedLengthRecordDataset::new([&partial], 3)
+        .header_bytes(2)
+        .footer_bytes(1)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    assert_eq!(all.len(), 1);
+    let err = all[0].as_ref().expect_err("not a multiple");
+    assert!(
+        matches!(err.downcast_ref::<Error>(), Some(Error::InvalidArgument(_))),
+        "{err:?}"
+    );
+}
+
+#[path = "support/formats_more.rs"]
+mod formats_more;
+
+/// `formats_more.json`: header and footer, bodies that are not whole records, empty and
+/// short files, GZIP/ZLIB, buffer sizes and several files, as TensorFlow 2.21's
+/// `FixedLengthRecordDataset` read them. Records are compared up to TensorFlow's error; then
+/// streamload fails there too, with TensorFlow's message where TensorFlow gives a real one
+/// (not its internal errors), of the same kind (`InvalidArgument` / `DataLoss`).
+#[tokio::test]
+async fn formats_more_fixed_length_cases_match_tensorflow() {
+    let cases = formats_more::cases("fixed_length");
+    assert!(cases.len() >= 20);
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let n = |key: &str| case[key].as_u64().expect(key) as usize;
+        let mut ds = FixedLengthRecordDataset::new(formats_more::files(case), n("record_bytes"))
+            .header_bytes(n("header_bytes"))
+            .footer_bytes(n("footer_bytes"))
+            .compression(formats_more::compression(case));
+        if let Some(size) = case["buffer_size"].as_u64() {
+            ds = ds.buffer_size(size as usize);
+        }
+        let got: Vec<anyhow::Result<Bytes>> = ds.build().iter().collect().await;
+        let want: Vec<Bytes> = case["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .map(formats_more::bytes)
+            .collect();
+        let ok: Vec<Bytes> = got.iter().map_while(|r| r.as_ref().ok().cloned()).collect();
+        assert_eq!(ok, want, "{name}");
+        let Some(tf) = formats_more::error_message(case) else {
+            assert_eq!(got.len(), want.len(), "{name}: {:?}", got.last());
+            continue;
+        };
+        let err = got
+            .get(want.len())
+            .and_then(|r| r.as_ref().err())
+            .unwrap_or_else(|| panic!("{name}: no error where TensorFlow raised {tf}"));
+        let kind = err.downcast_ref::<Error>();
+        match case["error"]["class"].as_str() {
+            Some("InvalidArgumentError") => {
+                assert!(
+                    matches!(kind, Some(Error::InvalidArgument(_))),
+                    "{name}: {err:?}"
+                );
+                assert_eq!(err.to_string(), tf, "{name}");
+            }
+            Some("DataLossError") => {
+                assert!(
+                    matches!(kind, Some(Error::DataLoss { .. })),
+                    "{name}: {err:?}"
+                );
+                assert!(err.to_string().contains(&tf), "{name}: {err} vs {tf}");
+            }
+            // TensorFlow's internal errors (a file shorter than its header) and a missing
+            // file: an error naming the file.
+            _ => {
+                let message = format!("{err:#}");
+                assert!(
+                    formats_more::files(case)
+                        .iter()
+                        .any(|f| message.contains(&f.display().to_string())),
+                    "{name}: {message}"
+                );
+            }
+        }
+    }
 }
