@@ -119,15 +119,15 @@ async fn csv_errors_name_the_file_and_record_and_the_file_goes_on() {
     let name = path.display().to_string();
     assert_eq!(
         message(1),
-        format!("{name}: record 1: Expect 2 fields but have 1 in record 1")
+        format!("{name}: record 1: Expect 2 fields but have 1 in record")
     );
     assert_eq!(
         message(2),
-        format!("{name}: record 2: Field 0 in record 2 is not a valid int32: x")
+        format!("{name}: record 2: Field 0 in record is not a valid int32: x")
     );
     assert_eq!(
         message(3),
-        format!("{name}: record 3: Field 0 is required but missing in record 3!")
+        format!("{name}: record 3: Field 0 is required but missing in record!")
     );
     let good = ds.ignore_errors().collect().await.expect("rows");
     assert_eq!(
@@ -302,5 +302,127 @@ async fn formats_more_fixed_length_cases_match_tensorflow() {
                 );
             }
         }
+    }
+}
+
+/// A column as the JSON gives it: `{dtype, default}` (`null`: required).
+fn column(json: &serde_json::Value) -> Column {
+    let default = &json["default"];
+    let dtype = json["dtype"].as_str().expect("dtype");
+    if default.is_null() {
+        return match dtype {
+            "int32" => Column::int32(),
+            "int64" => Column::int64(),
+            "float32" => Column::float32(),
+            "float64" => Column::float64(),
+            "string" => Column::string(),
+            other => panic!("dtype {other}"),
+        };
+    }
+    Column::with_default(match dtype {
+        "int32" => Field::Int32(default.as_i64().expect("int") as i32),
+        "int64" => Field::Int64(default.as_i64().expect("int")),
+        "float32" => Field::Float32(default.as_f64().expect("float") as f32),
+        "float64" => Field::Float64(default.as_f64().expect("float")),
+        "string" => Field::String(formats_more::bytes(default)),
+        other => panic!("dtype {other}"),
+    })
+}
+
+/// TensorFlow's value in the JSON against streamload's field (floats bit for bit).
+fn same_field(want: &serde_json::Value, got: &Field) -> bool {
+    let float = |x: f64| match want {
+        serde_json::Value::String(s) if s == "NaN" => x.is_nan(),
+        serde_json::Value::String(s) if s == "Infinity" => x == f64::INFINITY,
+        serde_json::Value::String(s) if s == "-Infinity" => x == f64::NEG_INFINITY,
+        w => w.as_f64().is_some_and(|w| w.to_bits() == x.to_bits()),
+    };
+    match got {
+        Field::Int32(v) => want.as_i64() == Some(i64::from(*v)),
+        Field::Int64(v) => want.as_i64() == Some(*v),
+        Field::Float32(v) => float(f64::from(*v)),
+        Field::Float64(v) => float(*v),
+        Field::String(v) => formats_more::bytes(want) == v,
+    }
+}
+
+/// `formats_more.json`: `CsvDataset` with a header, `select_cols`, defaults of every type, NA
+/// values, delimiters, quoting on and off, quoted delimiters, quotes and line breaks, wrong
+/// field counts, numbers TensorFlow reads or refuses, line endings, UTF-8, GZIP/ZLIB, small
+/// buffers and several files, as TensorFlow 2.21 read them. Rows are compared up to
+/// TensorFlow's error; then streamload fails there too, with TensorFlow's message.
+#[tokio::test]
+async fn formats_more_csv_cases_match_tensorflow() {
+    let cases = formats_more::cases("csv");
+    assert!(cases.len() >= 50);
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let columns: Vec<Column> = case["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(column)
+            .collect();
+        let delimiter = case["field_delim"].as_str().expect("delim").as_bytes()[0];
+        let mut ds = CsvDataset::new(formats_more::files(case), columns)
+            .header(case["header"].as_bool().expect("header"))
+            .field_delim(delimiter)
+            .use_quote_delim(case["use_quote_delim"].as_bool().expect("quote"))
+            .na_value(case["na_value"].as_str().expect("na"))
+            .compression(formats_more::compression(case));
+        if let Some(select) = case["select_cols"].as_array() {
+            ds = ds.select_cols(select.iter().map(|c| c.as_u64().expect("col") as usize));
+        }
+        if let Some(size) = case["buffer_size"].as_u64() {
+            ds = ds.buffer_size(size as usize);
+        }
+        let tf = formats_more::error_message(case);
+        if case["error"]["stage"] == "construction" {
+            // TensorFlow refuses these when the dataset is built; streamload's `build` panics.
+            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ds.build()))
+                .expect_err(name);
+            let message = refused
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| refused.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            let tf = tf.expect("error");
+            assert!(message.contains(&tf), "{name}: {message} vs {tf}");
+            continue;
+        }
+        let got: Vec<anyhow::Result<Vec<Field>>> = ds.build().iter().collect().await;
+        let want = case["output"].as_array().expect("output");
+        let ok: Vec<&Vec<Field>> = got.iter().map_while(|r| r.as_ref().ok()).collect();
+        assert_eq!(ok.len(), want.len(), "{name}: {ok:?} vs {want:?}");
+        for (row, (got, want)) in ok.iter().zip(want).enumerate() {
+            let want = want.as_array().expect("row");
+            assert_eq!(got.len(), want.len(), "{name} row {row}");
+            for (got, want) in got.iter().zip(want) {
+                assert!(same_field(want, got), "{name} row {row}: {got:?} vs {want}");
+            }
+        }
+        let Some(tf) = tf else {
+            assert_eq!(got.len(), want.len(), "{name}: {:?}", got.last());
+            continue;
+        };
+        let err = got
+            .get(want.len())
+            .and_then(|r| r.as_ref().err())
+            .unwrap_or_else(|| panic!("{name}: no error where TensorFlow raised {tf}"));
+        let message = format!("{err:#}");
+        if case["error"]["class"] == "InvalidArgumentError" {
+            assert!(
+                matches!(err.downcast_ref::<Error>(), Some(Error::InvalidArgument(_))),
+                "{name}: {err:?}"
+            );
+            assert!(message.contains(&tf), "{name}: {message} vs {tf}");
+        }
+        // The file is named, and the record (from streamload; TensorFlow names neither).
+        assert!(
+            formats_more::files(case)
+                .iter()
+                .any(|f| message.contains(&f.display().to_string())),
+            "{name}: {message}"
+        );
     }
 }
