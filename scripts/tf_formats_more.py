@@ -378,6 +378,10 @@ def parse_cases():
     parse_case("batch_fixed_matrix_defaults",
                {"m": fixed("int64", [2, 2], [[0, 1], [2, 3]]), "s": fixed("string", [], "none")},
                [example(m=("i", [9, 9, 9, 9])), example(s=("b", [b"yes"]))], batch=True)
+    parse_case("batch_seq_strings_no_default", {"q": seq("string")},
+               [example(q=("b", [b"a"])), example(q=("b", [b"b", b"c", b"d"]))], batch=True)
+    parse_case("batch_varlen_strings", {"v": varlen("string")},
+               [example(v=("b", [b"a", b"b"])), example(), example(v=("b", [b"\xff"]))], batch=True)
     parse_case("batch_empty", {"a": fixed("int64", [2]), "v": varlen("string"),
                                "q": seq("float32", [3])}, [], batch=True)
     parse_case("batch_all_varlen_empty", {"v": varlen("float32")},
@@ -649,6 +653,19 @@ def csv_cases():
              [col("int64"), col("string")], buffer_size=2)
     csv_case("multiple_files_with_headers", ["csv/header.csv", "csv/header_only.csv", "csv/header.csv"],
              [col("int64"), col("string")], header=True)
+    csv_case("stray_quote_then_closing", [w("stray.csv", b"\"ab\"c\",d\nx,y\n")], [col("string")] * 2)
+    csv_case("header_with_quoted_newline", [w("hdr_nl.csv", b"\"h\n1\",h2\n1,a\n")],
+             [col("int64"), col("string")], header=True)
+    csv_case("only_delimiters", [w("delims.csv", b",\n1,\n")], [col("int64", 4), col("string", "s")])
+    csv_case("select_cols_quoted", [w("select_q.csv", b"\"a,b\",1,\"c\"\"d\"\n\"x\ny\",2,z\n")],
+             [col("int64"), col("string")], select_cols=[1, 2])
+    csv_case("number_edge_forms", [w("num_forms.csv", b"0x1p-2\n-0x10\n0X1.8\nINF\ninfinity\n"
+                                                     b" -0 \n+.5e1\n")], [col("float64")])
+    csv_case("number_spaces_only", [w("num_spaces.csv", b"  \n")], [col("float32")])
+    csv_case("nan_with_payload", [w("nan_payload.csv", b"nan(123)\n")], [col("float64")])
+    csv_case("int_forms", [w("int_forms.csv", b" -0 \n+12\n007\n-9223372036854775808\n")],
+             [col("int64")])
+    csv_case("int_with_underscore", [w("int_us.csv", b"1_000\n")], [col("int64")])
     csv_case("error_then_next_file", ["csv/bad_int.csv", "csv/plus.csv"], [col("int64")])
     csv_case("missing_file", ["csv/plus.csv", "csv/nope.csv"], [col("int64")])
 

@@ -131,7 +131,7 @@ impl Column {
 }
 
 /// A float as `absl::SimpleAtof` reads one: decimal (Rust's grammar, which takes `inf`,
-/// `infinity` and `nan` in any case), or hexadecimal (`0x1.8p3`).
+/// `infinity` and `nan` in any case), `nan(...)`, or hexadecimal (`0x1.8p3`).
 fn parse_float(text: &str) -> Option<f64> {
     if let Ok(x) = text.parse::<f64>() {
         return Some(x);
@@ -141,6 +141,16 @@ fn parse_float(text: &str) -> Option<f64> {
         b'+' => (false, &text[1..]),
         _ => (false, text),
     };
+    // `nan(...)`, with any characters C's `strtod` allows between the parentheses.
+    if rest.len() > 4
+        && rest[..4].eq_ignore_ascii_case("nan(")
+        && rest.ends_with(')')
+        && rest[4..rest.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Some(if negative { -f64::NAN } else { f64::NAN });
+    }
     let hex = rest
         .strip_prefix("0x")
         .or_else(|| rest.strip_prefix("0X"))?;
