@@ -415,8 +415,8 @@ def gz(data):
 
 def run(make, files):
     """Iterates a dataset made from absolute paths: what it yields, then any error. (Not
-    ignore_errors(): on a reader's error TensorFlow's file iterators raise the same error
-    again at the next call, so ignore_errors() never ends.)"""
+    ignore_errors(): on a decompression error TextLineDataset raises the same error again
+    at every later call, so ignore_errors() never ends.)"""
     paths = [os.path.join(DIR, f) for f in files]
     result = {"output": []}
     try:

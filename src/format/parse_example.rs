@@ -638,7 +638,8 @@ fn check(
 ) -> Result<Values, String> {
     let dtype = entry.spec.dtype();
     let name = &entry.name;
-    let key = match mode {
+    // Built only for an error: the common path allocates nothing but the values.
+    let key = || match mode {
         Mode::Single => format!("Key: {name}.  "),
         Mode::Batch { index, .. } => format!("Name: <unknown>, Key: {name}, Index: {index}.  "),
     };
@@ -653,16 +654,22 @@ fn check(
         DType::String => "bytes",
     };
     let parse_failed = |single: &str| match mode {
-        Mode::Single => format!("{key}Can't parse serialized Example: {single}"),
-        Mode::Batch { .. } => format!("{key}Can't parse serialized Example."),
+        Mode::Single => format!("{}Can't parse serialized Example: {single}", key()),
+        Mode::Batch { .. } => format!("{}Can't parse serialized Example.", key()),
     };
     if kind != dtype {
         return Err(match entry.spec {
             FeatureSpec::VarLen { .. } => {
-                format!("{key}Data types don't match. Expected type: {dtype}, Actual type: {kind}")
+                format!(
+                    "{}Data types don't match. Expected type: {dtype}, Actual type: {kind}",
+                    key()
+                )
             }
             _ => {
-                format!("{key}Data types don't match. Data type: {kind} but expected type: {dtype}")
+                format!(
+                    "{}Data types don't match. Data type: {kind} but expected type: {dtype}",
+                    key()
+                )
             }
         });
     }
@@ -683,8 +690,9 @@ fn check(
                         parse_failed(&format!("Some {list_name} slice was not parsed."))
                     }
                     Mode::Batch { .. } => format!(
-                        "{key}Number of {values_name} values != expected.  Values size: {count} \
+                        "{}Number of {values_name} values != expected.  Values size: {count} \
                          but output shape: {}",
+                        key(),
                         shape_string(None, shape)
                     ),
                 });
@@ -707,8 +715,9 @@ fn check(
                         entry.stride
                     ),
                     Mode::Batch { prior, .. } => format!(
-                        "{key}Number of {values_name} values is not a multiple of stride length. \
+                        "{}Number of {values_name} values is not a multiple of stride length. \
                          Saw {} values but output shape is: {}",
+                        key(),
                         prior[f] + count,
                         shape_string(Some("?"), shape)
                     ),

@@ -10,7 +10,7 @@ use serde_json::Value;
 use streamload::format::Compression;
 
 /// The directory of the cases' input files.
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/tensorflow/formats_more"
@@ -18,7 +18,7 @@ pub fn dir() -> PathBuf {
 }
 
 /// The cases of one section (`text_line`, `fixed_length`, `csv`, `list_files`, `parse`).
-pub fn cases(section: &str) -> Vec<Value> {
+pub(crate) fn cases(section: &str) -> Vec<Value> {
     let path = dir().with_extension("json");
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("formats_more.json"))
@@ -27,7 +27,7 @@ pub fn cases(section: &str) -> Vec<Value> {
 }
 
 /// A case's input files, as paths.
-pub fn files(case: &Value) -> Vec<PathBuf> {
+pub(crate) fn files(case: &Value) -> Vec<PathBuf> {
     case["files"]
         .as_array()
         .expect("files")
@@ -37,7 +37,7 @@ pub fn files(case: &Value) -> Vec<PathBuf> {
 }
 
 /// TensorFlow's `compression_type`.
-pub fn compression(case: &Value) -> Compression {
+pub(crate) fn compression(case: &Value) -> Compression {
     match case["compression_type"].as_str().unwrap_or("") {
         "" => Compression::None,
         "GZIP" => Compression::Gzip,
@@ -47,7 +47,7 @@ pub fn compression(case: &Value) -> Compression {
 }
 
 /// A string as the JSON encodes it: UTF-8 text, or `{"b64": ...}`.
-pub fn bytes(v: &Value) -> Bytes {
+pub(crate) fn bytes(v: &Value) -> Bytes {
     match v {
         Value::String(s) => Bytes::copy_from_slice(s.as_bytes()),
         Value::Object(o) => Bytes::from(
@@ -60,7 +60,7 @@ pub fn bytes(v: &Value) -> Bytes {
 }
 
 /// The error TensorFlow raised, with the data directory put back into its message.
-pub fn error_message(case: &Value) -> Option<String> {
+pub(crate) fn error_message(case: &Value) -> Option<String> {
     let core = case["error"]["core_message"].as_str()?;
     Some(core.replace("{dir}", &dir().display().to_string()))
 }
