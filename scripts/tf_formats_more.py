@@ -435,16 +435,19 @@ def run(make, files):
 TEXT = []
 
 
-def text_case(name, files, compression_type="", buffer_size=None):
+def text_case(name, files, compression_type="", buffer_size=None, num_parallel_reads=None):
     def make(paths):
         kw = {"compression_type": compression_type}
         if buffer_size:
             kw["buffer_size"] = buffer_size
+        if num_parallel_reads:
+            kw["num_parallel_reads"] = num_parallel_reads
         return tf.data.TextLineDataset(paths, **kw)
     r = run(make, files)
     enc = lambda xs: [enc_bytes(x.numpy()) for x in xs]
     case = {"name": name, "files": files, "compression_type": compression_type,
-            "buffer_size": buffer_size, "output": enc(r["output"])}
+            "buffer_size": buffer_size, "num_parallel_reads": num_parallel_reads,
+            "output": enc(r["output"])}
     if "error" in r:
         case["error"] = r["error"]
     TEXT.append(case)
@@ -479,6 +482,10 @@ def text_cases():
               [t("long.txt", b"a" * 100 + b"\r\n" + b"b" * 37 + b"\n\nc")], buffer_size=3)
     text_case("multiple_files", ["text/lf.txt", "text/empty.txt", "text/no_trailing.txt",
                                  "text/newlines.txt"])
+    many = ["text/lf.txt", "text/empty.txt", t("five.txt", b"1\n2\n3\n4\n5\n"),
+            "text/no_trailing.txt", t("one.txt", b"x\n")]
+    text_case("parallel_reads_2", many, num_parallel_reads=2)
+    text_case("parallel_reads_3", many, num_parallel_reads=3)
     text_case("missing_file", ["text/lf.txt", "text/does_not_exist.txt"])
     text_case("gzip_declared_plain_file", ["text/lf.txt"], "GZIP")
     text_case("zlib_declared_gzip_file", ["text/gz.txt.gz"], "ZLIB")
@@ -490,19 +497,21 @@ FIXED = []
 
 
 def fixed_case(name, files, record_bytes, header_bytes=0, footer_bytes=0, compression_type="",
-               buffer_size=None):
+               buffer_size=None, num_parallel_reads=None):
     def make(paths):
         kw = dict(header_bytes=header_bytes, footer_bytes=footer_bytes,
                   compression_type=compression_type)
         if buffer_size:
             kw["buffer_size"] = buffer_size
+        if num_parallel_reads:
+            kw["num_parallel_reads"] = num_parallel_reads
         return tf.data.FixedLengthRecordDataset(paths, record_bytes, **kw)
     r = run(make, files)
     enc = lambda xs: [enc_bytes(x.numpy()) for x in xs]
     case = {"name": name, "files": files, "record_bytes": record_bytes,
             "header_bytes": header_bytes, "footer_bytes": footer_bytes,
             "compression_type": compression_type, "buffer_size": buffer_size,
-            "output": enc(r["output"])}
+            "num_parallel_reads": num_parallel_reads, "output": enc(r["output"])}
     if "error" in r:
         case["error"] = r["error"]
     FIXED.append(case)
@@ -536,6 +545,8 @@ def fixed_cases():
     fixed_case("gzip_shorter_than_header", [w("hdr_only.bin.gz", gz(b"HD"))], 3, 4, 0, "GZIP")
     fixed_case("buffer_size_1", [w("plain2.bin", bytes(range(30)))], 5, 3, 2, buffer_size=1)
     fixed_case("buffer_size_smaller_than_record", ["fixed/plain2.bin"], 10, 0, 0, buffer_size=4)
+    fixed_case("parallel_reads_2", ["fixed/hf.bin", "fixed/hf_exact12.bin", "fixed/hf2.bin"], 2, 6, 6,
+               num_parallel_reads=2)
     fixed_case("missing_file", ["fixed/plain.bin", "fixed/nope.bin"], 4)
 
 

@@ -257,6 +257,9 @@ async fn formats_more_fixed_length_cases_match_tensorflow() {
         if let Some(size) = case["buffer_size"].as_u64() {
             ds = ds.buffer_size(size as usize);
         }
+        if let Some(n) = case["num_parallel_reads"].as_u64() {
+            ds = ds.num_parallel_reads(n as usize);
+        }
         let got: Vec<anyhow::Result<Bytes>> = ds.build().iter().collect().await;
         let want: Vec<Bytes> = case["output"]
             .as_array()
