@@ -119,15 +119,15 @@ async fn csv_errors_name_the_file_and_record_and_the_file_goes_on() {
     let name = path.display().to_string();
     assert_eq!(
         message(1),
-        format!("{name}: record 1: Expect 2 fields but have 1 in record 1")
+        format!("{name}: record 1: Expect 2 fields but have 1 in record")
     );
     assert_eq!(
         message(2),
-        format!("{name}: record 2: Field 0 in record 2 is not a valid int32: x")
+        format!("{name}: record 2: Field 0 in record is not a valid int32: x")
     );
     assert_eq!(
         message(3),
-        format!("{name}: record 3: Field 0 is required but missing in record 3!")
+        format!("{name}: record 3: Field 0 is required but missing in record!")
     );
     let good = ds.ignore_errors().collect().await.expect("rows");
     assert_eq!(
@@ -176,13 +176,15 @@ async fn fixed_length_records_skip_header_and_footer_like_tensorflow() {
 
 #[tokio::test]
 async fn a_partial_fixed_length_record_is_data_loss_naming_file_record_offset() {
+    // Compressed, the size is known only at the end: the whole records, then the error.
     let dir = tempfile::tempdir().expect("tempdir");
-    let partial = write(dir.path(), "partial.bin", b"HD0123456F");
-    let short = write(dir.path(), "short.bin", b"HD");
-    let good = write(dir.path(), "good.bin", b"HDxyzwF");
+    let partial = write(dir.path(), "partial.bin.gz", &gzip(b"HD0123456F"));
+    let short = write(dir.path(), "short.bin.gz", &gzip(b"HD"));
+    let good = write(dir.path(), "good.bin.gz", &gzip(b"HDxyzwF"));
     let ds = FixedLengthRecordDataset::new([&partial, &short, &good], 3)
         .header_bytes(2)
         .footer_bytes(1)
+        .compression(Compression::Auto)
         .build();
     let all: Vec<_> = ds.iter().collect().await;
     let loss = |i: usize| match &all[i] {
@@ -205,4 +207,225 @@ async fn a_partial_fixed_length_record_is_data_loss_naming_file_record_offset() 
     // "xyzwF": one record, then "w" before the footer is a partial record.
     assert_eq!(loss(5), (good.display().to_string(), 1, 5));
     assert_eq!(all.len(), 6);
+    let message = format!("{:#}", all[2].as_ref().expect_err("partial"));
+    assert!(
+        message.contains(&format!(
+            "Excluding the header (2 bytes) and footer (1 bytes), input file \"{}\" has body \
+             length 7 bytes, which is not an exact multiple of the record length (3 bytes).",
+            partial.display()
+        )),
+        "{message}"
+    );
+
+    // A local file read as it is is checked by its size first, as TensorFlow does: no record
+    // of a file whose body is not whole records.
+    let partial = write(dir.path(), "partial.bin", b"HD0123456F");
+    let all: Vec<_> = FixedLengthRecordDataset::new([&partial], 3)
+        .header_bytes(2)
+        .footer_bytes(1)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    assert_eq!(all.len(), 1);
+    let err = all[0].as_ref().expect_err("not a multiple");
+    assert!(
+        matches!(err.downcast_ref::<Error>(), Some(Error::InvalidArgument(_))),
+        "{err:?}"
+    );
+}
+
+#[path = "support/formats_more.rs"]
+mod formats_more;
+
+/// `formats_more.json`: header and footer, bodies that are not whole records, empty and
+/// short files, GZIP/ZLIB, buffer sizes and several files, as TensorFlow 2.21's
+/// `FixedLengthRecordDataset` read them. Records are compared up to TensorFlow's error; then
+/// streamload fails there too, with TensorFlow's message where TensorFlow gives a real one
+/// (not its internal errors), of the same kind (`InvalidArgument` / `DataLoss`).
+#[tokio::test]
+async fn formats_more_fixed_length_cases_match_tensorflow() {
+    let cases = formats_more::cases("fixed_length");
+    assert!(cases.len() >= 20);
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let n = |key: &str| case[key].as_u64().expect(key) as usize;
+        let mut ds = FixedLengthRecordDataset::new(formats_more::files(case), n("record_bytes"))
+            .header_bytes(n("header_bytes"))
+            .footer_bytes(n("footer_bytes"))
+            .compression(formats_more::compression(case));
+        if let Some(size) = case["buffer_size"].as_u64() {
+            ds = ds.buffer_size(size as usize);
+        }
+        if let Some(n) = case["num_parallel_reads"].as_u64() {
+            ds = ds.num_parallel_reads(n as usize);
+        }
+        let got: Vec<anyhow::Result<Bytes>> = ds.build().iter().collect().await;
+        let want: Vec<Bytes> = case["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .map(formats_more::bytes)
+            .collect();
+        let ok: Vec<Bytes> = got.iter().map_while(|r| r.as_ref().ok().cloned()).collect();
+        assert_eq!(ok, want, "{name}");
+        let Some(tf) = formats_more::error_message(case) else {
+            assert_eq!(got.len(), want.len(), "{name}: {:?}", got.last());
+            continue;
+        };
+        let err = got
+            .get(want.len())
+            .and_then(|r| r.as_ref().err())
+            .unwrap_or_else(|| panic!("{name}: no error where TensorFlow raised {tf}"));
+        let kind = err.downcast_ref::<Error>();
+        match case["error"]["class"].as_str() {
+            Some("InvalidArgumentError") => {
+                assert!(
+                    matches!(kind, Some(Error::InvalidArgument(_))),
+                    "{name}: {err:?}"
+                );
+                assert_eq!(err.to_string(), tf, "{name}");
+            }
+            Some("DataLossError") => {
+                assert!(
+                    matches!(kind, Some(Error::DataLoss { .. })),
+                    "{name}: {err:?}"
+                );
+                assert!(err.to_string().contains(&tf), "{name}: {err} vs {tf}");
+            }
+            // TensorFlow's internal errors (a file shorter than its header) and a missing
+            // file: an error naming the file.
+            _ => {
+                let message = format!("{err:#}");
+                assert!(
+                    formats_more::files(case)
+                        .iter()
+                        .any(|f| message.contains(&f.display().to_string())),
+                    "{name}: {message}"
+                );
+            }
+        }
+    }
+}
+
+/// A column as the JSON gives it: `{dtype, default}` (`null`: required).
+fn column(json: &serde_json::Value) -> Column {
+    let default = &json["default"];
+    let dtype = json["dtype"].as_str().expect("dtype");
+    if default.is_null() {
+        return match dtype {
+            "int32" => Column::int32(),
+            "int64" => Column::int64(),
+            "float32" => Column::float32(),
+            "float64" => Column::float64(),
+            "string" => Column::string(),
+            other => panic!("dtype {other}"),
+        };
+    }
+    Column::with_default(match dtype {
+        "int32" => Field::Int32(default.as_i64().expect("int") as i32),
+        "int64" => Field::Int64(default.as_i64().expect("int")),
+        "float32" => Field::Float32(default.as_f64().expect("float") as f32),
+        "float64" => Field::Float64(default.as_f64().expect("float")),
+        "string" => Field::String(formats_more::bytes(default)),
+        other => panic!("dtype {other}"),
+    })
+}
+
+/// TensorFlow's value in the JSON against streamload's field (floats bit for bit).
+fn same_field(want: &serde_json::Value, got: &Field) -> bool {
+    let float = |x: f64| match want {
+        serde_json::Value::String(s) if s == "NaN" => x.is_nan(),
+        serde_json::Value::String(s) if s == "Infinity" => x == f64::INFINITY,
+        serde_json::Value::String(s) if s == "-Infinity" => x == f64::NEG_INFINITY,
+        w => w.as_f64().is_some_and(|w| w.to_bits() == x.to_bits()),
+    };
+    match got {
+        Field::Int32(v) => want.as_i64() == Some(i64::from(*v)),
+        Field::Int64(v) => want.as_i64() == Some(*v),
+        Field::Float32(v) => float(f64::from(*v)),
+        Field::Float64(v) => float(*v),
+        Field::String(v) => formats_more::bytes(want) == v,
+    }
+}
+
+/// `formats_more.json`: `CsvDataset` with a header, `select_cols`, defaults of every type, NA
+/// values, delimiters, quoting on and off, quoted delimiters, quotes and line breaks, wrong
+/// field counts, numbers TensorFlow reads or refuses, line endings, UTF-8, GZIP/ZLIB, small
+/// buffers and several files, as TensorFlow 2.21 read them. Rows are compared up to
+/// TensorFlow's error; then streamload fails there too, with TensorFlow's message.
+#[tokio::test]
+async fn formats_more_csv_cases_match_tensorflow() {
+    let cases = formats_more::cases("csv");
+    assert!(cases.len() >= 50);
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let columns: Vec<Column> = case["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(column)
+            .collect();
+        let delimiter = case["field_delim"].as_str().expect("delim").as_bytes()[0];
+        let mut ds = CsvDataset::new(formats_more::files(case), columns)
+            .header(case["header"].as_bool().expect("header"))
+            .field_delim(delimiter)
+            .use_quote_delim(case["use_quote_delim"].as_bool().expect("quote"))
+            .na_value(case["na_value"].as_str().expect("na"))
+            .compression(formats_more::compression(case));
+        if let Some(select) = case["select_cols"].as_array() {
+            ds = ds.select_cols(select.iter().map(|c| c.as_u64().expect("col") as usize));
+        }
+        if let Some(size) = case["buffer_size"].as_u64() {
+            ds = ds.buffer_size(size as usize);
+        }
+        let tf = formats_more::error_message(case);
+        if case["error"]["stage"] == "construction" {
+            // TensorFlow refuses these when the dataset is built; streamload's `build` panics.
+            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ds.build()))
+                .expect_err(name);
+            let message = refused
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| refused.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            let tf = tf.expect("error");
+            assert!(message.contains(&tf), "{name}: {message} vs {tf}");
+            continue;
+        }
+        let got: Vec<anyhow::Result<Vec<Field>>> = ds.build().iter().collect().await;
+        let want = case["output"].as_array().expect("output");
+        let ok: Vec<&Vec<Field>> = got.iter().map_while(|r| r.as_ref().ok()).collect();
+        assert_eq!(ok.len(), want.len(), "{name}: {ok:?} vs {want:?}");
+        for (row, (got, want)) in ok.iter().zip(want).enumerate() {
+            let want = want.as_array().expect("row");
+            assert_eq!(got.len(), want.len(), "{name} row {row}");
+            for (got, want) in got.iter().zip(want) {
+                assert!(same_field(want, got), "{name} row {row}: {got:?} vs {want}");
+            }
+        }
+        let Some(tf) = tf else {
+            assert_eq!(got.len(), want.len(), "{name}: {:?}", got.last());
+            continue;
+        };
+        let err = got
+            .get(want.len())
+            .and_then(|r| r.as_ref().err())
+            .unwrap_or_else(|| panic!("{name}: no error where TensorFlow raised {tf}"));
+        let message = format!("{err:#}");
+        if case["error"]["class"] == "InvalidArgumentError" {
+            assert!(
+                matches!(err.downcast_ref::<Error>(), Some(Error::InvalidArgument(_))),
+                "{name}: {err:?}"
+            );
+            assert!(message.contains(&tf), "{name}: {message} vs {tf}");
+        }
+        // The file is named, and the record (from streamload; TensorFlow names neither).
+        assert!(
+            formats_more::files(case)
+                .iter()
+                .any(|f| message.contains(&f.display().to_string())),
+            "{name}: {message}"
+        );
+    }
 }

@@ -42,21 +42,34 @@ fn flatten<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
     }
 }
 
+/// The default's values; values that do not fit the feature's type keep their own type
+/// (TensorFlow refuses those when the spec is built, and so must `ParseSpec::new`).
 fn default_values(dtype: DType, json: &Value) -> Values {
     let mut flat = Vec::new();
     flatten(json, &mut flat);
-    match dtype {
-        DType::Int64 => Values::Int64(flat.iter().map(|v| v.as_i64().expect("i64")).collect()),
-        DType::Float32 => Values::Float32(
+    let floats = |flat: &[&Value]| {
+        Values::Float32(
             flat.iter()
                 .map(|v| v.as_f64().expect("f64") as f32)
                 .collect(),
-        ),
-        DType::String => Values::String(
+        )
+    };
+    let strings = |flat: &[&Value]| {
+        Values::String(
             flat.iter()
                 .map(|v| Bytes::from(v.as_str().expect("str").to_string()))
                 .collect(),
-        ),
+        )
+    };
+    if flat.iter().any(|v| v.is_string()) {
+        return strings(&flat);
+    }
+    match dtype {
+        DType::Int64 if flat.iter().all(|v| v.is_i64()) => {
+            Values::Int64(flat.iter().map(|v| v.as_i64().expect("i64")).collect())
+        }
+        DType::Int64 | DType::Float32 => floats(&flat),
+        DType::String => strings(&flat),
     }
 }
 
@@ -250,12 +263,16 @@ fn edge_cases_match_tensorflow_outputs_and_errors() {
                     ),
                     "{name}: {err:?}"
                 );
-                // The batched parser refuses it too, naming the record.
+                // The batched parser refuses it too (in TensorFlow's batched words, which
+                // formats_more.json checks).
                 let batch_err = parse_example(&[serialized], &spec)
                     .err()
                     .unwrap_or_else(|| panic!("{name}: batch parsed"));
                 assert!(
-                    batch_err.to_string().starts_with("record 0: "),
+                    matches!(
+                        batch_err.downcast_ref::<streamload::Error>(),
+                        Some(streamload::Error::InvalidArgument(_))
+                    ),
                     "{batch_err}"
                 );
                 err.to_string()
@@ -367,8 +384,10 @@ fn floats(values: &[f32]) -> Vec<u8> {
     field(2, &field(1, &packed)) // Feature.float_list { value: packed }
 }
 
+/// TensorFlow's fast parser's rules (formats_more.json holds TensorFlow's own outputs for
+/// each; these are the same rules on records built here).
 #[test]
-fn the_last_list_wins_and_errors_come_in_the_specs_order() {
+fn the_last_entry_wins_the_first_list_counts_and_the_last_problem_reports() {
     let spec = ParseSpec::new([("f", FeatureSpec::fixed_len([2], DType::Float32))]).expect("spec");
     let f = |record: &Bytes| -> anyhow::Result<Vec<f32>> {
         let parsed = parse_single_example(record, &spec)?;
@@ -378,46 +397,54 @@ fn the_last_list_wins_and_errors_come_in_the_specs_order() {
             .unwrap_or_default()
             .to_vec())
     };
-    // A float list whose packed bytes are not whole floats does not decode...
+    // Packed bytes that are not whole floats: the whole ones count, the rest is unread.
     let broken = field(2, &field(1, &[0, 0, 0]));
-    let err = f(&example_of(&[("f", broken.clone())])).expect_err("broken list");
-    assert!(
-        err.to_string()
-            .contains("Key: f.  Can't parse serialized Example."),
-        "{err}"
+    let err = f(&example_of(&[("f", broken.clone())])).expect_err("no float");
+    assert_eq!(
+        err.to_string(),
+        "Key: f.  Can't parse serialized Example: Some float_list slice was not parsed."
     );
-    // ...unless a later map entry for the key replaces it.
+    // A later map entry for the key replaces an earlier one.
     let replaced = example_of(&[("f", broken.clone()), ("f", floats(&[1.0, 2.0]))]);
     assert_eq!(f(&replaced).expect("replaced"), [1.0, 2.0]);
-    // Within one Feature, a later member of the oneof replaces an earlier one.
+    // Within one Feature, the first list is the only one read.
     let mut int_then_float = field(3, &field(1, &[7])); // int64_list { value: [7] }
     int_then_float.extend(floats(&[3.0, 4.0]));
-    assert_eq!(
-        f(&example_of(&[("f", int_then_float.clone())])).expect("oneof"),
-        [3.0, 4.0]
+    let err = f(&example_of(&[("f", int_then_float)])).expect_err("an int64 list");
+    assert!(
+        err.to_string()
+            .contains("Data types don't match. Data type: int64 but expected type: float"),
+        "{err}"
     );
-    let ints = ParseSpec::new([("f", FeatureSpec::fixed_len([1], DType::Int64))]).expect("spec");
-    let err = parse_single_example(&example_of(&[("f", int_then_float)]), &ints)
-        .expect_err("float list for an int64 feature");
-    assert!(err.to_string().contains("Data types don't match"), "{err}");
-    // Two lists of the same kind in one Feature merge.
     let mut halves = floats(&[5.0]);
     halves.extend(floats(&[6.0]));
-    assert_eq!(
-        f(&example_of(&[("f", halves)])).expect("merged"),
-        [5.0, 6.0]
-    );
+    assert!(f(&example_of(&[("f", halves)])).is_err(), "one value read");
     // Unknown features are skipped, even when they would not decode.
     let with_unknown = example_of(&[("other", broken.clone()), ("f", floats(&[8.0, 9.0]))]);
     assert_eq!(f(&with_unknown).expect("unknown skipped"), [8.0, 9.0]);
 
-    // With several problems, the first feature in the spec's (name) order reports.
+    // With several problems, the entry nearest the end reports; a missing required feature
+    // only when no entry has a problem.
     let two = ParseSpec::new([
         ("b", FeatureSpec::fixed_len([2], DType::Float32)),
         ("a", FeatureSpec::fixed_len([], DType::Int64)),
+        ("c", FeatureSpec::fixed_len([], DType::String)),
     ])
     .expect("spec");
-    let err = parse_single_example(&example_of(&[("b", broken)]), &two).expect_err("two errors");
+    let record = example_of(&[("a", floats(&[1.0])), ("b", broken)]);
+    let err = parse_single_example(&record, &two).expect_err("three problems");
+    assert_eq!(
+        err.to_string(),
+        "Key: b.  Can't parse serialized Example: Some float_list slice was not parsed."
+    );
+    let batched = parse_example(&[record], &two).expect_err("three problems");
+    assert_eq!(
+        batched.to_string(),
+        "Name: <unknown>, Key: b, Index: 0.  Number of float values != expected.  Values size: \
+         0 but output shape: [2]"
+    );
+    let err = parse_single_example(&example_of(&[("b", floats(&[1.0, 2.0]))]), &two)
+        .expect_err("missing");
     assert_eq!(
         err.to_string(),
         "Feature: a (data type: int64) is required but could not be found."
@@ -478,4 +505,70 @@ fn names_that_share_their_first_bytes_are_told_apart() {
     }
     assert!(parsed.dense("image/encodeX").is_err());
     assert!(parsed.dense("image/e").is_err());
+}
+
+/// `formats_more.json` (scripts/tf_formats_more.py): `parse_single_example` and the batched
+/// `parse_example` on shapes, defaults, wrong counts and types, sequences, sparse features,
+/// duplicate keys, unknown fields and malformed bytes, as TensorFlow 2.21 parsed them (outputs,
+/// and errors with TensorFlow's messages).
+#[test]
+fn formats_more_parse_cases_match_tensorflow() {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow/formats_more.json"
+    ));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+    let cases = json["parse"].as_array().expect("parse cases");
+    assert!(cases.len() >= 90, "{}", cases.len());
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        let spec = parse_spec(&case["spec"]);
+        let result = spec.and_then(|spec| match case["mode"].as_str() {
+            Some("batch") => {
+                let records: Vec<Bytes> = case["serialized_b64"]
+                    .as_array()
+                    .expect("records")
+                    .iter()
+                    .map(|r| b64(r.as_str().expect("b64")))
+                    .collect();
+                parse_example(&records, &spec)
+            }
+            _ => parse_single_example(&b64(case["serialized_b64"].as_str().expect("b64")), &spec),
+        });
+        if case["ok"].as_bool() == Some(true) {
+            let parsed = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let want = case["output"].as_object().expect("output");
+            assert_eq!(want.len(), parsed.iter().count(), "{name}");
+            for (feature, want) in want {
+                let got = parsed.get(feature).expect("feature in output");
+                check(feature, want, got).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            continue;
+        }
+        let error = &case["error"];
+        let core = error["core_message"].as_str().expect("core message");
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("{name}: parsed, TensorFlow refused: {core}"));
+        assert!(
+            matches!(
+                err.downcast_ref::<streamload::Error>(),
+                Some(streamload::Error::InvalidArgument(_))
+            ),
+            "{name}: {err:?}"
+        );
+        // A TypeError is Python failing to convert a default to the feature's type: Rust's
+        // typed defaults cannot be converted either, and the spec is refused (above).
+        if error["class"] == "TypeError" {
+            continue;
+        }
+        // TensorFlow prints the serialized bytes raw; compare up to them.
+        let key_phrase = core.split(", value: ").next().unwrap_or(core);
+        let message = err.to_string();
+        assert!(
+            message.contains(key_phrase),
+            "{name}: {message:?} does not contain {key_phrase:?}"
+        );
+    }
 }

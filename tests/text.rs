@@ -112,18 +112,20 @@ fn list_files_is_sorted_and_fails_on_no_match() {
         .iter()
         .filter_map(|f| f.file_name()?.to_str())
         .collect();
+    // A matching directory is listed too, as TensorFlow lists it.
     assert_eq!(
         names,
         [
             "train-00000.tfrecord",
             "train-00001.tfrecord",
-            "train-00002.tfrecord"
+            "train-00002.tfrecord",
+            "train-dir.tfrecord"
         ]
     );
     let none =
         list_files(&format!("{}/test-*", dir.path().display())).expect_err("nothing matches");
     assert!(
-        none.to_string().contains("no files matched pattern"),
+        none.to_string().contains("No files matched pattern: "),
         "{none}"
     );
     assert!(list_files("[").is_err(), "an invalid pattern is an error");
@@ -319,4 +321,112 @@ async fn a_damaged_file_is_an_error_naming_its_line_then_the_next_file_is_read()
     assert!(message.contains(&expected), "{message}");
     assert_eq!(got.len(), error + 2, "the damaged file ends at its error");
     assert_eq!(got[error + 1].as_ref().ok(), Some(&Bytes::from("after")));
+}
+
+#[path = "support/formats_more.rs"]
+mod formats_more;
+
+/// Cases where streamload deliberately differs from TensorFlow, with the reason.
+const TEXT_DIFFERENCES: &[(&str, &str)] = &[(
+    "gzip_truncated",
+    "TensorFlow ends a truncated GZIP stream silently, yielding the partial last line; \
+     streamload yields the whole lines, then an error naming the file (the data is damaged)",
+)];
+
+/// `formats_more.json`: line endings (`\n`, `\r\n`, lone `\r`), empty lines and files, UTF-8
+/// and invalid UTF-8, GZIP/ZLIB, small buffers, several files, and errors, as TensorFlow
+/// 2.21's `TextLineDataset` read them. Elements are compared up to TensorFlow's error, then
+/// streamload must fail there too, naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn formats_more_text_cases_match_tensorflow() {
+    use futures::StreamExt;
+    let cases = formats_more::cases("text_line");
+    assert!(cases.len() >= 25);
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        if TEXT_DIFFERENCES.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let files = formats_more::files(case);
+        let mut ds = TextLineDataset::new(&files).compression(formats_more::compression(case));
+        if let Some(size) = case["buffer_size"].as_u64() {
+            ds = ds.buffer_size(size as usize);
+        }
+        if let Some(n) = case["num_parallel_reads"].as_u64() {
+            ds = ds.num_parallel_reads(n as usize);
+        }
+        let got: Vec<anyhow::Result<Bytes>> = ds.build().iter().collect().await;
+        let want: Vec<Bytes> = case["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .map(formats_more::bytes)
+            .collect();
+        let ok: Vec<Bytes> = got.iter().map_while(|r| r.as_ref().ok().cloned()).collect();
+        assert_eq!(ok, want, "{name}");
+        match formats_more::error_message(case) {
+            None => assert_eq!(got.len(), want.len(), "{name}: {:?}", got.last()),
+            Some(tf) => {
+                let err = got
+                    .get(want.len())
+                    .and_then(|r| r.as_ref().err())
+                    .unwrap_or_else(|| panic!("{name}: no error where TensorFlow raised {tf}"));
+                // The file TensorFlow failed on (the last one it opened) is named.
+                let file = files
+                    .iter()
+                    .find(|f| format!("{err:#}").contains(&f.display().to_string()));
+                assert!(file.is_some(), "{name}: {err:#} names no file ({tf})");
+            }
+        }
+    }
+    // The differences are real: each case still differs as described.
+    for (name, _) in TEXT_DIFFERENCES {
+        let case = cases.iter().find(|c| c["name"] == *name).expect("case");
+        let got: Vec<anyhow::Result<Bytes>> = TextLineDataset::new(formats_more::files(case))
+            .compression(formats_more::compression(case))
+            .build()
+            .iter()
+            .collect()
+            .await;
+        assert!(got.last().is_some_and(|r| r.is_err()), "{name}");
+    }
+}
+
+/// `formats_more.json`: `list_files(pattern, shuffle=False)` as TensorFlow 2.21 listed (hidden
+/// files, directories, `?`, `[ab]`, patterns across directories, byte order) or refused.
+#[test]
+fn formats_more_list_files_cases_match_tensorflow() {
+    let cases = formats_more::cases("list_files");
+    assert!(cases.len() >= 10);
+    let root = formats_more::dir().join("list");
+    for case in &cases {
+        let pattern = case["pattern"].as_str().expect("pattern");
+        let full = format!("{}/{pattern}", root.display());
+        match case["output"].as_array() {
+            Some(want) => {
+                let got: Vec<String> = list_files(&full)
+                    .unwrap_or_else(|e| panic!("{pattern}: {e}"))
+                    .iter()
+                    .map(|p| {
+                        p.strip_prefix(&root)
+                            .expect("under the root")
+                            .display()
+                            .to_string()
+                    })
+                    .collect();
+                let want: Vec<&str> = want.iter().map(|w| w.as_str().expect("path")).collect();
+                assert_eq!(got, want, "{pattern}");
+            }
+            None => {
+                let err = list_files(&full).expect_err(pattern).to_string();
+                assert_eq!(
+                    err,
+                    format!("No files matched pattern: {full}"),
+                    "{pattern}"
+                );
+                let tf = formats_more::error_message(case).expect("error");
+                assert!(tf.contains(&err), "{tf}");
+            }
+        }
+    }
 }

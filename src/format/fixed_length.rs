@@ -21,6 +21,7 @@ use crate::options::Parallelism;
 struct FixedLengthDecoder {
     name: Arc<str>,
     record: usize,
+    header: usize,
     header_left: usize,
     footer: usize,
     /// Records yielded, and bytes consumed (for error messages).
@@ -66,20 +67,33 @@ impl Decoder for FixedLengthDecoder {
         if left == self.footer {
             return Ok(None);
         }
-        let message = if left < self.footer {
-            format!("the file ends inside its {}-byte footer", self.footer)
-        } else {
-            format!(
-                "truncated record: {} bytes before the footer, records are {} bytes",
-                left - self.footer,
-                self.record
-            )
-        };
-        Err(self.loss(message))
+        if left < self.footer {
+            let message = format!("the file ends inside its {}-byte footer", self.footer);
+            return Err(self.loss(message));
+        }
+        let body = self.index * self.record as u64 + (left - self.footer) as u64;
+        Err(self.loss(not_a_multiple(&self.layout(), &self.name, body)))
     }
 }
 
+/// TensorFlow's words for a body that is not a whole number of records.
+fn not_a_multiple(layout: &Layout, name: &str, body: u64) -> String {
+    format!(
+        "Excluding the header ({} bytes) and footer ({} bytes), input file \"{name}\" has body \
+         length {body} bytes, which is not an exact multiple of the record length ({} bytes).",
+        layout.header, layout.footer, layout.record
+    )
+}
+
 impl FixedLengthDecoder {
+    fn layout(&self) -> Layout {
+        Layout {
+            record: self.record,
+            header: self.header,
+            footer: self.footer,
+        }
+    }
+
     fn loss(&self, message: String) -> anyhow::Error {
         Error::DataLoss {
             path: self.name.to_string(),
@@ -103,6 +117,7 @@ where
     let decoder = FixedLengthDecoder {
         name: Arc::from(name),
         record: layout.record,
+        header: layout.header,
         header_left: layout.header,
         footer: layout.footer,
         index: 0,
@@ -133,11 +148,41 @@ struct Layout {
     footer: usize,
 }
 
+/// What a file's size says before it is read.
+enum Sized {
+    /// The body is not a whole number of records: TensorFlow's error, and no record.
+    NotAMultiple(String),
+    /// Header and footer overlap: no record and no error (TensorFlow's arithmetic).
+    Empty,
+    /// Read it.
+    Records,
+}
+
+impl Layout {
+    /// TensorFlow's check of an uncompressed file's size, wrapping arithmetic included (a
+    /// file shorter than its header and footer has a body of nearly 2^64 bytes).
+    fn check(&self, size: u64, name: &str) -> Sized {
+        let edges = (self.header as u64).wrapping_add(self.footer as u64);
+        let body = size.wrapping_sub(edges);
+        if body % self.record as u64 != 0 {
+            Sized::NotAMultiple(not_a_multiple(self, name, body))
+        } else if size >= self.header as u64 && size < edges {
+            Sized::Empty
+        } else {
+            Sized::Records
+        }
+    }
+}
+
 /// `tf.data.FixedLengthRecordDataset`: every `record_bytes`-long record of each file, after
 /// skipping `header_bytes` and before `footer_bytes`.
 ///
-/// A file whose body is not a whole number of records ends with a `DataLoss` error naming
-/// the file, the record and the offset (TensorFlow logs a warning and stops reading); use
+/// A file whose body is not a whole number of records is an error, in TensorFlow's words
+/// ("Excluding the header (H bytes) and footer (F bytes), input file "PATH" has body length
+/// B bytes, which is not an exact multiple of the record length (R bytes)."): for a local
+/// file read as it is, an `InvalidArgument` before any of its records, as TensorFlow checks
+/// the file's size first; for a compressed or remote file, a `DataLoss` naming the record
+/// and offset after its whole records. A file shorter than its header is a `DataLoss`. Use
 /// [`Dataset::ignore_errors`] to skip the rest of such a file and go on.
 ///
 /// ```
@@ -231,11 +276,34 @@ impl FixedLengthRecordDataset {
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
         let layout = self.layout;
+        let compression = self.compression;
         let format = FileFormat {
             stage: "fixed_length_record",
             decode: Arc::new(move |file, name| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
-                Box::pin(fixed_length_records(reader, name, layout))
+                // A local file read as it is has a size to check first, as TensorFlow does.
+                let location = Location::parse(name);
+                let sized = (compression.for_extension(location.extension()) == Compression::None)
+                    .then(|| location.as_path().map(std::path::Path::to_path_buf))
+                    .flatten();
+                let name: Arc<str> = name.into();
+                let records = async move {
+                    let size = match sized {
+                        Some(path) => tokio::fs::metadata(path).await.ok().map(|m| m.len()),
+                        None => None,
+                    };
+                    match size.map(|size| layout.check(size, &name)) {
+                        Some(Sized::NotAMultiple(message)) => {
+                            let e = anyhow::Error::from(Error::InvalidArgument(message));
+                            futures::stream::once(async move { Err(e) }).boxed()
+                        }
+                        Some(Sized::Empty) => futures::stream::empty().boxed(),
+                        Some(Sized::Records) | None => {
+                            fixed_length_records(reader, &name, layout).boxed()
+                        }
+                    }
+                };
+                Box::pin(futures::stream::once(records).flatten())
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,

@@ -10,8 +10,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
-use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::Error;
@@ -184,8 +183,10 @@ impl ParseSpec {
                     _ => 1,
                 };
                 if default.len() != want {
+                    // TensorFlow reshapes the default to the feature's shape.
                     return Err(invalid(format!(
-                        "feature {name}: default_value has {} values, needs {want}",
+                        "feature {name}: default_value: Input to reshape is a tensor with {} \
+                         values, but the requested shape has {want}",
                         default.len()
                     )));
                 }
@@ -333,9 +334,12 @@ impl ParsedExample {
 /// (data type: float) is required but could not be found."), a type mismatch ("Key: x.  Data
 /// types don't match. ..."), the wrong number of values ("Key: x.  Can't parse serialized
 /// Example: Some float_list slice was not parsed."), a sequence not divisible into rows.
+/// The record is read as TensorFlow's fast parser reads it, quirks included: the last entry
+/// of the feature map for a key counts, a `Feature`'s first list is its only one, and of
+/// several problems the one nearest the record's end is reported.
 pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
     let mut features = Vec::with_capacity(spec.inner.len());
-    parse_raw(serialized, spec, |entry, values| {
+    parse_raw(serialized, spec, Mode::Single, |entry, values| {
         features.push(Some(single_output(entry, values)));
     })?;
     Ok(ParsedExample {
@@ -352,13 +356,31 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
 ///
 /// # Errors
 ///
-/// As [`parse_single_example`], prefixed with the index of the record in the batch.
+/// TensorFlow's batched messages, which name the record: `Name: <unknown>, Key: x, Index: 3.
+///  Number of float values != expected.  Values size: 1 but output shape: [2]`, `Name:
+/// <unknown>, Feature: x (data type: float) is required but could not be found.`, ...; of
+/// several records in error, the first.
 pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
     let mut raws = Vec::with_capacity(serialized.len());
-    for (i, record) in serialized.iter().enumerate() {
+    // TensorFlow parses a batch in minibatches; a sequence feature's error counts the values
+    // of the records before in the same minibatch.
+    let mut prior = vec![0usize; spec.inner.len()];
+    let minibatches = minibatches(serialized);
+    let mut next_minibatch = 1;
+    for (index, record) in serialized.iter().enumerate() {
+        if next_minibatch < minibatches.len() && index == minibatches[next_minibatch] {
+            prior.iter_mut().for_each(|p| *p = 0);
+            next_minibatch += 1;
+        }
         let mut raw = PerFeature::with_capacity(spec.inner.len());
-        parse_raw(record, spec, |_, values| raw.push(values))
-            .map_err(|e| invalid(format!("record {i}: {e}")))?;
+        let mode = Mode::Batch {
+            index,
+            prior: &prior,
+        };
+        parse_raw(record, spec, mode, |_, values| raw.push(values))?;
+        for (p, values) in prior.iter_mut().zip(&raw) {
+            *p += values.as_ref().map_or(0, Values::len);
+        }
         raws.push(raw);
     }
     let batch = serialized.len();
@@ -378,6 +400,23 @@ pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<P
         spec: spec.clone(),
         features,
     })
+}
+
+/// The first record of each of TensorFlow's minibatches (`FastParseExample`): about 50 kB of
+/// records each, at least `min(8, records)` and at most 64 of them.
+fn minibatches(serialized: &[Bytes]) -> Vec<usize> {
+    let (mut count, mut bytes) = (0usize, 0usize);
+    for record in serialized {
+        if bytes == 0 {
+            count += 1;
+        }
+        bytes += record.len() + 1;
+        if bytes > 50_000 {
+            bytes = 0;
+        }
+    }
+    let n = serialized.len().min(8).max(count.min(64));
+    (0..n).map(|m| serialized.len() * m / n).collect()
 }
 
 fn invalid(message: String) -> anyhow::Error {
@@ -474,36 +513,36 @@ fn batch_output<'a>(
     }
 }
 
-/// What the walk over a record found for one spec'd feature.
-struct Slot {
-    /// The kind of its list (the last member of the `Feature` oneof set), `None` when it is
-    /// missing.
-    kind: Option<DType>,
-    /// Its values, decoded straight out of the record as its lists are met, when the kind is
-    /// the spec's (other kinds are an error and are not decoded).
-    values: Option<Values>,
-    /// One of its lists could not be decoded.
-    bad: bool,
+/// How a record is parsed: alone (`parse_single_example`, TensorFlow's `FastParseSingleExample`)
+/// or as record `index` of a batch (`parse_example`, its `FastParseExample`). The two differ in
+/// their error messages and in one rule (see [`Found::Kindless`]).
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    Single,
+    Batch {
+        index: usize,
+        /// Values of each feature in the records before this one in its minibatch: TensorFlow
+        /// counts them into a sequence feature's "Saw N values".
+        prior: &'a [usize],
+    },
 }
 
-impl Slot {
-    const EMPTY: Slot = Slot {
-        kind: None,
-        values: None,
-        bad: false,
-    };
-
-    /// Forgets what was found (a later map entry, or another oneof member, replaces it).
-    fn reset(&mut self, kind: Option<DType>) {
-        self.kind = kind;
-        self.bad = false;
-        match &mut self.values {
-            Some(Values::Int64(v)) => v.clear(),
-            Some(Values::Float32(v)) => v.clear(),
-            Some(Values::String(v)) => v.clear(),
-            None => {}
-        }
-    }
+/// The entry of the feature map that counts for one spec'd feature.
+#[derive(Clone)]
+enum Found {
+    Missing,
+    /// A `Feature` with no list set. Alone, TensorFlow steps over such entries (an earlier
+    /// entry for the key counts instead); in a batch, the last entry of a `VarLen` feature
+    /// counts even when it is empty (it yields no values).
+    Kindless {
+        entry: usize,
+    },
+    /// A list of `kind`, the `Feature`'s bytes after its first tag in `list`.
+    List {
+        entry: usize,
+        kind: DType,
+        list: Range<usize>,
+    },
 }
 
 /// One entry per spec'd feature, on the stack for specs of up to [`SCAN_UP_TO`] features.
@@ -511,306 +550,486 @@ type PerFeature<T> = SmallVec<[T; SCAN_UP_TO]>;
 
 /// Parses the spec'd features of one record into flat values, checking everything
 /// TensorFlow checks per example, and hands each feature's values to `emit` in the spec's
-/// order. `None` means missing (absent, or a `Feature` with no list).
+/// order. `None` means missing.
 ///
-/// One walk over the record: unknown features are skipped without being looked into, and the
-/// lists of spec'd ones are decoded straight into their values. The checks then run in the
-/// spec's order, so the error reported is the one TensorFlow reports.
+/// TensorFlow's fast parser is followed rule for rule, quirks included: the feature map's
+/// entries are read in one walk; the last entry for a key counts (an entry with no list
+/// does not replace an earlier one); a `Feature`'s kind is its first tag and only its first
+/// list is read; of several problems in a record, the one in the entry nearest its end is
+/// reported (TensorFlow walks the entries backwards), and a missing required feature only
+/// when there is none.
 fn parse_raw(
     record: &Bytes,
     spec: &ParseSpec,
+    mode: Mode<'_>,
     mut emit: impl FnMut(&Entry, Option<Values>),
 ) -> anyhow::Result<()> {
-    let mut slots: PerFeature<Slot> = spec.inner.iter().map(|_| Slot::EMPTY).collect();
-    if walk(record, spec, &mut slots).is_err() {
-        let shown = &record[..record.len().min(256)];
-        let more = if record.len() > 256 { "..." } else { "" };
-        return Err(invalid(format!(
-            "Could not parse example input, value: '{}{more}'",
-            shown.escape_ascii()
-        )));
-    }
-    for (entry, slot) in spec.inner.iter().zip(slots) {
-        let dtype = entry.spec.dtype();
-        let Some(kind) = slot.kind else {
-            if let FeatureSpec::FixedLen { default: None, .. } = entry.spec {
-                return Err(invalid(format!(
-                    "Feature: {} (data type: {dtype}) is required but could not be found.",
-                    entry.name
-                )));
-            }
-            emit(entry, None);
-            continue;
+    let mut found: PerFeature<Found> = spec.inner.iter().map(|_| Found::Missing).collect();
+    let unsupported = match walk(record, spec, mode, &mut found) {
+        Ok(unsupported) => unsupported,
+        Err(Malformed) => {
+            let shown = &record[..record.len().min(256)];
+            let more = if record.len() > 256 { "..." } else { "" };
+            return Err(invalid(format!(
+                "Could not parse example input, value: '{}{more}'",
+                shown.escape_ascii()
+            )));
+        }
+    };
+    // Every feature's values (or its error, at the position of its entry).
+    let mut error: Option<(usize, String)> =
+        unsupported.map(|entry| (entry, "Unsupported datatype.".to_string()));
+    let mut values: PerFeature<Option<Values>> = PerFeature::with_capacity(spec.inner.len());
+    for (f, (entry, found)) in spec.inner.iter().zip(&found).enumerate() {
+        let (at, result) = match found {
+            Found::Missing => (0, Ok(None)),
+            Found::Kindless { entry: at } => (*at, Ok(Some(Values::empty(entry.spec.dtype())))),
+            Found::List {
+                entry: at,
+                kind,
+                list,
+            } => (
+                *at,
+                check(record, entry, f, *kind, list.clone(), mode).map(Some),
+            ),
         };
-        if kind != dtype {
+        match result {
+            Ok(v) => values.push(v),
+            Err(message) => {
+                if error.as_ref().is_none_or(|(e, _)| at > *e) {
+                    error = Some((at, message));
+                }
+                values.push(None);
+            }
+        }
+    }
+    if let Some((_, message)) = error {
+        return Err(invalid(message));
+    }
+    for (entry, values) in spec.inner.iter().zip(&values) {
+        if values.is_none()
+            && let FeatureSpec::FixedLen { default: None, .. } = entry.spec
+        {
+            let name = match mode {
+                Mode::Single => String::new(),
+                Mode::Batch { .. } => "Name: <unknown>, ".to_string(),
+            };
             return Err(invalid(format!(
-                "Key: {}.  Data types don't match. Data type: {kind} but expected type: {dtype}",
-                entry.name
+                "{name}Feature: {} (data type: {}) is required but could not be found.",
+                entry.name,
+                entry.spec.dtype()
             )));
         }
-        if slot.bad {
-            return Err(invalid(format!(
-                "Key: {}.  Can't parse serialized Example.",
-                entry.name
-            )));
-        }
-        let values = slot.values.unwrap_or_else(|| Values::empty(dtype));
-        match entry.spec {
-            FeatureSpec::FixedLen { .. } if values.len() != entry.stride => {
-                let list = match dtype {
-                    DType::Int64 => "int64_list",
-                    DType::Float32 => "float_list",
-                    DType::String => "bytes_list",
-                };
-                return Err(invalid(format!(
-                    "Key: {}.  Can't parse serialized Example: Some {list} slice was not parsed.",
-                    entry.name
-                )));
-            }
-            FeatureSpec::FixedLenSequence { .. }
-                if values
-                    .len()
-                    .checked_rem(entry.stride)
-                    .unwrap_or(values.len())
-                    != 0 =>
-            {
-                return Err(invalid(format!(
-                    "Error while parsing feature with key {}: number of elements should be \
-                     divisible by {}, found {} instead",
-                    entry.name,
-                    entry.stride,
-                    values.len()
-                )));
-            }
-            _ => {}
-        }
-        emit(entry, Some(values));
+    }
+    for (entry, values) in spec.inner.iter().zip(values) {
+        emit(entry, values);
     }
     Ok(())
 }
 
-/// The record is not a well-formed protocol buffer of the expected shape.
-struct Malformed;
-
-impl From<prost::DecodeError> for Malformed {
-    fn from(_: prost::DecodeError) -> Malformed {
-        Malformed
+/// Decodes and checks the list found for feature `f`; the error in TensorFlow's words.
+fn check(
+    record: &Bytes,
+    entry: &Entry,
+    f: usize,
+    kind: DType,
+    list: Range<usize>,
+    mode: Mode<'_>,
+) -> Result<Values, String> {
+    let dtype = entry.spec.dtype();
+    let name = &entry.name;
+    // Built only for an error: the common path allocates nothing but the values.
+    let key = || match mode {
+        Mode::Single => format!("Key: {name}.  "),
+        Mode::Batch { index, .. } => format!("Name: <unknown>, Key: {name}, Index: {index}.  "),
+    };
+    let list_name = match dtype {
+        DType::Int64 => "int64_list",
+        DType::Float32 => "float_list",
+        DType::String => "bytes_list",
+    };
+    let values_name = match dtype {
+        DType::Int64 => "int64",
+        DType::Float32 => "float",
+        DType::String => "bytes",
+    };
+    let parse_failed = |single: &str| match mode {
+        Mode::Single => format!("{}Can't parse serialized Example: {single}", key()),
+        Mode::Batch { .. } => format!("{}Can't parse serialized Example.", key()),
+    };
+    if kind != dtype {
+        return Err(match entry.spec {
+            FeatureSpec::VarLen { .. } => {
+                format!(
+                    "{}Data types don't match. Expected type: {dtype}, Actual type: {kind}",
+                    key()
+                )
+            }
+            _ => {
+                format!(
+                    "{}Data types don't match. Data type: {kind} but expected type: {dtype}",
+                    key()
+                )
+            }
+        });
     }
+    let capacity = match entry.spec {
+        FeatureSpec::FixedLen { .. } => Some(entry.stride),
+        _ => None,
+    };
+    let mut values = Values::with_capacity(dtype, capacity.unwrap_or(0));
+    let count = decode_list(record, list, capacity, &mut values);
+    match &entry.spec {
+        FeatureSpec::FixedLen { shape, .. } => {
+            let Ok(count) = count else {
+                return Err(parse_failed(&format!("Parsing {list_name} failed.")));
+            };
+            if count != entry.stride {
+                return Err(match mode {
+                    Mode::Single => {
+                        parse_failed(&format!("Some {list_name} slice was not parsed."))
+                    }
+                    Mode::Batch { .. } => format!(
+                        "{}Number of {values_name} values != expected.  Values size: {count} \
+                         but output shape: {}",
+                        key(),
+                        shape_string(None, shape)
+                    ),
+                });
+            }
+        }
+        FeatureSpec::VarLen { .. } | FeatureSpec::FixedLenSequence { .. } => {
+            let Ok(count) = count else {
+                return Err(parse_failed(&match dtype {
+                    DType::String => "Could not get num elements in bytes_list.".to_string(),
+                    _ => format!("Parsing {list_name} failed."),
+                }));
+            };
+            if let FeatureSpec::FixedLenSequence { shape, .. } = &entry.spec
+                && count.checked_rem(entry.stride).unwrap_or(count) != 0
+            {
+                return Err(match mode {
+                    Mode::Single => format!(
+                        "Error while parsing feature with key {name}: number of elements should \
+                         be divisible by {}, found {count} instead",
+                        entry.stride
+                    ),
+                    Mode::Batch { prior, .. } => format!(
+                        "{}Number of {values_name} values is not a multiple of stride length. \
+                         Saw {} values but output shape is: {}",
+                        key(),
+                        prior[f] + count,
+                        shape_string(Some("?"), shape)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(values)
 }
+
+/// TensorFlow's `TensorShape::DebugString`: `[2,3]`, `[]`, `[?,2]` (with a leading unknown).
+fn shape_string(leading: Option<&str>, shape: &[usize]) -> String {
+    let dims: Vec<String> = leading
+        .map(str::to_string)
+        .into_iter()
+        .chain(shape.iter().map(usize::to_string))
+        .collect();
+    format!("[{}]", dims.join(","))
+}
+
+/// The record is not a well-formed `Example` as TensorFlow's fast parser reads one.
+struct Malformed;
 
 type Wire<T> = Result<T, Malformed>;
 
-/// A varint; the one- and two-byte cases (keys, and lengths below 16 KiB) inline.
-#[inline(always)]
-fn varint(buf: &mut &[u8]) -> Wire<u64> {
-    match **buf {
-        [b, ..] if b < 0x80 => {
-            *buf = &buf[1..];
-            Ok(u64::from(b))
-        }
-        [b0, b1, ..] if b1 < 0x80 => {
-            *buf = &buf[2..];
-            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
-        }
-        _ => Ok(decode_varint(buf)?),
-    }
-}
-
-/// A cursor over `record[range]` that knows its absolute position.
-struct Cursor<'a> {
+/// A cursor over `record[..limit]`, as protobuf's `CodedInputStream` over an array: a nested
+/// message's length only narrows the limit (a length running past the enclosing message is
+/// cut to it, as protobuf's `PushLimit` does), and reads past the limit fail.
+struct Stream<'a> {
     buf: &'a [u8],
-    end: usize,
+    pos: usize,
+    limit: usize,
 }
 
-impl<'a> Cursor<'a> {
-    fn new(record: &'a [u8], range: Range<usize>) -> Cursor<'a> {
-        Cursor {
-            buf: &record[range.clone()],
-            end: range.end,
+impl<'a> Stream<'a> {
+    fn new(buf: &'a [u8], range: Range<usize>) -> Stream<'a> {
+        Stream {
+            buf,
+            pos: range.start,
+            limit: range.end,
         }
     }
 
-    fn pos(&self) -> usize {
-        self.end - self.buf.len()
-    }
-
-    fn has_remaining(&self) -> bool {
-        !self.buf.is_empty()
+    #[inline(always)]
+    fn at_end(&self) -> bool {
+        self.pos >= self.limit
     }
 
     #[inline(always)]
-    fn key(&mut self) -> Wire<(u32, WireType)> {
-        // Tags below 16 with a valid wire type fit in one byte.
-        if let Some(&b) = self.buf.first()
+    fn left(&self) -> usize {
+        self.limit - self.pos
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        (self.pos < self.limit).then(|| self.buf[self.pos])
+    }
+
+    /// `ExpectTag` for a one-byte tag.
+    #[inline(always)]
+    fn expect(&mut self, byte: u8) -> bool {
+        let yes = self.peek() == Some(byte);
+        self.pos += usize::from(yes);
+        yes
+    }
+
+    /// `ReadVarint64`: at most 10 bytes, within the limit.
+    #[inline(always)]
+    fn varint64(&mut self) -> Wire<u64> {
+        if let Some(b) = self.peek()
             && b < 0x80
-            && let Ok(wire) = WireType::try_from(u64::from(b & 7))
-            && b >> 3 != 0
         {
-            self.buf = &self.buf[1..];
-            return Ok((u32::from(b >> 3), wire));
+            self.pos += 1;
+            return Ok(u64::from(b));
         }
-        Ok(decode_key(&mut self.buf)?)
-    }
-
-    /// A length-delimited field's byte range (absolute).
-    #[inline(always)]
-    fn delimited(&mut self) -> Wire<Range<usize>> {
-        let len = varint(&mut self.buf)?;
-        if len > self.buf.len() as u64 {
-            return Err(Malformed);
-        }
-        let start = self.pos();
-        self.buf.advance(len as usize);
-        Ok(start..start + len as usize)
-    }
-
-    fn skip(&mut self, wire: WireType, tag: u32) -> Wire<()> {
-        Ok(skip_field(
-            wire,
-            tag,
-            &mut self.buf,
-            DecodeContext::default(),
-        )?)
-    }
-}
-
-/// Walks Example -> Features -> map entries -> Feature, decoding each spec'd feature's lists
-/// into its slot. A later entry for the same key replaces an earlier one (protobuf map
-/// semantics); a list that does not decode marks its slot (reported in the spec's order).
-fn walk(record: &Bytes, spec: &ParseSpec, slots: &mut [Slot]) -> Wire<()> {
-    let mut example = Cursor::new(record, 0..record.len());
-    while example.has_remaining() {
-        let (tag, wire) = example.key()?;
-        if tag != 1 {
-            example.skip(wire, tag)?;
-            continue;
-        }
-        expect_delimited(wire)?;
-        let features = example.delimited()?;
-        let mut features = Cursor::new(record, features);
-        while features.has_remaining() {
-            let (tag, wire) = features.key()?;
-            if tag != 1 {
-                features.skip(wire, tag)?;
-                continue;
-            }
-            expect_delimited(wire)?;
-            let entry = features.delimited()?;
-            let mut entry = Cursor::new(record, entry);
-            let mut key = 0..0;
-            let mut value = None;
-            while entry.has_remaining() {
-                let (tag, wire) = entry.key()?;
-                match tag {
-                    1 => {
-                        expect_delimited(wire)?;
-                        key = entry.delimited()?;
-                    }
-                    2 => {
-                        expect_delimited(wire)?;
-                        value = Some(entry.delimited()?);
-                    }
-                    _ => entry.skip(wire, tag)?,
-                }
-            }
-            let Some(index) = spec.find(&record[key]) else {
-                continue;
-            };
-            let entry = &spec.inner[index];
-            let slot = &mut slots[index];
-            slot.reset(None);
-            let Some(value) = value else {
-                continue;
-            };
-            let mut feature = Cursor::new(record, value);
-            while feature.has_remaining() {
-                let (tag, wire) = feature.key()?;
-                let kind = match tag {
-                    1 => DType::String,
-                    2 => DType::Float32,
-                    3 => DType::Int64,
-                    _ => {
-                        feature.skip(wire, tag)?;
-                        continue;
-                    }
-                };
-                expect_delimited(wire)?;
-                let list = feature.delimited()?;
-                if slot.kind != Some(kind) {
-                    // A different member of the oneof replaces the one set before.
-                    slot.reset(Some(kind));
-                }
-                let dtype = entry.spec.dtype();
-                if kind != dtype || slot.bad {
-                    continue; // an error either way: nothing to decode
-                }
-                let values = slot.values.get_or_insert_with(|| {
-                    let capacity = match entry.spec {
-                        FeatureSpec::FixedLen { .. } => entry.stride,
-                        _ => 0,
-                    };
-                    Values::with_capacity(dtype, capacity)
-                });
-                if decode_list(record, list, values).is_err() {
-                    slot.bad = true;
-                }
+        let mut value = 0u64;
+        for i in 0..10 {
+            let b = self.peek().ok_or(Malformed)?;
+            self.pos += 1;
+            value |= u64::from(b & 0x7f).wrapping_shl(7 * i);
+            if b < 0x80 {
+                return Ok(value);
             }
         }
-    }
-    Ok(())
-}
-
-fn expect_delimited(wire: WireType) -> Wire<()> {
-    if wire == WireType::LengthDelimited {
-        Ok(())
-    } else {
         Err(Malformed)
     }
-}
 
-/// Decodes one `BytesList` / `FloatList` / `Int64List` message, packed or not, appending to
-/// `out` (whose type was checked against the list's).
-fn decode_list(record: &Bytes, range: Range<usize>, out: &mut Values) -> Wire<()> {
-    let mut list = Cursor::new(record, range);
-    while list.has_remaining() {
-        let (tag, wire) = list.key()?;
-        if tag != 1 {
-            list.skip(wire, tag)?;
-            continue;
+    /// `ReadVarint32`: a varint cut to its low 32 bits.
+    #[inline(always)]
+    fn varint32(&mut self) -> Wire<usize> {
+        Ok(self.varint64()? as u32 as usize)
+    }
+
+    /// `PushLimit`: narrows the limit to `len` more bytes, unless that runs past it.
+    #[inline(always)]
+    fn push_limit(&mut self, len: usize) -> usize {
+        let old = self.limit;
+        if len <= self.left() {
+            self.limit = self.pos + len;
         }
-        match (out as &mut Values, wire) {
-            (Values::String(v), WireType::LengthDelimited) => {
-                let r = list.delimited()?;
-                v.push(record.slice(r));
+        old
+    }
+
+    /// `len` bytes, as an absolute range.
+    #[inline(always)]
+    fn take(&mut self, len: usize) -> Wire<Range<usize>> {
+        if len > self.left() {
+            return Err(Malformed);
+        }
+        self.pos += len;
+        Ok(self.pos - len..self.pos)
+    }
+
+    /// A length-delimited string (`ParseString`).
+    #[inline(always)]
+    fn string(&mut self) -> Wire<Range<usize>> {
+        let len = self.varint32()?;
+        self.take(len)
+    }
+
+    /// `SkipExtraneousTag`: steps over a field the parser does not know. A length running
+    /// past the end stops at it (TensorFlow ignores `Skip`'s failure).
+    fn skip_field(&mut self) -> Wire<()> {
+        let tag = self.varint32()?;
+        match tag & 7 {
+            0 => {
+                self.varint32()?;
             }
-            (Values::Int64(v), WireType::LengthDelimited) => {
-                let r = list.delimited()?;
-                let mut packed = &record[r];
-                while !packed.is_empty() {
-                    v.push(varint(&mut packed)? as i64);
-                }
+            1 => {
+                self.take(8)?;
             }
-            (Values::Int64(v), WireType::Varint) => v.push(varint(&mut list.buf)? as i64),
-            (Values::Float32(v), WireType::LengthDelimited) => {
-                let r = list.delimited()?;
-                let packed = &record[r];
-                if packed.len() % 4 != 0 {
-                    return Err(Malformed);
-                }
-                v.extend(
-                    packed
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                );
+            2 => {
+                let len = self.varint32()?;
+                self.pos += len.min(self.left());
             }
-            (Values::Float32(v), WireType::ThirtyTwoBit) => {
-                if list.buf.len() < 4 {
-                    return Err(Malformed);
-                }
-                v.push(list.buf.get_f32_le());
+            5 => {
+                self.take(4)?;
             }
             _ => return Err(Malformed),
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Walks Example -> Features -> map entries (TensorFlow's `ParseExample`), recording in
+/// `found` the entry that counts for each spec'd feature. Returns the last entry for a
+/// spec'd key whose `Feature` starts with a tag that is not a list ("Unsupported datatype.").
+fn walk(
+    record: &Bytes,
+    spec: &ParseSpec,
+    mode: Mode<'_>,
+    found: &mut [Found],
+) -> Wire<Option<usize>> {
+    let mut unsupported = None;
+    let mut s = Stream::new(record, 0..record.len());
+    let mut entry_index = 0;
+    while !s.at_end() {
+        if !s.expect(0x0a) {
+            s.skip_field()?;
+            continue;
+        }
+        // Features.
+        let len = s.varint32()?;
+        let outer = s.push_limit(len);
+        while !s.at_end() {
+            if !s.expect(0x0a) {
+                return Err(Malformed);
+            }
+            // One map entry: exactly a key and a value, in either order.
+            let len = s.varint32()?;
+            let features = s.push_limit(len);
+            let (mut key, mut value) = (0..0, 0..0);
+            for _ in 0..2 {
+                match s.varint32()? {
+                    0x0a => key = s.string()?,
+                    0x12 => value = s.string()?,
+                    _ => return Err(Malformed),
+                }
+            }
+            if !s.at_end() {
+                return Err(Malformed);
+            }
+            s.limit = features;
+            let entry = entry_index;
+            entry_index += 1;
+            let Some(index) = spec.find(&record[key]) else {
+                continue;
+            };
+            let Some(&first) = record.get(value.start).filter(|_| !value.is_empty()) else {
+                if let (Mode::Batch { .. }, FeatureSpec::VarLen { .. }) =
+                    (mode, &spec.inner[index].spec)
+                {
+                    found[index] = Found::Kindless { entry };
+                }
+                continue;
+            };
+            let kind = match first {
+                0x0a => DType::String,
+                0x12 => DType::Float32,
+                0x1a => DType::Int64,
+                _ => {
+                    unsupported = Some(entry);
+                    continue;
+                }
+            };
+            found[index] = Found::List {
+                entry,
+                kind,
+                list: value.start + 1..value.end,
+            };
+        }
+        s.limit = outer;
+    }
+    Ok(unsupported)
+}
+
+/// Decodes the list message at the start of `feature` (a `Feature`'s bytes after its
+/// first tag) into `out`, as TensorFlow's `ParseBytesList` / `ParseFloatList` /
+/// `ParseInt64List` do: numbers packed or not, only the first packed run, the rest of the
+/// `Feature` unread. Returns the number of values TensorFlow counts. With a `capacity`
+/// (a fixed-length feature), a string past it is a failure, and numbers past it are
+/// counted but not kept.
+fn decode_list(
+    record: &Bytes,
+    feature: Range<usize>,
+    capacity: Option<usize>,
+    out: &mut Values,
+) -> Wire<usize> {
+    let mut s = Stream::new(record, feature);
+    let len = s.varint32()?;
+    s.push_limit(len);
+    let room = capacity.unwrap_or(usize::MAX);
+    match out {
+        Values::String(v) => {
+            while !s.at_end() {
+                if !s.expect(0x0a) || v.len() >= room {
+                    return Err(Malformed);
+                }
+                let r = s.string()?;
+                v.push(record.slice(r));
+            }
+            Ok(v.len())
+        }
+        Values::Int64(v) => {
+            let mut count = 0;
+            match s.peek() {
+                None => {}
+                Some(0x0a) => {
+                    s.pos += 1;
+                    let len = s.varint32()?;
+                    s.push_limit(len);
+                    while !s.at_end() {
+                        let x = s.varint64()? as i64;
+                        if count < room {
+                            v.push(x);
+                        }
+                        count += 1;
+                    }
+                }
+                Some(0x08) => {
+                    while !s.at_end() {
+                        if !s.expect(0x08) {
+                            return Err(Malformed);
+                        }
+                        let x = s.varint64()? as i64;
+                        if count < room {
+                            v.push(x);
+                        }
+                        count += 1;
+                    }
+                }
+                Some(_) => return Err(Malformed),
+            }
+            Ok(count)
+        }
+        Values::Float32(v) => {
+            let float = |r: Range<usize>| {
+                let b = &record[r];
+                f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            };
+            match s.peek() {
+                None => Ok(0),
+                Some(0x0a) => {
+                    s.pos += 1;
+                    let len = s.varint32()?;
+                    s.push_limit(len);
+                    // TensorFlow sizes the list by the declared length, reads the whole
+                    // floats it keeps, and leaves any bytes after them unread.
+                    let count = len / 4;
+                    let kept = count.min(room);
+                    let bytes = s.take(kept * 4)?;
+                    v.extend(
+                        (0..kept).map(|i| float(bytes.start + 4 * i..bytes.start + 4 * i + 4)),
+                    );
+                    Ok(count)
+                }
+                Some(0x0d) => {
+                    let mut count = 0;
+                    while !s.at_end() {
+                        if !s.expect(0x0d) {
+                            return Err(Malformed);
+                        }
+                        let r = s.take(4)?;
+                        if count < room {
+                            v.push(float(r));
+                        }
+                        count += 1;
+                    }
+                    Ok(count)
+                }
+                Some(_) => Err(Malformed),
+            }
+        }
+    }
 }

@@ -31,9 +31,11 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// The stage's name in statistics and errors.
 const STAGE: &str = "text_line";
 
-/// The lines of one text stream, without their `\n` or `\r\n`, as `Bytes` that share the
-/// read buffer (no copy per line). A final line without a newline is yielded; a final newline
-/// adds no empty line. After an error the stream ends.
+/// The lines of one text stream, as TensorFlow's `TextLineDataset` reads them: lines end at
+/// `\n`, and every `\r` is dropped (not only before a `\n`); a final line without a newline
+/// is yielded unless nothing but `\r` is left of it; a final newline adds no empty line.
+/// Lines are `Bytes` that share the read buffer (no copy per line, except for lines holding
+/// a `\r` before their end). After an error the stream ends.
 ///
 /// ```
 /// use futures::StreamExt;
@@ -89,11 +91,7 @@ where
                 c.carry_from_block(end);
                 c.block.advance(1);
                 c.offset += 1;
-                if c.carry.last() == Some(&b'\r') {
-                    c.carry.truncate(c.carry.len() - 1);
-                    c.offset += 1;
-                }
-                return Poll::Ready(Ok(Some(c.take_carry())));
+                return Poll::Ready(Ok(Some(without_cr(c.take_carry()))));
             }
             // No newline in this block: the line goes on in the next one.
             if c.carry.len() + c.block.len() > MAX_LINE {
@@ -106,13 +104,13 @@ where
             c.carry_from_block(rest);
             match ready!(c.poll_block(cx)) {
                 Ok(true) => {}
-                // The last line, without a newline.
+                // The last line, without a newline: none when nothing but `\r` is left.
                 Ok(false) if !c.carry.is_empty() => {
-                    if c.carry.last() == Some(&b'\r') {
-                        c.carry.truncate(c.carry.len() - 1);
-                        c.offset += 1;
+                    let line = without_cr(c.take_carry());
+                    if line.is_empty() {
+                        return Poll::Ready(Ok(None));
                     }
-                    return Poll::Ready(Ok(Some(c.take_carry())));
+                    return Poll::Ready(Ok(Some(line)));
                 }
                 Ok(false) => return Poll::Ready(Ok(None)),
                 Err(e) => {
@@ -146,21 +144,30 @@ impl Lines<Blocks> {
 }
 
 /// Cuts the line that ends with the `\n` at `end` of the cursor's block (nothing of it in
-/// `carry`), without its `\n` or `\r\n` (trimming a `Bytes` after the copy would cost a
-/// second allocation), and steps over them.
+/// `carry`), without its `\n` or any `\r`, and steps over the `\n`.
 fn cut_from_block<S>(c: &mut BlockCursor<S>, end: usize) -> Bytes
 where
     S: Stream<Item = std::io::Result<Bytes>> + Unpin,
 {
-    let len = if end > 0 && c.block[end - 1] == b'\r' {
-        end - 1
-    } else {
-        end
-    };
-    let line = c.take_from_block(len);
-    c.block.advance(end + 1 - len);
-    c.offset += (end + 1 - len) as u64;
-    line
+    let line = c.take_from_block(end);
+    c.block.advance(1);
+    c.offset += 1;
+    without_cr(line)
+}
+
+/// The line without its `\r` bytes: TensorFlow's `ReadLine` drops every one of them, not
+/// only those before the `\n` (a line without any, the usual case, is returned as it is).
+fn without_cr(line: Bytes) -> Bytes {
+    match memchr::memchr(b'\r', &line) {
+        None => line,
+        Some(first) if first + 1 == line.len() => line.slice(..first),
+        Some(_) => line
+            .iter()
+            .copied()
+            .filter(|&b| b != b'\r')
+            .collect::<Vec<u8>>()
+            .into(),
+    }
 }
 
 impl<S> Stream for Lines<S>
@@ -189,8 +196,9 @@ where
 /// The lines of text files as a [`Dataset`] of `Bytes` (tf.data's `TextLineDataset`).
 ///
 /// Files are read in order, or `num_parallel_reads` at once (one line from each in turn).
-/// Lines end at `\n` or `\r\n`, which are not part of them; a final newline adds no empty
-/// line. Lines under 64 KiB are copied out of the read blocks into buffers of their own
+/// Lines end at `\n`, which is not part of them, and every `\r` is dropped, as TensorFlow's
+/// reader does (so `\r\n` ends a line, and a lone `\r` is not kept); a final newline adds no
+/// empty line, nor does a last line of nothing but `\r`. Lines under 64 KiB are copied out of the read blocks into buffers of their own
 /// (larger ones are slices of their block), so lines held downstream (a shuffle buffer) keep
 /// no block alive.
 ///
@@ -511,8 +519,9 @@ impl Stream for LineChunks {
     }
 }
 
-/// The files matching a glob `pattern` (`data/train-*.tfrecord`), sorted by path (tf.data's
-/// `list_files`).
+/// The paths matching a glob `pattern` (`data/train-*.tfrecord`), sorted by their bytes
+/// (tf.data's `list_files` with `shuffle=False`). As in TensorFlow, `*` and `?` match names
+/// starting with a dot too, and directories that match are listed with the files.
 ///
 /// tf.data shuffles the list by default; streamload returns it sorted, so a pipeline reads
 /// files in a stable, reproducible order unless asked otherwise: shuffle the list with
@@ -520,8 +529,8 @@ impl Stream for LineChunks {
 ///
 /// # Errors
 ///
-/// When the pattern is invalid, a matching path cannot be read, or nothing matches (an error
-/// naming the pattern, as tf.data's "No files matched pattern").
+/// When the pattern is invalid, a matching path cannot be read, or nothing matches
+/// (TensorFlow's "No files matched pattern: PATTERN").
 ///
 /// ```
 /// # fn main() -> anyhow::Result<()> {
@@ -540,8 +549,12 @@ pub fn list_files(pattern: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = paths
         .map(|p| p.map_err(|e| anyhow::anyhow!("listing {pattern:?}: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    files.retain(|p| p.is_file());
-    anyhow::ensure!(!files.is_empty(), "no files matched pattern {pattern:?}");
-    files.sort();
+    anyhow::ensure!(!files.is_empty(), "No files matched pattern: {pattern}");
+    // By the bytes of the whole path, as TensorFlow sorts (`a-b/x` before `a/x`).
+    files.sort_by(|a, b| {
+        a.as_os_str()
+            .as_encoded_bytes()
+            .cmp(b.as_os_str().as_encoded_bytes())
+    });
     Ok(files)
 }
