@@ -3,7 +3,9 @@
 //! TensorFlow wrote; each case is a seeded mutation of one (bit flips, byte overwrites with
 //! boundary values, insertions, deletions, truncation, huge length fields). Every case must end
 //! (no hang, no busy loop: a timeout guards it) with records or an error, never a panic.
-//! `FUZZ_CASES` sets the number of cases (default 5,000 per target).
+//! The CSV and fixed-length readers (whose grammar is TensorFlow's, written here) get the same
+//! treatment over files. `FUZZ_CASES` sets the number of cases (default 5,000 per target; a
+//! tenth of that for the file readers, which write a file per case).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,8 +15,8 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streamload::format::{
-    Example, FeatureSpec, ParseSpec, TFRecordWriter, parse_example, parse_single_example,
-    tfrecord_records,
+    Column, CsvDataset, Example, FeatureSpec, Field, FixedLengthRecordDataset, ParseSpec,
+    TFRecordWriter, parse_example, parse_single_example, tfrecord_records,
 };
 use streamload::tensor::DType;
 
@@ -158,4 +160,62 @@ fn streamload_records(file: &[u8]) -> Vec<Bytes> {
             .collect()
             .await
     })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_and_fixed_length_readers_survive_mutations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seeds: Vec<Vec<u8>> = ["header.csv", "quotes.csv", "crlf.csv", "empties.csv"]
+        .iter()
+        .filter_map(|name| {
+            std::fs::read(
+                PathBuf::from(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/data/tensorflow/formats_more/csv"
+                ))
+                .join(name),
+            )
+            .ok()
+        })
+        .chain([b"a,b,c\n1,\"x,\"\"y\"\"\n\",2.5\r\n,,\n-7,z,nan\n".to_vec()])
+        .collect();
+    let mut rng = StdRng::seed_from_u64(0xc5_f1_2e);
+    for case in 0..cases() / 10 {
+        let bytes = mutate(&mut rng, &seeds[case % seeds.len()]);
+        let path = dir.path().join(format!("case-{case}.csv"));
+        std::fs::write(&path, &bytes).expect("write case");
+        let csv = CsvDataset::new(
+            [path.clone()],
+            [
+                Column::with_default(Field::Int64(0)),
+                Column::string(),
+                Column::with_default(Field::Float64(0.0)),
+            ],
+        )
+        .header(case % 2 == 0)
+        .use_quote_delim(case % 3 != 0)
+        .build();
+        let fixed = FixedLengthRecordDataset::new([path], 1 + case % 7)
+            .header_bytes(case % 5)
+            .footer_bytes(case % 3)
+            .build();
+        let read = async { (count_all(csv).await, count_all(fixed).await) };
+        let (rows, records) = tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .unwrap_or_else(|_| panic!("case {case} hangs: {:?}", Bytes::from(bytes.clone())));
+        // Every element is a row or an error, one per line at most; a record per
+        // `record_bytes` at most.
+        assert!(rows <= bytes.len() + 1, "case {case}: {rows} rows");
+        assert!(records <= bytes.len() + 1, "case {case}: {records} records");
+    }
+}
+
+/// Elements of one epoch, rows and errors alike (an epoch goes on after an error element).
+async fn count_all<T: Send + 'static>(dataset: streamload::Dataset<T>) -> usize {
+    let mut epoch = dataset.iter();
+    let mut n = 0;
+    while epoch.next().await.is_some() {
+        n += 1;
+    }
+    n
 }
