@@ -405,13 +405,13 @@ impl StringList {
         StringList { text, spans }
     }
 
-    /// Splits `text` at runs of ASCII whitespace, as Python's `str.split()` and
-    /// tf.strings.split without a separator: no empty strings.
+    /// Splits `text` at runs of whitespace (space, `\t`, `\n`, `\v`, `\f`, `\r`: C's
+    /// `isspace`), as tf.strings.split without a separator: no empty strings.
     pub fn split_whitespace(text: Bytes) -> StringList {
         let mut spans = Vec::with_capacity(16);
         let mut start = None;
         for (i, b) in text.iter().enumerate() {
-            match (b.is_ascii_whitespace(), start) {
+            match (crate::text::is_space(b), start) {
                 (true, Some(s)) => {
                     spans.push((s, i));
                     start = None;

@@ -1,9 +1,10 @@
 //! Text preprocessing: a [`Vocabulary`] that maps tokens to ids, as TensorFlow's
-//! `tf.lookup.StaticVocabularyTable` (and Keras' `TextVectorization`) do.
+//! `tf.lookup.StaticVocabularyTable` does (Keras' `StringLookup` hashes unknown tokens the same
+//! way but lays ids out differently: see [`Vocabulary::reserve_padding_id`]).
 //!
 //! This is a transformation applied to elements inside `map` / `map_parallel`, not a file
 //! format (those are in [`format`](crate::format): the lines come from
-//! [`TextLineDataset`]) nor a tensor type (in
+//! [`TextLineDataset`](crate::format::TextLineDataset)) nor a tensor type (in
 //! [`tensor`](crate::tensor)): a pipeline reads lines, tokenizes them into ids here, then pads
 //! or buckets the ids into batches.
 //!
@@ -30,7 +31,6 @@ use futures::StreamExt;
 use hashbrown::HashTable;
 
 use crate::Error;
-use crate::format::TextLineDataset;
 use crate::storage::Location;
 use crate::tensor::StringList;
 
@@ -88,11 +88,14 @@ impl fmt::Debug for Vocabulary {
 }
 
 impl Vocabulary {
-    /// A vocabulary of `tokens`, ids in order, with one OOV bucket and no padding id.
+    /// A vocabulary of `tokens`, ids in order, with one OOV bucket and no padding id (as a
+    /// `StaticVocabularyTable` over a `KeyValueTensorInitializer`: the empty string may be a
+    /// token).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when a token appears twice (naming it and both positions).
+    /// [`Error::InvalidArgument`] when a token appears twice (naming it and both positions),
+    /// or when there is none: TensorFlow fails on both.
     pub fn from_tokens<I>(tokens: I) -> anyhow::Result<Vocabulary>
     where
         I: IntoIterator,
@@ -112,6 +115,11 @@ impl Vocabulary {
                 })
             })?;
         }
+        if table.len() == 0 {
+            return Err(
+                Error::InvalidArgument("a vocabulary needs at least one token".into()).into(),
+            );
+        }
         Ok(Vocabulary {
             table: Arc::new(table),
             num_oov_buckets: 1,
@@ -119,38 +127,58 @@ impl Vocabulary {
         })
     }
 
-    /// A vocabulary read from a file (or URL) of one token per line, with the project's
-    /// [`TextLineDataset`] (`\n` or `\r\n` line ends); ids in line order, one OOV bucket, no
-    /// padding id. This is tf.lookup's `TextFileInitializer` with `TextFileIndex.WHOLE_LINE`
-    /// keys and `LINE_NUMBER` values.
+    /// A vocabulary read from a file (or URL) of one token per line; ids in line order, one
+    /// OOV bucket, no padding id. This is tf.lookup's `TextFileInitializer` with
+    /// `TextFileIndex.WHOLE_LINE` keys and `LINE_NUMBER` values, and reads lines as it does:
+    /// a line ends at `\n`, one `\r` before that (or before the end of the file) is dropped,
+    /// any other `\r`, tab or space is part of the token, and a last line of nothing but
+    /// `\r` is none. The file is read as it is (no decompression by extension).
     ///
     /// # Errors
     ///
-    /// When the file cannot be read, or a line is empty or repeats an earlier one (naming the
-    /// file and the 1-based line numbers).
+    /// When the file cannot be read, holds no token, or a line is empty or repeats an earlier
+    /// one (naming the file and the 1-based line numbers): TensorFlow fails on each of these.
     pub async fn from_file(location: impl Into<Location>) -> anyhow::Result<Vocabulary> {
         let location = location.into();
-        let mut lines = TextLineDataset::new([location.clone()]).build().iter();
+        let text = read_all(&location)
+            .await
+            .with_context(|| format!("reading the vocabulary {location}"))?;
         let mut table = Table::default();
-        while let Some(line) = lines.next().await {
-            let line = line.with_context(|| format!("reading the vocabulary {location}"))?;
+        let mut rest = &text[..];
+        while !rest.is_empty() {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
+                Some(at) => (&rest[..at], &rest[at + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            let last = next.is_empty() && !rest.ends_with(b"\n");
+            rest = next;
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
             let n = table.len() + 1;
             if line.is_empty() {
+                if last {
+                    break;
+                }
                 return Err(Error::InvalidArgument(format!(
                     "vocabulary {location}: line {n} is empty"
                 ))
                 .into());
             }
-            table.insert(&line).map_err(|first| {
+            table.insert(line).map_err(|first| {
                 Error::InvalidArgument(match first {
                     Some(first) => format!(
                         "vocabulary {location}: line {n} repeats the token {:?} of line {}",
-                        String::from_utf8_lossy(&line),
+                        String::from_utf8_lossy(line),
                         first + 1
                     ),
                     None => format!("vocabulary {location}: line {n}: {TOO_MANY}"),
                 })
             })?;
+        }
+        if table.len() == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "vocabulary {location}: the file holds no token"
+            ))
+            .into());
         }
         Ok(Vocabulary {
             table: Arc::new(table),
@@ -173,6 +201,10 @@ impl Vocabulary {
 
     /// Keeps id 0 for padding (Keras' mask token), so `padded_batch`'s default padding value
     /// is never a token's id; every other id is one higher.
+    ///
+    /// This is not Keras' `StringLookup(mask_token=..)` layout: that puts the OOV ids first
+    /// (`1 + bucket`, the bucket being the same FarmHash one) and the vocabulary after them,
+    /// and maps the mask token itself to 0; here the empty string is looked up as any token.
     pub fn reserve_padding_id(mut self, reserve: bool) -> Vocabulary {
         self.offset = i64::from(reserve);
         self
@@ -218,12 +250,13 @@ impl Vocabulary {
             .then(|| self.table.token(index))
     }
 
-    /// The ids of the words of `text` split at runs of ASCII whitespace (as
-    /// [`StringList::split_whitespace`] and `tf.strings.split` without a separator split).
+    /// The ids of the words of `text` split at runs of whitespace (space, `\t`, `\n`, `\v`,
+    /// `\f`, `\r`), as [`StringList::split_whitespace`] and `tf.strings.split` without a
+    /// separator split: other bytes, non-ASCII spaces included, are part of words.
     pub fn tokenize(&self, text: &[u8]) -> Vec<i64> {
         let mut ids = Vec::with_capacity(text.len() / 4 + 1);
         ids.extend(
-            text.split(u8::is_ascii_whitespace)
+            text.split(is_space)
                 .filter(|w| !w.is_empty())
                 .map(|w| self.lookup(w)),
         );
@@ -241,6 +274,23 @@ impl Vocabulary {
     pub fn encode_into(&self, words: &StringList, ids: &mut Vec<i64>) {
         ids.extend(words.iter().map(|w| self.lookup(w)));
     }
+}
+
+/// The whole file at `location`, read in 64 KiB blocks.
+async fn read_all(location: &Location) -> anyhow::Result<Vec<u8>> {
+    let (mut blocks, _) = crate::storage::open(location, 64 * 1024, 2, false).await?;
+    let mut text = Vec::new();
+    while let Some(block) = blocks.next().await {
+        text.extend_from_slice(&block?);
+    }
+    Ok(text)
+}
+
+/// TensorFlow's whitespace (C's `isspace`): space, `\t`, `\n`, `\v`, `\f`, `\r`. Rust's
+/// `u8::is_ascii_whitespace` leaves out `\v` (0x0b).
+#[inline]
+pub(crate) fn is_space(b: &u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 
 impl Table {
