@@ -123,8 +123,9 @@ async fn bad_files_are_errors_naming_the_file() -> anyhow::Result<()> {
 // - PNG decode, convert_image_dtype, flip_left_right, adjust_brightness, clip_by_value: exact.
 // - resize (bilinear, float input): 1e-5 absolute (fast_image_resize sums the two taps in a
 //   different order than TensorFlow's lerp); measured max 9.8e-7.
-// - resize_u8: TensorFlow returns the float result of a uint8 input; ours is that rounded to
-//   the nearest integer, within 0.5 + 1e-3 (ties: float noise decides which way x.5 goes).
+// - resize_u8: TensorFlow returns the float result of a uint8 input; ours is a fixed-point
+//   approximation within one step of it (1 + 1e-3); measured max 1.00006, 21% of values not
+//   TensorFlow's value rounded (printed by `resize_matches_tensorflow`).
 // - adjust_saturation: 1e-5 absolute (a closed form of TensorFlow's HSV round trip); measured
 //   max 2.4e-7.
 // - JPEG decode: zune-jpeg is not libjpeg-turbo. TensorFlow's default dct_method is libjpeg's
@@ -346,8 +347,9 @@ fn resize_matches_tensorflow() -> anyhow::Result<()> {
         let want = tf_f32(&case["uint8_input_output"]);
         let (diff, n) = max_abs_diff(ours.iter().map(|v| f32::from(*v)), &want);
         assert_eq!(n, want.len(), "{what}");
-        // 0.5 plus float noise: a TensorFlow value of x.4999 may round up in ours (x.5001).
-        assert!(diff <= 0.5 + 1e-3, "{what}: uint8 max diff {diff}");
+        // One step plus float noise, as resize_u8 documents (fixed-point, rounded between
+        // its two passes); measured 1.00006.
+        assert!(diff <= 1.0 + 1e-3, "{what}: uint8 max diff {diff}");
         worst_u8 = worst_u8.max(diff);
         off_by_one += ours
             .iter()
