@@ -45,8 +45,9 @@ pub fn decode_jpeg(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
 }
 
 /// Decodes a PNG into an RGB image of shape `(height, width, 3)` (`tf.io.decode_png(bytes,
-/// channels=3)`): grey is repeated into the three channels, alpha dropped, 16-bit samples
-/// scaled to 8 bits.
+/// channels=3)`): grey is repeated into the three channels, alpha dropped, and 16-bit samples
+/// cut to their high byte (`v >> 8`, as TensorFlow's libpng `png_set_strip_16` does; not
+/// rounded, so the result is TensorFlow's exactly).
 ///
 /// # Errors
 ///
@@ -60,9 +61,28 @@ pub fn decode_png(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
     guard("PNG", || {
         let decoded = image::load_from_memory_with_format(bytes, image::ImageFormat::Png)
             .map_err(|e| anyhow::anyhow!("corrupt or truncated PNG: {e}"))?;
-        let rgb = decoded.into_rgb8();
-        let shape = (rgb.height() as usize, rgb.width() as usize, 3);
-        Array3::from_shape_vec(shape, rgb.into_raw())
+        let sixteen_bit = matches!(
+            decoded.color(),
+            image::ColorType::L16
+                | image::ColorType::La16
+                | image::ColorType::Rgb16
+                | image::ColorType::Rgba16
+        );
+        let (width, height, pixels) = if sixteen_bit {
+            let rgb = decoded.into_rgb16();
+            let (w, h) = rgb.dimensions();
+            (
+                w,
+                h,
+                rgb.into_raw().into_iter().map(|v| (v >> 8) as u8).collect(),
+            )
+        } else {
+            let rgb = decoded.into_rgb8();
+            let (w, h) = rgb.dimensions();
+            (w, h, rgb.into_raw())
+        };
+        let shape = (height as usize, width as usize, 3);
+        Array3::from_shape_vec(shape, pixels)
             .map_err(|e| anyhow::anyhow!("corrupt PNG: {e} for {shape:?} pixels"))
     })
 }

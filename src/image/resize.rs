@@ -60,6 +60,11 @@ pub fn resize(image: Array3<f32>, height: usize, width: usize) -> anyhow::Result
 /// within one step (1/255) of the float result. Cheaper than converting first and resizing
 /// floats when the image shrinks, at the price of that rounding.
 ///
+/// Against TensorFlow 2.21 (`tf.image.resize` of a `uint8` image, which returns the float
+/// result) the largest difference measured was 1.00006 (the rounding between the horizontal
+/// and vertical passes); rounding [`resize`]'s result instead is within 0.5 but took 4x as
+/// long (220 vs 54 µs for 256x256 to 64x64).
+///
 /// # Errors
 ///
 /// If the image does not have 3 channels, or a size is 0.
