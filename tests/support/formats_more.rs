@@ -59,6 +59,21 @@ pub(crate) fn bytes(v: &Value) -> Bytes {
     }
 }
 
+/// Checks that `got` opens with exactly the elements TensorFlow yielded for `case`, and
+/// returns how many that is (where TensorFlow raised, `got`'s error should come next).
+pub(crate) fn assert_output_prefix(case: &Value, got: &[anyhow::Result<Bytes>]) -> usize {
+    let name = case["name"].as_str().expect("name");
+    let want: Vec<Bytes> = case["output"]
+        .as_array()
+        .expect("output")
+        .iter()
+        .map(bytes)
+        .collect();
+    let ok: Vec<Bytes> = got.iter().map_while(|r| r.as_ref().ok().cloned()).collect();
+    assert_eq!(ok, want, "{name}");
+    want.len()
+}
+
 /// The error TensorFlow raised, with the data directory put back into its message.
 pub(crate) fn error_message(case: &Value) -> Option<String> {
     let core = case["error"]["core_message"].as_str()?;
