@@ -1,10 +1,16 @@
-//! Criterion benches of the file formats: W2 (raw TFRecord read, plain and GZIP) and W3
-//! (read, shuffle, parse Examples in parallel, batch) from
-//! WORKLOADS.md, on a smaller D1 (4 shards of 2,048 records, ~35 MB) generated once into a
-//! temporary directory. `examples/workloads.rs --generate DIR` makes the full-size data.
+//! Criterion benches of the file formats: W2 (raw TFRecord read, plain and GZIP), W3 (read,
+//! shuffle, parse Examples in parallel, batch) and W6 (text lines, split, batch) from
+//! WORKLOADS.md, on smaller data generated once into a temporary directory: D1 as 4 shards of
+//! 2,048 records (~35 MB), D3 as 200,000 lines. `examples/workloads.rs --generate DIR` makes
+//! the full-size data.
 
 #[path = "support/workloads.rs"]
 mod workloads;
+
+/// The allocator `examples/workloads.rs` runs with, so both give the same figures (W3 and W6
+/// allocate per element on one thread and free on another; see the README).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -28,7 +34,35 @@ fn w2(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    let files = workloads::d1_files(dir.path(), false).expect("D1 files");
+    let mut group = c.benchmark_group("W3_tfrecord_parse");
+    group.throughput(Throughput::Elements(4 * 2048));
+    group.sample_size(20);
+    group.bench_function("records", |b| {
+        b.to_async(&rt)
+            .iter(|| workloads::w3_tfrecord_parse(files.clone()))
+    });
+    group.finish();
 }
 
-criterion_group!(benches, w2);
+fn w6(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lines = 200_000;
+    workloads::generate_d3(dir.path(), lines).expect("D3 written");
+    let path = dir.path().join("text/lines.txt");
+    let mut group = c.benchmark_group("W6_text");
+    group.throughput(Throughput::Elements(lines as u64));
+    group.sample_size(20);
+    group.bench_function("lines", |b| {
+        b.to_async(&rt).iter(|| workloads::w6_text(path.clone()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, w2, w6);
 criterion_main!(benches);

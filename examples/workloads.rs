@@ -178,8 +178,13 @@ async fn main() -> anyhow::Result<()> {
             None => eprintln!("W3: skipped (needs --data DIR; make it with --generate DIR)"),
             Some(dir) => {
                 let files = workloads::d1_files(dir, false)?;
-                let (records, s) = timed(workloads::w3_tfrecord_parse(files)).await?;
+                let (records, s) = timed(workloads::w3_tfrecord_parse(files.clone())).await?;
                 emit("W3", records as f64 / s, "records/s", s);
+                // What W3's parse costs: the same pipeline without it, and the read alone.
+                let (records, s) = timed(workloads::w3_floor(files.clone(), true)).await?;
+                emit("W3/no-parse", records as f64 / s, "records/s", s);
+                let (records, s) = timed(workloads::w3_floor(files, false)).await?;
+                emit("W3/read", records as f64 / s, "records/s", s);
             }
         }
     }

@@ -291,6 +291,34 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     Ok(records)
 }
 
+/// W3 without its parse, to show what the parse costs and what the rest of the pipeline
+/// allows: `read` is W2's read handing over one record at a time; `no-parse` is W3 with the
+/// parse replaced by taking the record's length. Returns the records.
+pub async fn w3_floor(files: Vec<std::path::PathBuf>, parse: bool) -> anyhow::Result<u64> {
+    use streamload::format::{Compression, TFRecordDataset};
+    let read = TFRecordDataset::new(files)
+        .compression(Compression::None)
+        .num_parallel_reads(tuned(4))
+        .build()
+        .with_options(options().deterministic(false));
+    if !parse {
+        return count_reported("W3/read", &read).await;
+    }
+    let ds = read
+        .shuffle(10_000, Some(3))
+        .map_parallel(tuned(available_cores()), |payload| Ok(payload.len()))
+        .batch(256)
+        .prefetch(AUTOTUNE)
+        .with_options(options().deterministic(false));
+    let mut records = 0u64;
+    let mut epoch = ds.iter();
+    while let Some(batch) = epoch.next().await {
+        records += black_box(batch?).len() as u64;
+    }
+    report("W3/no-parse", &epoch);
+    Ok(records)
+}
+
 /// D3 of WORKLOADS.md: `dir/text/lines.txt`, `lines` lines of 4..12 lowercase words from a
 /// 5,000-word vocabulary (seeded). Returns the bytes written.
 pub fn generate_d3(dir: &std::path::Path, lines: usize) -> anyhow::Result<u64> {

@@ -621,8 +621,8 @@ fn parse_raw(
             )));
         }
     }
-    for (entry, values) in spec.inner.iter().zip(values) {
-        emit(entry, values);
+    for (entry, values) in spec.inner.iter().zip(values.iter_mut()) {
+        emit(entry, values.take());
     }
     Ok(())
 }
@@ -1010,7 +1010,9 @@ fn decode_list(
                     let kept = count.min(room);
                     let bytes = s.take(kept * 4)?;
                     v.extend(
-                        (0..kept).map(|i| float(bytes.start + 4 * i..bytes.start + 4 * i + 4)),
+                        record[bytes]
+                            .chunks_exact(4)
+                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
                     );
                     Ok(count)
                 }

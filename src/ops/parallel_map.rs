@@ -20,6 +20,9 @@ pub(crate) const MAX_GROUP: usize = 256;
 /// Groups handed over but not yet yielded, per worker: one running, one queued behind it, so a
 /// worker never waits for the consumer to hand it the next group.
 pub(crate) const GROUPS_PER_WORKER: usize = 2;
+/// A worker hints the cache to fetch the element this many calls ahead of the one it runs
+/// (see [`runtime::prefetch_element`]).
+const PREFETCH_AHEAD: usize = 2;
 /// How often a worker set aside by the autotuner looks whether it is wanted again.
 const SET_ASIDE_POLL: Duration = Duration::from_millis(5);
 
@@ -75,9 +78,17 @@ impl<T: Send + 'static, U: Send + 'static> Pool<T, U> {
                     let start = Instant::now();
                     let mut out = Vec::with_capacity(group.items.len());
                     let mut calls = 0;
-                    for item in group.items {
+                    let mut items = group.items.into_iter();
+                    for next in items.as_slice().iter().take(PREFETCH_AHEAD - 1).flatten() {
+                        runtime::prefetch_element(next);
+                    }
+                    while let Some(item) = items.next() {
                         if cancel.is_cancelled() {
                             return;
+                        }
+                        // The element after the next is cold in memory while `f` runs.
+                        if let Some(Ok(next)) = items.as_slice().get(PREFETCH_AHEAD - 1) {
+                            runtime::prefetch_element(next);
                         }
                         out.push(item.and_then(|x| {
                             calls += 1;
