@@ -41,7 +41,8 @@
 //! assert_eq!(total, 2 * (0..1_000).sum::<i64>());
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
-// The one `unsafe` block maps files into memory (`storage::local::map_window`).
+// Two `unsafe` blocks, each allowed where it is: one maps files into memory
+// (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
 
 mod dataset;

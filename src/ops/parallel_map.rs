@@ -79,7 +79,9 @@ impl<T: Send + 'static, U: Send + 'static> Pool<T, U> {
                     let mut out = Vec::with_capacity(group.items.len());
                     let mut calls = 0;
                     let mut items = group.items.into_iter();
-                    for next in items.as_slice().iter().take(PREFETCH_AHEAD - 1).flatten() {
+                    // The first elements the loop below does not ask for ahead.
+                    let first = items.as_slice().iter().skip(1).take(PREFETCH_AHEAD - 1);
+                    for next in first.flatten() {
                         runtime::prefetch_element(next);
                     }
                     while let Some(item) = items.next() {

@@ -62,8 +62,8 @@ mod tests {
 
     #[test]
     fn hints_stay_inside_byte_strings_of_every_length() {
-        // Every length around the head-and-tail boundary, as `Bytes` (slices of a larger
-        // buffer, so a stray index would read a neighbour rather than fault) and as `Vec<u8>`.
+        // Every length around the head-and-tail boundary, as `Bytes` and as `Vec<u8>`: an
+        // index past the end would panic.
         let backing = Bytes::from(vec![7u8; 4096]);
         for len in 0..=2 * LINES_AT_EACH_END * LINE + 2 * LINE {
             let bytes = backing.slice(100..100 + len);
