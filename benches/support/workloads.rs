@@ -206,14 +206,11 @@ pub fn d1_files(dir: &std::path::Path, gz: bool) -> anyhow::Result<Vec<std::path
     Ok(files)
 }
 
-/// W2 tfrecord-raw: the files -> interleave(TFRecord reader, cycle 4, 4 parallel,
-/// nondeterministic) -> count records and payload bytes (every CRC checked).
-pub async fn w2_tfrecord_raw(
-    files: Vec<std::path::PathBuf>,
-    gz: bool,
-) -> anyhow::Result<(u64, u64)> {
+/// W2's read: the files -> interleave(TFRecord reader, cycle 4, 4 parallel) -> records
+/// (every CRC checked), GZIP-compressed or not.
+fn d1_records(files: Vec<std::path::PathBuf>, gz: bool) -> Dataset<bytes::Bytes> {
     use streamload::format::{Compression, TFRecordDataset};
-    let ds = TFRecordDataset::new(files)
+    TFRecordDataset::new(files)
         .compression(if gz {
             Compression::Gzip
         } else {
@@ -221,7 +218,14 @@ pub async fn w2_tfrecord_raw(
         })
         .num_parallel_reads(tuned(4))
         .build()
-        .with_options(options().deterministic(false));
+}
+
+/// W2 tfrecord-raw: W2's read, nondeterministic -> count records and payload bytes.
+pub async fn w2_tfrecord_raw(
+    files: Vec<std::path::PathBuf>,
+    gz: bool,
+) -> anyhow::Result<(u64, u64)> {
+    let ds = d1_records(files, gz).with_options(options().deterministic(false));
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut epoch = ds.iter();
     while let Some(record) = epoch.next().await {
@@ -242,17 +246,14 @@ pub struct W3Record {
 /// W3 tfrecord-parse: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into
 /// image bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE). Returns the records.
 pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
-    use streamload::format::{Compression, FeatureSpec, ParseSpec, TFRecordDataset};
+    use streamload::format::{FeatureSpec, ParseSpec};
     use streamload::tensor::{DType, Values};
     let spec = ParseSpec::new([
         ("image", FeatureSpec::fixed_len([], DType::String)),
         ("label", FeatureSpec::fixed_len([], DType::Int64)),
         ("weights", FeatureSpec::fixed_len([16], DType::Float32)),
     ])?;
-    let ds = TFRecordDataset::new(files)
-        .compression(Compression::None)
-        .num_parallel_reads(tuned(4))
-        .build()
+    let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
         .map_parallel(tuned(available_cores()), move |payload| {
             let mut parsed = streamload::format::parse_single_example(&payload, &spec)?;
@@ -291,20 +292,17 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     Ok(records)
 }
 
-/// W3 without its parse, to show what the parse costs and what the rest of the pipeline
-/// allows: `read` is W2's read handing over one record at a time; `no-parse` is W3 with the
-/// parse replaced by taking the record's length. Returns the records.
-pub async fn w3_floor(files: Vec<std::path::PathBuf>, parse: bool) -> anyhow::Result<u64> {
-    use streamload::format::{Compression, TFRecordDataset};
-    let read = TFRecordDataset::new(files)
-        .compression(Compression::None)
-        .num_parallel_reads(tuned(4))
-        .build()
-        .with_options(options().deterministic(false));
-    if !parse {
-        return count_reported("W3/read", &read).await;
-    }
-    let ds = read
+/// W3's read alone (W2's read handing over one record at a time), to set beside W3: what
+/// the pipeline has left for the rest. Returns the records.
+pub async fn w3_read(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
+    let ds = d1_records(files, false).with_options(options().deterministic(false));
+    count_reported("W3/read", &ds).await
+}
+
+/// W3 with its parse replaced by taking the record's length: what the parse costs. Returns
+/// the records.
+pub async fn w3_no_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
+    let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
         .map_parallel(tuned(available_cores()), |payload| Ok(payload.len()))
         .batch(256)
