@@ -892,7 +892,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
     /// of `f` to take about 1 ms (one element for slow functions, up to 256 for cheap ones),
     /// so the hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are
-    /// in flight (queued, running, or finished and waiting for their turn).
+    /// in flight (queued, running, or finished and waiting for their turn). When elements are
+    /// byte strings (`Bytes`, `Vec<u8>`: records to parse), a worker asks the cache for the
+    /// first and last lines of the element two calls ahead while `f` runs, so records that
+    /// come out of a large shuffle buffer cold do not stall `f` one read at a time.
     ///
     /// # Autotune
     ///
