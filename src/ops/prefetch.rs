@@ -59,6 +59,9 @@ pub(crate) struct Prefetch<T> {
     left_at: Option<Instant>,
     /// Moving average of the consumer's time away, in nanoseconds.
     away_ns: u64,
+    /// The last poll answered `Pending`: the stage's wrapper (`Counted`, `Timed`) is timing
+    /// the consumer's wait until the poll that answers, that poll included.
+    waiting: bool,
 }
 
 /// The baton is held (someone polls the upstream).
@@ -216,6 +219,7 @@ impl<T> Prefetch<T> {
             done: false,
             left_at: None,
             away_ns: 0,
+            waiting: false,
         }
     }
 
@@ -264,6 +268,15 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        let poll = this.poll_element(cx);
+        this.waiting = poll.is_pending();
+        poll
+    }
+}
+
+impl<T: Send + 'static> Prefetch<T> {
+    fn poll_element(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        let this = self;
         if this.done {
             return Poll::Ready(None);
         }
@@ -324,8 +337,11 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
         };
         // Nothing is queued and nobody else holds the upstream: its next element is ours.
         let (polled, panicked, took) = poll_upstream(stream, cx);
-        if let Some(gauge) = &shared.gauge {
-            // The consumer waited for the upstream as surely as it would for the producer.
+        if let Some(gauge) = &shared.gauge
+            && !this.waiting
+        {
+            // The consumer waited for the upstream as surely as it would for the producer
+            // (after a `Pending`, the wrapper's timing of the wait already holds this poll).
             gauge.add_wait(took);
         }
         shared.polled(&mut upstream, &polled, panicked, took);
@@ -647,5 +663,47 @@ mod tests {
         let prefetch = stages.iter().find(|s| s.name == "prefetch");
         let wait = prefetch.map_or(Duration::ZERO, |s| s.wait);
         assert!(wait >= Duration::from_millis(20), "prefetch wait {wait:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_is_counted_once_when_the_upstream_was_pending() {
+        // Each element waits on a timer (the consumer's inline poll answers `Pending`), then
+        // costs CPU in the poll that answers: the stage's wrapper times that wait, the poll
+        // included, so the inline time must not be added again. The consumer cannot have
+        // waited longer than the epoch took.
+        for timing in [false, true] {
+            let ds = crate::Dataset::range(0, 100)
+                .map_async(1, |x| async move {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    anyhow::Ok(x)
+                })
+                .map(|x| {
+                    spin(1000);
+                    anyhow::Ok(x)
+                })
+                .prefetch(1)
+                .with_options(crate::Options::new().stats_timing(timing));
+            let start = Instant::now();
+            let mut epoch = ds.iter();
+            let mut n = 0;
+            while let Some(x) = epoch.next().await {
+                n += u64::from(x.is_ok());
+            }
+            let took = start.elapsed();
+            assert_eq!(n, 100);
+            let stages = epoch.stats().snapshot();
+            let wait = stages
+                .iter()
+                .find(|s| s.name == "prefetch")
+                .map_or(Duration::ZERO, |s| s.wait);
+            assert!(
+                wait <= took,
+                "timing {timing}: prefetch wait {wait:?} in an epoch of {took:?}"
+            );
+            assert!(
+                wait >= Duration::from_millis(100),
+                "timing {timing}: {wait:?}"
+            );
+        }
     }
 }
