@@ -10,15 +10,8 @@ mod workloads;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use streamload::available_cores;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 fn w1(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = workloads::runtime();
     let n = 2_000_000;
     let mut group = c.benchmark_group("W1_overhead");
     group.throughput(Throughput::Elements(n as u64));
@@ -29,7 +22,7 @@ fn w1(c: &mut Criterion) {
 }
 
 fn w4(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = workloads::runtime();
     let n = 400;
     let mut group = c.benchmark_group("W4_cpu_map");
     group.sample_size(10);
@@ -43,7 +36,7 @@ fn w4(c: &mut Criterion) {
 }
 
 fn w7(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = workloads::runtime();
     let n = 1_000;
     let mut group = c.benchmark_group("W7_generator");
     group.sample_size(10);

@@ -15,10 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn w2(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = workloads::runtime();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let bytes = rt
         .block_on(workloads::generate_d1(dir.path(), 4, 2048))
@@ -47,10 +44,7 @@ fn w2(c: &mut Criterion) {
 }
 
 fn w6(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = workloads::runtime();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let lines = 200_000;
     workloads::generate_d3(dir.path(), lines).expect("D3 written");

@@ -14,10 +14,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 const IMAGES: usize = 256;
 
 fn w5(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = workloads::runtime();
     let dir = tempfile::tempdir().expect("a temporary directory");
     rt.block_on(workloads::generate_d2(dir.path(), IMAGES))
         .expect("D2 written");

@@ -12,10 +12,7 @@ use std::time::Duration;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 
 fn w8(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = workloads::runtime();
     let bucket = rt
         .block_on(workloads::w8_setup(Duration::from_millis(50)))
         .expect("W8's bucket");

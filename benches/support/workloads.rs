@@ -36,6 +36,14 @@ pub fn set_fixed(n: Option<usize>) {
     FIXED.store(n.unwrap_or(0) as u64, Ordering::Relaxed);
 }
 
+/// The multi-threaded tokio runtime the criterion benches run their workloads on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// `n` as WORKLOADS.md sets it, `AUTOTUNE` under `--autotune`, or `--fixed N`.
 pub fn tuned(n: usize) -> Parallelism {
     if AUTOTUNE_ALL.load(Ordering::Relaxed) {
