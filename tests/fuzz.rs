@@ -16,7 +16,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streamload::format::{
     Column, CsvDataset, Example, FeatureSpec, Field, FixedLengthRecordDataset, ParseSpec,
-    TFRecordWriter, parse_example, parse_single_example, tfrecord_records,
+    TFRecordWriter, parse_example, parse_single_example, parse_single_example_view,
+    tfrecord_records,
 };
 use streamload::tensor::DType;
 
@@ -146,6 +147,35 @@ fn example_parsers_survive_mutations() {
             assert_eq!(sparse.values().len(), ids.len(), "case {case}");
         }
         let _ = parse_example(&[bytes.clone(), Bytes::from_static(b"\x0a\x00")], &spec);
+        // The in-place view accepts and refuses what parse_single_example does, with the
+        // same message, and reads the same values.
+        match (&parsed, parse_single_example_view(&bytes, &spec)) {
+            (Ok(parsed), Ok(view)) => {
+                for name in spec.names() {
+                    let want = format!("{:?}", parsed.get(name).expect("feature"));
+                    let got = format!("{:?}", view.parsed(name).expect("feature"));
+                    assert_eq!(want, got, "case {case}: {name}");
+                }
+                let ids: Vec<i64> = view.int64("ids").expect("ids").collect();
+                let sparse = parsed.sparse("ids").expect("ids");
+                let want = match sparse.values() {
+                    streamload::tensor::Values::Int64(v) => v.clone(),
+                    other => panic!("case {case}: {other:?}"),
+                };
+                assert_eq!(want, ids, "case {case}");
+                let embedding: Vec<f32> = view.floats("embedding").expect("embedding").collect();
+                let dense = parsed.dense("embedding").expect("embedding");
+                assert_eq!(
+                    dense
+                        .as_slice::<f32>()
+                        .map(|v| v.iter().map(|x| x.to_bits()).collect()),
+                    Some(embedding.iter().map(|x| x.to_bits()).collect::<Vec<u32>>()),
+                    "case {case}"
+                );
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "case {case}"),
+            (a, b) => panic!("case {case}: {:?} against {:?}", a.as_ref().err(), b.err()),
+        }
     }
 }
 

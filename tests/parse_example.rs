@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use base64::Engine;
 use bytes::Bytes;
 use serde_json::Value;
-use streamload::format::{FeatureSpec, ParseSpec, Parsed, parse_example, parse_single_example};
+use streamload::format::{
+    FeatureSpec, ParseSpec, Parsed, parse_example, parse_single_example, parse_single_example_view,
+};
 use streamload::tensor::{DType, Values};
 
 fn expected() -> Value {
@@ -182,6 +184,68 @@ fn check(name: &str, want: &Value, got: &Parsed) -> Result<(), String> {
     }
 }
 
+/// `parse_single_example_view` agrees with `parse_single_example` on `serialized`: both
+/// refuse it with the same message, or both accept it, every feature's `parsed` output is
+/// `parse_single_example`'s, and its typed values are that output's values, the count known
+/// in advance. (Floats compare by their printed form, so NaN equals NaN.)
+fn view_agrees(context: &str, serialized: &Bytes, spec: &ParseSpec) {
+    let single = parse_single_example(serialized, spec);
+    let view = parse_single_example_view(serialized, spec);
+    let (single, view) = match (single, view) {
+        (Err(a), Err(b)) => {
+            assert_eq!(a.to_string(), b.to_string(), "{context}: the errors differ");
+            return;
+        }
+        (Ok(single), Ok(view)) => (single, view),
+        (a, b) => panic!(
+            "{context}: parse_single_example {:?}, view {:?}",
+            a.err(),
+            b.err()
+        ),
+    };
+    for name in spec.names() {
+        let want = single
+            .get(name)
+            .expect("every spec'd feature is in the output");
+        let got = view.parsed(name).expect("parsed");
+        assert_eq!(format!("{want:?}"), format!("{got:?}"), "{context}: {name}");
+        let want_values = match want {
+            Parsed::Dense(t) => t.values(),
+            Parsed::Sparse(s) => s.values(),
+        };
+        let typed = match want_values.dtype() {
+            DType::Int64 => {
+                let values = view.int64(name).expect("int64");
+                assert_eq!(values.len(), want_values.len(), "{context}: {name}");
+                Values::Int64(values.collect())
+            }
+            DType::Float32 => {
+                let values = view.floats(name).expect("floats");
+                assert_eq!(values.len(), want_values.len(), "{context}: {name}");
+                Values::Float32(values.collect())
+            }
+            DType::String => {
+                let values = view.bytes(name).expect("bytes");
+                assert_eq!(values.len(), want_values.len(), "{context}: {name}");
+                Values::String(values.collect())
+            }
+        };
+        assert_eq!(
+            format!("{want_values:?}"),
+            format!("{typed:?}"),
+            "{context}: {name}"
+        );
+        // The other types' accessors refuse the feature, naming it.
+        let wrong = match want_values.dtype() {
+            DType::Int64 => view.floats(name).err(),
+            _ => view.int64(name).err(),
+        };
+        let wrong = wrong.unwrap_or_else(|| panic!("{context}: {name} read as another type"));
+        assert!(wrong.to_string().contains(name), "{wrong}");
+    }
+    assert!(view.int64("no such feature").is_err());
+}
+
 #[test]
 fn parse_single_example_matches_tensorflow_on_every_record() {
     let expected = expected();
@@ -191,6 +255,7 @@ fn parse_single_example_matches_tensorflow_on_every_record() {
     for record in records {
         let index = &record["index"];
         let serialized = b64(record["serialized_b64"].as_str().expect("b64"));
+        view_agrees(&format!("record {index}"), &serialized, &spec);
         let parsed = parse_single_example(&serialized, &spec)
             .unwrap_or_else(|e| panic!("record {index}: {e}"));
         let want = record["parse_single_example"].as_object().expect("output");
@@ -231,6 +296,9 @@ fn edge_cases_match_tensorflow_outputs_and_errors() {
         let name = case["name"].as_str().expect("name");
         let serialized = b64(case["serialized_b64"].as_str().expect("b64"));
         let spec = parse_spec(&case["spec"]);
+        if let Ok(spec) = &spec {
+            view_agrees(name, &serialized, spec);
+        }
         if case["ok"].as_bool() == Some(true) {
             let spec = spec.unwrap_or_else(|e| panic!("{name}: {e}"));
             let parsed =
@@ -534,7 +602,11 @@ fn formats_more_parse_cases_match_tensorflow() {
                     .collect();
                 parse_example(&records, &spec)
             }
-            _ => parse_single_example(&b64(case["serialized_b64"].as_str().expect("b64")), &spec),
+            _ => {
+                let serialized = b64(case["serialized_b64"].as_str().expect("b64"));
+                view_agrees(name, &serialized, &spec);
+                parse_single_example(&serialized, &spec)
+            }
         });
         if case["ok"].as_bool() == Some(true) {
             let parsed = result.unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -255,7 +255,7 @@ pub struct W3Record {
 /// image bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE). Returns the records.
 pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
     use streamload::format::{FeatureSpec, ParseSpec};
-    use streamload::tensor::{DType, Values};
+    use streamload::tensor::DType;
     let spec = ParseSpec::new([
         ("image", FeatureSpec::fixed_len([], DType::String)),
         ("label", FeatureSpec::fixed_len([], DType::Int64)),
@@ -264,18 +264,12 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
         .map_parallel(tuned(available_cores()), move |payload| {
-            let mut parsed = streamload::format::parse_single_example(&payload, &spec)?;
-            let mut take = |name| parsed.take_dense(name).map(|t| t.into_values());
-            match (take("image")?, take("label")?, take("weights")?) {
-                (Values::String(image), Values::Int64(label), Values::Float32(weights)) => {
-                    Ok(W3Record {
-                        image: image.into_iter().next().unwrap_or_default(),
-                        label: label.first().copied().unwrap_or_default(),
-                        weights,
-                    })
-                }
-                _ => anyhow::bail!("the spec fixes the types"),
-            }
+            let example = streamload::format::parse_single_example_view(&payload, &spec)?;
+            Ok(W3Record {
+                image: example.bytes("image")?.next().unwrap_or_default(),
+                label: example.int64("label")?.next().unwrap_or_default(),
+                weights: example.floats("weights")?.collect(),
+            })
         })
         .named("parse")
         .batch(256)

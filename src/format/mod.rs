@@ -22,7 +22,8 @@ pub use csv::{Column, CsvDataset, Field};
 pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
 pub use fixed_length::FixedLengthRecordDataset;
 pub use parse_example::{
-    FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
+    ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
+    parse_example, parse_single_example, parse_single_example_view,
 };
 pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};

@@ -6,6 +6,14 @@
 //! and the lists of those it names are decoded straight into their output values (floats and
 //! integers into the tensor's vector, `string` values as slices of the record, never copied).
 //! It builds no feature map and, for specs of up to 8 features, allocates only the outputs.
+//!
+//! [`parse_single_example_view`] checks a record exactly as `parse_single_example` does (the
+//! same walk, the same checks, the same errors) and then reads the features in place, as
+//! typed iterators, for callers who turn each record into their own struct: no tensor and
+//! no value list is built (W3 of WORKLOADS.md parses this way).
+//!
+//! `wire` holds the wire format (the walk over the feature map, the decoding of one list);
+//! `view` the in-place reading.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -16,6 +24,11 @@ use smallvec::SmallVec;
 
 use crate::Error;
 use crate::tensor::{DType, SparseTensor, Tensor, Values};
+
+mod view;
+mod wire;
+
+pub use view::{ExampleView, ViewBytes, ViewFloats, ViewInt64s, parse_single_example_view};
 
 /// How to parse one feature, as TensorFlow's `tf.io.*Feature` classes.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,9 +145,21 @@ pub struct ParseSpec {
 #[derive(Clone, Debug)]
 struct Entry {
     name: String,
+    /// `name`'s length and first bytes, for [`ParseSpec::find`].
+    head: NameHead,
     spec: FeatureSpec,
     /// Values per example (`FixedLen`) or per row (`FixedLenSequence`).
     stride: usize,
+}
+
+impl Entry {
+    /// The values one example's output holds at most, as a capacity to allocate.
+    fn capacity(&self) -> usize {
+        match self.spec {
+            FeatureSpec::FixedLen { .. } => self.stride,
+            _ => 0,
+        }
+    }
 }
 
 impl ParseSpec {
@@ -192,7 +217,12 @@ impl ParseSpec {
                     )));
                 }
             }
-            entries.push(Entry { name, spec, stride });
+            entries.push(Entry {
+                head: NameHead::at(name.as_bytes(), 0..name.len()),
+                name,
+                spec,
+                stride,
+            });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
@@ -242,17 +272,59 @@ impl ParseSpec {
         self.inner.iter().map(|e| e.name.as_str())
     }
 
-    /// The index of the feature called `key`. Specs are small: a scan that compares lengths
-    /// first settles most keys without comparing bytes; large specs are searched by halves.
+    /// The index of the feature called `name`.
     #[inline]
-    fn find(&self, key: &[u8]) -> Option<usize> {
+    fn find(&self, name: &[u8]) -> Option<usize> {
+        self.find_in(name, 0..name.len())
+    }
+
+    /// The index of the feature called `buf[key]`. Specs are small: a scan compares each
+    /// name's length and first eight bytes as two integers, which settles most keys; large
+    /// specs are searched by halves.
+    #[inline(always)]
+    fn find_in(&self, buf: &[u8], key: Range<usize>) -> Option<usize> {
         if self.inner.len() <= SCAN_UP_TO {
-            self.inner.iter().position(|e| e.name.as_bytes() == key)
+            let head = NameHead::at(buf, key.clone());
+            let rest = buf.get(key.start + HEAD..key.end).unwrap_or_default();
+            self.inner.iter().position(|e| {
+                e.head == head && (head.len <= HEAD || e.name.as_bytes()[HEAD..] == *rest)
+            })
         } else {
+            let key = buf.get(key)?;
             self.inner
                 .binary_search_by(|e| e.name.as_bytes().cmp(key))
                 .ok()
         }
+    }
+}
+
+/// The bytes of a name [`NameHead`] holds.
+const HEAD: usize = 8;
+
+/// A name's length and first [`HEAD`] bytes (zero-padded), compared as integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NameHead {
+    len: usize,
+    head: u64,
+}
+
+impl NameHead {
+    /// The head of the name `buf[name]`: eight bytes read at once and masked to the name's
+    /// length when the buffer has them, else byte by byte.
+    #[inline(always)]
+    fn at(buf: &[u8], name: Range<usize>) -> NameHead {
+        let len = name.len();
+        let head = match buf.get(name.start..).and_then(<[u8]>::first_chunk::<HEAD>) {
+            Some(bytes) if len >= HEAD => u64::from_le_bytes(*bytes),
+            Some(bytes) => u64::from_le_bytes(*bytes) & ((1u64 << (8 * len)) - 1),
+            None => buf
+                .get(name)
+                .unwrap_or_default()
+                .iter()
+                .rev()
+                .fold(0u64, |head, &b| (head << 8) | u64::from(b)),
+        };
+        NameHead { len, head }
     }
 }
 
@@ -580,12 +652,53 @@ enum Found {
     },
 }
 
+impl Found {
+    /// The index of the entry in the feature map (0 when missing).
+    fn entry(&self) -> usize {
+        match self {
+            Found::Missing => 0,
+            Found::Kindless { entry } | Found::List { entry, .. } => *entry,
+        }
+    }
+}
+
 /// One entry per spec'd feature, on the stack for specs of up to [`SCAN_UP_TO`] features.
 type PerFeature<T> = SmallVec<[T; SCAN_UP_TO]>;
 
 /// Parses the spec'd features of one record into flat values, checking everything
 /// TensorFlow checks per example, and hands each feature's values to `emit` in the spec's
 /// order. `None` means missing.
+fn parse_raw(
+    record: &Bytes,
+    spec: &ParseSpec,
+    mode: Mode<'_>,
+    mut emit: impl FnMut(&Entry, Option<Values>),
+) -> anyhow::Result<()> {
+    let mut values = PerFeature::new();
+    validate(
+        record,
+        spec,
+        mode,
+        &mut values,
+        |f, entry, found| match found {
+            Found::Missing => Ok(None),
+            Found::Kindless { .. } => Ok(Some(Values::empty(entry.spec.dtype()))),
+            Found::List { kind, list, .. } => {
+                let mut values = Values::with_capacity(entry.spec.dtype(), entry.capacity());
+                check(record, entry, f, *kind, list.clone(), mode, &mut values)?;
+                Ok(Some(values))
+            }
+        },
+    )?;
+    for (entry, values) in spec.inner.iter().zip(values.iter_mut()) {
+        emit(entry, values.take());
+    }
+    Ok(())
+}
+
+/// Walks one record and checks everything TensorFlow checks per example: `read` turns the
+/// entry found for each spec'd feature into its output (`Ok(None)` for a missing feature) or
+/// its error in TensorFlow's words, and pushes the outputs in the spec's order to `outputs`.
 ///
 /// TensorFlow's fast parser is followed rule for rule, quirks included: the feature map's
 /// entries are read in one walk; the last entry for a key counts (an entry with no list
@@ -593,56 +706,42 @@ type PerFeature<T> = SmallVec<[T; SCAN_UP_TO]>;
 /// list is read; of several problems in a record, the one in the entry nearest its end is
 /// reported (TensorFlow walks the entries backwards), and a missing required feature only
 /// when there is none.
-fn parse_raw(
+fn validate<T>(
     record: &Bytes,
     spec: &ParseSpec,
     mode: Mode<'_>,
-    mut emit: impl FnMut(&Entry, Option<Values>),
+    outputs: &mut PerFeature<Option<T>>,
+    mut read: impl FnMut(usize, &Entry, &Found) -> Result<Option<T>, String>,
 ) -> anyhow::Result<()> {
     let mut found: PerFeature<Found> = spec.inner.iter().map(|_| Found::Missing).collect();
-    let unsupported = match walk(record, spec, mode, &mut found) {
-        Ok(unsupported) => unsupported,
-        Err(Malformed) => {
-            let shown = &record[..record.len().min(256)];
-            let more = if record.len() > 256 { "..." } else { "" };
-            return Err(invalid(format!(
-                "Could not parse example input, value: '{}{more}'",
-                shown.escape_ascii()
-            )));
-        }
+    let Ok(unsupported) = wire::walk(record, spec, mode, &mut found) else {
+        let shown = &record[..record.len().min(256)];
+        let more = if record.len() > 256 { "..." } else { "" };
+        return Err(invalid(format!(
+            "Could not parse example input, value: '{}{more}'",
+            shown.escape_ascii()
+        )));
     };
-    // Every feature's values (or its error, at the position of its entry).
+    // Every feature's output (or its error, at the position of its entry).
     let mut error: Option<(usize, String)> =
         unsupported.map(|entry| (entry, "Unsupported datatype.".to_string()));
-    let mut values: PerFeature<Option<Values>> = PerFeature::with_capacity(spec.inner.len());
     for (f, (entry, found)) in spec.inner.iter().zip(&found).enumerate() {
-        let (at, result) = match found {
-            Found::Missing => (0, Ok(None)),
-            Found::Kindless { entry: at } => (*at, Ok(Some(Values::empty(entry.spec.dtype())))),
-            Found::List {
-                entry: at,
-                kind,
-                list,
-            } => (
-                *at,
-                check(record, entry, f, *kind, list.clone(), mode).map(Some),
-            ),
-        };
-        match result {
-            Ok(v) => values.push(v),
+        match read(f, entry, found) {
+            Ok(output) => outputs.push(output),
             Err(message) => {
+                let at = found.entry();
                 if error.as_ref().is_none_or(|(e, _)| at > *e) {
                     error = Some((at, message));
                 }
-                values.push(None);
+                outputs.push(None);
             }
         }
     }
     if let Some((_, message)) = error {
         return Err(invalid(message));
     }
-    for (entry, values) in spec.inner.iter().zip(&values) {
-        if values.is_none()
+    for (entry, output) in spec.inner.iter().zip(outputs.iter()) {
+        if output.is_none()
             && let FeatureSpec::FixedLen { default: None, .. } = entry.spec
         {
             let name = match mode {
@@ -656,13 +755,11 @@ fn parse_raw(
             )));
         }
     }
-    for (entry, values) in spec.inner.iter().zip(values.iter_mut()) {
-        emit(entry, values.take());
-    }
     Ok(())
 }
 
-/// Decodes and checks the list found for feature `f`; the error in TensorFlow's words.
+/// Checks the list found for feature `f` and decodes it into `out` (`()` only counts): its
+/// number of values, or the error in TensorFlow's words.
 fn check(
     record: &Bytes,
     entry: &Entry,
@@ -670,7 +767,8 @@ fn check(
     kind: DType,
     list: Range<usize>,
     mode: Mode<'_>,
-) -> Result<Values, String> {
+    out: &mut impl wire::ListOut,
+) -> Result<usize, String> {
     let dtype = entry.spec.dtype();
     let name = &entry.name;
     // Built only for an error: the common path allocates nothing but the values.
@@ -712,8 +810,7 @@ fn check(
         FeatureSpec::FixedLen { .. } => Some(entry.stride),
         _ => None,
     };
-    let mut values = Values::with_capacity(dtype, capacity.unwrap_or(0));
-    let count = decode_list(record, list, capacity, &mut values);
+    let count = wire::decode_list(record, list, dtype, capacity, out);
     match &entry.spec {
         FeatureSpec::FixedLen { shape, .. } => {
             let Ok(count) = count else {
@@ -732,6 +829,7 @@ fn check(
                     ),
                 });
             }
+            Ok(count)
         }
         FeatureSpec::VarLen { .. } | FeatureSpec::FixedLenSequence { .. } => {
             let Ok(count) = count else {
@@ -758,9 +856,9 @@ fn check(
                     ),
                 });
             }
+            Ok(count)
         }
     }
-    Ok(values)
 }
 
 /// TensorFlow's `TensorShape::DebugString`: `[2,3]`, `[]`, `[?,2]` (with a leading unknown).
@@ -771,302 +869,4 @@ fn shape_string(leading: Option<&str>, shape: &[usize]) -> String {
         .chain(shape.iter().map(usize::to_string))
         .collect();
     format!("[{}]", dims.join(","))
-}
-
-/// The record is not a well-formed `Example` as TensorFlow's fast parser reads one.
-struct Malformed;
-
-type Wire<T> = Result<T, Malformed>;
-
-/// A cursor over `record[..limit]`, as protobuf's `CodedInputStream` over an array: a nested
-/// message's length only narrows the limit (a length running past the enclosing message is
-/// cut to it, as protobuf's `PushLimit` does), and reads past the limit fail.
-struct Stream<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    limit: usize,
-}
-
-impl<'a> Stream<'a> {
-    fn new(buf: &'a [u8], range: Range<usize>) -> Stream<'a> {
-        Stream {
-            buf,
-            pos: range.start,
-            limit: range.end,
-        }
-    }
-
-    #[inline(always)]
-    fn at_end(&self) -> bool {
-        self.pos >= self.limit
-    }
-
-    #[inline(always)]
-    fn left(&self) -> usize {
-        self.limit - self.pos
-    }
-
-    #[inline(always)]
-    fn peek(&self) -> Option<u8> {
-        (self.pos < self.limit).then(|| self.buf[self.pos])
-    }
-
-    /// `ExpectTag` for a one-byte tag.
-    #[inline(always)]
-    fn expect(&mut self, byte: u8) -> bool {
-        let yes = self.peek() == Some(byte);
-        self.pos += usize::from(yes);
-        yes
-    }
-
-    /// `ReadVarint64`: at most 10 bytes, within the limit.
-    #[inline(always)]
-    fn varint64(&mut self) -> Wire<u64> {
-        if let Some(b) = self.peek()
-            && b < 0x80
-        {
-            self.pos += 1;
-            return Ok(u64::from(b));
-        }
-        let mut value = 0u64;
-        for i in 0..10 {
-            let b = self.peek().ok_or(Malformed)?;
-            self.pos += 1;
-            value |= u64::from(b & 0x7f).wrapping_shl(7 * i);
-            if b < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(Malformed)
-    }
-
-    /// `ReadVarint32`: a varint cut to its low 32 bits.
-    #[inline(always)]
-    fn varint32(&mut self) -> Wire<usize> {
-        Ok(self.varint64()? as u32 as usize)
-    }
-
-    /// `PushLimit`: narrows the limit to `len` more bytes, unless that runs past it.
-    #[inline(always)]
-    fn push_limit(&mut self, len: usize) -> usize {
-        let old = self.limit;
-        if len <= self.left() {
-            self.limit = self.pos + len;
-        }
-        old
-    }
-
-    /// `len` bytes, as an absolute range.
-    #[inline(always)]
-    fn take(&mut self, len: usize) -> Wire<Range<usize>> {
-        if len > self.left() {
-            return Err(Malformed);
-        }
-        self.pos += len;
-        Ok(self.pos - len..self.pos)
-    }
-
-    /// A length-delimited string (`ParseString`).
-    #[inline(always)]
-    fn string(&mut self) -> Wire<Range<usize>> {
-        let len = self.varint32()?;
-        self.take(len)
-    }
-
-    /// `SkipExtraneousTag`: steps over a field the parser does not know. A length running
-    /// past the end stops at it (TensorFlow ignores `Skip`'s failure).
-    fn skip_field(&mut self) -> Wire<()> {
-        let tag = self.varint32()?;
-        match tag & 7 {
-            0 => {
-                self.varint32()?;
-            }
-            1 => {
-                self.take(8)?;
-            }
-            2 => {
-                let len = self.varint32()?;
-                self.pos += len.min(self.left());
-            }
-            5 => {
-                self.take(4)?;
-            }
-            _ => return Err(Malformed),
-        }
-        Ok(())
-    }
-}
-
-/// Walks Example -> Features -> map entries (TensorFlow's `ParseExample`), recording in
-/// `found` the entry that counts for each spec'd feature. Returns the last entry for a
-/// spec'd key whose `Feature` starts with a tag that is not a list ("Unsupported datatype.").
-fn walk(
-    record: &Bytes,
-    spec: &ParseSpec,
-    mode: Mode<'_>,
-    found: &mut [Found],
-) -> Wire<Option<usize>> {
-    let mut unsupported = None;
-    let mut s = Stream::new(record, 0..record.len());
-    let mut entry_index = 0;
-    while !s.at_end() {
-        if !s.expect(0x0a) {
-            s.skip_field()?;
-            continue;
-        }
-        // Features.
-        let len = s.varint32()?;
-        let outer = s.push_limit(len);
-        while !s.at_end() {
-            if !s.expect(0x0a) {
-                return Err(Malformed);
-            }
-            // One map entry: exactly a key and a value, in either order.
-            let len = s.varint32()?;
-            let features = s.push_limit(len);
-            let (mut key, mut value) = (0..0, 0..0);
-            for _ in 0..2 {
-                match s.varint32()? {
-                    0x0a => key = s.string()?,
-                    0x12 => value = s.string()?,
-                    _ => return Err(Malformed),
-                }
-            }
-            if !s.at_end() {
-                return Err(Malformed);
-            }
-            s.limit = features;
-            let entry = entry_index;
-            entry_index += 1;
-            let Some(index) = spec.find(&record[key]) else {
-                continue;
-            };
-            let Some(&first) = record.get(value.start).filter(|_| !value.is_empty()) else {
-                if let (Mode::Batch { .. }, FeatureSpec::VarLen { .. }) =
-                    (mode, &spec.inner[index].spec)
-                {
-                    found[index] = Found::Kindless { entry };
-                }
-                continue;
-            };
-            let kind = match first {
-                0x0a => DType::String,
-                0x12 => DType::Float32,
-                0x1a => DType::Int64,
-                _ => {
-                    unsupported = Some(entry);
-                    continue;
-                }
-            };
-            found[index] = Found::List {
-                entry,
-                kind,
-                list: value.start + 1..value.end,
-            };
-        }
-        s.limit = outer;
-    }
-    Ok(unsupported)
-}
-
-/// Decodes the list message at the start of `feature` (a `Feature`'s bytes after its
-/// first tag) into `out`, as TensorFlow's `ParseBytesList` / `ParseFloatList` /
-/// `ParseInt64List` do: numbers packed or not, only the first packed run, the rest of the
-/// `Feature` unread. Returns the number of values TensorFlow counts. With a `capacity`
-/// (a fixed-length feature), a string past it is a failure, and numbers past it are
-/// counted but not kept.
-fn decode_list(
-    record: &Bytes,
-    feature: Range<usize>,
-    capacity: Option<usize>,
-    out: &mut Values,
-) -> Wire<usize> {
-    let mut s = Stream::new(record, feature);
-    let len = s.varint32()?;
-    s.push_limit(len);
-    let room = capacity.unwrap_or(usize::MAX);
-    match out {
-        Values::String(v) => {
-            while !s.at_end() {
-                if !s.expect(0x0a) || v.len() >= room {
-                    return Err(Malformed);
-                }
-                let r = s.string()?;
-                v.push(record.slice(r));
-            }
-            Ok(v.len())
-        }
-        Values::Int64(v) => {
-            let mut count = 0;
-            match s.peek() {
-                None => {}
-                Some(0x0a) => {
-                    s.pos += 1;
-                    let len = s.varint32()?;
-                    s.push_limit(len);
-                    while !s.at_end() {
-                        let x = s.varint64()? as i64;
-                        if count < room {
-                            v.push(x);
-                        }
-                        count += 1;
-                    }
-                }
-                Some(0x08) => {
-                    while !s.at_end() {
-                        if !s.expect(0x08) {
-                            return Err(Malformed);
-                        }
-                        let x = s.varint64()? as i64;
-                        if count < room {
-                            v.push(x);
-                        }
-                        count += 1;
-                    }
-                }
-                Some(_) => return Err(Malformed),
-            }
-            Ok(count)
-        }
-        Values::Float32(v) => {
-            let float = |r: Range<usize>| {
-                let b = &record[r];
-                f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-            };
-            match s.peek() {
-                None => Ok(0),
-                Some(0x0a) => {
-                    s.pos += 1;
-                    let len = s.varint32()?;
-                    s.push_limit(len);
-                    // TensorFlow sizes the list by the declared length, reads the whole
-                    // floats it keeps, and leaves any bytes after them unread.
-                    let count = len / 4;
-                    let kept = count.min(room);
-                    let bytes = s.take(kept * 4)?;
-                    v.extend(
-                        record[bytes]
-                            .chunks_exact(4)
-                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    );
-                    Ok(count)
-                }
-                Some(0x0d) => {
-                    let mut count = 0;
-                    while !s.at_end() {
-                        if !s.expect(0x0d) {
-                            return Err(Malformed);
-                        }
-                        let r = s.take(4)?;
-                        if count < room {
-                            v.push(float(r));
-                        }
-                        count += 1;
-                    }
-                    Ok(count)
-                }
-                Some(_) => Err(Malformed),
-            }
-        }
-    }
 }
