@@ -153,11 +153,12 @@ struct Entry {
 }
 
 impl Entry {
-    /// The values one example's output holds at most, as a capacity to allocate.
-    fn capacity(&self) -> usize {
+    /// The values one example's output holds at most: a `FixedLen` feature's, none for
+    /// the others.
+    fn capacity(&self) -> Option<usize> {
         match self.spec {
-            FeatureSpec::FixedLen { .. } => self.stride,
-            _ => 0,
+            FeatureSpec::FixedLen { .. } => Some(self.stride),
+            _ => None,
         }
     }
 }
@@ -684,7 +685,8 @@ fn parse_raw(
             Found::Missing => Ok(None),
             Found::Kindless { .. } => Ok(Some(Values::empty(entry.spec.dtype()))),
             Found::List { kind, list, .. } => {
-                let mut values = Values::with_capacity(entry.spec.dtype(), entry.capacity());
+                let mut values =
+                    Values::with_capacity(entry.spec.dtype(), entry.capacity().unwrap_or(0));
                 check(record, entry, f, *kind, list.clone(), mode, &mut values)?;
                 Ok(Some(values))
             }
@@ -806,11 +808,7 @@ fn check(
             }
         });
     }
-    let capacity = match entry.spec {
-        FeatureSpec::FixedLen { .. } => Some(entry.stride),
-        _ => None,
-    };
-    let count = wire::decode_list(record, list, dtype, capacity, out);
+    let count = wire::decode_list(record, list, dtype, entry.capacity(), out);
     match &entry.spec {
         FeatureSpec::FixedLen { shape, .. } => {
             let Ok(count) = count else {

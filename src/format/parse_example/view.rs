@@ -122,12 +122,17 @@ enum Read<'a> {
 }
 
 impl<'a> ExampleView<'a> {
+    /// The index and the entry of the spec's feature `name`.
+    fn feature(&self, name: &str) -> anyhow::Result<(usize, &'a Entry)> {
+        match self.spec.find(name.as_bytes()) {
+            Some(f) => Ok((f, &self.spec.inner[f])),
+            None => Err(invalid(format!("no feature {name} in the spec"))),
+        }
+    }
+
     /// The spec's feature `name` with its values' place, checked to be of `dtype`.
     fn read(&self, name: &str, dtype: DType) -> anyhow::Result<Read<'a>> {
-        let Some(f) = self.spec.find(name.as_bytes()) else {
-            return Err(invalid(format!("no feature {name} in the spec")));
-        };
-        let entry: &'a Entry = &self.spec.inner[f];
+        let (f, entry) = self.feature(name)?;
         if entry.spec.dtype() != dtype {
             return Err(invalid(format!(
                 "feature {name} is {}, not {dtype}",
@@ -224,22 +229,21 @@ impl<'a> ExampleView<'a> {
     ///
     /// When the spec has no such feature.
     pub fn parsed(&self, name: &str) -> anyhow::Result<Parsed> {
-        let Some(f) = self.spec.find(name.as_bytes()) else {
-            return Err(invalid(format!("no feature {name} in the spec")));
-        };
-        let entry = &self.spec.inner[f];
+        let (f, entry) = self.feature(name)?;
         let dtype = entry.spec.dtype();
         let values = match &self.sources[f] {
             None => None,
             Some(Source::Empty) => Some(Values::empty(dtype)),
             Some(Source::List { list, count }) => {
                 let mut values = Values::with_capacity(dtype, *count);
-                let capacity = match entry.spec {
-                    FeatureSpec::FixedLen { .. } => Some(entry.stride),
-                    _ => None,
-                };
                 // Checked when the view was made: it decodes as it counted.
-                let _ = wire::decode_list(self.record, list.clone(), dtype, capacity, &mut values);
+                let _ = wire::decode_list(
+                    self.record,
+                    list.clone(),
+                    dtype,
+                    entry.capacity(),
+                    &mut values,
+                );
                 Some(values)
             }
         };
