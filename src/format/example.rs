@@ -1,4 +1,5 @@
-//! `tf.train.Example`: the protocol buffer most TFRecord files hold.
+//! `tf.train.Example`: the protocol buffer most TFRecord files hold, and
+//! `tf.train.SequenceExample`.
 //!
 //! The messages are derived by hand with `prost` from TensorFlow's `example.proto` and
 //! `feature.proto` (no `protoc` needed). The feature map is a `BTreeMap`, so encoding is
@@ -47,6 +48,89 @@ pub enum Kind {
     /// `int64_list = 3`.
     #[prost(message, tag = "3")]
     Int64List(Int64List),
+}
+
+/// A sequence of steps with context (`tf.train.SequenceExample`): features of the whole
+/// sequence, and named lists of one [`Feature`] per step (tokens, frames, labels).
+///
+/// Decoding and encoding only: `parse_example`'s specs read `Example`s.
+///
+/// ```
+/// use streamload::format::{Feature, FeatureList, Int64List, Kind, SequenceExample};
+/// let step = |v: i64| Feature { kind: Some(Kind::Int64List(Int64List { value: vec![v] })) };
+/// let mut example = SequenceExample::default();
+/// example
+///     .feature_lists
+///     .get_or_insert_with(Default::default)
+///     .feature_list
+///     .insert("labels".into(), FeatureList { feature: vec![step(3), step(1)] });
+/// let decoded = SequenceExample::decode_bytes(&example.encode_to_bytes())?;
+/// assert_eq!(decoded.feature_list("labels").map(<[Feature]>::len), Some(2));
+/// assert_eq!(decoded, example);
+/// # anyhow::Ok(())
+/// ```
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SequenceExample {
+    /// Features of the whole sequence (`Features context = 1`).
+    #[prost(message, optional, tag = "1")]
+    pub context: Option<Features>,
+    /// Per-step features by name (`FeatureLists feature_lists = 2`).
+    #[prost(message, optional, tag = "2")]
+    pub feature_lists: Option<FeatureLists>,
+}
+
+/// The features of one name, one per step (`tf.train.FeatureList`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FeatureList {
+    /// One feature per step (`repeated Feature feature = 1`).
+    #[prost(message, repeated, tag = "1")]
+    pub feature: Vec<Feature>,
+}
+
+/// A map from name to feature list (`tf.train.FeatureLists`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FeatureLists {
+    /// The lists by name (`map<string, FeatureList> feature_list = 1`).
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub feature_list: BTreeMap<String, FeatureList>,
+}
+
+impl SequenceExample {
+    /// Decodes a serialized `tf.train.SequenceExample` (a TFRecord payload).
+    ///
+    /// # Errors
+    ///
+    /// When the bytes are not a valid protocol buffer of this shape.
+    pub fn decode_bytes(bytes: &[u8]) -> anyhow::Result<SequenceExample> {
+        SequenceExample::decode(bytes)
+            .map_err(|e| anyhow::anyhow!("not a tf.train.SequenceExample: {e}"))
+    }
+
+    /// Decodes a serialized `tf.train.SequenceExample` held in `Bytes` (a TFRecord record)
+    /// without copying its byte features: they are slices of `record`.
+    ///
+    /// # Errors
+    ///
+    /// When the bytes are not a valid protocol buffer of this shape.
+    pub fn decode_record(record: Bytes) -> anyhow::Result<SequenceExample> {
+        SequenceExample::decode(record)
+            .map_err(|e| anyhow::anyhow!("not a tf.train.SequenceExample: {e}"))
+    }
+
+    /// Serializes the sequence example (keys in byte order).
+    pub fn encode_to_bytes(&self) -> Bytes {
+        Bytes::from(self.encode_to_vec())
+    }
+
+    /// The context feature called `name`, if present.
+    pub fn context_feature(&self, name: &str) -> Option<&Feature> {
+        self.context.as_ref()?.feature.get(name)
+    }
+
+    /// The steps of the feature list called `name`, if present.
+    pub fn feature_list(&self, name: &str) -> Option<&[Feature]> {
+        Some(&self.feature_lists.as_ref()?.feature_list.get(name)?.feature)
+    }
 }
 
 /// `tf.train.BytesList`.

@@ -19,7 +19,10 @@ mod tfrecord_writer;
 pub(crate) use blocks::Blocks;
 pub use compression::Compression;
 pub use csv::{Column, CsvDataset, Field};
-pub use example::{BytesList, Example, Feature, Features, FloatList, Int64List, Kind};
+pub use example::{
+    BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, Kind,
+    SequenceExample,
+};
 pub use fixed_length::FixedLengthRecordDataset;
 pub use parse_example::{
     ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
