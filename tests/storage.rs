@@ -16,7 +16,10 @@ use streamload::storage::{self, Location, ReadOptions};
 
 #[path = "support/s3.rs"]
 mod s3;
-use s3::{Faults, MemoryS3, fault_proxy, memory_s3_server, s3_server, s3_store};
+use s3::{
+    Faults, HttpFiles, HttpObject, MemoryS3, fault_proxy, http_server, memory_s3_server, s3_server,
+    s3_store,
+};
 
 /// `shards` TFRecord files of `records` payloads each; payload = "shard/record" padded.
 async fn shards(shards: usize, records: usize, compression: Compression) -> Vec<(String, Vec<u8>)> {
@@ -534,4 +537,37 @@ async fn an_object_replaced_while_read_is_an_error_not_a_mix() {
     assert!(shown.contains("s3://mut/big.tfrecord"), "{shown}");
     assert!(shown.to_lowercase().contains("precondition"), "{shown}");
     assert!(read < 20_000);
+}
+
+/// An object served over plain HTTP with an ETag and a Last-Modified date.
+fn http_object(data: impl Into<Bytes>) -> HttpObject {
+    HttpObject {
+        data: data.into(),
+        e_tag: Some("v1".to_string()),
+        last_modified: Some(std::time::SystemTime::now()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_urls_read_without_registering_a_store() {
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data/lines.txt", http_object("one\ntwo\nthree\n"));
+    files.insert(
+        "/data/train.tfrecord",
+        http_object(shard_bytes(0, 300).await),
+    );
+    let addr = http_server(Arc::clone(&files)).await;
+
+    let lines = TextLineDataset::new([format!("http://{addr}/data/lines.txt")])
+        .build()
+        .collect()
+        .await
+        .expect("a text file over http://");
+    assert_eq!(lines, ["one", "two", "three"]);
+    let records = TFRecordDataset::new([format!("http://{addr}/data/train.tfrecord")])
+        .build()
+        .collect()
+        .await
+        .expect("a TFRecord file over http://");
+    assert_eq!(records, (0..300).map(|r| payload(0, r)).collect::<Vec<_>>());
 }

@@ -365,8 +365,10 @@ fn retry_or_fail(
     }
 }
 
-/// Not found, forbidden, bad credentials and a changed object are permanent; anything else
-/// (server errors after the store's own retries, broken connections) may pass.
+/// Not found, forbidden, bad credentials, a changed object, any other 4xx answer but 408
+/// (timeout) and 429 (throttling), and a request that could not be built (a bad URL, plain
+/// http refused, a configuration error) are permanent; 5xx answers, 408, 429, broken
+/// connections and timeouts may pass.
 fn classify(e: object_store::Error) -> Fault {
     use object_store::Error as E;
     match e {
@@ -376,9 +378,40 @@ fn classify(e: object_store::Error) -> Fault {
         | E::Precondition { .. }
         | E::InvalidPath { .. }
         | E::NotSupported { .. }
-        | E::NotImplemented { .. } => Fault::Permanent(e),
+        | E::NotImplemented { .. }
+        | E::UnknownConfigurationKey { .. } => Fault::Permanent(e),
+        other if is_permanent(&other) => Fault::Permanent(other),
         other => Fault::Transient(other.to_string()),
     }
+}
+
+/// Whether `e`'s chain of sources holds a permanent HTTP status or a request that could
+/// not be built.
+fn is_permanent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if let Some(status) = status_of(e) {
+            return (400..500).contains(&status) && status != 408 && status != 429;
+        }
+        if let Some(e) = e.downcast_ref::<reqwest::Error>()
+            && e.is_builder()
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// The HTTP status a store's request failed with, when `e` is that failure.
+///
+/// object_store 0.14 keeps its `RetryError` (which has `status()`) private, so the status
+/// is read from its message, "... Server returned non-2xx status code: 400 Bad Request: ...".
+fn status_of(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    const MARK: &str = "non-2xx status code: ";
+    let text = e.to_string();
+    let at = text.find(MARK)? + MARK.len();
+    text.get(at..at + 3)?.parse().ok()
 }
 
 /// The delay before retry `n` (1-based): exponential, capped, with full jitter in its

@@ -113,6 +113,11 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(base.trim_end_matches('/'))
+                .with_client_options(
+                    // object_store refuses plain http unless told: an `http://` URL asks
+                    // for it.
+                    object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
+                )
                 .build()?,
         ),
         "memory" => {
