@@ -571,3 +571,67 @@ async fn plain_http_urls_read_without_registering_a_store() {
         .expect("a TFRecord file over http://");
     assert_eq!(records, (0..300).map(|r| payload(0, r)).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() {
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data/lines.txt", http_object("one\n"));
+    let addr = http_server(Arc::clone(&files)).await;
+    let url = format!("http://{addr}/data/lines.txt");
+
+    // 400 Bad Request: one GET, no retry, an error naming the URL.
+    files.status.store(400, SeqCst);
+    let err = TextLineDataset::new([url.clone()])
+        .build()
+        .collect()
+        .await
+        .expect_err("400");
+    let shown = format!("{err:#}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(shown.contains("400"), "{shown}");
+    assert_eq!(files.requests.load(SeqCst), 1, "a 400 is never retried");
+
+    // 503 on every request, object_store's own retries off and one of ours: the GET, then a
+    // HEAD for the size, each tried twice; the error tells the GET's failure too.
+    let store = object_store::http::HttpBuilder::new()
+        .with_url(format!("http://{addr}/"))
+        .with_client_options(object_store::ClientOptions::new().with_allow_http(true))
+        .with_retry(object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        })
+        .build()
+        .expect("an HTTP store");
+    storage::register_with(
+        &format!("http://{addr}/"),
+        Arc::new(store),
+        ReadOptions::default().retries(1).backoff(
+            std::time::Duration::from_millis(1),
+            std::time::Duration::from_millis(1),
+        ),
+    )
+    .expect("register");
+    files.status.store(503, SeqCst);
+    files.requests.store(0, SeqCst);
+    let err = TextLineDataset::new([url.clone()])
+        .build()
+        .collect()
+        .await
+        .expect_err("503");
+    let shown = format!("{err:#}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(shown.contains("GET failed"), "{shown}");
+    assert!(shown.contains("503"), "{shown}");
+    assert_eq!(files.requests.load(SeqCst), 3, "a GET and two HEADs");
+
+    // A 404 is not retried either.
+    files.status.store(0, SeqCst);
+    files.requests.store(0, SeqCst);
+    let err = TextLineDataset::new([format!("http://{addr}/data/missing.txt")])
+        .build()
+        .collect()
+        .await
+        .expect_err("404");
+    assert!(format!("{err:#}").contains("/data/missing.txt"), "{err:#}");
+    assert_eq!(files.requests.load(SeqCst), 1);
+}

@@ -150,9 +150,20 @@ pub(crate) async fn open(
             let (size, etag) = (response.meta.size, response.meta.e_tag.clone());
             (size, etag, Some((permit, response.into_stream())))
         }
-        Err(Fault::Permanent(e)) => return Err(anyhow::anyhow!("reading {shown}: {e}")),
-        Err(Fault::Transient(_)) => {
-            let meta = head(&reader, &path, &shown).await?;
+        // An empty object has no byte to range over: its size comes from a HEAD.
+        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
+            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+        }
+        Err(fault) => {
+            let meta = head(&reader, &path, &shown).await.map_err(|e| {
+                let get = match fault {
+                    Fault::Transient(message) => message,
+                    Fault::Permanent(e) => e.to_string(),
+                };
+                e.context(format!(
+                    "reading {shown}: the GET failed ({get}), then the HEAD"
+                ))
+            })?;
             (meta.size, meta.e_tag, None)
         }
     };
@@ -401,6 +412,18 @@ fn is_permanent(e: &(dyn std::error::Error + 'static)) -> bool {
         current = e.source();
     }
     false
+}
+
+/// The HTTP status somewhere in `e`'s chain of sources.
+fn status_of_chain(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if let Some(status) = status_of(e) {
+            return Some(status);
+        }
+        current = e.source();
+    }
+    None
 }
 
 /// The HTTP status a store's request failed with, when `e` is that failure.
