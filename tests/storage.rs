@@ -635,3 +635,74 @@ async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() 
     assert!(format!("{err:#}").contains("/data/missing.txt"), "{err:#}");
     assert_eq!(files.requests.load(SeqCst), 1);
 }
+
+#[tokio::test]
+async fn credentials_in_urls_never_appear_in_what_is_shown() {
+    let secret_url = "s3://user:pw-secret@bucket/key?X-Amz-Signature=sig-value";
+    let location = Location::from(secret_url);
+    for shown in [
+        location.to_string(),
+        format!("{location:?}"),
+        format!("{location:#?}"),
+    ] {
+        assert!(
+            !shown.contains("pw-secret") && !shown.contains("sig-value"),
+            "{shown}"
+        );
+        assert!(shown.contains("s3://bucket/key"), "{shown}");
+    }
+    assert_eq!(format!("{location:?}"), r#"Url("s3://bucket/key")"#);
+
+    let store = Arc::new(InMemory::new());
+    store
+        .put(&StorePath::from("d/a.txt"), PutPayload::from("a\n"))
+        .await
+        .expect("put");
+    store
+        .put(&StorePath::from("d/b1.txt"), PutPayload::from("b\n"))
+        .await
+        .expect("put");
+    storage::register("memory://secrets-test", store).expect("register");
+    let shown = |err: anyhow::Error| {
+        let shown = format!("{err:#} {err:?}");
+        for secret in ["pw-secret", "sig-value", "sas-value"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        shown
+    };
+
+    // A read of a pre-signed URL or one with a SAS token is refused, without the query.
+    for url in [
+        "memory://secrets-test/d/a.txt?X-Amz-Signature=sig-value",
+        "memory://secrets-test/d/a.txt?sv=2024&sig=sas-value",
+        "memory://user:pw-secret@secrets-test/d/a.txt",
+    ] {
+        let err = TextLineDataset::new([url])
+            .build()
+            .collect()
+            .await
+            .expect_err("credentials in the URL");
+        let shown = shown(err);
+        assert!(shown.contains("query strings"), "{shown}");
+        assert!(shown.contains("secrets-test/d/a.txt"), "{shown}");
+    }
+    // So is a glob; its other messages show the pattern without credentials too.
+    let err = storage::glob("memory://secrets-test/d/*.txt?sig=sas-value")
+        .await
+        .expect_err("a SAS token");
+    assert!(shown(err).contains("query strings"));
+    let err = storage::glob("memory://user:pw-secret@secrets-test/d/*.txt")
+        .await
+        .expect_err("a password");
+    assert!(shown(err).contains("query strings"));
+    let err = storage::glob("s3://user:pw-secret@no-such-bucket/[z")
+        .await
+        .expect_err("an invalid pattern");
+    shown(err);
+
+    // A `?` in a glob is a wildcard, not a query.
+    let files = storage::glob("memory://secrets-test/d/b?.txt")
+        .await
+        .expect("a ? wildcard");
+    assert_eq!(files, [Location::from("memory://secrets-test/d/b1.txt")]);
+}

@@ -43,7 +43,11 @@ pub use remote::{glob, register, register_with};
 ///
 /// Built from `&str`/`String` (a string with `scheme://` is a URL, anything else a path;
 /// `file://` URLs become paths) and from `Path`/`PathBuf`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Shown (`{}` and `{:?}`) without the user name, password or query string a URL may carry,
+/// so a location is safe in errors and logs; reading a URL with a password or a query string
+/// (a pre-signed URL, an Azure SAS token) is refused, never sent.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Location {
     /// A local file.
     Local(PathBuf),
@@ -99,6 +103,19 @@ impl fmt::Display for Location {
                 shown.set_query(None);
                 write!(f, "{shown}")
             }
+        }
+    }
+}
+
+impl fmt::Debug for Location {
+    /// As [`Display`](fmt::Display): `Url("s3://bucket/key")`, without credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Local(p) => f.debug_tuple("Local").field(p).finish(),
+            Location::Url(_) => f
+                .debug_tuple("Url")
+                .field(&format_args!("{:?}", self.to_string()))
+                .finish(),
         }
     }
 }

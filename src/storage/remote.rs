@@ -61,8 +61,24 @@ fn insert(prefix: String, reader: Reader) {
     stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
 }
 
+/// Refuses a URL carrying a password or a query string (a pre-signed URL's signature, an
+/// Azure SAS token): it would be sent as part of the object's path, and could end up in an
+/// error; the message shows the URL without them.
+fn refuse_credentials(url: &Url) -> anyhow::Result<()> {
+    if url.query().is_some() || url.password().is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "query strings (pre-signed URLs, SAS tokens) and passwords in URLs are not \
+             supported: {}; pass credentials through the environment or register_with",
+            Location::Url(url.clone())
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// The store serving `url`, the store's base URL, and the object's path in it.
 fn resolve(url: &Url) -> anyhow::Result<(Reader, String, StorePath)> {
+    refuse_credentials(url)?;
     let text = url.as_str();
     let found = {
         let stores = STORES.read().unwrap_or_else(|e| e.into_inner());
@@ -146,25 +162,37 @@ pub(crate) async fn open(url: &Url) -> anyhow::Result<crate::format::Blocks> {
 
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
 /// whose path has glob characters (`s3://bucket/train/part-*.tfrecord`), listed with the
-/// longest literal prefix and matched with `glob`'s rules.
+/// longest literal prefix and matched with `glob`'s rules. In a URL, a `?` is a wildcard
+/// like `*` (not the start of a query string).
 ///
 /// # Errors
 ///
-/// An invalid pattern, a failed listing (naming the URL), or no match at all.
+/// An invalid pattern, a failed listing (naming the URL), no match at all, or a URL with a
+/// password or a query string (`?key=value`: a pre-signed URL, a SAS token). Messages never
+/// show a password or a query.
 pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
-    let url = match Location::parse(pattern) {
+    let mut url = match Location::parse(pattern) {
         Location::Local(_) => {
             let files = crate::format::list_files(pattern)?;
             return Ok(files.into_iter().map(Location::Local).collect());
         }
         Location::Url(url) => url,
     };
+    // A `?` is a wildcard here: what follows it is part of the pattern, not a query, unless
+    // it looks like one (`key=value`, as in pre-signed URLs and SAS tokens: refused).
+    if let Some(rest) = url.query().filter(|q| !q.contains('=')) {
+        let path = format!("{}%3F{}", url.path(), rest.replace('?', "%3F"));
+        url.set_query(None);
+        url.set_path(&path);
+    }
+    // Messages show the pattern without credentials.
+    let shown = Location::Url(url.clone()).to_string();
     let (reader, base, _) = resolve(&url)?;
     let store = reader.store;
     let key_pattern = url.as_str().get(base.len()..).unwrap_or("");
     let key_pattern = percent_decode(key_pattern);
     let matcher = glob::Pattern::new(&key_pattern)
-        .map_err(|e| Error::InvalidArgument(format!("invalid pattern {pattern:?}: {e}")))?;
+        .map_err(|e| Error::InvalidArgument(format!("invalid pattern {shown}: {e}")))?;
     let literal = key_pattern
         .find(['*', '?', '['])
         .map_or(key_pattern.as_str(), |i| &key_pattern[..i]);
@@ -176,21 +204,21 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
     };
     let mut found: Vec<Location> = store
         .list(prefix.as_ref())
-        .map_err(|e| anyhow::Error::new(e).context(format!("listing {pattern}")))
+        .map_err(|e| anyhow::Error::new(e).context(format!("listing {shown}")))
         .try_filter_map(|meta| {
             let key = meta.location.to_string();
             let hit = matcher.matches_with(&key, options);
             let url = Url::parse(&format!("{base}{}", meta.location.as_ref()));
             futures::future::ready(match (hit, url) {
                 (true, Ok(url)) => Ok(Some(Location::Url(url))),
-                (true, Err(e)) => Err(anyhow::anyhow!("listing {pattern}: {e}")),
+                (true, Err(e)) => Err(anyhow::anyhow!("listing {shown}: {e}")),
                 (false, _) => Ok(None),
             })
         })
         .try_collect()
         .await?;
     found.sort();
-    anyhow::ensure!(!found.is_empty(), "no files matched pattern {pattern:?}");
+    anyhow::ensure!(!found.is_empty(), "no files matched pattern {shown}");
     Ok(found)
 }
 
