@@ -706,3 +706,98 @@ async fn credentials_in_urls_never_appear_in_what_is_shown() {
         .expect("a ? wildcard");
     assert_eq!(files, [Location::from("memory://secrets-test/d/b1.txt")]);
 }
+
+/// `n` lines `"{tag} line {i}"`, as one text file.
+fn lines(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{tag} line {i:04}\n")).collect()
+}
+
+/// Reads the text file at `url` until its end or an error: the lines read, and the error.
+async fn read_lines(url: &str) -> (Vec<String>, Option<anyhow::Error>) {
+    let mut epoch = TextLineDataset::new([url]).build().iter();
+    let mut read = Vec::new();
+    while let Some(line) = epoch.next().await {
+        match line {
+            Ok(line) => read.push(String::from_utf8_lossy(&line).into_owned()),
+            Err(e) => return (read, Some(e)),
+        }
+    }
+    (read, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_etag_a_resumed_body_is_validated_by_its_date_or_refused() {
+    let files = Arc::new(HttpFiles::cutting_after(5_000));
+    let addr = http_server(Arc::clone(&files)).await;
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let version = |tag: &str, last_modified| HttpObject {
+        data: Bytes::from(lines(tag, 1000)),
+        e_tag: None,
+        last_modified,
+    };
+    let v1: Vec<String> = lines("v1", 1000).lines().map(String::from).collect();
+
+    // Neither ETag nor Last-Modified; the body is cut, then a new version is served: an
+    // error naming the URL, never a mix of the two versions.
+    files.insert("/none.txt", version("v1", None));
+    files.replace_after_cut("/none.txt", version("v2", None));
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/none.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url), "{err}");
+    assert!(
+        err.contains("changed or cannot be validated")
+            && err.contains("neither ETag nor Last-Modified"),
+        "{err}"
+    );
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+    assert_eq!(files.fired.load(SeqCst), 1);
+    assert_eq!(
+        files.requests.load(SeqCst),
+        1,
+        "no unvalidated resume was sent"
+    );
+
+    // Last-Modified only, the object unchanged: the cut body resumes once, in order.
+    files.insert("/dated.txt", version("v1", Some(then)));
+    files.cuts.store(1, SeqCst);
+    files.requests.store(0, SeqCst);
+    let (read, err) = read_lines(&format!("http://{addr}/dated.txt")).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(read, v1);
+    assert_eq!(files.fired.load(SeqCst), 2);
+    assert_eq!(files.requests.load(SeqCst), 2, "the cut GET and one resume");
+
+    // Last-Modified only, a newer version after the cut: the resume is refused (412).
+    files.insert("/newer.txt", version("v1", Some(then)));
+    files.replace_after_cut(
+        "/newer.txt",
+        version("v2", Some(std::time::SystemTime::now())),
+    );
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/newer.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url), "{err}");
+    assert!(err.to_lowercase().contains("precondition"), "{err}");
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+
+    // Same date, another size (a server that ignores If-Unmodified-Since would serve it):
+    // the size is checked too.
+    files.insert("/resized.txt", version("v1", Some(then)));
+    files.replace_after_cut(
+        "/resized.txt",
+        HttpObject {
+            data: Bytes::from(lines("v2", 900)),
+            e_tag: None,
+            last_modified: Some(then),
+        },
+    );
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/resized.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url) && err.contains("changed"), "{err}");
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+}

@@ -4,14 +4,21 @@
 //! An object is read in blocks of [`ReadOptions::block_size`], each one ranged GET. The
 //! first block's response also tells the object's size and ETag (its `Content-Range` and
 //! `ETag` headers), so an object no larger than a block costs one round trip, not two (a
-//! HEAD, then a GET); the later blocks are conditional on that ETag, with
-//! [`ReadOptions::read_ahead`] blocks in flight at once and at most
-//! [`ReadOptions::max_connections`] requests per store. Each block is fetched by a task of
-//! its own (stopped when the stream is dropped), so a body is drained and its connection
-//! given back even while the consumer reads other objects. Blocks are yielded in order, so
-//! the reader above sees one byte stream. When the first GET fails with anything but a
-//! permanent fault (an empty object has no byte to range over; a server may be throttling),
-//! the size and ETag come from a HEAD instead and every block is fetched as below.
+//! HEAD, then a GET). The later blocks go out with [`ReadOptions::read_ahead`] blocks in
+//! flight at once and at most [`ReadOptions::max_connections`] requests per store. Each
+//! block is fetched by a task of its own (stopped when the stream is dropped), so a body is
+//! drained and its connection given back even while the consumer reads other objects.
+//! Blocks are yielded in order, so the reader above sees one byte stream. When the first GET
+//! fails with anything but a permanent fault (an empty object has no byte to range over; a
+//! server may be throttling), the size and ETag come from a HEAD instead and every block is
+//! fetched as below.
+//!
+//! Later blocks and resumed bodies never come from another version of the object: they are
+//! conditional on the first response's ETag (`If-Match`) or, from a server that sends none,
+//! on its `Last-Modified` date (`If-Unmodified-Since`), and each response must show the same
+//! size, ETag and date. From a server that sends neither, nothing can be checked: an object
+//! is read only as far as its first response goes unbroken, then fails ("changed or cannot
+//! be validated") rather than mix versions.
 //!
 //! A transient fault (5xx, throttling, a reset connection, a body that stops or stalls past
 //! [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter; the retry
@@ -26,7 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as StorePath;
-use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Location;
@@ -145,33 +152,35 @@ pub(crate) async fn open(
     shown: Location,
 ) -> anyhow::Result<Blocks> {
     let block = reader.options.block_size;
-    let (size, etag, first) = match request(&reader, &path, 0..block, None).await {
+    let (meta, first) = match request(&reader, &path, 0..block, None).await {
         Ok((permit, response)) => {
-            let (size, etag) = (response.meta.size, response.meta.e_tag.clone());
-            (size, etag, Some((permit, response.into_stream())))
+            let meta = response.meta.clone();
+            (meta, Some((permit, response.into_stream())))
         }
         // An empty object has no byte to range over: its size comes from a HEAD.
         Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
             return Err(anyhow::anyhow!("reading {shown}: {e}"));
         }
+        Err(Fault::Changed(message)) => return Err(anyhow::anyhow!("reading {shown}: {message}")),
         Err(fault) => {
             let meta = head(&reader, &path, &shown).await.map_err(|e| {
                 let get = match fault {
-                    Fault::Transient(message) => message,
+                    Fault::Transient(message) | Fault::Changed(message) => message,
                     Fault::Permanent(e) => e.to_string(),
                 };
                 e.context(format!(
                     "reading {shown}: the GET failed ({get}), then the HEAD"
                 ))
             })?;
-            (meta.size, meta.e_tag, None)
+            (meta, None)
         }
     };
+    let size = meta.size;
     let read_ahead = reader.options.read_ahead;
     let object = Arc::new(Object {
         reader,
         path,
-        etag,
+        first: meta,
         shown,
     });
     // Each block is fetched by a task of its own, so a body is drained (and its connection
@@ -242,13 +251,16 @@ type Body = (
     BoxStream<'static, object_store::Result<Bytes>>,
 );
 
-/// Starts one ranged GET of `range` (conditional on `etag`), waiting for a connection
-/// permit and then for the response's headers (at most the read timeout).
+/// Starts one ranged GET of `range`, waiting for a connection permit and then for the
+/// response's headers (at most the read timeout). With `first` (the object as its first
+/// response described it), the GET is conditional on its ETag, or without one on its
+/// Last-Modified date, and the response must describe the same object: same size, same
+/// ETag and date where they were given.
 async fn request(
     reader: &Reader,
     path: &StorePath,
     range: Range<u64>,
-    etag: Option<String>,
+    first: Option<&ObjectMeta>,
 ) -> Result<(OwnedSemaphorePermit, GetResult), Fault> {
     let permit = Arc::clone(&reader.connections)
         .acquire_owned()
@@ -256,7 +268,10 @@ async fn request(
         .map_err(|e| Fault::Transient(e.to_string()))?;
     let get = GetOptions {
         range: Some(GetRange::Bounded(range)),
-        if_match: etag,
+        if_match: first.and_then(|m| m.e_tag.clone()),
+        if_unmodified_since: first
+            .filter(|m| m.e_tag.is_none() && has_date(m))
+            .map(|m| m.last_modified),
         ..Default::default()
     };
     let timeout = reader.options.read_timeout;
@@ -264,13 +279,37 @@ async fn request(
         .await
         .map_err(|_| Fault::Transient(format!("no response in {timeout:?}")))?
         .map_err(classify)?;
+    if let Some(first) = first {
+        let now = &response.meta;
+        let same = now.size == first.size
+            && (first.e_tag.is_none() || now.e_tag == first.e_tag)
+            && (!has_date(first) || now.last_modified == first.last_modified);
+        if !same {
+            return Err(Fault::Changed(format!(
+                "the object changed since its first block (size {} then {}, ETag {:?} then \
+                 {:?}, Last-Modified {} then {})",
+                first.size,
+                now.size,
+                first.e_tag,
+                now.e_tag,
+                first.last_modified,
+                now.last_modified
+            )));
+        }
+    }
     Ok((permit, response))
+}
+
+/// Whether the server sent a Last-Modified date (object_store puts the epoch when not).
+fn has_date(meta: &ObjectMeta) -> bool {
+    meta.last_modified.timestamp() != 0
 }
 
 struct Object {
     reader: Reader,
     path: StorePath,
-    etag: Option<String>,
+    /// The object as its first response (or HEAD) described it.
+    first: ObjectMeta,
     shown: Location,
 }
 
@@ -278,6 +317,8 @@ struct Object {
 enum Fault {
     Transient(String),
     Permanent(object_store::Error),
+    /// The object changed since its first response, or cannot be shown not to have.
+    Changed(String),
 }
 
 impl Object {
@@ -315,8 +356,16 @@ impl Object {
         parts: &mut Vec<Bytes>,
         at: &mut u64,
     ) -> Result<(), Fault> {
+        if self.first.e_tag.is_none() && !has_date(&self.first) {
+            return Err(Fault::Changed(
+                "the object changed or cannot be validated: the server sent neither ETag nor \
+                 Last-Modified, so a resumed body or a later block could come from another \
+                 version of it"
+                    .to_string(),
+            ));
+        }
         let (permit, response) =
-            request(&self.reader, &self.path, range.clone(), self.etag.clone()).await?;
+            request(&self.reader, &self.path, range.clone(), Some(&self.first)).await?;
         self.drain((permit, response.into_stream()), range.end, parts, at)
             .await
     }
@@ -363,6 +412,7 @@ fn retry_or_fail(
 ) -> anyhow::Result<Duration> {
     match fault {
         Fault::Permanent(e) => Err(anyhow::anyhow!("reading {shown}: {e}")),
+        Fault::Changed(message) => Err(anyhow::anyhow!("reading {shown}: {message}")),
         Fault::Transient(message) => {
             *failures += 1;
             if *failures > options.retries {

@@ -654,6 +654,14 @@ pub struct HttpFiles {
 }
 
 impl HttpFiles {
+    /// No objects yet; bodies given a cut (see [`HttpFiles::cuts`]) stop after `bytes`.
+    pub fn cutting_after(bytes: usize) -> Self {
+        HttpFiles {
+            cut_after: bytes,
+            ..Default::default()
+        }
+    }
+
     /// Serves `object` at `path` (`/dir/name.txt`).
     pub fn insert(&self, path: &str, object: HttpObject) {
         self.objects
@@ -673,7 +681,8 @@ impl HttpFiles {
     fn answer(
         &self,
         req: &hyper::Request<hyper::body::Incoming>,
-    ) -> hyper::Response<http_body_util::combinators::BoxBody<Bytes, std::io::Error>> {
+    ) -> hyper::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>> {
+        use futures::StreamExt;
         use http_body_util::BodyExt;
         use hyper::{Method, StatusCode, header};
 
@@ -681,7 +690,7 @@ impl HttpFiles {
             let mut response = hyper::Response::new(
                 http_body_util::Empty::new()
                     .map_err(|never| match never {})
-                    .boxed(),
+                    .boxed_unsync(),
             );
             *response.status_mut() = status;
             response
@@ -758,7 +767,7 @@ impl HttpFiles {
         let body = if req.method() == Method::HEAD {
             http_body_util::Empty::new()
                 .map_err(|never| match never {})
-                .boxed()
+                .boxed_unsync()
         } else if cut {
             // The first bytes, then an error: hyper drops the connection mid-body.
             self.fired.fetch_add(1, Ordering::SeqCst);
@@ -771,15 +780,17 @@ impl HttpFiles {
                 self.insert(req.uri().path(), next);
             }
             let head = body.slice(..self.cut_after);
-            let frames = futures::stream::iter([
-                Ok(hyper::body::Frame::data(head)),
-                Err(std::io::Error::other("cut")),
-            ]);
-            http_body_util::StreamBody::new(frames).boxed()
+            let frames = futures::stream::once(async move { Ok(hyper::body::Frame::data(head)) })
+                .chain(futures::stream::once(async {
+                    // Once the first bytes are surely on their way.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Err(std::io::Error::other("cut"))
+                }));
+            http_body_util::StreamBody::new(frames).boxed_unsync()
         } else {
             http_body_util::Full::new(body)
                 .map_err(|never| match never {})
-                .boxed()
+                .boxed_unsync()
         };
         builder.body(body).expect("a response")
     }
