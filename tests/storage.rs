@@ -593,24 +593,13 @@ async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() 
 
     // 503 on every request, object_store's own retries off and one of ours: the GET, then a
     // HEAD for the size, each tried twice; the error tells the GET's failure too.
-    let store = object_store::http::HttpBuilder::new()
-        .with_url(format!("http://{addr}/"))
-        .with_client_options(object_store::ClientOptions::new().with_allow_http(true))
-        .with_retry(object_store::RetryConfig {
-            max_retries: 0,
-            ..Default::default()
-        })
-        .build()
-        .expect("an HTTP store");
-    storage::register_with(
-        &format!("http://{addr}/"),
-        Arc::new(store),
+    register_http(
+        addr,
         ReadOptions::default().retries(1).backoff(
             std::time::Duration::from_millis(1),
             std::time::Duration::from_millis(1),
         ),
-    )
-    .expect("register");
+    );
     files.status.store(503, SeqCst);
     files.requests.store(0, SeqCst);
     let err = TextLineDataset::new([url.clone()])
@@ -800,4 +789,43 @@ async fn without_an_etag_a_resumed_body_is_validated_by_its_date_or_refused() {
     let err = format!("{:#}", err.expect("an error, not a mix"));
     assert!(err.contains(&url) && err.contains("changed"), "{err}");
     assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+}
+
+/// Registers an HTTP store for `addr` with object_store's retries off (so streamload's own
+/// retries and resumes do the work) and `options`.
+fn register_http(addr: std::net::SocketAddr, options: ReadOptions) {
+    let store = object_store::http::HttpBuilder::new()
+        .with_url(format!("http://{addr}/"))
+        .with_client_options(object_store::ClientOptions::new().with_allow_http(true))
+        .with_retry(object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        })
+        .build()
+        .expect("an HTTP store");
+    storage::register_with(&format!("http://{addr}/"), Arc::new(store), options).expect("register");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_again_and_again_resumes_as_long_as_bytes_arrive() {
+    let files = Arc::new(HttpFiles::cutting_after(2_000));
+    files.insert("/long.txt", http_object(lines("v1", 1500)));
+    let addr = http_server(Arc::clone(&files)).await;
+    // Two retries per block, but every try brings 2,000 bytes before its cut: ten cuts in a
+    // row are ridden out.
+    register_http(
+        addr,
+        ReadOptions::default().retries(2).backoff(
+            std::time::Duration::from_millis(1),
+            std::time::Duration::from_millis(5),
+        ),
+    );
+    files.cuts.store(usize::MAX, SeqCst);
+    let (read, err) = read_lines(&format!("http://{addr}/long.txt")).await;
+    assert!(err.is_none(), "{err:?}");
+    let want: Vec<String> = lines("v1", 1500).lines().map(String::from).collect();
+    assert_eq!(read, want);
+    let size = lines("v1", 1500).len();
+    assert_eq!(files.fired.load(SeqCst), size.div_ceil(2_000) - 1);
+    assert_eq!(files.requests.load(SeqCst), size.div_ceil(2_000));
 }

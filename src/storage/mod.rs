@@ -11,6 +11,16 @@
 //!   A store is built once per bucket from the usual environment variables (`AWS_*`,
 //!   `GOOGLE_*`, `AZURE_*`), or registered explicitly with [`register`] /
 //!   [`register_with`] (custom endpoints and credentials, read options, `memory://` stores).
+//! - Timeouts: a store built from the environment has no whole-request timeout (object_store's
+//!   default 30 s covers the whole body, so a slow 8 MiB block would be cut every 30 s), only
+//!   a connect timeout; a body that sends no byte for [`ReadOptions::read_timeout`] counts as
+//!   broken and is resumed. A store you register keeps the timeouts you built it with (turn
+//!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`). A block's
+//!   retry count starts again whenever a try brought some bytes, so a long body on a flaky
+//!   link is not given up after [`ReadOptions::retries`] partial reads.
+//! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
+//!   password or a query string (a pre-signed URL, an Azure SAS token) is refused rather than
+//!   sent: pass credentials through the environment or [`register_with`].
 //!
 //! ```
 //! use std::sync::Arc;

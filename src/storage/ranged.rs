@@ -101,7 +101,8 @@ impl ReadOptions {
         self
     }
 
-    /// Retries of a transient fault per block before its error is returned.
+    /// Retries of a transient fault per block before its error is returned; a try that
+    /// brought some bytes before it broke starts the count again.
     pub fn retries(mut self, n: u32) -> Self {
         self.retries = n;
         self
@@ -114,7 +115,9 @@ impl ReadOptions {
         self
     }
 
-    /// How long a body may go without a byte before it counts as broken and is resumed.
+    /// How long a body may go without a byte before it counts as broken and is resumed (also
+    /// how long a response's headers may take). The whole body has no time limit: stores
+    /// built from the environment have object_store's whole-request timeout turned off.
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
         self
@@ -331,6 +334,7 @@ impl Object {
         let mut failures = 0;
         let mut opened = opened;
         loop {
+            let before = at;
             let read = match opened.take() {
                 Some(body) => self.drain(body, range.end, &mut parts, &mut at).await,
                 None => self.get(at..range.end, &mut parts, &mut at).await,
@@ -343,6 +347,11 @@ impl Object {
                 )),
                 Err(fault) => fault,
             };
+            if at > before {
+                // Bytes arrived: a long body on a flaky link is not cut off after so many
+                // partial reads, only after so many tries in a row that bring nothing.
+                failures = 0;
+            }
             let delay = retry_or_fail(options, &mut failures, fault, &self.shown)
                 .map_err(|e| std::io::Error::other(format!("{e} (at byte {at})")))?;
             tokio::time::sleep(delay).await;

@@ -4,8 +4,8 @@
 use std::sync::{Arc, LazyLock, RwLock};
 
 use futures::TryStreamExt;
-use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
+use object_store::{ClientConfigKey, ClientOptions, ObjectStore};
 use url::Url;
 
 use super::Location;
@@ -111,29 +111,29 @@ fn resolve(url: &Url) -> anyhow::Result<(Reader, String, StorePath)> {
 fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
     let shown = Location::Url(url.clone());
     let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "s3" | "s3a" => Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
-                .with_url(base)
-                .build()?,
-        ),
-        "gs" => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(base)
-                .build()?,
-        ),
-        "az" | "adl" | "azure" | "abfs" | "abfss" => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(base)
-                .build()?,
-        ),
+        "s3" | "s3a" => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let builder = AmazonS3Builder::from_env().with_url(base);
+            let client = streaming(|key| builder.get_config_value(&AmazonS3ConfigKey::Client(key)));
+            Arc::new(builder.with_client_options(client).build()?)
+        }
+        "gs" => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let builder = GoogleCloudStorageBuilder::from_env().with_url(base);
+            let client = streaming(|key| builder.get_config_value(&GoogleConfigKey::Client(key)));
+            Arc::new(builder.with_client_options(client).build()?)
+        }
+        "az" | "adl" | "azure" | "abfs" | "abfss" => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let builder = MicrosoftAzureBuilder::from_env().with_url(base);
+            let client = streaming(|key| builder.get_config_value(&AzureConfigKey::Client(key)));
+            Arc::new(builder.with_client_options(client).build()?)
+        }
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(base.trim_end_matches('/'))
-                .with_client_options(
-                    // object_store refuses plain http unless told: an `http://` URL asks
-                    // for it.
-                    object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
-                )
+                // object_store refuses plain http unless told: an `http://` URL asks for it.
+                .with_client_options(streaming(|_| None).with_allow_http(url.scheme() == "http"))
                 .build()?,
         ),
         "memory" => {
@@ -151,6 +151,41 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
         }
     };
     Ok(store)
+}
+
+/// HTTP client options for streaming bodies: those `configured` (from the environment, by
+/// key), without the whole-request timeout (object_store's default 30 s covers the whole
+/// body, so a slow 8 MiB block would be cut every 30 s); the connect timeout stays, and a
+/// body that sends no byte for [`ReadOptions::read_timeout`] counts as broken.
+fn streaming(configured: impl Fn(ClientConfigKey) -> Option<String>) -> ClientOptions {
+    use ClientConfigKey as K;
+    let keys = [
+        K::AllowHttp,
+        K::AllowInvalidCertificates,
+        K::NoSystemCertificates,
+        K::ConnectTimeout,
+        K::DefaultContentType,
+        K::Http1Only,
+        K::Http2Only,
+        K::Http2KeepAliveInterval,
+        K::Http2KeepAliveTimeout,
+        K::Http2KeepAliveWhileIdle,
+        K::Http2MaxFrameSize,
+        K::PoolIdleTimeout,
+        K::PoolMaxIdlePerHost,
+        K::ProxyUrl,
+        K::ProxyCaCertificate,
+        K::ProxyExcludes,
+        K::RandomizeAddresses,
+        K::ReadTimeout,
+        K::UserAgent,
+    ];
+    keys.into_iter()
+        .fold(ClientOptions::new(), |options, key| match configured(key) {
+            Some(value) => options.with_config(key, value),
+            None => options,
+        })
+        .with_timeout_disabled()
 }
 
 /// The object at `url` as a stream of blocks (ranged GETs with read-ahead and retries).
@@ -227,4 +262,35 @@ fn percent_decode(text: &str) -> String {
         .next()
         .map(|(_, v)| v.into_owned())
         .unwrap_or_else(|| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_from_the_environment_stream_without_a_whole_request_timeout() {
+        let options = streaming(|key| match key {
+            ClientConfigKey::AllowHttp => Some("true".to_string()),
+            ClientConfigKey::ConnectTimeout => Some("7s".to_string()),
+            _ => None,
+        });
+        assert_eq!(options.get_config_value(&ClientConfigKey::Timeout), None);
+        assert_eq!(
+            options.get_config_value(&ClientConfigKey::ConnectTimeout),
+            Some("7s".to_string())
+        );
+        assert_eq!(
+            options.get_config_value(&ClientConfigKey::AllowHttp),
+            Some("true".to_string())
+        );
+        // The default connect timeout stays when none is configured.
+        let options = streaming(|_| None);
+        assert_eq!(options.get_config_value(&ClientConfigKey::Timeout), None);
+        assert!(
+            options
+                .get_config_value(&ClientConfigKey::ConnectTimeout)
+                .is_some()
+        );
+    }
 }
