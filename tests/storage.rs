@@ -829,3 +829,50 @@ async fn a_body_cut_again_and_again_resumes_as_long_as_bytes_arrive() {
     assert_eq!(files.fired.load(SeqCst), size.div_ceil(2_000) - 1);
     assert_eq!(files.requests.load(SeqCst), size.div_ceil(2_000));
 }
+
+#[tokio::test]
+async fn file_url_globs_and_keys_with_ampersands_and_pluses_match() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["t-1.txt", "t-2.txt", "u-1.txt"] {
+        std::fs::write(dir.path().join(name), "x\n").expect("write");
+    }
+    let url = url::Url::from_directory_path(dir.path()).expect("a file URL");
+    let files = storage::glob(&format!("{url}t-*.txt"))
+        .await
+        .expect("a file:// glob");
+    assert_eq!(
+        files,
+        [
+            Location::Local(dir.path().join("t-1.txt")),
+            Location::Local(dir.path().join("t-2.txt")),
+        ]
+    );
+    let files = storage::glob(&format!("{url}?-1.txt"))
+        .await
+        .expect("a file:// glob with ?");
+    assert_eq!(files.len(), 2);
+
+    let store = Arc::new(InMemory::new());
+    for key in ["a&b/x-1.txt", "a&b/y-1.txt", "c+d e/x-1.txt"] {
+        store
+            .put(&StorePath::from(key), PutPayload::from("x\n"))
+            .await
+            .expect("put");
+    }
+    storage::register("memory://amp-test", store).expect("register");
+    let files = storage::glob("memory://amp-test/a&b/x-*.txt")
+        .await
+        .expect("a key with &");
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].to_string(), "memory://amp-test/a&b/x-1.txt");
+    let files = storage::glob("memory://amp-test/c+d%20e/x-*.txt")
+        .await
+        .expect("a key with + and a space");
+    assert_eq!(files.len(), 1);
+    let lines = TextLineDataset::new(files)
+        .build()
+        .collect()
+        .await
+        .expect("read it");
+    assert_eq!(lines, ["x"]);
+}

@@ -206,12 +206,12 @@ pub(crate) async fn open(url: &Url) -> anyhow::Result<crate::format::Blocks> {
 /// password or a query string (`?key=value`: a pre-signed URL, a SAS token). Messages never
 /// show a password or a query.
 pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
-    let mut url = match Location::parse(pattern) {
-        Location::Local(_) => {
-            let files = crate::format::list_files(pattern)?;
-            return Ok(files.into_iter().map(Location::Local).collect());
-        }
-        Location::Url(url) => url,
+    let mut url = match Url::parse(pattern) {
+        Ok(url) if url.scheme() == "file" => url,
+        _ => match Location::parse(pattern) {
+            Location::Local(_) => return local_glob(pattern),
+            Location::Url(url) => url,
+        },
     };
     // A `?` is a wildcard here: what follows it is part of the pattern, not a query, unless
     // it looks like one (`key=value`, as in pre-signed URLs and SAS tokens: refused).
@@ -219,6 +219,15 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
         let path = format!("{}%3F{}", url.path(), rest.replace('?', "%3F"));
         url.set_query(None);
         url.set_path(&path);
+    }
+    if url.scheme() == "file" {
+        let path = url.to_file_path().map_err(|()| {
+            Error::InvalidArgument(format!("not a local path: {}", Location::Url(url.clone())))
+        })?;
+        let path = path.to_str().ok_or_else(|| {
+            Error::InvalidArgument(format!("not a UTF-8 path: {}", path.display()))
+        })?;
+        return local_glob(path);
     }
     // Messages show the pattern without credentials.
     let shown = Location::Url(url.clone()).to_string();
@@ -257,11 +266,17 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
     Ok(found)
 }
 
+/// The local files matching `pattern`, as locations.
+fn local_glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
+    let files = crate::format::list_files(pattern)?;
+    Ok(files.into_iter().map(Location::Local).collect())
+}
+
+/// A URL's path as the object key it names (`%20` is a space; `&` and `+` are themselves).
 fn percent_decode(text: &str) -> String {
-    url::form_urlencoded::parse(format!("k={}", text.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| text.to_string())
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
