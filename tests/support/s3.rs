@@ -320,13 +320,25 @@ impl S3 for MemoryS3 {
 /// An `object_store` S3 client for `bucket` at `addr`, everything explicit (no environment,
 /// no instance metadata: nothing leaves 127.0.0.1).
 pub fn s3_store(addr: SocketAddr, bucket: &str, key: &str, secret: &str) -> Arc<dyn ObjectStore> {
+    s3_store_retrying(addr, bucket, key, secret, 5)
+}
+
+/// [`s3_store`] with `max_retries` of object_store's own (0: none, so that streamload's
+/// retries and resumes do all the work, as the fault tests need).
+pub fn s3_store_retrying(
+    addr: SocketAddr,
+    bucket: &str,
+    key: &str,
+    secret: &str,
+    max_retries: usize,
+) -> Arc<dyn ObjectStore> {
     let retry = object_store::RetryConfig {
         backoff: object_store::BackoffConfig {
             init_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(200),
             base: 2.0,
         },
-        max_retries: 5,
+        max_retries,
         retry_timeout: Duration::from_secs(30),
     };
     Arc::new(
@@ -351,14 +363,18 @@ pub struct Faults {
     pub first_byte_delay: Duration,
     /// Connections answered `503 Slow Down` (then closed) instead of being forwarded.
     pub slow_downs: AtomicUsize,
-    /// Connections cut after `cut_after` bytes of responses.
+    /// Connections closed cleanly (FIN) after `cut_after` bytes of responses.
     pub cuts: AtomicUsize,
     pub cut_after: usize,
+    /// Connections reset (RST: `SO_LINGER` 0, no shutdown) after `cut_after` bytes of
+    /// responses.
+    pub resets: AtomicUsize,
     /// Connections that stop sending (without closing) after `cut_after` bytes of responses.
     pub stalls: AtomicUsize,
     /// Connections accepted.
     pub connections: AtomicUsize,
-    /// Cuts and stalls that happened (a connection given one may end before its limit).
+    /// Cuts, resets and stalls that happened (a connection given one may end before its
+    /// limit).
     pub fired: AtomicUsize,
 }
 
@@ -408,6 +424,7 @@ async fn relay(
         return client.shutdown().await;
     }
     let cut_after = Faults::take(&faults.cuts).then_some(faults.cut_after);
+    let reset_after = Faults::take(&faults.resets).then_some(faults.cut_after);
     let stall_after = Faults::take(&faults.stalls).then_some(faults.cut_after);
     let server = TcpStream::connect(upstream).await?;
     server.set_nodelay(true)?;
@@ -433,7 +450,7 @@ async fn relay(
     let fired = &faults.fired;
     let responses = async move {
         let mut mover = Mover::new()?;
-        let limit = cut_after.or(stall_after);
+        let limit = cut_after.or(reset_after).or(stall_after);
         let mut sent = 0usize;
         loop {
             let max = limit.map_or(mover.capacity(), |l| (l - sent).min(mover.capacity()));
@@ -449,8 +466,15 @@ async fn relay(
             if limit.is_some_and(|l| sent >= l) {
                 fired.fetch_add(1, Ordering::SeqCst);
                 if cut_after.is_some() {
-                    // Cut: drop both directions mid-response.
+                    // Cut: close both directions mid-response (FIN).
                     return Err(std::io::Error::other("cut"));
+                }
+                if reset_after.is_some() {
+                    // Reset: with a zero linger and no shutdown, closing the socket (when
+                    // the read half goes too) sends RST, as a broken network does.
+                    client_tx.as_ref().set_zero_linger()?;
+                    client_tx.forget();
+                    return Err(std::io::Error::other("reset"));
                 }
                 // Stall: the connection stays open and silent.
                 std::future::pending::<()>().await;
