@@ -895,3 +895,64 @@ async fn file_url_globs_and_keys_with_ampersands_and_pluses_match() {
         .expect("read it");
     assert_eq!(lines, ["x"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_and_read_range_on_files_s3_and_http() {
+    use tokio::io::AsyncReadExt;
+
+    let data: Bytes = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("data.bin");
+    std::fs::write(&path, &data).expect("write");
+    let server = MemoryS3::default();
+    server.insert("ranges", "data.bin", data.clone());
+    let addr = memory_s3_server(server.clone(), "AKIDRANGE", "range-secret-key").await;
+    // Blocks of 7,000 bytes, so a read spans many ranged GETs.
+    storage::register_with(
+        "s3://ranges",
+        s3_store(addr, "ranges", "AKIDRANGE", "range-secret-key"),
+        ReadOptions::default().block_size(7_000).read_ahead(3),
+    )
+    .expect("register");
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data.bin", http_object(data.clone()));
+    let http = http_server(Arc::clone(&files)).await;
+
+    let locations = [
+        Location::from(path.clone()),
+        Location::from("s3://ranges/data.bin"),
+        Location::from(format!("http://{http}/data.bin")),
+    ];
+    for location in locations {
+        let mut reader = storage::open(location.clone()).await.expect("open");
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).await.expect("read");
+        assert!(all == data, "{location}: every byte, in order");
+
+        for range in [0..10, 6_990..7_010, 12_345..54_321, 99_990..100_000] {
+            let bytes = storage::read_range(location.clone(), range.clone())
+                .await
+                .expect("a range");
+            let want = &data[range.start as usize..range.end as usize];
+            assert!(bytes == want, "{location} {range:?}");
+        }
+        let tail = storage::read_range(location.clone(), 99_000..200_000)
+            .await
+            .expect("up to the end");
+        assert!(tail == data[99_000..], "{location}");
+        let at_end = storage::read_range(location.clone(), 100_000..100_010)
+            .await
+            .expect("empty at the end");
+        assert!(at_end.is_empty(), "{location}");
+        let err = storage::read_range(location.clone(), 200_000..200_010)
+            .await
+            .expect_err("past the end");
+        let shown = format!("{err:#}");
+        assert!(shown.contains(&location.to_string()), "{shown}");
+    }
+    let err = match storage::open("s3://ranges/missing.bin").await {
+        Ok(_) => panic!("a missing object opened"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("s3://ranges/missing.bin"), "{err}");
+}

@@ -205,6 +205,51 @@ pub(crate) async fn open(
     Ok(blocks.boxed())
 }
 
+/// The bytes of `range` in the object at `path`, up to its end: one ranged GET, retried,
+/// and resumed as a block is.
+pub(crate) async fn read_range(
+    reader: Reader,
+    path: StorePath,
+    shown: Location,
+    range: Range<u64>,
+) -> anyhow::Result<Bytes> {
+    if range.is_empty() {
+        return Ok(Bytes::new());
+    }
+    // As in `open`: a first GET that fails with anything but a permanent fault (a range
+    // past the end is one, for some stores) is followed by a HEAD, for the size.
+    let (meta, opened) = match request(&reader, &path, range.clone(), None).await {
+        Ok((permit, response)) => {
+            let meta = response.meta.clone();
+            (meta, Some((permit, response.into_stream())))
+        }
+        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
+            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+        }
+        Err(_) => (head(&reader, &path, &shown).await?, None),
+    };
+    anyhow::ensure!(
+        range.start <= meta.size,
+        "reading {shown} at {range:?}: the range starts past the end ({} bytes)",
+        meta.size
+    );
+    let end = range.end.min(meta.size);
+    if range.start == end {
+        return Ok(Bytes::new());
+    }
+    let object = Object {
+        reader,
+        path,
+        first: meta,
+        shown,
+    };
+    let parts = object.fetch(range.start..end, opened).await?;
+    Ok(match <[Bytes; 1]>::try_from(parts) {
+        Ok([one]) => one,
+        Err(parts) => parts.concat().into(),
+    })
+}
+
 const STAGE: &str = "object storage";
 
 /// A block being fetched by its own task (stopped when dropped).

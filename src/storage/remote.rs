@@ -195,6 +195,15 @@ pub(crate) async fn open(url: &Url) -> anyhow::Result<crate::format::Blocks> {
     super::ranged::open(reader, path, Location::Url(url.clone())).await
 }
 
+/// The bytes of `range` in the object at `url`, up to its end.
+pub(crate) async fn read_range(
+    url: &Url,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<bytes::Bytes> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::read_range(reader, path, Location::Url(url.clone()), range).await
+}
+
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
 /// whose path has glob characters (`s3://bucket/train/part-*.tfrecord`), listed with the
 /// longest literal prefix and matched with `glob`'s rules. In a URL, a `?` is a wildcard
