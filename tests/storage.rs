@@ -592,6 +592,15 @@ async fn plain_http_urls_read_without_registering_a_store() {
         .await
         .expect("a TFRecord file over http://");
     assert_eq!(records, (0..300).map(|r| payload(0, r)).collect::<Vec<_>>());
+
+    // An empty object: the ranged GET is refused (416), a HEAD tells its size.
+    files.insert("/data/empty.txt", http_object(Bytes::new()));
+    let lines = TextLineDataset::new([format!("http://{addr}/data/empty.txt")])
+        .build()
+        .collect()
+        .await
+        .expect("an empty object over http://");
+    assert!(lines.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
