@@ -48,7 +48,8 @@ pub fn register_with(
     options: ReadOptions,
 ) -> anyhow::Result<()> {
     Url::parse(url_prefix)
-        .map_err(|e| Error::InvalidArgument(format!("not a URL: {url_prefix:?}: {e}")))?;
+        // Not shown: a prefix that fails to parse cannot be stripped of credentials.
+        .map_err(|e| Error::InvalidArgument(format!("the store's prefix is not a URL: {e}")))?;
     insert(normalize(url_prefix), Reader::new(store, options));
     Ok(())
 }
