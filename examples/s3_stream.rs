@@ -28,7 +28,8 @@ use streamload::storage::{self, Location};
 #[derive(Parser, Debug)]
 #[command(about = "Stream TFRecord shards from object storage")]
 struct Args {
-    /// A URL glob of TFRecord shards (s3://, gs://, az://, http(s)://); none: a local server.
+    /// A URL glob of TFRecord shards (s3://, gs://, az://, file://; not http(s)://: listing
+    /// needs WebDAV, so an http(s) URL can only name an object); none: a local server.
     pattern: Option<String>,
     /// Shards read at once.
     #[arg(long, default_value_t = 16)]

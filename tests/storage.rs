@@ -11,12 +11,18 @@ use futures::StreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
-use streamload::format::{Compression, TFRecordDataset, TFRecordWriter, TextLineDataset};
+use streamload::format::{
+    Column, Compression, CsvDataset, Field, FixedLengthRecordDataset, TFRecordDataset,
+    TFRecordWriter, TextLineDataset,
+};
 use streamload::storage::{self, Location, ReadOptions};
 
 #[path = "support/s3.rs"]
 mod s3;
-use s3::{Faults, MemoryS3, fault_proxy, memory_s3_server, s3_server, s3_store};
+use s3::{
+    Faults, HttpFiles, HttpObject, MemoryS3, fault_proxy, http_server, memory_s3_server, s3_server,
+    s3_store, s3_store_retrying,
+};
 
 /// `shards` TFRecord files of `records` payloads each; payload = "shard/record" padded.
 async fn shards(shards: usize, records: usize, compression: Compression) -> Vec<(String, Vec<u8>)> {
@@ -286,7 +292,8 @@ async fn through_proxy(
 ) -> Arc<Faults> {
     let faults = Arc::new(faults);
     let proxy = fault_proxy(server, Arc::clone(&faults)).await;
-    let store = s3_store(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key");
+    // object_store's own retries off: streamload's retries and resumes do all the work.
+    let store = s3_store_retrying(proxy, "faulty", "AKIDTEST", "s3cr3t-test-key", 0);
     storage::register_with(prefix, store, options).expect("register");
     faults
 }
@@ -323,7 +330,7 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
         0
     );
 
-    // Broken bodies: connections cut after 25,000 bytes, in the middle of a block.
+    // Broken bodies: connections closed (FIN) after 25,000 bytes, in the middle of a block.
     let faults = Faults {
         cuts: 8.into(),
         cut_after: 25_000,
@@ -332,9 +339,27 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
     let faults = through_proxy(server, "s3://faulty-cut", faults, options.clone()).await;
     read_all_exactly_once("s3://faulty-cut").await;
     assert_eq!(faults.cuts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Most of the eight connections given a fault carry more than 25,000 bytes.
     assert!(
-        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 1,
-        "no body was cut"
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+        "bodies cut: {}",
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst)
+    );
+
+    // And reset (RST) after 25,000 bytes.
+    let faults = Faults {
+        resets: 8.into(),
+        cut_after: 25_000,
+        ..Default::default()
+    };
+    let faults = through_proxy(server, "s3://faulty-reset", faults, options.clone()).await;
+    read_all_exactly_once("s3://faulty-reset").await;
+    assert_eq!(faults.resets.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Most of the eight connections given a fault carry more than 25,000 bytes.
+    assert!(
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+        "bodies reset: {}",
+        faults.fired.load(std::sync::atomic::Ordering::SeqCst)
     );
 
     // Stalled bodies: connections that go silent mid-body are given up after the read
@@ -534,4 +559,535 @@ async fn an_object_replaced_while_read_is_an_error_not_a_mix() {
     assert!(shown.contains("s3://mut/big.tfrecord"), "{shown}");
     assert!(shown.to_lowercase().contains("precondition"), "{shown}");
     assert!(read < 20_000);
+}
+
+/// An object served over plain HTTP with an ETag and a Last-Modified date.
+fn http_object(data: impl Into<Bytes>) -> HttpObject {
+    HttpObject {
+        data: data.into(),
+        e_tag: Some("v1".to_string()),
+        last_modified: Some(std::time::SystemTime::now()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_urls_read_without_registering_a_store() {
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data/lines.txt", http_object("one\ntwo\nthree\n"));
+    files.insert(
+        "/data/train.tfrecord",
+        http_object(shard_bytes(0, 300).await),
+    );
+    let addr = http_server(Arc::clone(&files)).await;
+
+    let lines = TextLineDataset::new([format!("http://{addr}/data/lines.txt")])
+        .build()
+        .collect()
+        .await
+        .expect("a text file over http://");
+    assert_eq!(lines, ["one", "two", "three"]);
+    let records = TFRecordDataset::new([format!("http://{addr}/data/train.tfrecord")])
+        .build()
+        .collect()
+        .await
+        .expect("a TFRecord file over http://");
+    assert_eq!(records, (0..300).map(|r| payload(0, r)).collect::<Vec<_>>());
+
+    // An empty object: the ranged GET is refused (416), a HEAD tells its size.
+    files.insert("/data/empty.txt", http_object(Bytes::new()));
+    let lines = TextLineDataset::new([format!("http://{addr}/data/empty.txt")])
+        .build()
+        .collect()
+        .await
+        .expect("an empty object over http://");
+    assert!(lines.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() {
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data/lines.txt", http_object("one\n"));
+    let addr = http_server(Arc::clone(&files)).await;
+    let url = format!("http://{addr}/data/lines.txt");
+
+    // 400 Bad Request: one GET, no retry, an error naming the URL.
+    files.status.store(400, SeqCst);
+    let err = TextLineDataset::new([url.clone()])
+        .build()
+        .collect()
+        .await
+        .expect_err("400");
+    let shown = format!("{err:#}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(shown.contains("400"), "{shown}");
+    assert_eq!(files.requests.load(SeqCst), 1, "a 400 is never retried");
+
+    // 503 on every request, object_store's own retries off and one of ours: the GET, then a
+    // HEAD for the size, each tried twice; the error tells the GET's failure too.
+    register_http(
+        addr,
+        ReadOptions::default().retries(1).backoff(
+            std::time::Duration::from_millis(1),
+            std::time::Duration::from_millis(1),
+        ),
+    );
+    files.status.store(503, SeqCst);
+    files.requests.store(0, SeqCst);
+    let err = TextLineDataset::new([url.clone()])
+        .build()
+        .collect()
+        .await
+        .expect_err("503");
+    let shown = format!("{err:#}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(shown.contains("GET failed"), "{shown}");
+    assert!(shown.contains("503"), "{shown}");
+    assert_eq!(files.requests.load(SeqCst), 3, "a GET and two HEADs");
+
+    // A 404 is not retried either.
+    files.status.store(0, SeqCst);
+    files.requests.store(0, SeqCst);
+    let err = TextLineDataset::new([format!("http://{addr}/data/missing.txt")])
+        .build()
+        .collect()
+        .await
+        .expect_err("404");
+    assert!(format!("{err:#}").contains("/data/missing.txt"), "{err:#}");
+    assert_eq!(files.requests.load(SeqCst), 1);
+}
+
+#[tokio::test]
+async fn credentials_in_urls_never_appear_in_what_is_shown() {
+    let secret_url = "s3://user:pw-secret@bucket/key?X-Amz-Signature=sig-value";
+    let location = Location::from(secret_url);
+    for shown in [
+        location.to_string(),
+        format!("{location:?}"),
+        format!("{location:#?}"),
+    ] {
+        assert!(
+            !shown.contains("pw-secret") && !shown.contains("sig-value"),
+            "{shown}"
+        );
+        assert!(shown.contains("s3://bucket/key"), "{shown}");
+    }
+    assert_eq!(format!("{location:?}"), r#"Url("s3://bucket/key")"#);
+
+    let store = Arc::new(InMemory::new());
+    store
+        .put(&StorePath::from("d/a.txt"), PutPayload::from("a\n"))
+        .await
+        .expect("put");
+    store
+        .put(&StorePath::from("d/b1.txt"), PutPayload::from("b\n"))
+        .await
+        .expect("put");
+    storage::register("memory://secrets-test", store).expect("register");
+    let shown = |err: anyhow::Error| {
+        let shown = format!("{err:#} {err:?}");
+        for secret in ["pw-secret", "sig-value", "sas-value"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        shown
+    };
+
+    // A read of a pre-signed URL or one with a SAS token is refused, without the query.
+    for url in [
+        "memory://secrets-test/d/a.txt?X-Amz-Signature=sig-value",
+        "memory://secrets-test/d/a.txt?sv=2024&sig=sas-value",
+        "memory://user:pw-secret@secrets-test/d/a.txt",
+    ] {
+        let err = TextLineDataset::new([url])
+            .build()
+            .collect()
+            .await
+            .expect_err("credentials in the URL");
+        let shown = shown(err);
+        assert!(shown.contains("query strings"), "{shown}");
+        assert!(shown.contains("secrets-test/d/a.txt"), "{shown}");
+    }
+    // So is a glob; its other messages show the pattern without credentials too.
+    let err = storage::glob("memory://secrets-test/d/*.txt?sig=sas-value")
+        .await
+        .expect_err("a SAS token");
+    assert!(shown(err).contains("query strings"));
+    let err = storage::glob("memory://user:pw-secret@secrets-test/d/*.txt")
+        .await
+        .expect_err("a password");
+    assert!(shown(err).contains("query strings"));
+    let err = storage::glob("s3://user:pw-secret@no-such-bucket/[z")
+        .await
+        .expect_err("an invalid pattern");
+    shown(err);
+
+    // A `?` in a glob is a wildcard, not a query.
+    let files = storage::glob("memory://secrets-test/d/b?.txt")
+        .await
+        .expect("a ? wildcard");
+    assert_eq!(files, [Location::from("memory://secrets-test/d/b1.txt")]);
+}
+
+/// `n` lines `"{tag} line {i}"`, as one text file.
+fn lines(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{tag} line {i:04}\n")).collect()
+}
+
+/// Reads the text file at `url` until its end or an error: the lines read, and the error.
+async fn read_lines(url: &str) -> (Vec<String>, Option<anyhow::Error>) {
+    let mut epoch = TextLineDataset::new([url]).build().iter();
+    let mut read = Vec::new();
+    while let Some(line) = epoch.next().await {
+        match line {
+            Ok(line) => read.push(String::from_utf8_lossy(&line).into_owned()),
+            Err(e) => return (read, Some(e)),
+        }
+    }
+    (read, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_etag_a_resumed_body_is_validated_by_its_date_or_refused() {
+    let files = Arc::new(HttpFiles::cutting_after(5_000));
+    let addr = http_server(Arc::clone(&files)).await;
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let version = |tag: &str, last_modified| HttpObject {
+        data: Bytes::from(lines(tag, 1000)),
+        e_tag: None,
+        last_modified,
+    };
+    let v1: Vec<String> = lines("v1", 1000).lines().map(String::from).collect();
+
+    // Neither ETag nor Last-Modified; the body is cut, then a new version is served: an
+    // error naming the URL, never a mix of the two versions.
+    files.insert("/none.txt", version("v1", None));
+    files.replace_after_cut("/none.txt", version("v2", None));
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/none.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url), "{err}");
+    assert!(
+        err.contains("changed or cannot be validated")
+            && err.contains("neither ETag nor Last-Modified"),
+        "{err}"
+    );
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+    assert_eq!(files.fired.load(SeqCst), 1);
+    assert_eq!(
+        files.requests.load(SeqCst),
+        1,
+        "no unvalidated resume was sent"
+    );
+
+    // Last-Modified only, the object unchanged: the cut body resumes once, in order.
+    files.insert("/dated.txt", version("v1", Some(then)));
+    files.cuts.store(1, SeqCst);
+    files.requests.store(0, SeqCst);
+    let (read, err) = read_lines(&format!("http://{addr}/dated.txt")).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(read, v1);
+    assert_eq!(files.fired.load(SeqCst), 2);
+    assert_eq!(files.requests.load(SeqCst), 2, "the cut GET and one resume");
+
+    // Last-Modified only, a newer version after the cut: the resume is refused (412).
+    files.insert("/newer.txt", version("v1", Some(then)));
+    files.replace_after_cut(
+        "/newer.txt",
+        version("v2", Some(std::time::SystemTime::now())),
+    );
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/newer.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url), "{err}");
+    assert!(err.to_lowercase().contains("precondition"), "{err}");
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+
+    // Same date, another size (a server that ignores If-Unmodified-Since would serve it):
+    // the size is checked too.
+    files.insert("/resized.txt", version("v1", Some(then)));
+    files.replace_after_cut(
+        "/resized.txt",
+        HttpObject {
+            data: Bytes::from(lines("v2", 900)),
+            e_tag: None,
+            last_modified: Some(then),
+        },
+    );
+    files.cuts.store(1, SeqCst);
+    let url = format!("http://{addr}/resized.txt");
+    let (read, err) = read_lines(&url).await;
+    let err = format!("{:#}", err.expect("an error, not a mix"));
+    assert!(err.contains(&url) && err.contains("changed"), "{err}");
+    assert!(read.iter().all(|l| l.starts_with("v1")), "only v1 lines");
+}
+
+/// Registers an HTTP store for `addr` with object_store's retries off (so streamload's own
+/// retries and resumes do the work) and `options`.
+fn register_http(addr: std::net::SocketAddr, options: ReadOptions) {
+    let store = object_store::http::HttpBuilder::new()
+        .with_url(format!("http://{addr}/"))
+        .with_client_options(object_store::ClientOptions::new().with_allow_http(true))
+        .with_retry(object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        })
+        .build()
+        .expect("an HTTP store");
+    storage::register_with(&format!("http://{addr}/"), Arc::new(store), options).expect("register");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_again_and_again_resumes_as_long_as_bytes_arrive() {
+    let files = Arc::new(HttpFiles::cutting_after(2_000));
+    files.insert("/long.txt", http_object(lines("v1", 1500)));
+    let addr = http_server(Arc::clone(&files)).await;
+    // Two retries per block, but every try brings 2,000 bytes before its cut: ten cuts in a
+    // row are ridden out.
+    register_http(
+        addr,
+        ReadOptions::default().retries(2).backoff(
+            std::time::Duration::from_millis(1),
+            std::time::Duration::from_millis(5),
+        ),
+    );
+    files.cuts.store(usize::MAX, SeqCst);
+    let (read, err) = read_lines(&format!("http://{addr}/long.txt")).await;
+    assert!(err.is_none(), "{err:?}");
+    let want: Vec<String> = lines("v1", 1500).lines().map(String::from).collect();
+    assert_eq!(read, want);
+    let size = lines("v1", 1500).len();
+    assert_eq!(files.fired.load(SeqCst), size.div_ceil(2_000) - 1);
+    assert_eq!(files.requests.load(SeqCst), size.div_ceil(2_000));
+}
+
+#[tokio::test]
+async fn file_url_globs_and_keys_with_ampersands_and_pluses_match() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["t-1.txt", "t-2.txt", "u-1.txt"] {
+        std::fs::write(dir.path().join(name), "x\n").expect("write");
+    }
+    let url = url::Url::from_directory_path(dir.path()).expect("a file URL");
+    let files = storage::glob(&format!("{url}t-*.txt"))
+        .await
+        .expect("a file:// glob");
+    assert_eq!(
+        files,
+        [
+            Location::Local(dir.path().join("t-1.txt")),
+            Location::Local(dir.path().join("t-2.txt")),
+        ]
+    );
+    let files = storage::glob(&format!("{url}?-1.txt"))
+        .await
+        .expect("a file:// glob with ?");
+    assert_eq!(files.len(), 2);
+
+    let store = Arc::new(InMemory::new());
+    for key in ["a&b/x-1.txt", "a&b/y-1.txt", "c+d e/x-1.txt"] {
+        store
+            .put(&StorePath::from(key), PutPayload::from("x\n"))
+            .await
+            .expect("put");
+    }
+    storage::register("memory://amp-test", store).expect("register");
+    let files = storage::glob("memory://amp-test/a&b/x-*.txt")
+        .await
+        .expect("a key with &");
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].to_string(), "memory://amp-test/a&b/x-1.txt");
+    let files = storage::glob("memory://amp-test/c+d%20e/x-*.txt")
+        .await
+        .expect("a key with + and a space");
+    assert_eq!(files.len(), 1);
+    let lines = TextLineDataset::new(files)
+        .build()
+        .collect()
+        .await
+        .expect("read it");
+    assert_eq!(lines, ["x"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_and_read_range_on_files_s3_and_http() {
+    use tokio::io::AsyncReadExt;
+
+    let data: Bytes = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("data.bin");
+    std::fs::write(&path, &data).expect("write");
+    let server = MemoryS3::default();
+    server.insert("ranges", "data.bin", data.clone());
+    let addr = memory_s3_server(server.clone(), "AKIDRANGE", "range-secret-key").await;
+    // Blocks of 7,000 bytes, so a read spans many ranged GETs.
+    storage::register_with(
+        "s3://ranges",
+        s3_store(addr, "ranges", "AKIDRANGE", "range-secret-key"),
+        ReadOptions::default().block_size(7_000).read_ahead(3),
+    )
+    .expect("register");
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/data.bin", http_object(data.clone()));
+    let http = http_server(Arc::clone(&files)).await;
+
+    let locations = [
+        Location::from(path.clone()),
+        Location::from("s3://ranges/data.bin"),
+        Location::from(format!("http://{http}/data.bin")),
+    ];
+    for location in locations {
+        let mut reader = storage::open(location.clone()).await.expect("open");
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).await.expect("read");
+        assert!(all == data, "{location}: every byte, in order");
+
+        for range in [0..10, 6_990..7_010, 12_345..54_321, 99_990..100_000] {
+            let bytes = storage::read_range(location.clone(), range.clone())
+                .await
+                .expect("a range");
+            let want = &data[range.start as usize..range.end as usize];
+            assert!(bytes == want, "{location} {range:?}");
+        }
+        let tail = storage::read_range(location.clone(), 99_000..200_000)
+            .await
+            .expect("up to the end");
+        assert!(tail == data[99_000..], "{location}");
+        let at_end = storage::read_range(location.clone(), 100_000..100_010)
+            .await
+            .expect("empty at the end");
+        assert!(at_end.is_empty(), "{location}");
+        let err = storage::read_range(location.clone(), 200_000..200_010)
+            .await
+            .expect_err("past the end");
+        let shown = format!("{err:#}");
+        assert!(shown.contains(&location.to_string()), "{shown}");
+    }
+    let err = match storage::open("s3://ranges/missing.bin").await {
+        Ok(_) => panic!("a missing object opened"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("s3://ranges/missing.bin"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_and_fixed_length_records_over_memory_and_s3_urls() {
+    // 2,000 CSV rows, a quoted field with a comma in each; 3,000 fixed-length records of 7
+    // bytes between a 5-byte header and a 3-byte footer.
+    let mut csv = String::from("id,name,score\n");
+    for i in 0..2000 {
+        csv.push_str(&format!("{i},\"name {i}, the {}\",{}.5\n", i % 7, i % 100));
+    }
+    let mut fixed = b"HEAD!".to_vec();
+    for i in 0..3000u32 {
+        fixed.extend_from_slice(&[b'r', (i % 251) as u8, (i / 251) as u8, 0, 1, 2, 3]);
+    }
+    fixed.extend_from_slice(b"END");
+    let memory = Arc::new(InMemory::new());
+    for (key, bytes) in [
+        ("t/a.csv", csv.clone().into_bytes()),
+        ("t/r.bin", fixed.clone()),
+    ] {
+        memory
+            .put(&StorePath::from(key), PutPayload::from(bytes))
+            .await
+            .expect("put");
+    }
+    storage::register("memory://formats-test", memory).expect("register");
+    let server = MemoryS3::default();
+    server.insert("formats", "t/a.csv", Bytes::from(csv.clone()));
+    server.insert("formats", "t/r.bin", Bytes::from(fixed.clone()));
+    let addr = memory_s3_server(server, "AKIDFMT", "fmt-secret-key").await;
+    // Blocks of 1,000 bytes: rows, quoted fields and records cross block boundaries.
+    storage::register_with(
+        "s3://formats",
+        s3_store(addr, "formats", "AKIDFMT", "fmt-secret-key"),
+        ReadOptions::default().block_size(1000).read_ahead(2),
+    )
+    .expect("register");
+
+    for prefix in ["memory://formats-test", "s3://formats"] {
+        let rows = CsvDataset::new(
+            [format!("{prefix}/t/a.csv")],
+            [Column::int64(), Column::string(), Column::float32()],
+        )
+        .header(true)
+        .build()
+        .collect()
+        .await
+        .expect("CSV over a URL");
+        assert_eq!(rows.len(), 2000, "{prefix}");
+        for (i, row) in rows.iter().enumerate() {
+            let want = vec![
+                Field::Int64(i as i64),
+                Field::String(Bytes::from(format!("name {i}, the {}", i % 7))),
+                Field::Float32((i % 100) as f32 + 0.5),
+            ];
+            assert_eq!(*row, want, "{prefix} row {i}");
+        }
+
+        let records = FixedLengthRecordDataset::new([format!("{prefix}/t/r.bin")], 7)
+            .header_bytes(5)
+            .footer_bytes(3)
+            .build()
+            .collect()
+            .await
+            .expect("fixed-length records over a URL");
+        let want: Vec<Bytes> = fixed[5..fixed.len() - 3]
+            .chunks(7)
+            .map(Bytes::copy_from_slice)
+            .collect();
+        assert_eq!(records.len(), 3000, "{prefix}");
+        assert!(records == want, "{prefix}: records differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_of_many_blocks_reads_back_byte_exact_and_in_order() {
+    // About 2.6 MB in records of 1 to 2,000 bytes, read in 256 KiB blocks, four ahead.
+    let mut w = TFRecordWriter::new(Vec::new(), Compression::None);
+    let mut want = Vec::new();
+    let mut total = 0;
+    let mut i = 0u32;
+    while total < 2_600_000 {
+        let len = 1 + (i as usize * 7919) % 2000;
+        let record: Bytes = (0..len).map(|j| (j as u32 ^ i) as u8).collect();
+        w.write(&record).await.expect("write");
+        total += record.len() + 16;
+        want.push(record);
+        i += 1;
+    }
+    let bytes = Bytes::from(w.finish().await.expect("finish"));
+    let block = 256 * 1024;
+    assert!(bytes.len() > 9 * block, "{} bytes", bytes.len());
+    let server = MemoryS3::default();
+    server.insert("big", "one.tfrecord", bytes.clone());
+    let addr = memory_s3_server(server.clone(), "AKIDBIG", "big-secret-key").await;
+    storage::register_with(
+        "s3://big",
+        s3_store(addr, "big", "AKIDBIG", "big-secret-key"),
+        ReadOptions::default()
+            .block_size(block as u64)
+            .read_ahead(4),
+    )
+    .expect("register");
+    let records = TFRecordDataset::new(["s3://big/one.tfrecord"])
+        .build()
+        .collect()
+        .await
+        .expect("read");
+    assert_eq!(records.len(), want.len());
+    assert!(records == want, "records differ");
+    assert_eq!(
+        server.gets.load(SeqCst),
+        bytes.len().div_ceil(block),
+        "a GET per block"
+    );
+    let mut all = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(
+        &mut storage::open("s3://big/one.tfrecord").await.expect("open"),
+        &mut all,
+    )
+    .await
+    .expect("read");
+    assert!(all == bytes, "byte-exact");
 }

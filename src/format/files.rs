@@ -120,7 +120,8 @@ pub(crate) async fn open_blocks(
 ) -> anyhow::Result<Opened> {
     let compression = compression.for_extension(path.extension());
     let memory_map = memory_map && compression == Compression::None;
-    let (file, mapped) = crate::storage::open(path, buffer_size, READ_AHEAD, memory_map).await?;
+    let (file, mapped) =
+        crate::storage::open_blocks(path, buffer_size, READ_AHEAD, memory_map).await?;
     let mut blocks = compression.blocks(file, buffer_size);
     if let Some(stats) = stats {
         // The stage's bytes (what the autotuner costs buffers by), after decompression: a

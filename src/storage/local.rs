@@ -37,6 +37,22 @@ pub(crate) async fn read_ahead(
     Ok(blocks_of(file, len, block, read_ahead, read_at))
 }
 
+/// The bytes of `range` in the file at `path`, up to its end; an error when the range
+/// starts past the end.
+pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyhow::Result<Bytes> {
+    let file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    anyhow::ensure!(
+        range.start <= len,
+        "the range starts past the end ({len} bytes)"
+    );
+    let n = usize::try_from(range.end.min(len).saturating_sub(range.start))?;
+    let file = file.into_std().await;
+    let task = runtime::spawn_blocking("read", move || read_at(&file, range.start, n))?;
+    let (bytes, _) = task.await.map_err(|e| runtime::join_error("read", e))??;
+    Ok(bytes)
+}
+
 /// Like [`read_ahead`], but each block is a window of the file mapped into memory and
 /// populated on a blocking thread (so no page fault stalls the consumer's thread): the bytes
 /// are never copied into the heap, and an element sliced out of a window holds on to page

@@ -11,6 +11,16 @@
 //!   A store is built once per bucket from the usual environment variables (`AWS_*`,
 //!   `GOOGLE_*`, `AZURE_*`), or registered explicitly with [`register`] /
 //!   [`register_with`] (custom endpoints and credentials, read options, `memory://` stores).
+//! - Timeouts: a store built from the environment has no whole-request timeout (object_store's
+//!   default 30 s covers the whole body, so a slow 8 MiB block would be cut every 30 s), only
+//!   a connect timeout; a body that sends no byte for [`ReadOptions::read_timeout`] counts as
+//!   broken and is resumed. A store you register keeps the timeouts you built it with (turn
+//!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`). A block's
+//!   retry count starts again whenever a try brought some bytes, so a long body on a flaky
+//!   link is not given up after [`ReadOptions::retries`] partial reads.
+//! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
+//!   password or a query string (a pre-signed URL, an Azure SAS token) is refused rather than
+//!   sent: pass credentials through the environment or [`register_with`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -43,7 +53,11 @@ pub use remote::{glob, register, register_with};
 ///
 /// Built from `&str`/`String` (a string with `scheme://` is a URL, anything else a path;
 /// `file://` URLs become paths) and from `Path`/`PathBuf`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Shown (`{}` and `{:?}`) without the user name, password or query string a URL may carry,
+/// so a location is safe in errors and logs; reading a URL with a password or a query string
+/// (a pre-signed URL, an Azure SAS token) is refused, never sent.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Location {
     /// A local file.
     Local(PathBuf),
@@ -103,6 +117,19 @@ impl fmt::Display for Location {
     }
 }
 
+impl fmt::Debug for Location {
+    /// As [`Display`](fmt::Display): `Url("s3://bucket/key")`, without credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Local(p) => f.debug_tuple("Local").field(p).finish(),
+            Location::Url(_) => f
+                .debug_tuple("Url")
+                .field(&format_args!("{:?}", self.to_string()))
+                .finish(),
+        }
+    }
+}
+
 impl From<&str> for Location {
     fn from(text: &str) -> Location {
         Location::parse(text)
@@ -145,10 +172,92 @@ impl From<url::Url> for Location {
     }
 }
 
+/// Opens `location` as an async reader of its bytes: a local file read in 1 MiB blocks two
+/// ahead on blocking threads; an object as ranged GETs with read-ahead, retries and resumes
+/// (its store's [`ReadOptions`]), through `tokio_util`'s `StreamReader`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use object_store::{ObjectStoreExt, PutPayload, memory::InMemory, path::Path};
+/// use streamload::storage;
+/// use tokio::io::AsyncReadExt;
+///
+/// # tokio_test::block_on(async {
+/// let store = Arc::new(InMemory::new());
+/// store.put(&Path::from("greeting.txt"), PutPayload::from("hello, world")).await?;
+/// storage::register("memory://open-example", store)?;
+///
+/// let mut reader = storage::open("memory://open-example/greeting.txt").await?;
+/// let mut text = String::new();
+/// reader.read_to_string(&mut text).await?;
+/// assert_eq!(text, "hello, world");
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+///
+/// # Errors
+///
+/// When the file or object cannot be opened (not found, forbidden, a permanent fault or
+/// transient ones past the retries), naming the location; reads fail the same way later.
+pub async fn open(
+    location: impl Into<Location>,
+) -> anyhow::Result<impl tokio::io::AsyncBufRead + Send + Unpin> {
+    use futures::TryStreamExt;
+
+    let location = location.into();
+    let (blocks, _) = open_blocks(&location, local::DEFAULT_BLOCK, local::READ_AHEAD, false)
+        .await
+        .map_err(|e| e.context(format!("opening {location}")))?;
+    let shown = location.to_string();
+    // Object errors name the URL already; a local file's are given its path.
+    let local = location.as_path().is_some();
+    let blocks = blocks.map_err(move |e| match local {
+        true => std::io::Error::new(e.kind(), format!("reading {shown}: {e}")),
+        false => e,
+    });
+    Ok(tokio_util::io::StreamReader::new(blocks))
+}
+
+/// The bytes of `range` in `location` (a local path or a URL), up to its end: for an object,
+/// one ranged GET, retried and resumed like a block (see [`ReadOptions`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use object_store::{ObjectStoreExt, PutPayload, memory::InMemory, path::Path};
+/// use streamload::storage;
+///
+/// # tokio_test::block_on(async {
+/// let store = Arc::new(InMemory::new());
+/// store.put(&Path::from("greeting.txt"), PutPayload::from("hello, world")).await?;
+/// storage::register("memory://range-example", store)?;
+///
+/// let url = "memory://range-example/greeting.txt";
+/// assert_eq!(storage::read_range(url, 7..12).await?, "world");
+/// assert_eq!(storage::read_range(url, 7..100).await?, "world", "up to the end");
+/// assert!(storage::read_range(url, 100..200).await.is_err(), "past the end");
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+///
+/// # Errors
+///
+/// A range starting past the end, a missing file or object, a permanent fault or transient
+/// ones past the retries, each naming the location.
+pub async fn read_range(
+    location: impl Into<Location>,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<bytes::Bytes> {
+    let location = location.into();
+    match &location {
+        Location::Local(path) => local::read_range(path, range.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
+        Location::Url(url) => remote::read_range(url, range).await,
+    }
+}
+
 /// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
 /// bytes with `read_ahead` blocks in flight (with `memory_map`, mapped windows where the file
 /// can be mapped: then the `bool` is `true`); objects as the store's `get` stream.
-pub(crate) async fn open(
+pub(crate) async fn open_blocks(
     location: &Location,
     block: usize,
     read_ahead: usize,

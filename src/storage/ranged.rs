@@ -4,14 +4,21 @@
 //! An object is read in blocks of [`ReadOptions::block_size`], each one ranged GET. The
 //! first block's response also tells the object's size and ETag (its `Content-Range` and
 //! `ETag` headers), so an object no larger than a block costs one round trip, not two (a
-//! HEAD, then a GET); the later blocks are conditional on that ETag, with
-//! [`ReadOptions::read_ahead`] blocks in flight at once and at most
-//! [`ReadOptions::max_connections`] requests per store. Each block is fetched by a task of
-//! its own (stopped when the stream is dropped), so a body is drained and its connection
-//! given back even while the consumer reads other objects. Blocks are yielded in order, so
-//! the reader above sees one byte stream. When the first GET fails with anything but a
-//! permanent fault (an empty object has no byte to range over; a server may be throttling),
-//! the size and ETag come from a HEAD instead and every block is fetched as below.
+//! HEAD, then a GET). The later blocks go out with [`ReadOptions::read_ahead`] blocks in
+//! flight at once and at most [`ReadOptions::max_connections`] requests per store. Each
+//! block is fetched by a task of its own (stopped when the stream is dropped), so a body is
+//! drained and its connection given back even while the consumer reads other objects.
+//! Blocks are yielded in order, so the reader above sees one byte stream. When the first GET
+//! fails with anything but a permanent fault (an empty object has no byte to range over; a
+//! server may be throttling), the size and ETag come from a HEAD instead and every block is
+//! fetched as below.
+//!
+//! Later blocks and resumed bodies never come from another version of the object: they are
+//! conditional on the first response's ETag (`If-Match`) or, from a server that sends none,
+//! on its `Last-Modified` date (`If-Unmodified-Since`), and each response must show the same
+//! size and the same ETag (or, without one, date). From a server that sends neither, nothing can be checked: an object
+//! is read only as far as its first response goes unbroken, then fails ("changed or cannot
+//! be validated") rather than mix versions.
 //!
 //! A transient fault (5xx, throttling, a reset connection, a body that stops or stalls past
 //! [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter; the retry
@@ -26,7 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as StorePath;
-use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Location;
@@ -94,7 +101,8 @@ impl ReadOptions {
         self
     }
 
-    /// Retries of a transient fault per block before its error is returned.
+    /// Retries of a transient fault per block before its error is returned; a try that
+    /// brought some bytes before it broke starts the count again.
     pub fn retries(mut self, n: u32) -> Self {
         self.retries = n;
         self
@@ -107,7 +115,9 @@ impl ReadOptions {
         self
     }
 
-    /// How long a body may go without a byte before it counts as broken and is resumed.
+    /// How long a body may go without a byte before it counts as broken and is resumed (also
+    /// how long a response's headers may take). The whole body has no time limit: stores
+    /// built from the environment have object_store's whole-request timeout turned off.
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
         self
@@ -145,22 +155,35 @@ pub(crate) async fn open(
     shown: Location,
 ) -> anyhow::Result<Blocks> {
     let block = reader.options.block_size;
-    let (size, etag, first) = match request(&reader, &path, 0..block, None).await {
+    let (meta, first) = match request(&reader, &path, 0..block, None).await {
         Ok((permit, response)) => {
-            let (size, etag) = (response.meta.size, response.meta.e_tag.clone());
-            (size, etag, Some((permit, response.into_stream())))
+            let meta = response.meta.clone();
+            (meta, Some((permit, response.into_stream())))
         }
-        Err(Fault::Permanent(e)) => return Err(anyhow::anyhow!("reading {shown}: {e}")),
-        Err(Fault::Transient(_)) => {
-            let meta = head(&reader, &path, &shown).await?;
-            (meta.size, meta.e_tag, None)
+        // An empty object has no byte to range over: its size comes from a HEAD.
+        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
+            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+        }
+        Err(Fault::Changed(message)) => return Err(anyhow::anyhow!("reading {shown}: {message}")),
+        Err(fault) => {
+            let meta = head(&reader, &path, &shown).await.map_err(|e| {
+                let get = match fault {
+                    Fault::Transient(message) | Fault::Changed(message) => message,
+                    Fault::Permanent(e) => e.to_string(),
+                };
+                e.context(format!(
+                    "reading {shown}: the GET failed ({get}), then the HEAD"
+                ))
+            })?;
+            (meta, None)
         }
     };
+    let size = meta.size;
     let read_ahead = reader.options.read_ahead;
     let object = Arc::new(Object {
         reader,
         path,
-        etag,
+        first: meta,
         shown,
     });
     // Each block is fetched by a task of its own, so a body is drained (and its connection
@@ -180,6 +203,51 @@ pub(crate) async fn open(
         .map_ok(|parts| stream::iter(parts.into_iter().map(Ok)))
         .try_flatten();
     Ok(blocks.boxed())
+}
+
+/// The bytes of `range` in the object at `path`, up to its end: one ranged GET, retried,
+/// and resumed as a block is.
+pub(crate) async fn read_range(
+    reader: Reader,
+    path: StorePath,
+    shown: Location,
+    range: Range<u64>,
+) -> anyhow::Result<Bytes> {
+    if range.is_empty() {
+        return Ok(Bytes::new());
+    }
+    // As in `open`: a first GET that fails with anything but a permanent fault (a range
+    // past the end is one, for some stores) is followed by a HEAD, for the size.
+    let (meta, opened) = match request(&reader, &path, range.clone(), None).await {
+        Ok((permit, response)) => {
+            let meta = response.meta.clone();
+            (meta, Some((permit, response.into_stream())))
+        }
+        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
+            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+        }
+        Err(_) => (head(&reader, &path, &shown).await?, None),
+    };
+    anyhow::ensure!(
+        range.start <= meta.size,
+        "reading {shown} at {range:?}: the range starts past the end ({} bytes)",
+        meta.size
+    );
+    let end = range.end.min(meta.size);
+    if range.start == end {
+        return Ok(Bytes::new());
+    }
+    let object = Object {
+        reader,
+        path,
+        first: meta,
+        shown,
+    };
+    let parts = object.fetch(range.start..end, opened).await?;
+    Ok(match <[Bytes; 1]>::try_from(parts) {
+        Ok([one]) => one,
+        Err(parts) => parts.concat().into(),
+    })
 }
 
 const STAGE: &str = "object storage";
@@ -231,13 +299,16 @@ type Body = (
     BoxStream<'static, object_store::Result<Bytes>>,
 );
 
-/// Starts one ranged GET of `range` (conditional on `etag`), waiting for a connection
-/// permit and then for the response's headers (at most the read timeout).
+/// Starts one ranged GET of `range`, waiting for a connection permit and then for the
+/// response's headers (at most the read timeout). With `first` (the object as its first
+/// response described it), the GET is conditional on its ETag, or without one on its
+/// Last-Modified date, and the response must describe the same object: the same size, and
+/// the same ETag (or without one, the same date).
 async fn request(
     reader: &Reader,
     path: &StorePath,
     range: Range<u64>,
-    etag: Option<String>,
+    first: Option<&ObjectMeta>,
 ) -> Result<(OwnedSemaphorePermit, GetResult), Fault> {
     let permit = Arc::clone(&reader.connections)
         .acquire_owned()
@@ -245,7 +316,10 @@ async fn request(
         .map_err(|e| Fault::Transient(e.to_string()))?;
     let get = GetOptions {
         range: Some(GetRange::Bounded(range)),
-        if_match: etag,
+        if_match: first.and_then(|m| m.e_tag.clone()),
+        if_unmodified_since: first
+            .filter(|m| m.e_tag.is_none() && has_date(m))
+            .map(|m| m.last_modified),
         ..Default::default()
     };
     let timeout = reader.options.read_timeout;
@@ -253,13 +327,41 @@ async fn request(
         .await
         .map_err(|_| Fault::Transient(format!("no response in {timeout:?}")))?
         .map_err(classify)?;
+    if let Some(first) = first {
+        let now = &response.meta;
+        // The date is the validator only without an ETag (a HEAD and a GET may give it at
+        // different precisions).
+        let same = now.size == first.size
+            && match &first.e_tag {
+                Some(tag) => now.e_tag.as_ref() == Some(tag),
+                None => !has_date(first) || now.last_modified == first.last_modified,
+            };
+        if !same {
+            return Err(Fault::Changed(format!(
+                "the object changed since its first block (size {} then {}, ETag {:?} then \
+                 {:?}, Last-Modified {} then {})",
+                first.size,
+                now.size,
+                first.e_tag,
+                now.e_tag,
+                first.last_modified,
+                now.last_modified
+            )));
+        }
+    }
     Ok((permit, response))
+}
+
+/// Whether the server sent a Last-Modified date (object_store puts the epoch when not).
+fn has_date(meta: &ObjectMeta) -> bool {
+    meta.last_modified.timestamp() != 0
 }
 
 struct Object {
     reader: Reader,
     path: StorePath,
-    etag: Option<String>,
+    /// The object as its first response (or HEAD) described it.
+    first: ObjectMeta,
     shown: Location,
 }
 
@@ -267,6 +369,8 @@ struct Object {
 enum Fault {
     Transient(String),
     Permanent(object_store::Error),
+    /// The object changed since its first response, or cannot be shown not to have.
+    Changed(String),
 }
 
 impl Object {
@@ -279,6 +383,7 @@ impl Object {
         let mut failures = 0;
         let mut opened = opened;
         loop {
+            let before = at;
             let read = match opened.take() {
                 Some(body) => self.drain(body, range.end, &mut parts, &mut at).await,
                 None => self.get(at..range.end, &mut parts, &mut at).await,
@@ -291,6 +396,11 @@ impl Object {
                 )),
                 Err(fault) => fault,
             };
+            if at > before {
+                // Bytes arrived: a long body on a flaky link is not cut off after so many
+                // partial reads, only after so many tries in a row that bring nothing.
+                failures = 0;
+            }
             let delay = retry_or_fail(options, &mut failures, fault, &self.shown)
                 .map_err(|e| std::io::Error::other(format!("{e} (at byte {at})")))?;
             tokio::time::sleep(delay).await;
@@ -304,8 +414,16 @@ impl Object {
         parts: &mut Vec<Bytes>,
         at: &mut u64,
     ) -> Result<(), Fault> {
+        if self.first.e_tag.is_none() && !has_date(&self.first) {
+            return Err(Fault::Changed(
+                "the object changed or cannot be validated: the server sent neither ETag nor \
+                 Last-Modified, so a resumed body or a later block could come from another \
+                 version of it"
+                    .to_string(),
+            ));
+        }
         let (permit, response) =
-            request(&self.reader, &self.path, range.clone(), self.etag.clone()).await?;
+            request(&self.reader, &self.path, range.clone(), Some(&self.first)).await?;
         self.drain((permit, response.into_stream()), range.end, parts, at)
             .await
     }
@@ -352,6 +470,7 @@ fn retry_or_fail(
 ) -> anyhow::Result<Duration> {
     match fault {
         Fault::Permanent(e) => Err(anyhow::anyhow!("reading {shown}: {e}")),
+        Fault::Changed(message) => Err(anyhow::anyhow!("reading {shown}: {message}")),
         Fault::Transient(message) => {
             *failures += 1;
             if *failures > options.retries {
@@ -365,8 +484,10 @@ fn retry_or_fail(
     }
 }
 
-/// Not found, forbidden, bad credentials and a changed object are permanent; anything else
-/// (server errors after the store's own retries, broken connections) may pass.
+/// Not found, forbidden, bad credentials, a changed object, any other 4xx answer but 408
+/// (timeout) and 429 (throttling), and a request that could not be built (a bad URL, plain
+/// http refused, a configuration error) are permanent; 5xx answers, 408, 429, broken
+/// connections and timeouts may pass.
 fn classify(e: object_store::Error) -> Fault {
     use object_store::Error as E;
     match e {
@@ -376,9 +497,52 @@ fn classify(e: object_store::Error) -> Fault {
         | E::Precondition { .. }
         | E::InvalidPath { .. }
         | E::NotSupported { .. }
-        | E::NotImplemented { .. } => Fault::Permanent(e),
+        | E::NotImplemented { .. }
+        | E::UnknownConfigurationKey { .. } => Fault::Permanent(e),
+        other if is_permanent(&other) => Fault::Permanent(other),
         other => Fault::Transient(other.to_string()),
     }
+}
+
+/// Whether `e`'s chain of sources holds a permanent HTTP status or a request that could
+/// not be built.
+fn is_permanent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if let Some(status) = status_of(e) {
+            return (400..500).contains(&status) && status != 408 && status != 429;
+        }
+        if let Some(e) = e.downcast_ref::<reqwest::Error>()
+            && e.is_builder()
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// The HTTP status somewhere in `e`'s chain of sources.
+fn status_of_chain(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if let Some(status) = status_of(e) {
+            return Some(status);
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// The HTTP status a store's request failed with, when `e` is that failure.
+///
+/// object_store 0.14 keeps its `RetryError` (which has `status()`) private, so the status
+/// is read from its message, "... Server returned non-2xx status code: 400 Bad Request: ...".
+fn status_of(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    const MARK: &str = "non-2xx status code: ";
+    let text = e.to_string();
+    let at = text.find(MARK)? + MARK.len();
+    text.get(at..at + 3)?.parse().ok()
 }
 
 /// The delay before retry `n` (1-based): exponential, capped, with full jitter in its

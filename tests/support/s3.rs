@@ -320,13 +320,25 @@ impl S3 for MemoryS3 {
 /// An `object_store` S3 client for `bucket` at `addr`, everything explicit (no environment,
 /// no instance metadata: nothing leaves 127.0.0.1).
 pub fn s3_store(addr: SocketAddr, bucket: &str, key: &str, secret: &str) -> Arc<dyn ObjectStore> {
+    s3_store_retrying(addr, bucket, key, secret, 5)
+}
+
+/// [`s3_store`] with `max_retries` of object_store's own (0: none, so that streamload's
+/// retries and resumes do all the work, as the fault tests need).
+pub fn s3_store_retrying(
+    addr: SocketAddr,
+    bucket: &str,
+    key: &str,
+    secret: &str,
+    max_retries: usize,
+) -> Arc<dyn ObjectStore> {
     let retry = object_store::RetryConfig {
         backoff: object_store::BackoffConfig {
             init_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(200),
             base: 2.0,
         },
-        max_retries: 5,
+        max_retries,
         retry_timeout: Duration::from_secs(30),
     };
     Arc::new(
@@ -351,14 +363,18 @@ pub struct Faults {
     pub first_byte_delay: Duration,
     /// Connections answered `503 Slow Down` (then closed) instead of being forwarded.
     pub slow_downs: AtomicUsize,
-    /// Connections cut after `cut_after` bytes of responses.
+    /// Connections closed cleanly (FIN) after `cut_after` bytes of responses.
     pub cuts: AtomicUsize,
     pub cut_after: usize,
+    /// Connections reset (RST: `SO_LINGER` 0, no shutdown) after `cut_after` bytes of
+    /// responses.
+    pub resets: AtomicUsize,
     /// Connections that stop sending (without closing) after `cut_after` bytes of responses.
     pub stalls: AtomicUsize,
     /// Connections accepted.
     pub connections: AtomicUsize,
-    /// Cuts and stalls that happened (a connection given one may end before its limit).
+    /// Cuts, resets and stalls that happened (a connection given one may end before its
+    /// limit).
     pub fired: AtomicUsize,
 }
 
@@ -408,6 +424,7 @@ async fn relay(
         return client.shutdown().await;
     }
     let cut_after = Faults::take(&faults.cuts).then_some(faults.cut_after);
+    let reset_after = Faults::take(&faults.resets).then_some(faults.cut_after);
     let stall_after = Faults::take(&faults.stalls).then_some(faults.cut_after);
     let server = TcpStream::connect(upstream).await?;
     server.set_nodelay(true)?;
@@ -433,7 +450,7 @@ async fn relay(
     let fired = &faults.fired;
     let responses = async move {
         let mut mover = Mover::new()?;
-        let limit = cut_after.or(stall_after);
+        let limit = cut_after.or(reset_after).or(stall_after);
         let mut sent = 0usize;
         loop {
             let max = limit.map_or(mover.capacity(), |l| (l - sent).min(mover.capacity()));
@@ -449,8 +466,15 @@ async fn relay(
             if limit.is_some_and(|l| sent >= l) {
                 fired.fetch_add(1, Ordering::SeqCst);
                 if cut_after.is_some() {
-                    // Cut: drop both directions mid-response.
+                    // Cut: close both directions mid-response (FIN).
                     return Err(std::io::Error::other("cut"));
+                }
+                if reset_after.is_some() {
+                    // Reset: with a zero linger and no shutdown, closing the socket (when
+                    // the read half goes too) sends RST, as a broken network does.
+                    client_tx.as_ref().set_zero_linger()?;
+                    client_tx.forget();
+                    return Err(std::io::Error::other("reset"));
                 }
                 // Stall: the connection stays open and silent.
                 std::future::pending::<()>().await;
@@ -624,4 +648,206 @@ fn splice(from: std::os::fd::RawFd, to: std::os::fd::RawFd, len: usize) -> std::
     } else {
         Ok(n as usize)
     }
+}
+
+/// One version of an object served by [`http_server`]: its bytes and the validators it is
+/// sent with (`ETag`, `Last-Modified`), either of which may be left out.
+#[derive(Debug, Clone)]
+pub struct HttpObject {
+    pub data: Bytes,
+    pub e_tag: Option<String>,
+    pub last_modified: Option<SystemTime>,
+}
+
+/// The objects of a plain HTTP server (`GET` with `Range`, `HEAD`, `If-Match`,
+/// `If-Unmodified-Since`), as object_store's `HttpStore` reads them, and its faults.
+#[derive(Debug, Default)]
+pub struct HttpFiles {
+    objects: RwLock<BTreeMap<String, HttpObject>>,
+    /// Versions put in place of an object when one of its bodies is cut.
+    after_cut: RwLock<BTreeMap<String, HttpObject>>,
+    /// Requests answered (`GET` and `HEAD`, any status).
+    pub requests: AtomicUsize,
+    /// When not 0, every request is answered with this status and no object.
+    pub status: std::sync::atomic::AtomicU16,
+    /// `GET` bodies cut (the connection dropped) after `cut_after` bytes: a budget.
+    pub cuts: AtomicUsize,
+    pub cut_after: usize,
+    /// Cuts that happened.
+    pub fired: AtomicUsize,
+}
+
+impl HttpFiles {
+    /// No objects yet; bodies given a cut (see [`HttpFiles::cuts`]) stop after `bytes`.
+    pub fn cutting_after(bytes: usize) -> Self {
+        HttpFiles {
+            cut_after: bytes,
+            ..Default::default()
+        }
+    }
+
+    /// Serves `object` at `path` (`/dir/name.txt`).
+    pub fn insert(&self, path: &str, object: HttpObject) {
+        self.objects
+            .write()
+            .expect("objects")
+            .insert(path.to_string(), object);
+    }
+
+    /// Serves `object` at `path` from the first time a body of `path` is cut.
+    pub fn replace_after_cut(&self, path: &str, object: HttpObject) {
+        self.after_cut
+            .write()
+            .expect("objects")
+            .insert(path.to_string(), object);
+    }
+
+    fn answer(
+        &self,
+        req: &hyper::Request<hyper::body::Incoming>,
+    ) -> hyper::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>> {
+        use futures::StreamExt;
+        use http_body_util::BodyExt;
+        use hyper::{Method, StatusCode, header};
+
+        let empty = |status: StatusCode| {
+            let mut response = hyper::Response::new(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            );
+            *response.status_mut() = status;
+            response
+        };
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let status = self.status.load(Ordering::SeqCst);
+        if status != 0 {
+            return empty(StatusCode::from_u16(status).expect("a status"));
+        }
+        let Some(object) = self
+            .objects
+            .read()
+            .expect("objects")
+            .get(req.uri().path())
+            .cloned()
+        else {
+            return empty(StatusCode::NOT_FOUND);
+        };
+        let headers = req.headers();
+        let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        if let Some(tag) = text(header::IF_MATCH)
+            && tag != "*"
+            && object.e_tag.as_deref() != Some(tag.trim_matches('"'))
+        {
+            return empty(StatusCode::PRECONDITION_FAILED);
+        }
+        if let Some(since) =
+            text(header::IF_UNMODIFIED_SINCE).and_then(|t| httpdate::parse_http_date(t).ok())
+            && object
+                .last_modified
+                .is_some_and(|m| seconds(m) > seconds(since))
+        {
+            return empty(StatusCode::PRECONDITION_FAILED);
+        }
+        let size = object.data.len();
+        let range = match text(header::RANGE).and_then(|r| r.strip_prefix("bytes=")) {
+            None => None,
+            Some(spec) => {
+                let (a, b) = spec.split_once('-').unwrap_or((spec, ""));
+                let range = match (a.parse::<usize>(), b.parse::<usize>()) {
+                    (Ok(a), Ok(b)) => a..(b + 1).min(size),
+                    (Ok(a), Err(_)) => a..size,
+                    (Err(_), Ok(n)) => size.saturating_sub(n)..size,
+                    _ => return empty(StatusCode::BAD_REQUEST),
+                };
+                if range.start >= size {
+                    return empty(StatusCode::RANGE_NOT_SATISFIABLE);
+                }
+                Some(range)
+            }
+        };
+        let body = match &range {
+            Some(r) => object.data.slice(r.clone()),
+            None => object.data.clone(),
+        };
+        let mut builder = hyper::Response::builder()
+            .header(header::CONTENT_LENGTH, body.len())
+            .header(header::ACCEPT_RANGES, "bytes");
+        if let Some(tag) = &object.e_tag {
+            builder = builder.header(header::ETAG, format!("\"{tag}\""));
+        }
+        if let Some(modified) = object.last_modified {
+            builder = builder.header(header::LAST_MODIFIED, httpdate::fmt_http_date(modified));
+        }
+        builder = match &range {
+            Some(r) => builder.status(StatusCode::PARTIAL_CONTENT).header(
+                header::CONTENT_RANGE,
+                format!("bytes {}-{}/{size}", r.start, r.end - 1),
+            ),
+            None => builder.status(StatusCode::OK),
+        };
+        let cut =
+            req.method() == Method::GET && body.len() > self.cut_after && Faults::take(&self.cuts);
+        let body = if req.method() == Method::HEAD {
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync()
+        } else if cut {
+            // The first bytes, then an error: hyper drops the connection mid-body.
+            self.fired.fetch_add(1, Ordering::SeqCst);
+            if let Some(next) = self
+                .after_cut
+                .write()
+                .expect("objects")
+                .remove(req.uri().path())
+            {
+                self.insert(req.uri().path(), next);
+            }
+            let head = body.slice(..self.cut_after);
+            let frames = futures::stream::once(async move { Ok(hyper::body::Frame::data(head)) })
+                .chain(futures::stream::once(async {
+                    // Once the first bytes are surely on their way.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Err(std::io::Error::other("cut"))
+                }));
+            http_body_util::StreamBody::new(frames).boxed_unsync()
+        } else {
+            http_body_util::Full::new(body)
+                .map_err(|never| match never {})
+                .boxed_unsync()
+        };
+        builder.body(body).expect("a response")
+    }
+}
+
+/// Whole seconds since the epoch (HTTP dates have no finer grain).
+fn seconds(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Starts a plain HTTP server on 127.0.0.1 serving `files`.
+pub async fn http_server(files: Arc<HttpFiles>) -> SocketAddr {
+    use hyper_util::rt::TokioIo;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                continue;
+            };
+            let files = Arc::clone(&files);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let response = files.answer(&req);
+                    async move { Ok::<_, std::convert::Infallible>(response) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(socket), service)
+                    .await;
+            });
+        }
+    });
+    addr
 }
