@@ -29,11 +29,11 @@ use anyhow::Context;
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
 use futures::StreamExt;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use streamload::Error;
 use streamload::format::{Compression, Example, Kind, TFRecordDataset, TFRecordWriter};
 use streamload::storage::Location;
-use serde_json::value::RawValue;
 use tokio::io::AsyncBufReadExt;
 
 #[derive(Parser, Debug)]

@@ -196,7 +196,11 @@ fn verify_a_truncated_file_names_the_record_and_its_offset() {
             data("truncated.tfrecord")
         )]
     );
-    assert!(stderr(&out).contains("1 of 1 files damaged"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 of 1 files damaged"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -216,10 +220,7 @@ fn write_json_examples_with_zlib_and_read_them_back() {
     let out = run(&["verify", "--compression", "none", path], None);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 
-    let out = run(
-        &["head", "--example", "--compression", "zlib", path],
-        None,
-    );
+    let out = run(&["head", "--example", "--compression", "zlib", path], None);
     assert!(out.status.success(), "{out:?}");
     let got: Vec<serde_json::Value> = stdout(&out)
         .lines()
@@ -252,18 +253,26 @@ fn write_stops_at_a_bad_line_naming_it_and_keeps_the_lines_before() {
         args.extend(flag);
         args.push(path);
         // Line 3: an integer outside int64, once written as a float without a word.
-        let input = "{\"a\": [1]}\n{\"a\": [2, 3]}\n{\"a\": [4, 18446744073709551615]}\n{\"a\": [5]}\n";
+        let input =
+            "{\"a\": [1]}\n{\"a\": [2, 3]}\n{\"a\": [4, 18446744073709551615]}\n{\"a\": [5]}\n";
         let out = run(&args, Some(input));
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         let err = stderr(&out);
         assert!(err.contains("stdin line 3"), "{err}");
         assert!(err.contains("feature \"a\""), "{err}");
-        assert!(err.contains("18446744073709551615 is outside int64"), "{err}");
+        assert!(
+            err.contains("18446744073709551615 is outside int64"),
+            "{err}"
+        );
         assert!(err.contains("wrote 2 records"), "{err}");
         // The file is whole: every CRC (and the GZIP trailer) checks, two Examples in it.
         let out = run(&["verify", path], None);
         assert!(out.status.success(), "{name}: {out:?}");
-        assert!(stdout(&out).starts_with("ok\t2 records"), "{}", stdout(&out));
+        assert!(
+            stdout(&out).starts_with("ok\t2 records"),
+            "{}",
+            stdout(&out)
+        );
         let out = run(&["head", "--example", path], None);
         assert_eq!(
             stdout(&out),

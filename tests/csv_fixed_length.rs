@@ -196,15 +196,46 @@ async fn csv_reads_the_same_at_every_buffer_size() {
     let whole = read(1 << 20).await;
     let ok = |i: usize| whole[i].clone().expect("a row");
     assert_eq!(ok(0), vec![Field::Int64(1), s("a,b"), Field::Float64(2.5)]);
-    assert_eq!(ok(1), vec![Field::Int64(2), s("say \"hi\""), Field::Float64(-1.0)]);
-    assert_eq!(ok(2), vec![Field::Int64(3), s("plain"), Field::Float64(1000.0)]);
-    assert_eq!(ok(3), vec![Field::Int64(4), s("multi\nline\r\nfield"), Field::Float64(4.0)]);
-    assert!(whole[4].as_ref().expect_err("stray quote").contains("Unquoted fields cannot have quotes inside"));
-    assert!(whole[5].as_ref().expect_err("quote after quote").contains("Quote inside a string has to be escaped"));
-    assert_eq!(ok(6), vec![Field::Int64(7), s("-"), Field::Float64(f64::INFINITY)]);
+    assert_eq!(
+        ok(1),
+        vec![Field::Int64(2), s("say \"hi\""), Field::Float64(-1.0)]
+    );
+    assert_eq!(
+        ok(2),
+        vec![Field::Int64(3), s("plain"), Field::Float64(1000.0)]
+    );
+    assert_eq!(
+        ok(3),
+        vec![
+            Field::Int64(4),
+            s("multi\nline\r\nfield"),
+            Field::Float64(4.0)
+        ]
+    );
+    assert!(
+        whole[4]
+            .as_ref()
+            .expect_err("stray quote")
+            .contains("Unquoted fields cannot have quotes inside")
+    );
+    assert!(
+        whole[5]
+            .as_ref()
+            .expect_err("quote after quote")
+            .contains("Quote inside a string has to be escaped")
+    );
+    assert_eq!(
+        ok(6),
+        vec![Field::Int64(7), s("-"), Field::Float64(f64::INFINITY)]
+    );
     assert_eq!(ok(7), vec![Field::Int64(8), s("-"), Field::Float64(-1.0)]);
     assert_eq!(ok(8), vec![Field::Int64(9), s("tail"), Field::Float64(9.0)]);
-    assert!(whole[9].as_ref().expect_err("open quote").contains("Reached end of file without closing quoted field"));
+    assert!(
+        whole[9]
+            .as_ref()
+            .expect_err("open quote")
+            .contains("Reached end of file without closing quoted field")
+    );
     assert_eq!(whole.len(), 10);
     for buffer_size in 1..=40 {
         assert_eq!(read(buffer_size).await, whole, "buffer_size {buffer_size}");
@@ -249,10 +280,13 @@ async fn csv_a_damaged_gzip_file_is_data_loss_naming_file_record_offset() {
     }
     let garbled = write(dir.path(), "garbled.csv.gz", &garbled_bytes);
     let good = write(dir.path(), "good.csv.gz", &gzip(b"7,after\n"));
-    let ds = CsvDataset::new([&truncated, &garbled, &good], [Column::int64(), Column::string()])
-        .compression(Compression::Auto)
-        .buffer_size(4096)
-        .build();
+    let ds = CsvDataset::new(
+        [&truncated, &garbled, &good],
+        [Column::int64(), Column::string()],
+    )
+    .compression(Compression::Auto)
+    .buffer_size(4096)
+    .build();
     let all: Vec<_> = ds.iter().collect().await;
     let losses: Vec<(usize, String, u64, u64, String)> = all
         .iter()
@@ -270,18 +304,28 @@ async fn csv_a_damaged_gzip_file_is_data_loss_naming_file_record_offset() {
             Ok(_) => None,
         })
         .collect();
-    assert_eq!(losses.len(), 2, "one data loss per damaged file: {losses:?}");
+    assert_eq!(
+        losses.len(),
+        2,
+        "one data loss per damaged file: {losses:?}"
+    );
     let (at, path, record, offset, message) = &losses[0];
     assert_eq!(*path, truncated.display().to_string());
     assert!(*record > 0 && (*record as usize) < lines.len(), "{record}");
     assert_eq!(*at as u64, *record, "every record before it was read");
     let before: usize = lines[..*record as usize].iter().map(String::len).sum();
-    assert_eq!(*offset, before as u64, "the record's offset in the decompressed stream");
+    assert_eq!(
+        *offset, before as u64,
+        "the record's offset in the decompressed stream"
+    );
     assert!(message.contains("decompressing"), "{message}");
     for (i, item) in all[..*at].iter().enumerate() {
         let row = item.as_ref().expect("a whole record before the cut");
         assert_eq!(row[0], Field::Int64(i as i64));
-        assert_eq!(row[1], s(&lines[i][lines[i].find(',').expect("a comma") + 1..lines[i].len() - 1]));
+        assert_eq!(
+            row[1],
+            s(&lines[i][lines[i].find(',').expect("a comma") + 1..lines[i].len() - 1])
+        );
     }
     let (_, path, _, _, _) = &losses[1];
     assert_eq!(*path, garbled.display().to_string());

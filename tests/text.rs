@@ -261,10 +261,19 @@ async fn dataset_list_files_no_match_is_an_error_at_the_first_poll() {
     let mut epoch = ds.iter();
     let first = epoch.next().await.expect("an element");
     let err = first.expect_err("nothing matches");
-    assert_eq!(err.to_string(), format!("No files matched pattern: {pattern}"));
-    assert!(epoch.next().await.is_none(), "the epoch ends after the error");
+    assert_eq!(
+        err.to_string(),
+        format!("No files matched pattern: {pattern}")
+    );
+    assert!(
+        epoch.next().await.is_none(),
+        "the epoch ends after the error"
+    );
     // An invalid pattern is an error too, naming it.
-    let bad = Dataset::list_files("[", None).collect().await.expect_err("invalid");
+    let bad = Dataset::list_files("[", None)
+        .collect()
+        .await
+        .expect_err("invalid");
     assert!(format!("{bad:#}").contains('['), "{bad:#}");
 }
 

@@ -331,7 +331,10 @@ fn is_decompression_failure(e: &std::io::Error) -> bool {
     use std::io::ErrorKind;
     matches!(
         e.kind(),
-        ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::UnexpectedEof | ErrorKind::Other
+        ErrorKind::InvalidData
+            | ErrorKind::InvalidInput
+            | ErrorKind::UnexpectedEof
+            | ErrorKind::Other
     )
 }
 
