@@ -324,18 +324,20 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 }
 
 /// Whether a decompressor's read error is its own (the compressed stream is damaged or
-/// ends early: `async-compression` reports a bad header or checksum as `InvalidData`, an
-/// inflate failure as `Other` or `InvalidInput`, a stream cut short as `UnexpectedEof`)
-/// rather than an I/O error of the bytes under it passed through.
+/// ends early) rather than an I/O error of the bytes under it passed through:
+/// `async-compression` reports a bad GZIP header or checksum as `InvalidData`, a stream cut
+/// short as `UnexpectedEof`, and inflate's failures as `Other` errors holding flate2's
+/// `DecompressError` (or its "unexpected BufError"); storage errors are `Other` errors
+/// holding something else.
 fn is_decompression_failure(e: &std::io::Error) -> bool {
     use std::io::ErrorKind;
-    matches!(
-        e.kind(),
-        ErrorKind::InvalidData
-            | ErrorKind::InvalidInput
-            | ErrorKind::UnexpectedEof
-            | ErrorKind::Other
-    )
+    match e.kind() {
+        ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::UnexpectedEof => true,
+        ErrorKind::Other => e.get_ref().is_some_and(|inner| {
+            inner.is::<flate2::DecompressError>() || inner.to_string() == "unexpected BufError"
+        }),
+        _ => false,
+    }
 }
 
 /// What [`RecordParser::parse`] found at the start of the buffer.
