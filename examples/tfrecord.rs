@@ -4,15 +4,23 @@
 //! cargo run --release --example tfrecord -- count data/*.tfrecord
 //! cargo run --release --example tfrecord -- verify data/*.tfrecord      # exit code 1 if any file is damaged
 //! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
-//! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord
+//! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord   # --base64 for binary payloads
 //! printf 'a\nb\n' | cargo run --release --example tfrecord -- write --gzip out.tfrecord.gz
 //! echo '{"label": [1], "weights": [0.5, 2.0], "text": ["hi"]}' | cargo run --release --example tfrecord -- write --json out.tfrecord
 //! ```
+//!
+//! `write` takes each line's bytes as they are (any bytes, not only UTF-8; the `\n` or `\r\n`
+//! ending it dropped), or with `--json` an object of feature lists per line (integers are
+//! int64, and one outside int64 is an error; lists with other numbers are floats; strings
+//! are bytes). On an error (a line that is not such an object, a failed read or write) it
+//! stops, closes the file holding the records of the lines before (whole and readable), and
+//! exits with code 2 naming the line.
 //!
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
 //! otherwise. Paths may be URLs (`s3://bucket/train-00000.tfrecord`, `gs://...`, `az://...`,
 //! `https://...`); stores are configured from the usual environment variables (`AWS_*`, ...).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +29,7 @@ use anyhow::Context;
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
 use futures::StreamExt;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use streamload::Error;
 use streamload::format::{Compression, Example, Kind, TFRecordDataset, TFRecordWriter};
@@ -138,33 +147,93 @@ fn bytes_json(b: &[u8]) -> Value {
     }
 }
 
-/// A JSON object of feature lists as an Example: integers -> int64, other numbers -> float,
-/// strings -> bytes.
-fn json_example(line: &str) -> anyhow::Result<Example> {
-    let value: Value = serde_json::from_str(line)?;
-    let object = value
-        .as_object()
-        .context("expected a JSON object of feature lists")?;
+/// A JSON object of feature lists as an Example: integers -> int64 (an integer outside
+/// int64 is an error, not a float), lists with other numbers -> float, strings -> bytes.
+fn json_example(line: &[u8]) -> anyhow::Result<Example> {
+    // Raw values, to tell an integer literal from a float one: serde_json reads an integer
+    // too large for 64 bits as a float.
+    let object: BTreeMap<String, Box<RawValue>> =
+        serde_json::from_slice(line).context("expected a JSON object of feature lists")?;
     let mut example = Example::new();
-    for (name, list) in object {
-        let items = match list {
-            Value::Array(items) => items.clone(),
-            single => vec![single.clone()],
+    for (name, raw) in &object {
+        let items: Vec<Box<RawValue>> = match serde_json::from_str(raw.get()) {
+            Ok(items) => items,
+            Err(_) => vec![raw.clone()],
         };
-        example = if items.iter().all(|v| v.is_i64()) {
-            example.with_int64(name, items.iter().filter_map(Value::as_i64))
-        } else if items.iter().all(Value::is_number) {
+        let values: Vec<Value> = items
+            .iter()
+            .map(|item| serde_json::from_str(item.get()))
+            .collect::<Result<_, _>>()?;
+        let integer_literal = |raw: &RawValue| {
+            let text = raw.get().strip_prefix('-').unwrap_or(raw.get());
+            !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+        };
+        example = if items.iter().all(|item| integer_literal(item)) {
+            let ints = items
+                .iter()
+                .map(|item| {
+                    item.get().parse::<i64>().map_err(|_| {
+                        anyhow::anyhow!(
+                            "feature {name:?}: integer {} is outside int64 \
+                             [-9223372036854775808, 9223372036854775807]",
+                            item.get()
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<i64>>>()?;
+            example.with_int64(name, ints)
+        } else if values.iter().all(Value::is_number) {
             example.with_floats(
                 name,
-                items.iter().filter_map(Value::as_f64).map(|f| f as f32),
+                values.iter().filter_map(Value::as_f64).map(|f| f as f32),
             )
-        } else if items.iter().all(Value::is_string) {
-            example.with_bytes(name, items.iter().filter_map(Value::as_str))
+        } else if values.iter().all(Value::is_string) {
+            example.with_bytes(name, values.iter().filter_map(Value::as_str))
         } else {
             anyhow::bail!("feature {name:?}: a list of integers, numbers or strings expected");
         };
     }
     Ok(example)
+}
+
+/// Writes a record per line of `input` (a line's bytes without its `\n` or `\r\n`, or an
+/// Example from a line of JSON) until the input ends or a line fails; returns the error
+/// naming the line, if any. What was written stays written.
+async fn write_lines<W>(
+    writer: &mut TFRecordWriter<W>,
+    input: impl tokio::io::AsyncBufRead + Unpin,
+    json: bool,
+) -> anyhow::Result<()>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut input = input;
+    let mut line = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        line.clear();
+        line_no += 1;
+        let n = input
+            .read_until(b'\n', &mut line)
+            .await
+            .with_context(|| format!("reading stdin line {line_no}"))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        let written = if json {
+            let example = json_example(&line).with_context(|| format!("stdin line {line_no}"))?;
+            writer.write(&example.encode_to_bytes()).await
+        } else {
+            writer.write(&line).await
+        };
+        written.with_context(|| format!("writing the record of stdin line {line_no}"))?;
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -283,21 +352,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await
                 .with_context(|| format!("creating {}", path.display()))?;
             let mut writer = TFRecordWriter::new(tokio::io::BufWriter::new(file), compression);
-            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-            let mut line_no = 0;
-            while let Some(line) = lines.next_line().await? {
-                line_no += 1;
-                if json {
-                    let example =
-                        json_example(&line).with_context(|| format!("stdin line {line_no}"))?;
-                    writer.write(&example.encode_to_bytes()).await?;
-                } else {
-                    writer.write(line.as_bytes()).await?;
-                }
-            }
+            let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            let written = write_lines(&mut writer, stdin, json).await;
+            // Finished even after an error: the file holds the records accepted before it,
+            // whole and readable (a GZIP/ZLIB stream closed).
             let records = writer.records();
-            use tokio::io::AsyncWriteExt;
-            writer.finish().await?.flush().await?;
+            let finished = async {
+                use tokio::io::AsyncWriteExt;
+                writer.finish().await?.flush().await
+            }
+            .await
+            .with_context(|| format!("finishing {}", path.display()));
+            if let Err(e) = written {
+                eprintln!(
+                    "wrote {records} records to {} (the lines before the error)",
+                    path.display()
+                );
+                if let Err(f) = finished {
+                    eprintln!("error: {f:#}");
+                }
+                return Err(e);
+            }
+            finished?;
             eprintln!("wrote {records} records to {}", path.display());
         }
     }

@@ -1,6 +1,7 @@
 //! The `tfrecord` command-line tool (`examples/tfrecord.rs`), run as a process on TensorFlow's
-//! files: count, verify (exit code 1 and the damaged record's index and offset), head as JSON
-//! Examples, and write then read back.
+//! files: count, verify (exit code 1 and the damaged record's index and offset), head and cat
+//! (payloads as JSON or base64, Examples as JSON), and write (text lines as bytes, JSON
+//! Examples, GZIP/ZLIB; on an error, a readable file of the lines before it) then read back.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,6 +25,10 @@ fn data(name: &str) -> String {
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    run_bytes(args, stdin.unwrap_or("").as_bytes())
+}
+
+fn run_bytes(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(tool())
         .args(args)
         .stdin(Stdio::piped())
@@ -32,9 +37,7 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("run examples/tfrecord (built by cargo test)");
     let mut input = child.stdin.take().expect("stdin");
-    input
-        .write_all(stdin.unwrap_or("").as_bytes())
-        .expect("stdin");
+    input.write_all(stdin).expect("stdin");
     drop(input);
     child.wait_with_output().expect("output")
 }
@@ -102,4 +105,186 @@ fn head_prints_examples_as_json_and_write_round_trips() {
     let out = run(&["cat", path], None);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(stdout(&out), "alpha\nbeta\n\ngamma\n");
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `plain.expected.jsonl`: TensorFlow's payloads of `plain.tfrecord`, base64.
+fn plain_payloads() -> Vec<Vec<u8>> {
+    use base64::Engine;
+    std::fs::read_to_string(data("plain.expected.jsonl"))
+        .expect("plain.expected.jsonl")
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            base64::engine::general_purpose::STANDARD
+                .decode(v["b64"].as_str().expect("b64"))
+                .expect("base64")
+        })
+        .collect()
+}
+
+#[test]
+fn write_takes_each_line_as_bytes_and_cat_base64_gives_them_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("w1.tfrecord");
+    let path = path.to_str().expect("utf-8 path");
+    // Not UTF-8, `\r\n`, an empty line, a last line without `\n`.
+    let out = run_bytes(&["write", path], b"ok\n\xffbad\r\n\nlast");
+    assert!(out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("wrote 4 records"), "{}", stderr(&out));
+    let out = run(&["cat", "--base64", path], None);
+    assert!(out.status.success(), "{out:?}");
+    let want: Vec<String> = [&b"ok"[..], b"\xffbad", b"", b"last"]
+        .iter()
+        .map(|p| b64(p))
+        .collect();
+    assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), want);
+    // `head` prints a payload that is not UTF-8 as base64 in JSON.
+    let out = run(&["head", "-n", "2", path], None);
+    assert_eq!(
+        stdout(&out),
+        format!("\"ok\"\n{{\"b64\":\"{}\"}}\n", b64(b"\xffbad"))
+    );
+}
+
+#[test]
+fn head_and_cat_base64_print_tensorflows_payloads() {
+    let payloads = plain_payloads();
+    let out = run(&["head", "-n", "3", &data("plain.tfrecord")], None);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let got: Vec<Vec<u8>> = text
+        .lines()
+        .map(|line| match serde_json::from_str(line).expect("JSON") {
+            serde_json::Value::String(s) => s.into_bytes(),
+            other => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(other["b64"].as_str().expect("b64"))
+                    .expect("base64")
+            }
+        })
+        .collect();
+    assert_eq!(got, payloads[..3]);
+
+    let out = run(&["cat", "--base64", &data("gzip.tfrecord.gz")], None);
+    assert!(out.status.success(), "{out:?}");
+    let want: Vec<String> = payloads.iter().map(|p| b64(p)).collect();
+    assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), want);
+}
+
+#[test]
+fn verify_a_truncated_file_names_the_record_and_its_offset() {
+    // `truncated.tfrecord` is `plain.tfrecord` cut inside record 7: TensorFlow's
+    // "truncated record at <record 7's start>".
+    let offset: usize = plain_payloads()[..7].iter().map(|p| 16 + p.len()).sum();
+    let out = run(&["verify", &data("truncated.tfrecord")], None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stdout(&out);
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [format!(
+            "DAMAGED\trecord 7\toffset {offset}\ttruncated record\t{}",
+            data("truncated.tfrecord")
+        )]
+    );
+    assert!(
+        stderr(&out).contains("1 of 1 files damaged"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn write_json_examples_with_zlib_and_read_them_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("examples.tfrecord");
+    let path = path.to_str().expect("utf-8 path");
+    let input = concat!(
+        "{\"label\": [1, -9223372036854775808], \"weights\": [0.5, 2], \"text\": [\"hi\", \"there\"]}\n",
+        "{\"label\": 9223372036854775807, \"score\": 1.5, \"empty\": []}\n",
+    );
+    let out = run(&["write", "--json", "--zlib", path], Some(input));
+    assert!(out.status.success(), "{out:?}");
+    // ZLIB: a 0x78 header; unreadable as an uncompressed file.
+    let bytes = std::fs::read(path).expect("written");
+    assert_eq!(bytes[0], 0x78, "a ZLIB stream");
+    let out = run(&["verify", "--compression", "none", path], None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    let out = run(&["head", "--example", "--compression", "zlib", path], None);
+    assert!(out.status.success(), "{out:?}");
+    let got: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            serde_json::json!({
+                "label": {"int64_list": [1, i64::MIN]},
+                "weights": {"float_list": [0.5, 2.0]},
+                "text": {"bytes_list": ["hi", "there"]},
+            }),
+            serde_json::json!({
+                "label": {"int64_list": [i64::MAX]},
+                "score": {"float_list": [1.5]},
+                "empty": {"int64_list": []},
+            }),
+        ]
+    );
+}
+
+#[test]
+fn write_stops_at_a_bad_line_naming_it_and_keeps_the_lines_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, flag) in [("a.tfrecord", None), ("b.tfrecord.gz", Some("--gzip"))] {
+        let path = dir.path().join(name);
+        let path = path.to_str().expect("utf-8 path");
+        let mut args = vec!["write", "--json"];
+        args.extend(flag);
+        args.push(path);
+        // Line 3: an integer outside int64, once written as a float without a word.
+        let input =
+            "{\"a\": [1]}\n{\"a\": [2, 3]}\n{\"a\": [4, 18446744073709551615]}\n{\"a\": [5]}\n";
+        let out = run(&args, Some(input));
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = stderr(&out);
+        assert!(err.contains("stdin line 3"), "{err}");
+        assert!(err.contains("feature \"a\""), "{err}");
+        assert!(
+            err.contains("18446744073709551615 is outside int64"),
+            "{err}"
+        );
+        assert!(err.contains("wrote 2 records"), "{err}");
+        // The file is whole: every CRC (and the GZIP trailer) checks, two Examples in it.
+        let out = run(&["verify", path], None);
+        assert!(out.status.success(), "{name}: {out:?}");
+        assert!(
+            stdout(&out).starts_with("ok\t2 records"),
+            "{}",
+            stdout(&out)
+        );
+        let out = run(&["head", "--example", path], None);
+        assert_eq!(
+            stdout(&out),
+            "{\"a\":{\"int64_list\":[1]}}\n{\"a\":{\"int64_list\":[2,3]}}\n"
+        );
+    }
+    // A line that is not JSON fails the same way, naming it.
+    let path = dir.path().join("c.tfrecord");
+    let path = path.to_str().expect("utf-8 path");
+    let out = run_bytes(&["write", "--json", path], b"{\"a\": [1]}\n\xff\n");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("stdin line 2"), "{}", stderr(&out));
+    let out = run(&["count", path], None);
+    assert!(stdout(&out).starts_with("1\t"), "{}", stdout(&out));
 }

@@ -140,6 +140,205 @@ async fn csv_errors_name_the_file_and_record_and_the_file_goes_on() {
 }
 
 #[tokio::test]
+async fn csv_a_long_quoted_field_read_in_small_reads() {
+    // ~4 MiB quoted field (with doubled quotes, delimiters and line breaks inside) read 4 KiB
+    // at a time: each read resumes the parse where it stopped (quadratic when every read
+    // re-parsed the record from its start: ~10 s for 8 MiB).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unit = "abc,def\"\"ghi\njkl\r\n";
+    let big = unit.repeat((4 << 20) / unit.len());
+    let text = format!("1,\"{big}\"\n2,\"short\"\r\n3,\"x\"\n");
+    let path = write(dir.path(), "long.csv", text.as_bytes());
+    let rows = CsvDataset::new([path], [Column::int64(), Column::string()])
+        .buffer_size(4096)
+        .build()
+        .collect()
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 3);
+    let want = big.replace("\"\"", "\"");
+    assert_eq!(rows[0][0], Field::Int64(1));
+    let got = rows[0][1].as_bytes().expect("a string");
+    assert_eq!(got.len(), want.len());
+    assert!(*got == want.as_bytes(), "the long field's bytes");
+    assert_eq!(rows[1], vec![Field::Int64(2), s("short")]);
+    assert_eq!(rows[2], vec![Field::Int64(3), s("x")]);
+}
+
+#[tokio::test]
+async fn csv_reads_the_same_at_every_buffer_size() {
+    // Every construct split at every byte: each read resumes the parse where the last stopped.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "h1,h2,h3\n1,\"a,b\",2.5\r\n2,\"say \"\"hi\"\"\",\r3,plain,1e3\n\
+                4,\"multi\nline\r\nfield\",0x1p2\n5,bad\"quote,1\n6,\"x\"y\",1\n7,\"\",inf\n\
+                8,na,\n9,\"tail\",9\r\n10,\"open";
+    let path = write(dir.path(), "tricky.csv", text.as_bytes());
+    let read = |buffer_size: usize| {
+        let ds = CsvDataset::new(
+            [path.clone()],
+            [
+                Column::int64(),
+                Column::with_default(s("-")),
+                Column::with_default(Field::Float64(-1.0)),
+            ],
+        )
+        .header(true)
+        .na_value("na")
+        .buffer_size(buffer_size)
+        .build();
+        async move {
+            ds.iter()
+                .map(|row| row.map_err(|e| e.to_string()))
+                .collect::<Vec<_>>()
+                .await
+        }
+    };
+    let whole = read(1 << 20).await;
+    let ok = |i: usize| whole[i].clone().expect("a row");
+    assert_eq!(ok(0), vec![Field::Int64(1), s("a,b"), Field::Float64(2.5)]);
+    assert_eq!(
+        ok(1),
+        vec![Field::Int64(2), s("say \"hi\""), Field::Float64(-1.0)]
+    );
+    assert_eq!(
+        ok(2),
+        vec![Field::Int64(3), s("plain"), Field::Float64(1000.0)]
+    );
+    assert_eq!(
+        ok(3),
+        vec![
+            Field::Int64(4),
+            s("multi\nline\r\nfield"),
+            Field::Float64(4.0)
+        ]
+    );
+    assert!(
+        whole[4]
+            .as_ref()
+            .expect_err("stray quote")
+            .contains("Unquoted fields cannot have quotes inside")
+    );
+    assert!(
+        whole[5]
+            .as_ref()
+            .expect_err("quote after quote")
+            .contains("Quote inside a string has to be escaped")
+    );
+    assert_eq!(
+        ok(6),
+        vec![Field::Int64(7), s("-"), Field::Float64(f64::INFINITY)]
+    );
+    assert_eq!(ok(7), vec![Field::Int64(8), s("-"), Field::Float64(-1.0)]);
+    assert_eq!(ok(8), vec![Field::Int64(9), s("tail"), Field::Float64(9.0)]);
+    assert!(
+        whole[9]
+            .as_ref()
+            .expect_err("open quote")
+            .contains("Reached end of file without closing quoted field")
+    );
+    assert_eq!(whole.len(), 10);
+    for buffer_size in 1..=40 {
+        assert_eq!(read(buffer_size).await, whole, "buffer_size {buffer_size}");
+    }
+}
+
+/// `n` CSV lines `i,<text>` whose GZIP compression is about as long as they are.
+fn numbered_lines(n: usize) -> Vec<String> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    (0..n)
+        .map(|i| {
+            let text: String = (0..40)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(b'a' + (state % 26) as u8)
+                })
+                .collect();
+            format!("{i},{text}\n")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn csv_a_damaged_gzip_file_is_data_loss_naming_file_record_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines = numbered_lines(3000);
+    let text = lines.concat();
+    let compressed = gzip(text.as_bytes());
+    // Cut short: the records before the cut, then data loss at the record being read.
+    let truncated = write(
+        dir.path(),
+        "truncated.csv.gz",
+        &compressed[..compressed.len() / 2],
+    );
+    // Garbled in the middle: inflate fails (or the CRC at the end does).
+    let mut garbled_bytes = compressed.clone();
+    let middle = garbled_bytes.len() / 2;
+    for b in &mut garbled_bytes[middle..middle + 64] {
+        *b ^= 0x5A;
+    }
+    let garbled = write(dir.path(), "garbled.csv.gz", &garbled_bytes);
+    let good = write(dir.path(), "good.csv.gz", &gzip(b"7,after\n"));
+    let ds = CsvDataset::new(
+        [&truncated, &garbled, &good],
+        [Column::int64(), Column::string()],
+    )
+    .compression(Compression::Auto)
+    .buffer_size(4096)
+    .build();
+    let all: Vec<_> = ds.iter().collect().await;
+    let losses: Vec<(usize, String, u64, u64, String)> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            Err(e) => match e.downcast_ref::<Error>() {
+                Some(Error::DataLoss {
+                    path,
+                    record,
+                    offset,
+                    message,
+                }) => Some((i, path.clone(), *record, *offset, message.clone())),
+                _ => None,
+            },
+            Ok(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        losses.len(),
+        2,
+        "one data loss per damaged file: {losses:?}"
+    );
+    let (at, path, record, offset, message) = &losses[0];
+    assert_eq!(*path, truncated.display().to_string());
+    assert!(*record > 0 && (*record as usize) < lines.len(), "{record}");
+    assert_eq!(*at as u64, *record, "every record before it was read");
+    let before: usize = lines[..*record as usize].iter().map(String::len).sum();
+    assert_eq!(
+        *offset, before as u64,
+        "the record's offset in the decompressed stream"
+    );
+    assert!(message.contains("decompressing"), "{message}");
+    for (i, item) in all[..*at].iter().enumerate() {
+        let row = item.as_ref().expect("a whole record before the cut");
+        assert_eq!(row[0], Field::Int64(i as i64));
+        assert_eq!(
+            row[1],
+            s(&lines[i][lines[i].find(',').expect("a comma") + 1..lines[i].len() - 1])
+        );
+    }
+    let (_, path, _, _, _) = &losses[1];
+    assert_eq!(*path, garbled.display().to_string());
+    let error = all[losses[1].0].as_ref().expect_err("data loss");
+    assert!(error.to_string().contains("garbled.csv.gz"), "{error}");
+    // The next file is read after a damaged one.
+    assert_eq!(
+        all.last().expect("rows").as_ref().expect("the good file"),
+        &vec![Field::Int64(7), s("after")]
+    );
+}
+
+#[tokio::test]
 async fn fixed_length_records_skip_header_and_footer_like_tensorflow() {
     // The example of tf.data.FixedLengthRecordDataset's documentation.
     let dir = tempfile::tempdir().expect("tempdir");

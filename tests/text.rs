@@ -1,7 +1,15 @@
 //! Text lines as tf.data's `TextLineDataset` reads them, and `list_files`.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use futures::StreamExt;
+use object_store::memory::InMemory;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStoreExt, PutPayload};
+use streamload::Dataset;
 use streamload::format::{Compression, TextLineDataset, list_files};
+use streamload::storage::{self, Location};
 
 fn lines(v: &[&str]) -> Vec<Bytes> {
     v.iter()
@@ -129,6 +137,144 @@ fn list_files_is_sorted_and_fails_on_no_match() {
         "{none}"
     );
     assert!(list_files("[").is_err(), "an invalid pattern is an error");
+}
+
+/// Names of the files of one epoch of `ds`.
+async fn epoch_names(ds: &Dataset<Location>) -> Vec<String> {
+    ds.collect()
+        .await
+        .expect("listed")
+        .iter()
+        .map(|f| match f {
+            Location::Local(p) => p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("a file name")
+                .to_string(),
+            Location::Url(u) => u.path().rsplit('/').next().expect("a name").to_string(),
+        })
+        .collect()
+}
+
+fn shard_dir(n: usize) -> (tempfile::TempDir, String, Vec<String>) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut names: Vec<String> = (0..n).map(|i| format!("part-{i:03}.txt")).collect();
+    for name in &names {
+        std::fs::write(dir.path().join(name), b"x\n").expect("written");
+    }
+    std::fs::write(dir.path().join("other.csv"), b"x\n").expect("written");
+    names.sort();
+    let pattern = format!("{}/part-*.txt", dir.path().display());
+    (dir, pattern, names)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_list_files_without_a_seed_is_sorted_every_epoch() {
+    let (_dir, pattern, names) = shard_dir(12);
+    let ds = Dataset::list_files(&pattern, None);
+    assert_eq!(epoch_names(&ds).await, names);
+    assert_eq!(epoch_names(&ds).await, names, "the same order in epoch 2");
+    // The same files, in the same order, as the synchronous `format::list_files`.
+    let sync: Vec<Location> = list_files(&pattern)
+        .expect("matches")
+        .into_iter()
+        .map(Location::Local)
+        .collect();
+    assert_eq!(ds.collect().await.expect("listed"), sync);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_list_files_with_a_seed_reshuffles_each_epoch_reproducibly() {
+    let (_dir, pattern, names) = shard_dir(20);
+    let epochs = |seed| {
+        let ds = Dataset::list_files(&pattern, Some(seed));
+        async move {
+            let mut orders = Vec::new();
+            for _ in 0..4 {
+                orders.push(epoch_names(&ds).await);
+            }
+            orders
+        }
+    };
+    let first = epochs(7).await;
+    for order in &first {
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, names, "every file exactly once: {order:?}");
+        assert_ne!(*order, names, "shuffled");
+    }
+    for (i, a) in first.iter().enumerate() {
+        for b in &first[i + 1..] {
+            assert_ne!(a, b, "a different order each epoch");
+        }
+    }
+    // A new recipe with the same seed gives the same sequence of orders; another seed does not.
+    assert_eq!(epochs(7).await, first);
+    assert_ne!(epochs(8).await, first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_list_files_lists_urls_and_reads_them() {
+    let store = Arc::new(InMemory::new());
+    for (name, text) in [
+        ("shards/b.txt", "b1\nb2\n"),
+        ("shards/a.txt", "a1\n"),
+        ("shards/c.csv", "no\n"),
+        ("other/d.txt", "no\n"),
+    ] {
+        store
+            .put(&StorePath::from(name), PutPayload::from(text))
+            .await
+            .expect("put");
+    }
+    storage::register("memory://list-files-test", store).expect("register");
+    let pattern = "memory://list-files-test/shards/*.txt";
+    let ds = Dataset::list_files(pattern, None);
+    assert_eq!(epoch_names(&ds).await, ["a.txt", "b.txt"]);
+    let files = ds.collect().await.expect("listed");
+    assert!(files.iter().all(|f| matches!(f, Location::Url(_))));
+    let read = ds
+        .interleave(2, 1, |f| TextLineDataset::new([f]).build())
+        .collect()
+        .await
+        .expect("read");
+    assert_eq!(read, lines(&["a1", "b1", "b2"]));
+    let shuffled = Dataset::list_files(pattern, Some(1));
+    let mut got = epoch_names(&shuffled).await;
+    got.sort();
+    assert_eq!(got, ["a.txt", "b.txt"]);
+    let none = Dataset::list_files("memory://list-files-test/shards/*.parquet", None)
+        .collect()
+        .await
+        .expect_err("nothing matches");
+    assert!(
+        format!("{none:#}").contains("memory://list-files-test/shards/*.parquet"),
+        "{none:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_list_files_no_match_is_an_error_at_the_first_poll() {
+    let (dir, _, _) = shard_dir(2);
+    let pattern = format!("{}/test-*", dir.path().display());
+    let ds = Dataset::list_files(&pattern, Some(3));
+    let mut epoch = ds.iter();
+    let first = epoch.next().await.expect("an element");
+    let err = first.expect_err("nothing matches");
+    assert_eq!(
+        err.to_string(),
+        format!("No files matched pattern: {pattern}")
+    );
+    assert!(
+        epoch.next().await.is_none(),
+        "the epoch ends after the error"
+    );
+    // An invalid pattern is an error too, naming it.
+    let bad = Dataset::list_files("[", None)
+        .collect()
+        .await
+        .expect_err("invalid");
+    assert!(format!("{bad:#}").contains('['), "{bad:#}");
 }
 
 #[tokio::test]
@@ -409,9 +555,26 @@ fn formats_more_list_files_cases_match_tensorflow() {
                     .collect();
                 let want: Vec<&str> = want.iter().map(|w| w.as_str().expect("path")).collect();
                 assert_eq!(got, want, "{pattern}");
+                // `Dataset::list_files` lists the same, in the same order.
+                let listed = tokio_test::block_on(Dataset::list_files(&full, None).collect())
+                    .unwrap_or_else(|e| panic!("{pattern}: {e}"));
+                let listed: Vec<String> = listed
+                    .iter()
+                    .map(|f| {
+                        f.as_path()
+                            .and_then(|p| p.strip_prefix(&root).ok())
+                            .expect("a path under the root")
+                            .display()
+                            .to_string()
+                    })
+                    .collect();
+                assert_eq!(listed, want, "Dataset::list_files({pattern})");
             }
             None => {
                 let err = list_files(&full).expect_err(pattern).to_string();
+                let listed = tokio_test::block_on(Dataset::list_files(&full, None).collect())
+                    .expect_err(pattern);
+                assert_eq!(listed.to_string(), err, "Dataset::list_files({pattern})");
                 assert_eq!(
                     err,
                     format!("No files matched pattern: {full}"),

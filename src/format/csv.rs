@@ -190,12 +190,14 @@ const MAX_RECORD: usize = 64 << 20;
 
 /// The rows of one stream (`name` is used in errors): each record's fields, or its error
 /// (the next record is read after it, as TensorFlow reads on). A header that cannot be read
-/// ends the stream with TensorFlow's "Can't read header of file".
+/// ends the stream with TensorFlow's "Can't read header of file". `compressed` says whether
+/// `reader` decompresses, so that its failures are data loss.
 fn csv_rows<R>(
     reader: R,
     name: &str,
     config: Arc<Config>,
     buffer_size: usize,
+    compressed: bool,
 ) -> impl Stream<Item = anyhow::Result<Vec<Field>>> + Send + use<R>
 where
     R: AsyncRead + Send + Unpin + 'static,
@@ -205,11 +207,14 @@ where
         buffer: BytesMut::new(),
         eof: false,
         header: config.header,
+        record: RecordParser::new(config.header),
         index: 0,
+        offset: 0,
         done: false,
         name: name.into(),
         config,
         buffer_size,
+        compressed,
     };
     futures::stream::unfold(state, |mut state| async move {
         let row = state.next().await?;
@@ -220,16 +225,24 @@ where
 /// One file's reader: the bytes read and not yet parsed.
 struct Reader<R> {
     reader: R,
+    /// The bytes of the record being parsed, from its first, and any read after it.
     buffer: BytesMut,
     eof: bool,
     /// The header is still to be skipped.
     header: bool,
+    /// How far the record at the start of `buffer` is parsed: kept across reads, so each
+    /// byte is scanned once however many reads a long record takes.
+    record: RecordParser,
     /// Records yielded so far.
     index: usize,
+    /// The offset of `buffer`'s start in the (decompressed) stream.
+    offset: u64,
     done: bool,
     name: Arc<str>,
     config: Arc<Config>,
     buffer_size: usize,
+    /// The reader decompresses: its errors are data loss.
+    compressed: bool,
 }
 
 impl<R: AsyncRead + Unpin> Reader<R> {
@@ -240,11 +253,13 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
         loop {
             let header = self.header;
-            match parse_record(&self.buffer, self.eof, &self.config, header) {
+            match self.record.parse(&self.buffer, self.eof, &self.config) {
                 Parsed::Record(consumed, row) => {
                     self.buffer.advance(consumed);
+                    self.offset += consumed as u64;
+                    self.header = false;
+                    self.record = RecordParser::new(false);
                     if header {
-                        self.header = false;
                         if row.is_err() {
                             self.done = true;
                             return Some(Err(self.invalid("Can't read header of file".into())));
@@ -278,9 +293,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                         Ok(_) => {}
                         Err(e) => {
                             self.done = true;
-                            let index = self.index;
-                            return Some(Err(anyhow::Error::new(e)
-                                .context(format!("reading record {index} of {}", self.name))));
+                            return Some(Err(self.read_error(e)));
                         }
                     }
                 }
@@ -291,9 +304,43 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     fn invalid(&self, message: String) -> anyhow::Error {
         Error::InvalidArgument(format!("{}: {message}", self.name)).into()
     }
+
+    /// A failed read: data loss at the record being read when the decompressor failed (a
+    /// damaged or truncated compressed stream; the offset is the record's start in the
+    /// decompressed stream), an I/O error naming the file and the record otherwise.
+    fn read_error(&self, e: std::io::Error) -> anyhow::Error {
+        if self.compressed && is_decompression_failure(&e) {
+            return Error::DataLoss {
+                path: self.name.to_string(),
+                record: self.index as u64,
+                offset: self.offset,
+                message: format!("decompressing record: {e}"),
+            }
+            .into();
+        }
+        let index = self.index;
+        anyhow::Error::new(e).context(format!("reading record {index} of {}", self.name))
+    }
 }
 
-/// What [`parse_record`] found at the start of the buffer.
+/// Whether a decompressor's read error is its own (the compressed stream is damaged or
+/// ends early) rather than an I/O error of the bytes under it passed through:
+/// `async-compression` reports a bad GZIP header or checksum as `InvalidData`, a stream cut
+/// short as `UnexpectedEof`, and inflate's failures as `Other` errors holding flate2's
+/// `DecompressError` (or its "unexpected BufError"); storage errors are `Other` errors
+/// holding something else.
+fn is_decompression_failure(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::UnexpectedEof => true,
+        ErrorKind::Other => e.get_ref().is_some_and(|inner| {
+            inner.is::<flate2::DecompressError>() || inner.to_string() == "unexpected BufError"
+        }),
+        _ => false,
+    }
+}
+
+/// What [`RecordParser::parse`] found at the start of the buffer.
 enum Parsed {
     /// A record of this many bytes (its line break included): its fields, or TensorFlow's
     /// error for it.
@@ -307,65 +354,165 @@ enum Parsed {
 /// Ran out of buffered bytes before the end of the file.
 struct More;
 
-/// Parses the record at the start of `data` by TensorFlow's `CsvDataset` rules (its
-/// `ReadRecord`, `ParseQuotedField`, `ParseUnquotedField`, `FieldToOutput`): fields end at
-/// the delimiter, a record at `\n`, `\r` or `\r\n`; the record is read to its end even after
-/// an error, and the first error is its result. A `header` is parsed and its fields dropped.
-fn parse_record(data: &[u8], eof: bool, config: &Config, header: bool) -> Parsed {
-    if data.is_empty() {
-        return if eof { Parsed::End } else { Parsed::NeedMore };
-    }
-    let mut record = RecordParser {
-        data,
-        eof,
-        pos: 0,
-        config,
-        out: Vec::with_capacity(config.columns.len()),
-        error: None,
-    };
-    let mut parsed = 0;
-    let mut end = false;
-    while !end {
-        let include = !header
-            && match &config.select {
-                None => true,
-                Some(select) => select.get(record.out.len()) == Some(&parsed),
-            };
-        match record.field(include) {
-            Ok(last) => end = last,
-            Err(More) => return Parsed::NeedMore,
-        }
-        parsed += 1;
-    }
-    let result = match record.error {
-        Some(error) => Err(error),
-        None if !header && record.out.len() != config.columns.len() => Err(format!(
-            "Expect {} fields but have {} in record",
-            config.columns.len(),
-            record.out.len()
-        )),
-        None => Ok(record.out),
-    };
-    Parsed::Record(record.pos, result)
+/// How a field ended.
+enum FieldEnd {
+    /// At the delimiter: another field follows.
+    Delimiter,
+    /// At `\n` or the end of the file: the record ends.
+    Last,
+    /// At `\r`: the record ends, with the `\n` after it if there is one.
+    CarriageReturn,
 }
 
-struct RecordParser<'a> {
-    data: &'a [u8],
-    eof: bool,
+/// Where the parse of a record stands.
+#[derive(Clone, Copy)]
+enum Step {
+    /// At the start of a field.
+    Field,
+    /// Inside an unquoted field that began at `start`.
+    Unquoted { start: usize, include: bool },
+    /// Inside a quoted field whose opening quote is at `start`.
+    Quoted {
+        start: usize,
+        include: bool,
+        /// A quote neither doubled nor closing the field was met: the field's error,
+        /// unless the file ends before the field does (that error replaces it, as in
+        /// TensorFlow).
+        stray_quote: bool,
+    },
+    /// The record ended at a `\r`; a `\n` right after it belongs to it.
+    AfterCarriageReturn,
+    /// The record is whole.
+    Done,
+}
+
+/// Parses a record by TensorFlow's `CsvDataset` rules (its `ReadRecord`, `ParseQuotedField`,
+/// `ParseUnquotedField`, `FieldToOutput`): fields end at the delimiter, a record at `\n`,
+/// `\r` or `\r\n`; the record is read to its end even after an error, and the first error
+/// is its result. A header is parsed and its fields dropped.
+///
+/// The parse stops where the buffered bytes run out and resumes there when more have been
+/// appended (the record's bytes stay at the start of the buffer), so a record read in many
+/// small reads costs what it costs read at once.
+struct RecordParser {
+    header: bool,
+    /// The next byte to look at, from the record's start.
     pos: usize,
-    config: &'a Config,
+    /// Fields seen so far (selected or not).
+    parsed: usize,
     out: Vec<Field>,
     /// The record's first error.
     error: Option<String>,
+    step: Step,
 }
 
-impl RecordParser<'_> {
-    /// The byte at `pos`; `None` at the end of the file.
-    fn at(&self, pos: usize) -> Result<Option<u8>, More> {
-        match self.data.get(pos) {
-            Some(&b) => Ok(Some(b)),
-            None if self.eof => Ok(None),
-            None => Err(More),
+impl RecordParser {
+    fn new(header: bool) -> Self {
+        RecordParser {
+            header,
+            pos: 0,
+            parsed: 0,
+            out: Vec::new(),
+            error: None,
+            step: Step::Field,
+        }
+    }
+
+    /// Goes on parsing the record at the start of `data` (the bytes given before, and
+    /// maybe more) from where the last call stopped.
+    fn parse(&mut self, data: &[u8], eof: bool, config: &Config) -> Parsed {
+        if self.pos == 0 && data.is_empty() {
+            return if eof { Parsed::End } else { Parsed::NeedMore };
+        }
+        if self.run(data, eof, config).is_err() {
+            return Parsed::NeedMore;
+        }
+        let out = std::mem::take(&mut self.out);
+        let result = match self.error.take() {
+            Some(error) => Err(error),
+            None if !self.header && out.len() != config.columns.len() => Err(format!(
+                "Expect {} fields but have {} in record",
+                config.columns.len(),
+                out.len()
+            )),
+            None => Ok(out),
+        };
+        Parsed::Record(self.pos, result)
+    }
+
+    fn run(&mut self, data: &[u8], eof: bool, config: &Config) -> Result<(), More> {
+        loop {
+            let end = match self.step {
+                Step::Done => return Ok(()),
+                Step::Field => {
+                    if self.out.capacity() == 0 {
+                        self.out.reserve(config.columns.len());
+                    }
+                    let include = !self.header
+                        && match &config.select {
+                            None => true,
+                            Some(select) => select.get(self.out.len()) == Some(&self.parsed),
+                        };
+                    match at(data, eof, self.pos)? {
+                        None => {
+                            if include {
+                                self.output(config, &[]);
+                            }
+                            FieldEnd::Last
+                        }
+                        Some(b'"') if config.quoting => {
+                            self.step = Step::Quoted {
+                                start: self.pos,
+                                include,
+                                stray_quote: false,
+                            };
+                            self.pos += 1;
+                            continue;
+                        }
+                        Some(_) => {
+                            self.step = Step::Unquoted {
+                                start: self.pos,
+                                include,
+                            };
+                            continue;
+                        }
+                    }
+                }
+                Step::Unquoted { start, include } => {
+                    self.unquoted(data, eof, config, start, include)?
+                }
+                Step::Quoted {
+                    start,
+                    mut include,
+                    mut stray_quote,
+                } => {
+                    let end = self.quoted(data, eof, config, start, &mut include, &mut stray_quote);
+                    match end {
+                        Ok(end) => end,
+                        Err(More) => {
+                            self.step = Step::Quoted {
+                                start,
+                                include,
+                                stray_quote,
+                            };
+                            return Err(More);
+                        }
+                    }
+                }
+                Step::AfterCarriageReturn => {
+                    if at(data, eof, self.pos)? == Some(b'\n') {
+                        self.pos += 1;
+                    }
+                    self.step = Step::Done;
+                    continue;
+                }
+            };
+            self.parsed += 1;
+            self.step = match end {
+                FieldEnd::Delimiter => Step::Field,
+                FieldEnd::Last => Step::Done,
+                FieldEnd::CarriageReturn => Step::AfterCarriageReturn,
+            };
         }
     }
 
@@ -373,83 +520,77 @@ impl RecordParser<'_> {
         self.error.get_or_insert(message);
     }
 
-    /// Parses one field; `Ok(true)` when it ends the record.
-    fn field(&mut self, include: bool) -> Result<bool, More> {
-        match self.at(self.pos)? {
-            None => {
-                if include {
-                    self.output(&[]);
-                }
-                Ok(true)
-            }
-            Some(b'"') if self.config.quoting => self.quoted(include),
-            Some(_) => self.unquoted(include),
-        }
-    }
-
-    fn unquoted(&mut self, include: bool) -> Result<bool, More> {
-        let start = self.pos;
+    fn unquoted(
+        &mut self,
+        data: &[u8],
+        eof: bool,
+        config: &Config,
+        start: usize,
+        include: bool,
+    ) -> Result<FieldEnd, More> {
         loop {
-            let Some(c) = self.at(self.pos)? else {
+            let Some(c) = at(data, eof, self.pos)? else {
                 if include {
-                    self.output(&self.data[start..self.pos]);
+                    self.output(config, &data[start..self.pos]);
                 }
-                return Ok(true);
+                return Ok(FieldEnd::Last);
             };
-            if c == self.config.delimiter {
-                if include {
-                    self.output(&self.data[start..self.pos]);
+            let end = if c == config.delimiter {
+                FieldEnd::Delimiter
+            } else if c == b'\n' {
+                FieldEnd::Last
+            } else if c == b'\r' {
+                FieldEnd::CarriageReturn
+            } else {
+                if config.quoting && c == b'"' {
+                    self.fail("Unquoted fields cannot have quotes inside".into());
                 }
                 self.pos += 1;
-                return Ok(false);
-            }
-            if c == b'\n' || c == b'\r' {
-                if include {
-                    self.output(&self.data[start..self.pos]);
-                }
-                self.pos += 1;
-                if c == b'\r' {
-                    self.skip_newline()?;
-                }
-                return Ok(true);
-            }
-            if self.config.quoting && c == b'"' {
-                self.fail("Unquoted fields cannot have quotes inside".into());
+                continue;
+            };
+            if include {
+                self.output(config, &data[start..self.pos]);
             }
             self.pos += 1;
+            return Ok(end);
         }
     }
 
-    fn quoted(&mut self, mut include: bool) -> Result<bool, More> {
-        let start = self.pos;
-        self.pos += 1;
-        // A quote not doubled and not closing the field: the field's error, unless the file
-        // ends before the field does (that error replaces it, as in TensorFlow).
-        let mut stray_quote = false;
+    /// The rest of a quoted field. On [`More`], `pos` is where to resume: never between a
+    /// quote and the byte that says what the quote means.
+    fn quoted(
+        &mut self,
+        data: &[u8],
+        eof: bool,
+        config: &Config,
+        start: usize,
+        include: &mut bool,
+        stray_quote: &mut bool,
+    ) -> Result<FieldEnd, More> {
         loop {
-            let Some(c) = self.at(self.pos)? else {
+            // Straight to the next quote: nothing else matters inside quotes.
+            let rest = data.get(self.pos..).unwrap_or_default();
+            self.pos += memchr::memchr(b'"', rest).unwrap_or(rest.len());
+            if at(data, eof, self.pos)?.is_none() {
                 self.fail("Reached end of file without closing quoted field in record".into());
                 // TensorFlow then reads one more (empty) field at the end of the file.
-                if include {
-                    self.output(&[]);
+                if *include {
+                    self.output(config, &[]);
                 }
-                return Ok(true);
-            };
-            self.pos += 1;
-            if c != b'"' {
-                continue;
+                return Ok(FieldEnd::Last);
             }
-            let end = self.pos - 1;
-            let next = self.at(self.pos)?;
-            let last = match next {
-                None => true,
-                Some(b'\n' | b'\r') => true,
-                Some(b) if b == self.config.delimiter => false,
+            let quote = self.pos;
+            let next = at(data, eof, quote + 1)?;
+            self.pos = quote + 1;
+            let end = match next {
+                None | Some(b'\n') => FieldEnd::Last,
+                Some(b'\r') => FieldEnd::CarriageReturn,
+                Some(b) if b == config.delimiter => FieldEnd::Delimiter,
                 Some(b) => {
                     self.pos += 1;
                     if b != b'"' {
-                        include = false;
-                        stray_quote = true;
+                        *include = false;
+                        *stray_quote = true;
                     }
                     continue;
                 }
@@ -457,31 +598,19 @@ impl RecordParser<'_> {
             if next.is_some() {
                 self.pos += 1;
             }
-            if stray_quote {
+            if *stray_quote {
                 self.fail("Quote inside a string has to be escaped by another quote".into());
-            } else if include {
-                self.output_quoted(start, end);
+            } else if *include {
+                self.output_quoted(config, &data[start + 1..quote]);
             }
-            if next == Some(b'\r') {
-                self.skip_newline()?;
-            }
-            return Ok(last);
+            return Ok(end);
         }
     }
 
-    /// After a `\r`, a `\n` belongs to the same line break.
-    fn skip_newline(&mut self) -> Result<(), More> {
-        if self.at(self.pos)? == Some(b'\n') {
-            self.pos += 1;
-        }
-        Ok(())
-    }
-
-    /// The quoted field between the quotes at `start` and `end`, `""` read as `"`.
-    fn output_quoted(&mut self, start: usize, end: usize) {
-        let inner = &self.data[start + 1..end];
+    /// A quoted field's text between its quotes, `""` read as `"`.
+    fn output_quoted(&mut self, config: &Config, inner: &[u8]) {
         if memchr::memchr(b'"', inner).is_none() {
-            self.output(inner);
+            self.output(config, inner);
         } else {
             let mut text = Vec::with_capacity(inner.len());
             let mut skip = false;
@@ -494,19 +623,19 @@ impl RecordParser<'_> {
                 }
                 text.push(b);
             }
-            self.output(&text);
+            self.output(config, &text);
         }
     }
 
     /// TensorFlow's `FieldToOutput`: the next column's value, its default, or an error.
-    fn output(&mut self, text: &[u8]) {
+    fn output(&mut self, config: &Config, text: &[u8]) {
         let index = self.out.len();
-        let Some(column) = self.config.columns.get(index) else {
-            let n = self.config.columns.len();
+        let Some(column) = config.columns.get(index) else {
+            let n = config.columns.len();
             self.fail(format!("Expect {n} fields but have more in record"));
             return;
         };
-        let value = if text.is_empty() || text == self.config.na_value.as_slice() {
+        let value = if text.is_empty() || text == config.na_value.as_slice() {
             match &column.default {
                 Some(default) => Ok(default.clone()),
                 None => Err(format!("Field {index} is required but missing in record!")),
@@ -531,6 +660,16 @@ impl RecordParser<'_> {
     }
 }
 
+/// The byte at `pos`; `None` at the end of the file, [`More`] where the buffered bytes end
+/// before it.
+fn at(data: &[u8], eof: bool, pos: usize) -> Result<Option<u8>, More> {
+    match data.get(pos) {
+        Some(&b) => Ok(Some(b)),
+        None if eof => Ok(None),
+        None => Err(More),
+    }
+}
+
 /// `tf.data.experimental.CsvDataset`: each record of the files as a row of typed fields.
 ///
 /// Columns are given as TensorFlow's `record_defaults` (one [`Column`] per selected column).
@@ -542,7 +681,13 @@ impl RecordParser<'_> {
 /// in record!"), a number that does not parse ("Field 0 in record is not a valid int32: x"),
 /// a quote inside an unquoted field or after a closing quote, a quote left open at the end
 /// of the file, a header that cannot be read. After an error in a record, the next record
-/// is read, as TensorFlow reads on.
+/// is read, as TensorFlow reads on. A compressed file that is damaged or cut short is an
+/// [`Error::DataLoss`](crate::Error::DataLoss) naming the file, the record being read and
+/// its offset in the decompressed stream; the file ends there, and the next file is read.
+///
+/// A record is parsed as its bytes arrive, each byte once, so a record longer than
+/// [`buffer_size`](CsvDataset::buffer_size) (a long quoted field) costs what it would
+/// cost read at once.
 ///
 /// ```
 /// use streamload::format::{Column, CsvDataset, Field};
@@ -671,7 +816,7 @@ impl CsvDataset {
                 "CsvDataset: select_cols should match output size"
             );
         }
-        let buffer_size = self.buffer_size;
+        let (buffer_size, compression) = (self.buffer_size, self.compression);
         let config = Arc::new(Config {
             columns: self.columns,
             header: self.header,
@@ -684,7 +829,10 @@ impl CsvDataset {
             stage: "csv",
             decode: Arc::new(move |file, name| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
-                Box::pin(csv_rows(reader, name, Arc::clone(&config), buffer_size))
+                let compressed = compression.for_extension(Location::parse(name).extension())
+                    != Compression::None;
+                let config = Arc::clone(&config);
+                Box::pin(csv_rows(reader, name, config, buffer_size, compressed))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,

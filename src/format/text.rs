@@ -523,9 +523,10 @@ impl Stream for LineChunks {
 /// (tf.data's `list_files` with `shuffle=False`). As in TensorFlow, `*` and `?` match names
 /// starting with a dot too, and directories that match are listed with the files.
 ///
-/// tf.data shuffles the list by default; streamload returns it sorted, so a pipeline reads
-/// files in a stable, reproducible order unless asked otherwise: shuffle the list with
-/// `.shuffle(n, seed)` (or read with `num_parallel_reads`) where you want it.
+/// This is the synchronous, local-only listing. For tf.data's `Dataset.list_files`, a
+/// dataset of the files listed afresh each epoch, local paths and URLs alike, optionally
+/// reshuffled each epoch from a seed, use
+/// [`Dataset::list_files`](crate::Dataset::list_files).
 ///
 /// # Errors
 ///

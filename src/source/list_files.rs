@@ -1,0 +1,228 @@
+//! `list_files`: the files matching a glob pattern, local or in an object store, listed
+//! afresh each epoch.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+
+use futures::future::BoxFuture;
+use futures::stream::{FusedStream, Stream};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+
+use crate::dataset::{Cardinality, Dataset, mix64};
+use crate::runtime::Coop;
+use crate::storage::{self, Location};
+
+impl Dataset<Location> {
+    /// The files matching a glob `pattern`, as a dataset of [`Location`]s (tf.data's
+    /// `Dataset.list_files(file_pattern, shuffle, seed)`).
+    ///
+    /// The pattern is a local glob (`data/train-*.tfrecord`) or a URL whose path has glob
+    /// characters (`s3://bucket/train/part-*.tfrecord`, `memory://test/*.txt`); it is listed
+    /// through [`storage::glob`] at the start of every epoch, so files added between epochs
+    /// are seen, as in tf.data.
+    ///
+    /// `shuffle` is the seed of the file order:
+    /// - `None`: the files come sorted (by path, as TensorFlow sorts), the same every epoch
+    ///   (tf.data's `shuffle=False`).
+    /// - `Some(seed)`: the whole list is shuffled, in a different order each epoch, and the
+    ///   same sequence of orders on every run with the same seed (tf.data's `shuffle=True`
+    ///   with a `seed`, which reshuffles each iteration). Pass `Some(rand::random())` for
+    ///   tf.data's unseeded shuffle.
+    ///
+    /// One `Option<u64>` rather than tf.data's two arguments, because its only other case,
+    /// shuffling without a seed, is a seed drawn at random; and it is off unless asked, unlike
+    /// tf.data's default, so a pipeline reads its files in a stable, reproducible order (what
+    /// a reader of the code expects of a function named `list_files`). The seed is mixed with
+    /// the epoch number and drives a ChaCha8 RNG, as [`shuffle`](Dataset::shuffle) does.
+    ///
+    /// The synchronous, local-only [`format::list_files`](crate::format::list_files) returns
+    /// the sorted paths as a `Vec` instead.
+    ///
+    /// # Examples
+    ///
+    /// Listing shards and reading them, two at a time, with
+    /// [`parallel_interleave`](Dataset::parallel_interleave) (or
+    /// [`interleave`](Dataset::interleave), which reads them on the consumer's task):
+    ///
+    /// ```
+    /// use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let dir = tempfile::tempdir()?;
+    /// for shard in 0..3 {
+    ///     let file = tokio::fs::File::create(dir.path().join(format!("train-{shard}.tfrecord"))).await?;
+    ///     let mut writer = TFRecordWriter::new(file, Compression::None);
+    ///     writer.write(format!("shard {shard}").as_bytes()).await?;
+    ///     writer.finish().await?;
+    /// }
+    /// let pattern = format!("{}/train-*.tfrecord", dir.path().display());
+    ///
+    /// let files = Dataset::list_files(&pattern, None);
+    /// let names: Vec<String> = files.map(|f| f.to_string()).collect().await?;
+    /// assert!(names[0].ends_with("train-0.tfrecord") && names[2].ends_with("train-2.tfrecord"));
+    ///
+    /// let records = Dataset::list_files(&pattern, Some(42))
+    ///     .parallel_interleave(2, 1, AUTOTUNE, |f| TFRecordDataset::new([f]).build());
+    /// let mut got = records.collect().await?;
+    /// got.sort();
+    /// assert_eq!(got, ["shard 0", "shard 1", "shard 2"]);
+    ///
+    /// let nothing = Dataset::list_files(&format!("{}/*.csv", dir.path().display()), None);
+    /// assert!(nothing.collect().await.unwrap_err().to_string().contains("No files matched pattern"));
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Ordering
+    ///
+    /// Sorted without a seed; with one, a permutation of the sorted list drawn from the seed
+    /// and the epoch number (deterministic for a given seed and listing).
+    ///
+    /// # Errors
+    ///
+    /// The first element of an epoch is an error, and the epoch ends there, when the pattern
+    /// is invalid, the listing fails (naming the pattern or URL), or nothing matches
+    /// (TensorFlow's "No files matched pattern: PATTERN").
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch drops the listing in flight; nothing is spawned.
+    pub fn list_files(pattern: &str, shuffle: Option<u64>) -> Dataset<Location> {
+        let pattern: Arc<str> = pattern.into();
+        let epochs = Arc::new(AtomicU64::new(0));
+        Dataset::source("list_files", Cardinality::Unknown, move |_| {
+            let order = shuffle.map(|seed| {
+                let epoch = epochs.fetch_add(1, Ordering::Relaxed);
+                ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch.wrapping_add(0x5EED))))
+            });
+            ListFiles::new(Arc::clone(&pattern), order)
+        })
+    }
+}
+
+fn sort_key(file: &Location) -> &[u8] {
+    match file {
+        Location::Local(path) => path.as_os_str().as_encoded_bytes(),
+        Location::Url(url) => url.as_str().as_bytes(),
+    }
+}
+
+/// Stream for [`Dataset::list_files`].
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct ListFiles {
+    state: State,
+    coop: Coop,
+}
+
+enum State {
+    /// Not listed yet: the pattern, and the RNG that shuffles the list (if any).
+    Start(Arc<str>, Option<ChaCha8Rng>),
+    Listing(
+        Arc<str>,
+        Option<ChaCha8Rng>,
+        BoxFuture<'static, anyhow::Result<Vec<Location>>>,
+    ),
+    Files(std::vec::IntoIter<Location>),
+    Done,
+}
+
+impl ListFiles {
+    fn new(pattern: Arc<str>, order: Option<ChaCha8Rng>) -> Self {
+        ListFiles {
+            state: State::Start(pattern, order),
+            coop: Coop::default(),
+        }
+    }
+}
+
+impl fmt::Debug for ListFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Start(p, _) => format!("start {p:?}"),
+            State::Listing(p, _, _) => format!("listing {p:?}"),
+            State::Files(files) => format!("{} files left", files.len()),
+            State::Done => "done".to_string(),
+        };
+        f.debug_struct("ListFiles").field("state", &state).finish()
+    }
+}
+
+// No field is pinned (the listing future is boxed).
+impl Unpin for ListFiles {}
+
+impl Stream for ListFiles {
+    type Item = anyhow::Result<Location>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if matches!(this.state, State::Start(..)) {
+                this.state = match std::mem::replace(&mut this.state, State::Done) {
+                    State::Start(pattern, order) => {
+                        let listed = Arc::clone(&pattern);
+                        let listing = Box::pin(async move { storage::glob(&listed).await });
+                        State::Listing(pattern, order, listing)
+                    }
+                    other => other,
+                };
+            }
+            match &mut this.state {
+                State::Start(..) => {}
+                State::Listing(pattern, order, listing) => {
+                    let listed = ready!(listing.as_mut().poll(cx));
+                    let result = match listed {
+                        // `storage::glob` names the pattern in its errors, "No files matched
+                        // pattern" among them.
+                        Err(e) => Err(e),
+                        Ok(files) if files.is_empty() => {
+                            Err(anyhow::anyhow!("No files matched pattern: {pattern}"))
+                        }
+                        Ok(mut files) => {
+                            // By the bytes of the path or URL, as TensorFlow sorts (`a-b/x`
+                            // before `a/x`), so the permutation depends on the seed only.
+                            files.sort_by(|a, b| sort_key(a).cmp(sort_key(b)));
+                            if let Some(rng) = order {
+                                files.shuffle(rng);
+                            }
+                            Ok(files)
+                        }
+                    };
+                    match result {
+                        Ok(files) => this.state = State::Files(files.into_iter()),
+                        Err(e) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                    }
+                }
+                State::Files(files) => {
+                    ready!(this.coop.poll_proceed(cx));
+                    let next = files.next();
+                    if next.is_none() {
+                        this.state = State::Done;
+                    }
+                    return Poll::Ready(next.map(Ok));
+                }
+                State::Done => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.state {
+            State::Start(..) | State::Listing(..) => (0, None),
+            State::Files(files) => (files.len(), Some(files.len())),
+            State::Done => (0, Some(0)),
+        }
+    }
+}
+
+impl FusedStream for ListFiles {
+    fn is_terminated(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+}
