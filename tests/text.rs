@@ -423,3 +423,44 @@ fn formats_more_list_files_cases_match_tensorflow() {
         }
     }
 }
+
+/// A file is read to its end as the reads find it, not to its length when it was opened:
+/// lines appended after the first line was read arrive too (TensorFlow reads to EOF).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_grows_while_read_is_read_to_its_new_end() {
+    use futures::StreamExt;
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("growing.txt");
+    let first: Vec<String> = (0..200).map(|i| format!("line {i:03}")).collect();
+    std::fs::write(&path, first.join("\n") + "\n").expect("written");
+    // Small blocks, two read ahead: after the first line, the reads are far from the end.
+    let dataset = TextLineDataset::new([&path]).buffer_size(64).build();
+    let mut epoch = dataset.iter();
+    let line = epoch.next().await.expect("a line").expect("readable");
+    assert_eq!(line, "line 000");
+    let more: Vec<String> = (200..300).map(|i| format!("line {i:03}")).collect();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all((more.join("\n") + "\n").as_bytes()))
+        .expect("appended");
+    let rest: Vec<Bytes> = epoch.map(|r| r.expect("readable")).collect().await;
+    let expected: Vec<String> = first.into_iter().chain(more).skip(1).collect();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_eq!(rest, lines(&expected));
+}
+
+/// `/proc` files report a length of 0 but have lines: they are read to their end.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proc_file_of_length_zero_is_read() {
+    let path = "/proc/self/status";
+    assert_eq!(std::fs::metadata(path).expect("metadata").len(), 0);
+    let got = TextLineDataset::new([path])
+        .build()
+        .collect()
+        .await
+        .expect("readable");
+    assert!(got.iter().any(|line| line.starts_with(b"Name:")), "{got:?}");
+}

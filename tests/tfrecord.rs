@@ -472,3 +472,64 @@ async fn large_records_and_truncation_across_blocks() {
         other => panic!("expected data loss, got {other:?}: {err:#}"),
     }
 }
+
+/// A FIFO at `dir/name`, fed `content` by a thread (which blocks until a reader opens it).
+#[cfg(unix)]
+fn fed_fifo(dir: &std::path::Path, name: &str, content: Vec<u8>) -> PathBuf {
+    let path = dir.join(name);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+    let fifo = path.clone();
+    std::thread::spawn(move || std::fs::write(&fifo, content).expect("the FIFO is written"));
+    path
+}
+
+/// A pipe has no length: it is read to its end, never taken for an empty file, with
+/// `memory_map` on or off (a pipe cannot be mapped), plain or compressed, and its damage is
+/// found as in the file.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_is_read_to_its_end() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let expected = expected_payloads();
+    let plain = std::fs::read(data("plain.tfrecord")).expect("plain.tfrecord");
+    let gzip = std::fs::read(data("gzip.tfrecord.gz")).expect("gzip.tfrecord.gz");
+    for (i, memory_map) in [true, false].into_iter().enumerate() {
+        for (j, (content, compression)) in [
+            (plain.clone(), Compression::None),
+            (gzip.clone(), Compression::Gzip),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let fifo = fed_fifo(dir.path(), &format!("fifo-{i}-{j}"), content);
+            let got = TFRecordDataset::new([&fifo])
+                .memory_map(memory_map)
+                .compression(compression)
+                .buffer_size(4096)
+                .build()
+                .collect()
+                .await
+                .expect("the FIFO reads");
+            assert_eq!(got, expected, "{compression:?}, memory_map {memory_map}");
+        }
+    }
+    // Damage read through a pipe is the damage read from the file.
+    let damaged = std::fs::read(data("corrupt_data_crc.tfrecord")).expect("damaged file");
+    let fifo = fed_fifo(dir.path(), "damaged", damaged);
+    let got = read(TFRecordDataset::new([&fifo]).build()).await;
+    let from_file = read(TFRecordDataset::new([data("corrupt_data_crc.tfrecord")]).build()).await;
+    assert_eq!(got.len(), from_file.len());
+    let (err, file_err) = (
+        got.last().and_then(|r| r.as_ref().err()).expect("an error"),
+        from_file
+            .last()
+            .and_then(|r| r.as_ref().err())
+            .expect("an error"),
+    );
+    assert!(data_loss(err).is_some(), "{err:#}");
+    assert_eq!(data_loss(err), data_loss(file_err));
+}
