@@ -422,3 +422,44 @@ async fn formats_more_csv_cases_match_tensorflow() {
         );
     }
 }
+
+/// A truncated GZIP file of fixed-length records: the whole records before the damage, then
+/// a `DataLoss` naming the file, the record being read and its offset in the decompressed
+/// stream (header included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_gzip_fixed_length_file_is_data_loss_after_its_whole_records() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut content = b"HDR".to_vec();
+    for i in 0..50_000u32 {
+        content.extend_from_slice(&i.to_le_bytes());
+    }
+    let gz = gzip(&content);
+    let path = write(dir.path(), "cut.bin.gz", &gz[..gz.len() / 2]);
+    let got: Vec<anyhow::Result<Bytes>> = FixedLengthRecordDataset::new([&path], 4)
+        .header_bytes(3)
+        .compression(Compression::Gzip)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    let before = got.len() - 1;
+    assert!(before > 0 && before < 50_000, "{before} records");
+    for (i, r) in got[..before].iter().enumerate() {
+        assert_eq!(r.as_ref().expect("a record")[..], (i as u32).to_le_bytes());
+    }
+    let err = got[before].as_ref().expect_err("an error last");
+    match err.downcast_ref::<Error>() {
+        Some(Error::DataLoss {
+            path: named,
+            record,
+            offset,
+            message,
+        }) => {
+            assert_eq!(*record, before as u64);
+            assert_eq!(*offset, 3 + 4 * before as u64);
+            assert!(message.contains("GZIP inflate() failed"), "{message}");
+            assert!(named.contains("cut.bin.gz"), "{named}");
+        }
+        _ => panic!("not DataLoss: {err:?}"),
+    }
+}

@@ -533,3 +533,73 @@ async fn a_fifo_is_read_to_its_end() {
     assert!(data_loss(err).is_some(), "{err:#}");
     assert_eq!(data_loss(err), data_loss(file_err));
 }
+
+/// A damaged compressed stream is TensorFlow's `DataLossError`: the records before the
+/// damage arrive, then a `DataLoss` naming the file, the record being read and its offset in
+/// the decompressed stream, in TensorFlow's words ("inflate() failed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_compressed_file_is_data_loss_after_its_whole_records() {
+    let expected = expected_payloads();
+    // Where each record starts in the decompressed stream.
+    let starts: Vec<u64> = expected
+        .iter()
+        .scan(0u64, |at, p| {
+            let start = *at;
+            *at += 16 + p.len() as u64;
+            Some(start)
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (source, name) in [
+        ("gzip.tfrecord.gz", "trunc.tfrecord.gz"),
+        ("zlib.tfrecord.zz", "trunc.tfrecord.zz"),
+    ] {
+        let whole = std::fs::read(data(source)).expect("compressed file");
+        let path = dir.path().join(name);
+        std::fs::write(&path, &whole[..whole.len() * 3 / 5]).expect("written");
+        for memory_map in [true, false] {
+            let got = read(
+                TFRecordDataset::new([&path])
+                    .compression(Compression::Auto)
+                    .memory_map(memory_map)
+                    .buffer_size(64 * 1024)
+                    .build(),
+            )
+            .await;
+            let before = got.len() - 1;
+            assert!(before > 0 && before < 100, "{name}: {before} records");
+            assert!(
+                got[..before]
+                    .iter()
+                    .zip(&expected)
+                    .all(|(r, want)| r.as_ref().ok() == Some(want)),
+                "{name}: the records before the damage, in order"
+            );
+            let err = got[before].as_ref().expect_err("an error last");
+            let (record, offset, message) = data_loss(err).expect("DataLoss");
+            assert_eq!(record, before as u64, "{name}: the record being read");
+            assert_eq!(offset, starts[before], "{name}: its decompressed offset");
+            assert!(message.contains("inflate() failed"), "{message}");
+            let text = err.to_string();
+            assert!(
+                text.contains(name) && text.contains(&format!("record {before}")),
+                "{text}"
+            );
+        }
+    }
+    // Bytes that are not compressed at all, read as compressed: data loss at record 0.
+    for compression in [Compression::Gzip, Compression::Zlib] {
+        let got = read(
+            TFRecordDataset::new([data("plain.tfrecord")])
+                .compression(compression)
+                .build(),
+        )
+        .await;
+        assert_eq!(got.len(), 1, "{compression:?}: no record, one error");
+        let err = got[0].as_ref().expect_err("an error");
+        let (record, offset, message) = data_loss(err).expect("DataLoss");
+        assert_eq!((record, offset), (0, 0), "{compression:?}");
+        assert!(message.contains("inflate() failed"), "{message}");
+        assert!(err.to_string().contains("plain.tfrecord"), "{err}");
+    }
+}
