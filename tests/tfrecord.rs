@@ -603,3 +603,42 @@ async fn a_truncated_compressed_file_is_data_loss_after_its_whole_records() {
         assert!(err.to_string().contains("plain.tfrecord"), "{err}");
     }
 }
+
+/// The writer refuses a record the reader would refuse (longer than 1 GiB): an
+/// `InvalidArgument`, nothing written, and the writer still usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_refuses_a_record_the_reader_refuses() {
+    // Zeroed by the allocator and never touched: no gigabyte is written to memory.
+    let too_long = vec![0u8; (1 << 30) + 1];
+    for compression in [Compression::None, Compression::Gzip] {
+        let mut writer = TFRecordWriter::new(Vec::new(), compression);
+        writer.write(b"before").await.expect("a small record");
+        let err = writer
+            .write(&too_long)
+            .await
+            .expect_err("a record over 1 GiB is refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(
+            matches!(
+                err.get_ref().and_then(|e| e.downcast_ref::<Error>()),
+                Some(Error::InvalidArgument(m)) if m.contains("1073741825 bytes")
+            ),
+            "{err:?}"
+        );
+        writer.write(b"after").await.expect("still usable");
+        assert_eq!(writer.records(), 2);
+        let bytes = writer.finish().await.expect("in memory");
+        let records: Vec<anyhow::Result<Bytes>> = match compression {
+            Compression::Gzip => {
+                let decoder = async_compression::tokio::bufread::GzipDecoder::new(&bytes[..]);
+                tfrecord_records(decoder, "written").collect().await
+            }
+            _ => tfrecord_records(&bytes[..], "written").collect().await,
+        };
+        let records: Vec<Bytes> = records
+            .into_iter()
+            .collect::<anyhow::Result<_>>()
+            .expect("readable");
+        assert_eq!(records, [&b"before"[..], b"after"], "{compression:?}");
+    }
+}
