@@ -149,157 +149,220 @@ async fn record_offsets_and_lengths_match_tensorflow() {
     assert_eq!(offset, bytes.len() as u64);
 }
 
-/// What TensorFlow yields for a damaged file: the records before the damage, then the error
-/// it names (record index, byte offset, kind), or a clean end.
-#[derive(Clone)]
+/// What TensorFlow yields for a damaged file read as it is: the records before the damage,
+/// then the error it names (record index, byte offset, kind), or a clean end.
+#[derive(Clone, Debug)]
 struct Damage {
     file: &'static str,
     records_before: usize,
     error: Option<(u64, u64, &'static str)>,
 }
 
-fn damaged_cases() -> Vec<Damage> {
+/// TensorFlow's behaviour in one case of `tfrecord_errors.json` (the file lists the case
+/// names; what TensorFlow did in each is in the folder's README).
+#[derive(Clone, Debug)]
+enum Expected {
+    /// One damaged file.
+    Damaged(Damage),
+    /// A damaged file, then `plain.tfrecord`: the damaged file's records and error, then all
+    /// 100 records of the next file (`ignore_errors` keeps both files' records).
+    ThenPlain(Damage),
+    /// A file read with the wrong compression: a `DataLossError` before any record, whose
+    /// message has these words (`corrupted record` for compressed bytes read as records,
+    /// `inflate() failed` for records read as compressed).
+    WrongCompression {
+        file: &'static str,
+        compression: Compression,
+        words: &'static str,
+    },
+}
+
+/// The expectation for the case `name` of `tfrecord_errors.json`, if there is one.
+fn expectation(name: &str) -> Option<Expected> {
     let offsets: Vec<u64> = files_json()["files"]["plain.tfrecord"]["record_offsets"]
         .as_array()
         .expect("offsets")
         .iter()
         .filter_map(Value::as_u64)
         .collect();
-    vec![
-        // Payload byte 40 of record 3 flipped: the data CRC fails; TF names the payload offset.
-        Damage {
-            file: "corrupt_data_crc.tfrecord",
-            records_before: 3,
-            error: Some((3, offsets[3] + 12, "corrupted record")),
-        },
-        // Cut inside record 7's payload: TF names the record's start.
-        Damage {
-            file: "truncated.tfrecord",
-            records_before: 7,
-            error: Some((7, offsets[7], "truncated record")),
-        },
+    // Payload byte 40 of record 3 flipped: the data CRC fails; TF names the payload offset.
+    let corrupt = Damage {
+        file: "corrupt_data_crc.tfrecord",
+        records_before: 3,
+        error: Some((3, offsets[3] + 12, "corrupted record")),
+    };
+    // Cut inside record 7's payload: TF names the record's start.
+    let truncated = Damage {
+        file: "truncated.tfrecord",
+        records_before: 7,
+        error: Some((7, offsets[7], "truncated record")),
+    };
+    let wrong = |file, compression, words| Expected::WrongCompression {
+        file,
+        compression,
+        words,
+    };
+    let (inflate, crc) = ("inflate() failed", "corrupted record at 0");
+    Some(match name {
+        "corrupt_data_crc.tfrecord" => Expected::Damaged(corrupt),
+        "truncated.tfrecord" => Expected::Damaged(truncated),
         // Ends 5 bytes into record 7's header: a partial header is the end of the file.
-        Damage {
+        "truncated_header.tfrecord" => Expected::Damaged(Damage {
             file: "truncated_header.tfrecord",
             records_before: 7,
             error: None,
-        },
+        }),
         // Records 0..9 and 3 stray bytes: also a partial header.
-        Damage {
+        "trailing_garbage.tfrecord" => Expected::Damaged(Damage {
             file: "trailing_garbage.tfrecord",
             records_before: 10,
             error: None,
-        },
-    ]
+        }),
+        "multi_file:corrupt_data_crc+plain" => Expected::ThenPlain(corrupt),
+        "multi_file:truncated+plain" => Expected::ThenPlain(truncated),
+        "plain.tfrecord read as GZIP" => wrong("plain.tfrecord", Compression::Gzip, inflate),
+        "plain.tfrecord read as ZLIB" => wrong("plain.tfrecord", Compression::Zlib, inflate),
+        "gzip.tfrecord.gz read uncompressed" => wrong("gzip.tfrecord.gz", Compression::None, crc),
+        "zlib.tfrecord.zz read uncompressed" => wrong("zlib.tfrecord.zz", Compression::None, crc),
+        "zlib.tfrecord.zz read as GZIP" => wrong("zlib.tfrecord.zz", Compression::Gzip, inflate),
+        "gzip.tfrecord.gz read as ZLIB" => wrong("gzip.tfrecord.gz", Compression::Zlib, inflate),
+        _ => return None,
+    })
 }
 
+/// Every case `tfrecord_errors.json` names has an expectation here (a new case fails this
+/// test until it gets one), and each reads as TensorFlow read it, mapped or read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn damaged_files_fail_as_tensorflow_does() {
-    let expected = expected_payloads();
-    for (case, memory_map) in damaged_cases()
-        .into_iter()
-        .flat_map(|case| [(case.clone(), true), (case, false)])
-    {
-        let dataset = TFRecordDataset::new([data(case.file)]).memory_map(memory_map);
-        let got = read(dataset.clone().build()).await;
-        let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
-        assert_eq!(oks.len(), case.records_before, "{}", case.file);
-        assert!(
-            oks.iter().zip(&expected).all(|(a, b)| *a == b),
-            "{}: payloads before the damage",
-            case.file
-        );
-        match case.error {
-            None => assert_eq!(got.len(), case.records_before, "{}: a clean end", case.file),
-            Some((record, offset, kind)) => {
-                assert_eq!(
-                    got.len(),
-                    case.records_before + 1,
-                    "{}: the error ends the file",
-                    case.file
-                );
-                let err = got
-                    .last()
-                    .and_then(|r| r.as_ref().err())
-                    .expect("an error last");
-                assert_eq!(
-                    data_loss(err),
-                    Some((record, offset, kind.to_string())),
-                    "{}: {err:#}",
-                    case.file
-                );
-                let text = err.to_string();
-                assert!(text.contains(case.file), "{text} names the file");
-                assert!(
-                    text.contains(&format!("{kind} at {offset}")),
-                    "{text} has TensorFlow's words"
-                );
+async fn every_case_of_tfrecord_errors_json_reads_as_tensorflow_read_it() {
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(data("tfrecord_errors.json")).expect("tfrecord_errors.json"),
+    )
+    .expect("JSON");
+    let names: Vec<&str> = json["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c.as_str().expect("a case name"))
+        .collect();
+    assert_eq!(names.len(), 12, "the cases of TensorFlow 2.21's run");
+    let missing: Vec<&&str> = names.iter().filter(|n| expectation(n).is_none()).collect();
+    assert!(
+        missing.is_empty(),
+        "cases without an expectation: {missing:?}"
+    );
+    for name in names {
+        match expectation(name).expect("checked above") {
+            Expected::Damaged(case) => {
+                for memory_map in [true, false] {
+                    check_damaged(&case, memory_map).await;
+                }
             }
+            Expected::ThenPlain(case) => check_then_plain(&case).await,
+            Expected::WrongCompression {
+                file,
+                compression,
+                words,
+            } => check_wrong_compression(name, file, compression, words).await,
         }
-        // ignore_errors: the records before the damage, nothing after it.
-        let kept = dataset
-            .build()
-            .ignore_errors()
-            .collect()
-            .await
-            .expect("no errors");
-        assert_eq!(kept.len(), case.records_before, "{}", case.file);
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_file_is_abandoned_and_the_next_file_read() {
-    for (damaged, before) in [("corrupt_data_crc.tfrecord", 3), ("truncated.tfrecord", 7)] {
-        let ds = TFRecordDataset::new([data(damaged), data("plain.tfrecord")]).build();
-        let got = read(ds.clone()).await;
-        assert_eq!(got.len(), before + 1 + 100, "{damaged}+plain");
-        assert!(
-            got[before].as_ref().err().and_then(data_loss).is_some(),
-            "{damaged}: the error in order"
-        );
-        assert_eq!(
-            ds.ignore_errors().count().await.ok(),
-            Some(before as u64 + 100),
-            "{damaged}+plain, ignore_errors"
-        );
+async fn check_damaged(case: &Damage, memory_map: bool) {
+    let expected = expected_payloads();
+    let dataset = TFRecordDataset::new([data(case.file)]).memory_map(memory_map);
+    let got = read(dataset.clone().build()).await;
+    let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(oks.len(), case.records_before, "{}", case.file);
+    assert!(
+        oks.iter().zip(&expected).all(|(a, b)| *a == b),
+        "{}: payloads before the damage",
+        case.file
+    );
+    match case.error {
+        None => assert_eq!(got.len(), case.records_before, "{}: a clean end", case.file),
+        Some((record, offset, kind)) => {
+            assert_eq!(
+                got.len(),
+                case.records_before + 1,
+                "{}: the error ends the file",
+                case.file
+            );
+            let err = got
+                .last()
+                .and_then(|r| r.as_ref().err())
+                .expect("an error last");
+            assert_eq!(
+                data_loss(err),
+                Some((record, offset, kind.to_string())),
+                "{}: {err:#}",
+                case.file
+            );
+            let text = err.to_string();
+            assert!(text.contains(case.file), "{text} names the file");
+            assert!(
+                text.contains(&format!("{kind} at {offset}")),
+                "{text} has TensorFlow's words"
+            );
+        }
     }
+    // ignore_errors: the records before the damage, nothing after it.
+    let kept = dataset
+        .build()
+        .ignore_errors()
+        .collect()
+        .await
+        .expect("no errors");
+    assert_eq!(kept.len(), case.records_before, "{}", case.file);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_wrong_compression_is_an_error_naming_the_file_never_a_panic() {
-    for (file, compression) in [
-        ("plain.tfrecord", Compression::Gzip),
-        ("plain.tfrecord", Compression::Zlib),
-        ("gzip.tfrecord.gz", Compression::None),
-        ("gzip.tfrecord.gz", Compression::Zlib),
-        ("zlib.tfrecord.zz", Compression::None),
-        ("zlib.tfrecord.zz", Compression::Gzip),
-    ] {
+async fn check_then_plain(case: &Damage) {
+    let before = case.records_before;
+    let ds = TFRecordDataset::new([data(case.file), data("plain.tfrecord")]).build();
+    let got = read(ds.clone()).await;
+    assert_eq!(got.len(), before + 1 + 100, "{}+plain", case.file);
+    let (record, offset, kind) = case.error.expect("a damaged file");
+    assert_eq!(
+        got[before].as_ref().err().and_then(data_loss),
+        Some((record, offset, kind.to_string())),
+        "{}: the error in order",
+        case.file
+    );
+    let expected = expected_payloads();
+    assert!(
+        got[before + 1..]
+            .iter()
+            .zip(&expected)
+            .all(|(r, want)| r.as_ref().ok() == Some(want)),
+        "{}: then every record of the next file",
+        case.file
+    );
+    assert_eq!(
+        ds.ignore_errors().count().await.ok(),
+        Some(before as u64 + 100),
+        "{}+plain, ignore_errors",
+        case.file
+    );
+}
+
+async fn check_wrong_compression(name: &str, file: &str, compression: Compression, words: &str) {
+    for memory_map in [true, false] {
         let got = read(
             TFRecordDataset::new([data(file)])
                 .compression(compression)
+                .memory_map(memory_map)
                 .build(),
         )
         .await;
-        let errors: Vec<String> = got
-            .iter()
-            .filter_map(|r| r.as_ref().err())
-            .map(|e| format!("{e:#}"))
-            .collect();
-        assert_eq!(
-            errors.len(),
-            1,
-            "{file} as {compression:?}: exactly one error, then the file ends"
-        );
-        assert!(
-            errors[0].contains(file),
-            "{file} as {compression:?}: {}",
-            errors[0]
-        );
-        if compression == Compression::None {
-            // Compressed bytes read as records: the first length CRC fails at offset 0.
-            assert!(errors[0].contains("corrupted record at 0"), "{}", errors[0]);
-        }
+        // No record before the error, and the error ends the file.
+        assert_eq!(got.len(), 1, "{name}: one element, {} records", got.len());
+        let err = got[0].as_ref().expect_err("an error, no record first");
+        let (record, offset, message) = data_loss(err)
+            .unwrap_or_else(|| panic!("{name}: DataLoss, as TensorFlow's DataLossError: {err:?}"));
+        assert_eq!((record, offset), (0, 0), "{name}: {err}");
+        let text = err.to_string();
+        assert!(text.contains(words), "{name}: {text} has {words:?}");
+        assert!(text.contains(file), "{name}: {text} names the file");
+        assert!(!message.is_empty());
     }
 }
 
