@@ -294,7 +294,8 @@ impl FixedLengthRecordDataset {
             stage: "fixed_length_record",
             decode: Arc::new(move |file, name| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
-                // A local file read as it is has a size to check first, as TensorFlow does.
+                // A local regular file read as it is has a size to check first, as
+                // TensorFlow does.
                 let location = Location::parse(name);
                 let sized = (compression.for_extension(location.extension()) == Compression::None)
                     .then(|| location.as_path().map(std::path::Path::to_path_buf))
@@ -302,7 +303,12 @@ impl FixedLengthRecordDataset {
                 let name: Arc<str> = name.into();
                 let records = async move {
                     let size = match sized {
-                        Some(path) => tokio::fs::metadata(path).await.ok().map(|m| m.len()),
+                        // A pipe or device has no size to check: it is read to its end.
+                        Some(path) => tokio::fs::metadata(path)
+                            .await
+                            .ok()
+                            .filter(std::fs::Metadata::is_file)
+                            .map(|m| m.len()),
                         None => None,
                     };
                     match size.map(|size| layout.check(size, &name)) {
