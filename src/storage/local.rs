@@ -359,6 +359,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn files_are_read_to_the_end_the_reads_find_not_their_length_at_open() {
+        use std::io::Write;
+        for mapped in [true, false] {
+            let (_dir, path, mut content) = file_of(10_000);
+            let blocks = if mapped {
+                let (blocks, was_mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
+                assert!(was_mapped);
+                blocks
+            } else {
+                read_ahead(&path, 4_096, 2).await.expect("open")
+            };
+            let more: Vec<u8> = (0..5_000).map(|i| (i % 13) as u8).collect();
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(&more))
+                .expect("appended");
+            content.extend_from_slice(&more);
+            let blocks: Vec<Bytes> = blocks.try_collect().await.expect("blocks");
+            assert!(blocks.iter().all(|b| !b.is_empty()), "no empty block");
+            assert_eq!(blocks.concat(), content, "mapped {mapped}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn empty_files_are_read_not_mapped() {
         let (_dir, path, _) = file_of(0);
         let (blocks, mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
