@@ -621,3 +621,96 @@ async fn formats_more_csv_cases_match_tensorflow() {
         );
     }
 }
+
+/// A truncated GZIP file of fixed-length records: the whole records before the damage, then
+/// a `DataLoss` naming the file, the record being read and its offset in the decompressed
+/// stream (header included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_gzip_fixed_length_file_is_data_loss_after_its_whole_records() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut content = b"HDR".to_vec();
+    for i in 0..50_000u32 {
+        content.extend_from_slice(&i.to_le_bytes());
+    }
+    let gz = gzip(&content);
+    let path = write(dir.path(), "cut.bin.gz", &gz[..gz.len() / 2]);
+    let got: Vec<anyhow::Result<Bytes>> = FixedLengthRecordDataset::new([&path], 4)
+        .header_bytes(3)
+        .compression(Compression::Gzip)
+        .build()
+        .iter()
+        .collect()
+        .await;
+    let before = got.len() - 1;
+    assert!(before > 0 && before < 50_000, "{before} records");
+    for (i, r) in got[..before].iter().enumerate() {
+        assert_eq!(r.as_ref().expect("a record")[..], (i as u32).to_le_bytes());
+    }
+    let err = got[before].as_ref().expect_err("an error last");
+    match err.downcast_ref::<Error>() {
+        Some(Error::DataLoss {
+            path: named,
+            record,
+            offset,
+            message,
+        }) => {
+            assert_eq!(*record, before as u64);
+            assert_eq!(*offset, 3 + 4 * before as u64);
+            assert!(message.contains("GZIP inflate() failed"), "{message}");
+            assert!(named.contains("cut.bin.gz"), "{named}");
+        }
+        _ => panic!("not DataLoss: {err:?}"),
+    }
+}
+
+/// A FIFO has no size to check first: its records are read to its end (and a body that is
+/// not whole records is found at the end, after the whole ones).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_length_records_from_a_fifo() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (name, body, whole) in [("whole", 3_000usize, 1_000), ("partial", 3_001, 1_000)] {
+        let path = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        let mut content = b"HH".to_vec();
+        content.extend((0..body).map(|i| (i % 251) as u8));
+        content.push(b'F');
+        let fifo = path.clone();
+        let want: Vec<Vec<u8>> = content[2..2 + 3 * whole]
+            .chunks(3)
+            .map(<[u8]>::to_vec)
+            .collect();
+        std::thread::spawn(move || std::fs::write(&fifo, content).expect("the FIFO is written"));
+        let got: Vec<anyhow::Result<Bytes>> = FixedLengthRecordDataset::new([&path], 3)
+            .header_bytes(2)
+            .footer_bytes(1)
+            .buffer_size(512)
+            .build()
+            .iter()
+            .collect()
+            .await;
+        let records: Vec<Vec<u8>> = got
+            .iter()
+            .map_while(|r| r.as_ref().ok().map(|b| b.to_vec()))
+            .collect();
+        assert_eq!(records, want, "{name}");
+        if body % 3 == 0 {
+            assert_eq!(got.len(), whole, "{name}: no error");
+        } else {
+            assert_eq!(
+                got.len(),
+                whole + 1,
+                "{name}: an error after the whole records"
+            );
+            let err = got[whole].as_ref().expect_err("an error");
+            assert!(
+                matches!(err.downcast_ref::<Error>(), Some(Error::DataLoss { .. })),
+                "{err:?}"
+            );
+        }
+    }
+}

@@ -462,9 +462,13 @@ async fn a_damaged_file_is_an_error_naming_its_line_then_the_next_file_is_read()
         .filter_map(|l| l.as_ref().ok().cloned())
         .collect();
     assert!(read[..] == lines[..error], "the lines before the damage");
+    // Data loss at the line being read (0-based), naming the file.
     let message = format!("{:#}", got[error].as_ref().expect_err("an error"));
-    let expected = format!("reading line {} of {}", error + 1, damaged.display());
-    assert!(message.contains(&expected), "{message}");
+    assert!(
+        message.starts_with(&damaged.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains(&format!("(record {error})")), "{message}");
     assert_eq!(got.len(), error + 2, "the damaged file ends at its error");
     assert_eq!(got[error + 1].as_ref().ok(), Some(&Bytes::from("after")));
 }
@@ -515,6 +519,23 @@ async fn formats_more_text_cases_match_tensorflow() {
                     .iter()
                     .find(|f| format!("{err:#}").contains(&f.display().to_string()));
                 assert!(file.is_some(), "{name}: {err:#} names no file ({tf})");
+                // TensorFlow's DataLossError is streamload's DataLoss, with the record and
+                // offset; a damaged compressed stream says "inflate() failed" as TensorFlow.
+                if case["error"]["class"] == "DataLossError" {
+                    assert!(
+                        matches!(
+                            err.downcast_ref::<streamload::Error>(),
+                            Some(streamload::Error::DataLoss { .. })
+                        ),
+                        "{name}: {err:?}"
+                    );
+                }
+                if tf.contains("inflate() failed") {
+                    assert!(
+                        err.to_string().contains("inflate() failed"),
+                        "{name}: {err}"
+                    );
+                }
             }
         }
     }
@@ -583,6 +604,93 @@ fn formats_more_list_files_cases_match_tensorflow() {
                 let tf = formats_more::error_message(case).expect("error");
                 assert!(tf.contains(&err), "{tf}");
             }
+        }
+    }
+}
+
+/// A file is read to its end as the reads find it, not to its length when it was opened:
+/// lines appended after the first line was read arrive too (TensorFlow reads to EOF).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_grows_while_read_is_read_to_its_new_end() {
+    use futures::StreamExt;
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("growing.txt");
+    let first: Vec<String> = (0..200).map(|i| format!("line {i:03}")).collect();
+    std::fs::write(&path, first.join("\n") + "\n").expect("written");
+    // Small blocks, two read ahead: after the first line, the reads are far from the end.
+    let dataset = TextLineDataset::new([&path]).buffer_size(64).build();
+    let mut epoch = dataset.iter();
+    let line = epoch.next().await.expect("a line").expect("readable");
+    assert_eq!(line, "line 000");
+    let more: Vec<String> = (200..300).map(|i| format!("line {i:03}")).collect();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all((more.join("\n") + "\n").as_bytes()))
+        .expect("appended");
+    let rest: Vec<Bytes> = epoch.map(|r| r.expect("readable")).collect().await;
+    let expected: Vec<String> = first.into_iter().chain(more).skip(1).collect();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_eq!(rest, lines(&expected));
+}
+
+/// `/proc` files report a length of 0 but have lines: they are read to their end.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proc_file_of_length_zero_is_read() {
+    let path = "/proc/self/status";
+    assert_eq!(std::fs::metadata(path).expect("metadata").len(), 0);
+    let got = TextLineDataset::new([path])
+        .build()
+        .collect()
+        .await
+        .expect("readable");
+    assert!(got.iter().any(|line| line.starts_with(b"Name:")), "{got:?}");
+}
+
+/// A truncated GZIP text file: the lines before the damage, then a `DataLoss` naming the
+/// file, the line being read (0-based) and its offset in the decompressed text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_gzip_file_is_data_loss_after_its_whole_lines() {
+    use futures::StreamExt;
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).expect("compressed");
+    let gz = gz.finish().expect("compressed");
+    let path = dir.path().join("cut.txt.gz");
+    std::fs::write(&path, &gz[..gz.len() / 2]).expect("written");
+    for parallel in [false, true] {
+        let mut ds = TextLineDataset::new([&path]).compression(Compression::Auto);
+        if parallel {
+            ds = ds.num_parallel_reads(1);
+        }
+        let got: Vec<anyhow::Result<Bytes>> = ds.build().iter().collect().await;
+        let before = got.len() - 1;
+        assert!(before > 0 && before < 20_000, "{before} lines");
+        let lines: Vec<&str> = text.lines().take(before).collect();
+        let ok: Vec<Bytes> = got[..before]
+            .iter()
+            .map(|r| r.as_ref().expect("a line").clone())
+            .collect();
+        assert_eq!(ok, self::lines(&lines));
+        let err = got[before].as_ref().expect_err("an error last");
+        match err.downcast_ref::<streamload::Error>() {
+            Some(streamload::Error::DataLoss {
+                path: named,
+                record,
+                offset,
+                message,
+            }) => {
+                assert_eq!(*record, before as u64);
+                let start: usize = lines.iter().map(|l| l.len() + 1).sum();
+                assert_eq!(*offset, start as u64);
+                assert!(message.contains("GZIP inflate() failed"), "{message}");
+                assert!(named.contains("cut.txt.gz"), "{named}");
+            }
+            _ => panic!("not DataLoss: {err:?}"),
         }
     }
 }

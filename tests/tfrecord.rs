@@ -149,157 +149,220 @@ async fn record_offsets_and_lengths_match_tensorflow() {
     assert_eq!(offset, bytes.len() as u64);
 }
 
-/// What TensorFlow yields for a damaged file: the records before the damage, then the error
-/// it names (record index, byte offset, kind), or a clean end.
-#[derive(Clone)]
+/// What TensorFlow yields for a damaged file read as it is: the records before the damage,
+/// then the error it names (record index, byte offset, kind), or a clean end.
+#[derive(Clone, Debug)]
 struct Damage {
     file: &'static str,
     records_before: usize,
     error: Option<(u64, u64, &'static str)>,
 }
 
-fn damaged_cases() -> Vec<Damage> {
+/// TensorFlow's behaviour in one case of `tfrecord_errors.json` (the file lists the case
+/// names; what TensorFlow did in each is in the folder's README).
+#[derive(Clone, Debug)]
+enum Expected {
+    /// One damaged file.
+    Damaged(Damage),
+    /// A damaged file, then `plain.tfrecord`: the damaged file's records and error, then all
+    /// 100 records of the next file (`ignore_errors` keeps both files' records).
+    ThenPlain(Damage),
+    /// A file read with the wrong compression: a `DataLossError` before any record, whose
+    /// message has these words (`corrupted record` for compressed bytes read as records,
+    /// `inflate() failed` for records read as compressed).
+    WrongCompression {
+        file: &'static str,
+        compression: Compression,
+        words: &'static str,
+    },
+}
+
+/// The expectation for the case `name` of `tfrecord_errors.json`, if there is one.
+fn expectation(name: &str) -> Option<Expected> {
     let offsets: Vec<u64> = files_json()["files"]["plain.tfrecord"]["record_offsets"]
         .as_array()
         .expect("offsets")
         .iter()
         .filter_map(Value::as_u64)
         .collect();
-    vec![
-        // Payload byte 40 of record 3 flipped: the data CRC fails; TF names the payload offset.
-        Damage {
-            file: "corrupt_data_crc.tfrecord",
-            records_before: 3,
-            error: Some((3, offsets[3] + 12, "corrupted record")),
-        },
-        // Cut inside record 7's payload: TF names the record's start.
-        Damage {
-            file: "truncated.tfrecord",
-            records_before: 7,
-            error: Some((7, offsets[7], "truncated record")),
-        },
+    // Payload byte 40 of record 3 flipped: the data CRC fails; TF names the payload offset.
+    let corrupt = Damage {
+        file: "corrupt_data_crc.tfrecord",
+        records_before: 3,
+        error: Some((3, offsets[3] + 12, "corrupted record")),
+    };
+    // Cut inside record 7's payload: TF names the record's start.
+    let truncated = Damage {
+        file: "truncated.tfrecord",
+        records_before: 7,
+        error: Some((7, offsets[7], "truncated record")),
+    };
+    let wrong = |file, compression, words| Expected::WrongCompression {
+        file,
+        compression,
+        words,
+    };
+    let (inflate, crc) = ("inflate() failed", "corrupted record at 0");
+    Some(match name {
+        "corrupt_data_crc.tfrecord" => Expected::Damaged(corrupt),
+        "truncated.tfrecord" => Expected::Damaged(truncated),
         // Ends 5 bytes into record 7's header: a partial header is the end of the file.
-        Damage {
+        "truncated_header.tfrecord" => Expected::Damaged(Damage {
             file: "truncated_header.tfrecord",
             records_before: 7,
             error: None,
-        },
+        }),
         // Records 0..9 and 3 stray bytes: also a partial header.
-        Damage {
+        "trailing_garbage.tfrecord" => Expected::Damaged(Damage {
             file: "trailing_garbage.tfrecord",
             records_before: 10,
             error: None,
-        },
-    ]
+        }),
+        "multi_file:corrupt_data_crc+plain" => Expected::ThenPlain(corrupt),
+        "multi_file:truncated+plain" => Expected::ThenPlain(truncated),
+        "plain.tfrecord read as GZIP" => wrong("plain.tfrecord", Compression::Gzip, inflate),
+        "plain.tfrecord read as ZLIB" => wrong("plain.tfrecord", Compression::Zlib, inflate),
+        "gzip.tfrecord.gz read uncompressed" => wrong("gzip.tfrecord.gz", Compression::None, crc),
+        "zlib.tfrecord.zz read uncompressed" => wrong("zlib.tfrecord.zz", Compression::None, crc),
+        "zlib.tfrecord.zz read as GZIP" => wrong("zlib.tfrecord.zz", Compression::Gzip, inflate),
+        "gzip.tfrecord.gz read as ZLIB" => wrong("gzip.tfrecord.gz", Compression::Zlib, inflate),
+        _ => return None,
+    })
 }
 
+/// Every case `tfrecord_errors.json` names has an expectation here (a new case fails this
+/// test until it gets one), and each reads as TensorFlow read it, mapped or read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn damaged_files_fail_as_tensorflow_does() {
-    let expected = expected_payloads();
-    for (case, memory_map) in damaged_cases()
-        .into_iter()
-        .flat_map(|case| [(case.clone(), true), (case, false)])
-    {
-        let dataset = TFRecordDataset::new([data(case.file)]).memory_map(memory_map);
-        let got = read(dataset.clone().build()).await;
-        let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
-        assert_eq!(oks.len(), case.records_before, "{}", case.file);
-        assert!(
-            oks.iter().zip(&expected).all(|(a, b)| *a == b),
-            "{}: payloads before the damage",
-            case.file
-        );
-        match case.error {
-            None => assert_eq!(got.len(), case.records_before, "{}: a clean end", case.file),
-            Some((record, offset, kind)) => {
-                assert_eq!(
-                    got.len(),
-                    case.records_before + 1,
-                    "{}: the error ends the file",
-                    case.file
-                );
-                let err = got
-                    .last()
-                    .and_then(|r| r.as_ref().err())
-                    .expect("an error last");
-                assert_eq!(
-                    data_loss(err),
-                    Some((record, offset, kind.to_string())),
-                    "{}: {err:#}",
-                    case.file
-                );
-                let text = err.to_string();
-                assert!(text.contains(case.file), "{text} names the file");
-                assert!(
-                    text.contains(&format!("{kind} at {offset}")),
-                    "{text} has TensorFlow's words"
-                );
+async fn every_case_of_tfrecord_errors_json_reads_as_tensorflow_read_it() {
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(data("tfrecord_errors.json")).expect("tfrecord_errors.json"),
+    )
+    .expect("JSON");
+    let names: Vec<&str> = json["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c.as_str().expect("a case name"))
+        .collect();
+    assert_eq!(names.len(), 12, "the cases of TensorFlow 2.21's run");
+    let missing: Vec<&&str> = names.iter().filter(|n| expectation(n).is_none()).collect();
+    assert!(
+        missing.is_empty(),
+        "cases without an expectation: {missing:?}"
+    );
+    for name in names {
+        match expectation(name).expect("checked above") {
+            Expected::Damaged(case) => {
+                for memory_map in [true, false] {
+                    check_damaged(&case, memory_map).await;
+                }
             }
+            Expected::ThenPlain(case) => check_then_plain(&case).await,
+            Expected::WrongCompression {
+                file,
+                compression,
+                words,
+            } => check_wrong_compression(name, file, compression, words).await,
         }
-        // ignore_errors: the records before the damage, nothing after it.
-        let kept = dataset
-            .build()
-            .ignore_errors()
-            .collect()
-            .await
-            .expect("no errors");
-        assert_eq!(kept.len(), case.records_before, "{}", case.file);
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_file_is_abandoned_and_the_next_file_read() {
-    for (damaged, before) in [("corrupt_data_crc.tfrecord", 3), ("truncated.tfrecord", 7)] {
-        let ds = TFRecordDataset::new([data(damaged), data("plain.tfrecord")]).build();
-        let got = read(ds.clone()).await;
-        assert_eq!(got.len(), before + 1 + 100, "{damaged}+plain");
-        assert!(
-            got[before].as_ref().err().and_then(data_loss).is_some(),
-            "{damaged}: the error in order"
-        );
-        assert_eq!(
-            ds.ignore_errors().count().await.ok(),
-            Some(before as u64 + 100),
-            "{damaged}+plain, ignore_errors"
-        );
+async fn check_damaged(case: &Damage, memory_map: bool) {
+    let expected = expected_payloads();
+    let dataset = TFRecordDataset::new([data(case.file)]).memory_map(memory_map);
+    let got = read(dataset.clone().build()).await;
+    let oks: Vec<&Vec<u8>> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(oks.len(), case.records_before, "{}", case.file);
+    assert!(
+        oks.iter().zip(&expected).all(|(a, b)| *a == b),
+        "{}: payloads before the damage",
+        case.file
+    );
+    match case.error {
+        None => assert_eq!(got.len(), case.records_before, "{}: a clean end", case.file),
+        Some((record, offset, kind)) => {
+            assert_eq!(
+                got.len(),
+                case.records_before + 1,
+                "{}: the error ends the file",
+                case.file
+            );
+            let err = got
+                .last()
+                .and_then(|r| r.as_ref().err())
+                .expect("an error last");
+            assert_eq!(
+                data_loss(err),
+                Some((record, offset, kind.to_string())),
+                "{}: {err:#}",
+                case.file
+            );
+            let text = err.to_string();
+            assert!(text.contains(case.file), "{text} names the file");
+            assert!(
+                text.contains(&format!("{kind} at {offset}")),
+                "{text} has TensorFlow's words"
+            );
+        }
     }
+    // ignore_errors: the records before the damage, nothing after it.
+    let kept = dataset
+        .build()
+        .ignore_errors()
+        .collect()
+        .await
+        .expect("no errors");
+    assert_eq!(kept.len(), case.records_before, "{}", case.file);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_wrong_compression_is_an_error_naming_the_file_never_a_panic() {
-    for (file, compression) in [
-        ("plain.tfrecord", Compression::Gzip),
-        ("plain.tfrecord", Compression::Zlib),
-        ("gzip.tfrecord.gz", Compression::None),
-        ("gzip.tfrecord.gz", Compression::Zlib),
-        ("zlib.tfrecord.zz", Compression::None),
-        ("zlib.tfrecord.zz", Compression::Gzip),
-    ] {
+async fn check_then_plain(case: &Damage) {
+    let before = case.records_before;
+    let ds = TFRecordDataset::new([data(case.file), data("plain.tfrecord")]).build();
+    let got = read(ds.clone()).await;
+    assert_eq!(got.len(), before + 1 + 100, "{}+plain", case.file);
+    let (record, offset, kind) = case.error.expect("a damaged file");
+    assert_eq!(
+        got[before].as_ref().err().and_then(data_loss),
+        Some((record, offset, kind.to_string())),
+        "{}: the error in order",
+        case.file
+    );
+    let expected = expected_payloads();
+    assert!(
+        got[before + 1..]
+            .iter()
+            .zip(&expected)
+            .all(|(r, want)| r.as_ref().ok() == Some(want)),
+        "{}: then every record of the next file",
+        case.file
+    );
+    assert_eq!(
+        ds.ignore_errors().count().await.ok(),
+        Some(before as u64 + 100),
+        "{}+plain, ignore_errors",
+        case.file
+    );
+}
+
+async fn check_wrong_compression(name: &str, file: &str, compression: Compression, words: &str) {
+    for memory_map in [true, false] {
         let got = read(
             TFRecordDataset::new([data(file)])
                 .compression(compression)
+                .memory_map(memory_map)
                 .build(),
         )
         .await;
-        let errors: Vec<String> = got
-            .iter()
-            .filter_map(|r| r.as_ref().err())
-            .map(|e| format!("{e:#}"))
-            .collect();
-        assert_eq!(
-            errors.len(),
-            1,
-            "{file} as {compression:?}: exactly one error, then the file ends"
-        );
-        assert!(
-            errors[0].contains(file),
-            "{file} as {compression:?}: {}",
-            errors[0]
-        );
-        if compression == Compression::None {
-            // Compressed bytes read as records: the first length CRC fails at offset 0.
-            assert!(errors[0].contains("corrupted record at 0"), "{}", errors[0]);
-        }
+        // No record before the error, and the error ends the file.
+        assert_eq!(got.len(), 1, "{name}: one element, {} records", got.len());
+        let err = got[0].as_ref().expect_err("an error, no record first");
+        let (record, offset, message) = data_loss(err)
+            .unwrap_or_else(|| panic!("{name}: DataLoss, as TensorFlow's DataLossError: {err:?}"));
+        assert_eq!((record, offset), (0, 0), "{name}: {err}");
+        let text = err.to_string();
+        assert!(text.contains(words), "{name}: {text} has {words:?}");
+        assert!(text.contains(file), "{name}: {text} names the file");
+        assert!(!message.is_empty());
     }
 }
 
@@ -470,5 +533,175 @@ async fn large_records_and_truncation_across_blocks() {
             assert_eq!((*record, *offset), (2, third as u64))
         }
         other => panic!("expected data loss, got {other:?}: {err:#}"),
+    }
+}
+
+/// A FIFO at `dir/name`, fed `content` by a thread (which blocks until a reader opens it).
+#[cfg(unix)]
+fn fed_fifo(dir: &std::path::Path, name: &str, content: Vec<u8>) -> PathBuf {
+    let path = dir.join(name);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+    let fifo = path.clone();
+    std::thread::spawn(move || std::fs::write(&fifo, content).expect("the FIFO is written"));
+    path
+}
+
+/// A pipe has no length: it is read to its end, never taken for an empty file, with
+/// `memory_map` on or off (a pipe cannot be mapped), plain or compressed, and its damage is
+/// found as in the file.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_is_read_to_its_end() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let expected = expected_payloads();
+    let plain = std::fs::read(data("plain.tfrecord")).expect("plain.tfrecord");
+    let gzip = std::fs::read(data("gzip.tfrecord.gz")).expect("gzip.tfrecord.gz");
+    for (i, memory_map) in [true, false].into_iter().enumerate() {
+        for (j, (content, compression)) in [
+            (plain.clone(), Compression::None),
+            (gzip.clone(), Compression::Gzip),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let fifo = fed_fifo(dir.path(), &format!("fifo-{i}-{j}"), content);
+            let got = TFRecordDataset::new([&fifo])
+                .memory_map(memory_map)
+                .compression(compression)
+                .buffer_size(4096)
+                .build()
+                .collect()
+                .await
+                .expect("the FIFO reads");
+            assert_eq!(got, expected, "{compression:?}, memory_map {memory_map}");
+        }
+    }
+    // Damage read through a pipe is the damage read from the file.
+    let damaged = std::fs::read(data("corrupt_data_crc.tfrecord")).expect("damaged file");
+    let fifo = fed_fifo(dir.path(), "damaged", damaged);
+    let got = read(TFRecordDataset::new([&fifo]).build()).await;
+    let from_file = read(TFRecordDataset::new([data("corrupt_data_crc.tfrecord")]).build()).await;
+    assert_eq!(got.len(), from_file.len());
+    let (err, file_err) = (
+        got.last().and_then(|r| r.as_ref().err()).expect("an error"),
+        from_file
+            .last()
+            .and_then(|r| r.as_ref().err())
+            .expect("an error"),
+    );
+    assert!(data_loss(err).is_some(), "{err:#}");
+    assert_eq!(data_loss(err), data_loss(file_err));
+}
+
+/// A damaged compressed stream is TensorFlow's `DataLossError`: the records before the
+/// damage arrive, then a `DataLoss` naming the file, the record being read and its offset in
+/// the decompressed stream, in TensorFlow's words ("inflate() failed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_compressed_file_is_data_loss_after_its_whole_records() {
+    let expected = expected_payloads();
+    // Where each record starts in the decompressed stream.
+    let starts: Vec<u64> = expected
+        .iter()
+        .scan(0u64, |at, p| {
+            let start = *at;
+            *at += 16 + p.len() as u64;
+            Some(start)
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (source, name) in [
+        ("gzip.tfrecord.gz", "trunc.tfrecord.gz"),
+        ("zlib.tfrecord.zz", "trunc.tfrecord.zz"),
+    ] {
+        let whole = std::fs::read(data(source)).expect("compressed file");
+        let path = dir.path().join(name);
+        std::fs::write(&path, &whole[..whole.len() * 3 / 5]).expect("written");
+        for memory_map in [true, false] {
+            let got = read(
+                TFRecordDataset::new([&path])
+                    .compression(Compression::Auto)
+                    .memory_map(memory_map)
+                    .buffer_size(64 * 1024)
+                    .build(),
+            )
+            .await;
+            let before = got.len() - 1;
+            assert!(before > 0 && before < 100, "{name}: {before} records");
+            assert!(
+                got[..before]
+                    .iter()
+                    .zip(&expected)
+                    .all(|(r, want)| r.as_ref().ok() == Some(want)),
+                "{name}: the records before the damage, in order"
+            );
+            let err = got[before].as_ref().expect_err("an error last");
+            let (record, offset, message) = data_loss(err).expect("DataLoss");
+            assert_eq!(record, before as u64, "{name}: the record being read");
+            assert_eq!(offset, starts[before], "{name}: its decompressed offset");
+            assert!(message.contains("inflate() failed"), "{message}");
+            let text = err.to_string();
+            assert!(
+                text.contains(name) && text.contains(&format!("record {before}")),
+                "{text}"
+            );
+        }
+    }
+    // Bytes that are not compressed at all, read as compressed: data loss at record 0.
+    for compression in [Compression::Gzip, Compression::Zlib] {
+        let got = read(
+            TFRecordDataset::new([data("plain.tfrecord")])
+                .compression(compression)
+                .build(),
+        )
+        .await;
+        assert_eq!(got.len(), 1, "{compression:?}: no record, one error");
+        let err = got[0].as_ref().expect_err("an error");
+        let (record, offset, message) = data_loss(err).expect("DataLoss");
+        assert_eq!((record, offset), (0, 0), "{compression:?}");
+        assert!(message.contains("inflate() failed"), "{message}");
+        assert!(err.to_string().contains("plain.tfrecord"), "{err}");
+    }
+}
+
+/// The writer refuses a record the reader would refuse (longer than 1 GiB): an
+/// `InvalidArgument`, nothing written, and the writer still usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_refuses_a_record_the_reader_refuses() {
+    // Zeroed by the allocator and never touched: no gigabyte is written to memory.
+    let too_long = vec![0u8; (1 << 30) + 1];
+    for compression in [Compression::None, Compression::Gzip] {
+        let mut writer = TFRecordWriter::new(Vec::new(), compression);
+        writer.write(b"before").await.expect("a small record");
+        let err = writer
+            .write(&too_long)
+            .await
+            .expect_err("a record over 1 GiB is refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(
+            matches!(
+                err.get_ref().and_then(|e| e.downcast_ref::<Error>()),
+                Some(Error::InvalidArgument(m)) if m.contains("1073741825 bytes")
+            ),
+            "{err:?}"
+        );
+        writer.write(b"after").await.expect("still usable");
+        assert_eq!(writer.records(), 2);
+        let bytes = writer.finish().await.expect("in memory");
+        let records: Vec<anyhow::Result<Bytes>> = match compression {
+            Compression::Gzip => {
+                let decoder = async_compression::tokio::bufread::GzipDecoder::new(&bytes[..]);
+                tfrecord_records(decoder, "written").collect().await
+            }
+            _ => tfrecord_records(&bytes[..], "written").collect().await,
+        };
+        let records: Vec<Bytes> = records
+            .into_iter()
+            .collect::<anyhow::Result<_>>()
+            .expect("readable");
+        assert_eq!(records, [&b"before"[..], b"after"], "{compression:?}");
     }
 }

@@ -10,6 +10,7 @@ use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::Compression;
+use super::compression::damage;
 use super::files::{FileFormat, read_files};
 use crate::Error;
 use crate::dataset::Dataset;
@@ -124,21 +125,30 @@ where
         offset: 0,
     };
     let capacity = (layout.record + layout.footer).max(64 * 1024);
-    let name: Arc<str> = name.into();
-    let mut failed = false;
-    FramedRead::with_capacity(reader, decoder, capacity)
-        .take_while(move |item| {
-            let go = !failed;
-            failed |= item.is_err();
-            futures::future::ready(go)
-        })
-        .map(move |item| {
-            // Data loss names the file already; I/O and decompression errors get it here.
-            item.map_err(|e| match e.downcast_ref::<Error>() {
-                Some(_) => e,
-                None => e.context(format!("reading {name}")),
-            })
-        })
+    let framed = FramedRead::with_capacity(reader, decoder, capacity);
+    // After an error the stream ends: the rest of a damaged file is not read.
+    futures::stream::unfold(Some(framed), |framed| async move {
+        let mut framed = framed?;
+        match framed.next().await? {
+            Ok(record) => Some((Ok(record), Some(framed))),
+            Err(e) => Some((Err(framed.decoder().read_error(e)), None)),
+        }
+    })
+}
+
+impl FixedLengthDecoder {
+    /// An error from the stream: data loss names the file already; a damaged compressed
+    /// stream is data loss at the record being read (its offset in the decompressed
+    /// stream); an I/O error gets the file's name.
+    fn read_error(&self, e: anyhow::Error) -> anyhow::Error {
+        if e.downcast_ref::<Error>().is_some() {
+            return e;
+        }
+        match e.downcast_ref::<std::io::Error>().and_then(damage) {
+            Some(message) => self.loss(message),
+            None => e.context(format!("reading {}", self.name)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -182,7 +192,10 @@ impl Layout {
 /// B bytes, which is not an exact multiple of the record length (R bytes)."): for a local
 /// file read as it is, an `InvalidArgument` before any of its records, as TensorFlow checks
 /// the file's size first; for a compressed or remote file, a `DataLoss` naming the record
-/// and offset after its whole records. A file shorter than its header is a `DataLoss`. Use
+/// and offset after its whole records. A file shorter than its header is a `DataLoss`, and
+/// so is a damaged compressed stream ("GZIP inflate() failed (...)", after the whole records
+/// before the damage, naming the record being read and its offset in the decompressed
+/// stream). Use
 /// [`Dataset::ignore_errors`] to skip the rest of such a file and go on.
 ///
 /// ```
@@ -281,7 +294,8 @@ impl FixedLengthRecordDataset {
             stage: "fixed_length_record",
             decode: Arc::new(move |file, name| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
-                // A local file read as it is has a size to check first, as TensorFlow does.
+                // A local regular file read as it is has a size to check first, as
+                // TensorFlow does.
                 let location = Location::parse(name);
                 let sized = (compression.for_extension(location.extension()) == Compression::None)
                     .then(|| location.as_path().map(std::path::Path::to_path_buf))
@@ -289,7 +303,12 @@ impl FixedLengthRecordDataset {
                 let name: Arc<str> = name.into();
                 let records = async move {
                     let size = match sized {
-                        Some(path) => tokio::fs::metadata(path).await.ok().map(|m| m.len()),
+                        // A pipe or device has no size to check: it is read to its end.
+                        Some(path) => tokio::fs::metadata(path)
+                            .await
+                            .ok()
+                            .filter(std::fs::Metadata::is_file)
+                            .map(|m| m.len()),
                         None => None,
                     };
                     match size.map(|size| layout.check(size, &name)) {

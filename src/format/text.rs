@@ -13,8 +13,10 @@ use tokio::sync::mpsc;
 
 use super::Compression;
 use super::blocks::{BlockCursor, Blocks, reader_blocks};
+use super::compression::damage;
 use super::files::{FileFormat, open_blocks, read_files};
 use crate::dataset::{Cardinality, Dataset};
+use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime::{self, Task};
 use crate::stats::StageCounters;
@@ -79,6 +81,25 @@ where
         }
     }
 
+    /// A read error: a damaged compressed stream is data loss at the line being read (its
+    /// offset in the decompressed stream); anything else an I/O error naming the file and
+    /// the line (counted from 1).
+    fn read_error(&self, e: std::io::Error) -> anyhow::Error {
+        match damage(&e) {
+            Some(message) => Error::DataLoss {
+                path: self.name.to_string(),
+                record: self.line,
+                offset: self.cursor.offset,
+                message,
+            }
+            .into(),
+            None => {
+                let (name, line) = (&self.name, self.line + 1);
+                anyhow::Error::new(e).context(format!("reading line {line} of {name}"))
+            }
+        }
+    }
+
     fn poll_line(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<Option<Bytes>>> {
         let c = &mut self.cursor;
         loop {
@@ -113,12 +134,7 @@ where
                     return Poll::Ready(Ok(Some(line)));
                 }
                 Ok(false) => return Poll::Ready(Ok(None)),
-                Err(e) => {
-                    let (name, line) = (&self.name, self.line + 1);
-                    return Poll::Ready(Err(
-                        anyhow::Error::new(e).context(format!("reading line {line} of {name}"))
-                    ));
-                }
+                Err(e) => return Poll::Ready(Err(self.read_error(e))),
             }
         }
     }
@@ -213,9 +229,12 @@ where
 ///
 /// # Errors
 ///
-/// A file that cannot be opened, read or decompressed, or a line longer than 64 MiB, is an
-/// error element naming the file (and the line); the rest of that file is skipped and the
-/// next file is read, so [`ignore_errors`](Dataset::ignore_errors) keeps every other line.
+/// A file that cannot be opened or read, or a line longer than 64 MiB, is an error element
+/// naming the file (and the line); a damaged compressed stream is an
+/// [`Error::DataLoss`](crate::Error) ("GZIP inflate() failed (...)", TensorFlow's
+/// `DataLossError`) naming the file, the line being read (0-based) and its offset in the
+/// decompressed text. The rest of that file is skipped and the next file is read, so
+/// [`ignore_errors`](Dataset::ignore_errors) keeps every other line.
 /// Polled outside a tokio runtime, the epoch yields [`Error::NoRuntime`](crate::Error).
 ///
 /// # Cancellation and memory

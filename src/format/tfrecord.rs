@@ -16,6 +16,7 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::blocks::{BlockCursor, reader_blocks};
+use super::compression::damage;
 use super::files::{FileFormat, read_files};
 use super::{Compression, masked_crc32c};
 use crate::dataset::Dataset;
@@ -25,9 +26,11 @@ use crate::storage::Location;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
-/// Records longer than this are refused (TensorFlow's records are protocol buffers, at most
-/// 2 GiB); a damaged length field never turns into a large allocation.
-const MAX_RECORD_LEN: u64 = 1 << 30;
+/// Records longer than this (1 GiB) are refused by the reader, as data loss, and by
+/// [`TFRecordWriter::write`](super::TFRecordWriter::write), which writes nothing of them
+/// (TensorFlow's records are protocol buffers, at most 2 GiB); a damaged length field never
+/// turns into a large allocation.
+pub(crate) const MAX_RECORD_LEN: u64 = 1 << 30;
 /// Read size when decoding a plain `AsyncRead` (TensorFlow's `buffer_size` default).
 const DEFAULT_BUFFER: usize = 256 * 1024;
 
@@ -133,8 +136,13 @@ where
         Ok(frame)
     }
 
+    /// A read error: a damaged compressed stream is data loss at the record being read
+    /// (its offset in the decompressed stream); anything else an I/O error naming the file.
     fn io_error(&self, e: std::io::Error) -> anyhow::Error {
-        anyhow::Error::new(e).context(format!("reading {}", self.name))
+        match damage(&e) {
+            Some(message) => self.data_loss(self.cursor.offset, message),
+            None => anyhow::Error::new(e).context(format!("reading {}", self.name)),
+        }
     }
 
     fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<Option<Bytes>>> {
@@ -217,7 +225,14 @@ where
 /// A damaged file yields an [`Error::DataLoss`] element naming the file, the record and the
 /// byte offset, and ends that file; the next file is read, so
 /// [`ignore_errors`](Dataset::ignore_errors) skips the rest of a damaged file, as in
-/// TensorFlow. A file that cannot be opened is an error element naming it.
+/// TensorFlow. A record longer than 1 GiB (2^30 bytes) is refused the same way ("record length
+/// N larger than 1073741824"): such a length field is taken for damage, never allocated;
+/// [`TFRecordWriter::write`] refuses to write such a record. A compressed file whose stream is damaged (truncated, or not compressed as
+/// declared) is a `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
+/// `DataLossError` "inflate() failed ..."), after the records before the damage: it names the
+/// record being read and its offset in the decompressed stream (offsets in a compressed file
+/// are always decompressed offsets, as TensorFlow counts them). A file that cannot be opened
+/// is an error element naming it.
 ///
 /// ```
 /// use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};

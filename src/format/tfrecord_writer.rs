@@ -3,7 +3,9 @@
 use async_compression::tokio::write::{GzipEncoder, ZlibEncoder};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use super::tfrecord::MAX_RECORD_LEN;
 use super::{Compression, masked_crc32c};
+use crate::error::Error;
 
 /// The destination, behind the encoder the compression needs.
 enum Out<W: AsyncWrite> {
@@ -13,7 +15,8 @@ enum Out<W: AsyncWrite> {
 }
 
 /// Writes records in TFRecord framing, optionally compressed, to any async writer
-/// (tf.io's `TFRecordWriter`). Call [`finish`](TFRecordWriter::finish) at the end: it
+/// (tf.io's `TFRecordWriter`). Records longer than 1 GiB, which readers refuse, are refused
+/// (see [`write`](TFRecordWriter::write)). Call [`finish`](TFRecordWriter::finish) at the end: it
 /// completes the compressed stream, flushes, and hands the writer back.
 ///
 /// ```
@@ -59,7 +62,38 @@ impl<W: AsyncWrite + Unpin> TFRecordWriter<W> {
     }
 
     /// Appends one record.
+    ///
+    /// # Errors
+    ///
+    /// A record longer than 1 GiB (2^30 bytes), which TFRecord readers refuse (streamload's
+    /// as data loss), is refused with nothing written: an error of kind
+    /// [`InvalidInput`](std::io::ErrorKind::InvalidInput) holding an
+    /// [`Error::InvalidArgument`] (`err.get_ref()` downcasts to it); the writer stays usable.
+    /// Otherwise, the destination's or the encoder's errors.
+    ///
+    /// ```
+    /// use streamload::format::{Compression, TFRecordWriter};
+    /// # tokio_test::block_on(async {
+    /// let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    /// let too_long = vec![0u8; (1 << 30) + 1];
+    /// let err = writer.write(&too_long).await.unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// assert_eq!(writer.records(), 0);
+    /// assert!(writer.finish().await?.is_empty(), "nothing written");
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
     pub async fn write(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        if payload.len() as u64 > MAX_RECORD_LEN {
+            let message = format!(
+                "TFRecordWriter: a record of {} bytes is longer than the {MAX_RECORD_LEN} bytes \
+                 (1 GiB) TFRecord readers accept; nothing was written",
+                payload.len()
+            );
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                Error::InvalidArgument(message),
+            ));
+        }
         let len = (payload.len() as u64).to_le_bytes();
         let mut header = [0u8; 12];
         header[..8].copy_from_slice(&len);

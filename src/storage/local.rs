@@ -2,10 +2,19 @@
 //! formats that cut elements straight out of their blocks, windows of the file mapped into
 //! memory ([`map_ahead`]).
 //!
+//! Every file is read to its end as the reads find it (a read that returns 0 bytes), never
+//! to a length taken at open: a file that grows while it is read is read to its new end, as
+//! TensorFlow reads. A regular file is read by positioned reads, several at once; anything
+//! else (a pipe, a FIFO, `/dev/stdin`, a character device), and a regular file that reports
+//! a length of 0 (`/proc` and `/sys` files, which have contents all the same), is read
+//! sequentially by one blocking thread, `read_ahead` blocks ahead of the consumer.
+//!
 //! A block's buffer goes back to a small process-wide pool once the block is dropped: right
 //! after decoding when its records were copied out (small ones), else with its last slice.
 //! So steady-state reads neither fault fresh pages in nor zero them.
 
+use std::fs::Metadata;
+use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,7 +33,8 @@ pub(crate) const DEFAULT_BLOCK: usize = 1024 * 1024;
 pub(crate) const READ_AHEAD: usize = 2;
 
 /// Opens `path` and streams its bytes in blocks of `block` bytes, with `read_ahead` blocks
-/// being read at once (positioned reads, so they proceed in parallel and arrive in order).
+/// being read at once (positioned reads, so they proceed in parallel and arrive in order; or,
+/// for a pipe or device, one after the other on one thread), until a read finds the end.
 /// Memory per open file is at most `read_ahead * block` bytes plus the consumer's buffer.
 pub(crate) async fn read_ahead(
     path: &Path,
@@ -32,9 +42,19 @@ pub(crate) async fn read_ahead(
     read_ahead: usize,
 ) -> std::io::Result<Blocks> {
     let file = tokio::fs::File::open(path).await?;
-    let len = file.metadata().await?.len();
-    let file = Arc::new(file.into_std().await);
-    Ok(blocks_of(file, len, block, read_ahead, read_at))
+    let meta = file.metadata().await?;
+    let file = file.into_std().await;
+    Ok(read_blocks(file, &meta, block, read_ahead))
+}
+
+/// The blocks of an opened file: positioned reads for a regular file of known length,
+/// sequential reads for anything else.
+fn read_blocks(file: std::fs::File, meta: &Metadata, block: usize, read_ahead: usize) -> Blocks {
+    if meta.is_file() && meta.len() > 0 {
+        blocks_of(Arc::new(file), block, read_ahead, read_at)
+    } else {
+        sequential_blocks(file, block, read_ahead)
+    }
 }
 
 /// The bytes of `range` in the file at `path`, up to its end; an error when the range
@@ -60,6 +80,11 @@ pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyh
 /// file instead) when it cannot be mapped: not a regular file, empty, or on a file system
 /// without `mmap`.
 ///
+/// Each window is mapped up to the length the file has when that window is mapped, and the
+/// windows go on until one finds the end: a file that grows while it is read is read up to
+/// its length when its last window is mapped (bytes appended after that are not read, as
+/// with a read that found the end).
+///
 /// Mapping's one hazard: a file truncated by another process while a window of it is mapped
 /// makes touching the lost pages raise `SIGBUS`. Each window is mapped only up to the
 /// length the file has at that moment, which narrows the hazard to a truncation during the
@@ -71,13 +96,12 @@ pub(crate) async fn map_ahead(
 ) -> std::io::Result<(Blocks, bool)> {
     let file = tokio::fs::File::open(path).await?;
     let meta = file.metadata().await?;
-    let len = meta.len();
-    let file = Arc::new(file.into_std().await);
-    let mappable = meta.is_file() && len > 0 && map_window(&file, 0, 1, false).is_ok();
+    let file = file.into_std().await;
+    let mappable = meta.is_file() && meta.len() > 0 && map_window(&file, 0, 1, false).is_ok();
     if !mappable {
-        return Ok((blocks_of(file, len, block, read_ahead, read_at), false));
+        return Ok((read_blocks(file, &meta, block, read_ahead), false));
     }
-    let blocks = blocks_of(file, len, block, read_ahead, |file, offset, n| {
+    let blocks = blocks_of(Arc::new(file), block, read_ahead, |file, offset, n| {
         fetch_window(file, offset, n, MAX_LIVE_WINDOWS)
     });
     Ok((blocks, true))
@@ -121,22 +145,21 @@ fn fetch_window(
     map_window(file, offset, n, true)
 }
 
-/// The blocks of `file` (`len` bytes), `block` bytes each, fetched by `fetch` on blocking
-/// threads, `read_ahead` at once, in order.
+/// The blocks of `file`, `block` bytes each, fetched by `fetch` on blocking threads,
+/// `read_ahead` at once, in order, up to the first short one (the end of the file as that
+/// fetch found it).
 fn blocks_of(
     file: Arc<std::fs::File>,
-    len: u64,
     block: usize,
     read_ahead: usize,
     fetch: fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>,
 ) -> Blocks {
-    let block = block.max(1) as u64;
-    let reads = stream::iter((0..len).step_by(block as usize))
+    let block = block.max(1);
+    let reads = stream::iter((0u64..).step_by(block))
         .map(move |offset| {
             let file = Arc::clone(&file);
-            let n = block.min(len - offset) as usize;
             async move {
-                let task = runtime::spawn_blocking("read", move || fetch(&file, offset, n))
+                let task = runtime::spawn_blocking("read", move || fetch(&file, offset, block))
                     .map_err(std::io::Error::other)?;
                 match task.await {
                     // The format's reader names the file in its error context.
@@ -147,6 +170,50 @@ fn blocks_of(
         })
         .buffered(read_ahead.max(1));
     stop_at_short_read(reads)
+}
+
+/// The blocks of `file` read one after the other from its current position by one blocking
+/// thread, until a read returns 0 bytes: for pipes, FIFOs, devices and files whose length
+/// says nothing, which positioned reads cannot serve. The thread reads `read_ahead` blocks
+/// ahead of the consumer at most; it stops once the stream is dropped (after the read it is
+/// in, which for a pipe lasts until the writer writes or closes).
+fn sequential_blocks(mut file: std::fs::File, block: usize, read_ahead: usize) -> Blocks {
+    let block = block.max(1);
+    // One block being read, the rest waiting for the consumer.
+    let (tx, rx) = tokio::sync::mpsc::channel(read_ahead.max(2) - 1);
+    let task = runtime::spawn_blocking("read", move || {
+        loop {
+            let read = read_sequential(&mut file, block);
+            let last = !matches!(read, Ok((_, false)));
+            if tx.blocking_send(read).is_err() || last {
+                return;
+            }
+        }
+    });
+    let task = match task {
+        Ok(task) => task,
+        Err(e) => return stream::once(async move { Err(std::io::Error::other(e)) }).boxed(),
+    };
+    let reads = stream::unfold((rx, Some(task)), |(mut rx, task)| async move {
+        match rx.recv().await {
+            Some(read) => Some((read, (rx, task))),
+            // The reader is done; if it panicked, the consumer hears of it (never a quiet,
+            // short file).
+            None => match task?.await {
+                Ok(()) => None,
+                Err(e) => {
+                    let e = std::io::Error::other(runtime::join_error("read", e));
+                    Some((Err(e), (rx, None)))
+                }
+            },
+        }
+    });
+    stop_at_short_read(Box::pin(reads))
+}
+
+/// Reads up to `n` bytes from where `file` stands; `true` when the file ended first.
+fn read_sequential(file: &mut std::fs::File, n: usize) -> std::io::Result<(Bytes, bool)> {
+    fill(n, |buf, _| file.read(buf))
 }
 
 /// Maps `n` bytes of `file` at `offset` (fewer, and `true`, when the file has shrunk below
@@ -179,7 +246,7 @@ fn map_window(
     Ok((Bytes::from_owner(Window(map)), n_now < n))
 }
 
-/// Ends the stream after a short block (the file shrank while being read).
+/// Ends the stream after a short block (the end of the file), leaving out empty blocks.
 fn stop_at_short_read(
     reads: impl Stream<Item = std::io::Result<(Bytes, bool)>> + Send + Unpin + 'static,
 ) -> Blocks {
@@ -193,15 +260,27 @@ fn stop_at_short_read(
                 bytes
             })))
         })
+        .filter(|read| futures::future::ready(!matches!(read, Ok(bytes) if bytes.is_empty())))
         .boxed()
 }
 
 /// Reads `n` bytes at `offset`; `true` when the file ended first.
 fn read_at(file: &std::fs::File, offset: u64, n: usize) -> std::io::Result<(Bytes, bool)> {
+    fill(n, |buf, filled| {
+        positioned_read(file, buf, offset + filled as u64)
+    })
+}
+
+/// A block of `n` bytes filled by `read(unfilled, filled so far)` until it is full or a read
+/// returns 0 (the end of the file: then `true`).
+fn fill(
+    n: usize,
+    mut read: impl FnMut(&mut [u8], usize) -> std::io::Result<usize>,
+) -> std::io::Result<(Bytes, bool)> {
     let mut buf = take_buffer(n);
     let mut filled = 0;
     while filled < n {
-        match positioned_read(file, &mut buf[filled..], offset + filled as u64) {
+        match read(&mut buf[filled..], filled) {
             Ok(0) => break,
             Ok(k) => filled += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -292,6 +371,31 @@ mod tests {
             let blocks: Vec<Bytes> = blocks.try_collect().await.expect("windows");
             assert!(blocks.iter().all(|b| b.len() <= block));
             assert_eq!(blocks.concat(), content, "windows of {block} bytes");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn files_are_read_to_the_end_the_reads_find_not_their_length_at_open() {
+        use std::io::Write;
+        for mapped in [true, false] {
+            let (_dir, path, mut content) = file_of(10_000);
+            let blocks = if mapped {
+                let (blocks, was_mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
+                assert!(was_mapped);
+                blocks
+            } else {
+                read_ahead(&path, 4_096, 2).await.expect("open")
+            };
+            let more: Vec<u8> = (0..5_000).map(|i| (i % 13) as u8).collect();
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(&more))
+                .expect("appended");
+            content.extend_from_slice(&more);
+            let blocks: Vec<Bytes> = blocks.try_collect().await.expect("blocks");
+            assert!(blocks.iter().all(|b| !b.is_empty()), "no empty block");
+            assert_eq!(blocks.concat(), content, "mapped {mapped}");
         }
     }
 
