@@ -27,9 +27,10 @@ pub enum Error {
     /// An argument or an element is out of the range an operation accepts.
     #[error("{0}")]
     InvalidArgument(String),
-    /// Damaged data (TensorFlow's `DataLossError`): a CRC mismatch or a truncated record.
-    /// The message carries TensorFlow's words ("corrupted record at OFFSET", "truncated
-    /// record at OFFSET") and names the file and the record.
+    /// Damaged data (TensorFlow's `DataLossError`): a CRC mismatch, a truncated record, or a
+    /// damaged compressed stream. The message carries TensorFlow's words ("corrupted record
+    /// at OFFSET", "truncated record at OFFSET", "GZIP inflate() failed (...)") and names the
+    /// file and the record.
     #[error("{path}: {message} at {offset} (record {record})")]
     DataLoss {
         /// The file or URL being read.
@@ -37,7 +38,7 @@ pub enum Error {
         /// The 0-based index of the damaged record in that file.
         record: u64,
         /// The byte offset TensorFlow names: the payload's for a bad data CRC, the record's
-        /// start otherwise.
+        /// start otherwise (in the decompressed stream for a compressed file).
         offset: u64,
         /// What is wrong: `corrupted record`, `truncated record`, ...
         message: String,

@@ -318,7 +318,7 @@ async fn csv_a_damaged_gzip_file_is_data_loss_naming_file_record_offset() {
         *offset, before as u64,
         "the record's offset in the decompressed stream"
     );
-    assert!(message.contains("decompressing"), "{message}");
+    assert!(message.contains("inflate() failed"), "{message}");
     for (i, item) in all[..*at].iter().enumerate() {
         let row = item.as_ref().expect("a whole record before the cut");
         assert_eq!(row[0], Field::Int64(i as i64));

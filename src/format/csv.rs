@@ -12,6 +12,7 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::Compression;
+use super::compression::damage;
 use super::files::{FileFormat, read_files};
 use crate::Error;
 use crate::dataset::Dataset;
@@ -309,34 +310,17 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// damaged or truncated compressed stream; the offset is the record's start in the
     /// decompressed stream), an I/O error naming the file and the record otherwise.
     fn read_error(&self, e: std::io::Error) -> anyhow::Error {
-        if self.compressed && is_decompression_failure(&e) {
+        if let Some(message) = damage(&e).filter(|_| self.compressed) {
             return Error::DataLoss {
                 path: self.name.to_string(),
                 record: self.index as u64,
                 offset: self.offset,
-                message: format!("decompressing record: {e}"),
+                message,
             }
             .into();
         }
         let index = self.index;
         anyhow::Error::new(e).context(format!("reading record {index} of {}", self.name))
-    }
-}
-
-/// Whether a decompressor's read error is its own (the compressed stream is damaged or
-/// ends early) rather than an I/O error of the bytes under it passed through:
-/// `async-compression` reports a bad GZIP header or checksum as `InvalidData`, a stream cut
-/// short as `UnexpectedEof`, and inflate's failures as `Other` errors holding flate2's
-/// `DecompressError` (or its "unexpected BufError"); storage errors are `Other` errors
-/// holding something else.
-fn is_decompression_failure(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind;
-    match e.kind() {
-        ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::UnexpectedEof => true,
-        ErrorKind::Other => e.get_ref().is_some_and(|inner| {
-            inner.is::<flate2::DecompressError>() || inner.to_string() == "unexpected BufError"
-        }),
-        _ => false,
     }
 }
 
