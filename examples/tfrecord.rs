@@ -19,6 +19,8 @@
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
 //! otherwise. Paths may be URLs (`s3://bucket/train-00000.tfrecord`, `gs://...`, `az://...`,
 //! `https://...`); stores are configured from the usual environment variables (`AWS_*`, ...).
+//! A URL with glob characters names the objects it matches (`s3://bucket/train-*.tfrecord`,
+//! listed through `streamload::storage::glob`; not over `http(s)`, which cannot list).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -102,6 +104,21 @@ enum Command {
         zlib: bool,
         out: PathBuf,
     },
+}
+
+/// The files `paths` name: a URL with glob characters (`*`, `?`, `[`) stands for the objects
+/// it matches, in order (the shell has expanded local patterns already).
+async fn expand(paths: Vec<Location>) -> anyhow::Result<Vec<Location>> {
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        match &path {
+            Location::Url(url) if url.path().contains(['*', '?', '[']) || url.query().is_some() => {
+                files.extend(streamload::storage::glob(url.as_str()).await?);
+            }
+            _ => files.push(path),
+        }
+    }
+    Ok(files)
 }
 
 fn records(path: &Location, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
@@ -242,6 +259,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout());
     match cli.command {
         Command::Count { paths } => {
+            let paths = expand(paths).await?;
             let mut total = 0u64;
             for path in &paths {
                 let mut epoch = records(path, compression);
@@ -259,6 +277,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             writeln!(out, "{total}\ttotal")?;
         }
         Command::Verify { paths } => {
+            let paths = expand(paths).await?;
             let mut damaged = 0;
             for path in &paths {
                 let mut epoch = records(path, compression);
@@ -320,6 +339,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Cat { base64, paths } => {
+            let paths = expand(paths).await?;
             for path in &paths {
                 let mut epoch = records(path, compression);
                 while let Some(record) = epoch.next().await {

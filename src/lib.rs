@@ -9,7 +9,8 @@
 //! `Stream<Item = anyhow::Result<T>>` whose stages are async stream combinators.
 //!
 //! - **Extract**: sources ([`Dataset::range`], [`Dataset::from_vec`], [`Dataset::from_stream`],
-//!   [`Dataset::from_generator`]) and [`Dataset::parallel_interleave`] to read many inputs at once.
+//!   [`Dataset::from_generator`], [`Dataset::list_files`] for local globs and URLs) and
+//!   [`Dataset::parallel_interleave`] to read many inputs at once.
 //! - **Transform**: [`Dataset::map_parallel`] runs CPU-bound functions on blocking threads, on
 //!   every core; [`Dataset::map_async`] runs async functions as spawned tasks.
 //! - **Augment**: [`Dataset::random_map`] hands each element a random generator of its own,

@@ -288,3 +288,67 @@ fn write_stops_at_a_bad_line_naming_it_and_keeps_the_lines_before() {
     let out = run(&["count", path], None);
     assert!(stdout(&out).starts_with("1\t"), "{}", stdout(&out));
 }
+
+#[path = "support/s3.rs"]
+mod s3;
+
+/// `count` and `cat` take a URL with glob characters for the objects it matches, listed
+/// from a real S3 server on 127.0.0.1 (the tool's store comes from the `AWS_*` environment,
+/// set explicitly here: endpoint, credentials, region).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_and_cat_expand_a_url_glob() {
+    use streamload::format::{Compression, TFRecordWriter};
+    let server = s3::MemoryS3::default();
+    for (shard, records) in [(0, 3usize), (1, 5), (2, 2)] {
+        let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+        for r in 0..records {
+            writer
+                .write(format!("shard {shard} record {r}").as_bytes())
+                .await
+                .expect("written");
+        }
+        let bytes = writer.finish().await.expect("finished");
+        let key = format!("shards/train-{shard:05}.tfrecord");
+        server.insert("cli-bucket", &key, bytes.into());
+    }
+    server.insert("cli-bucket", "shards/notes.txt", "not a shard".into());
+    let addr = s3::memory_s3_server(server, "AKIDCLI", "cli-secret").await;
+    let pattern = "s3://cli-bucket/shards/train-*.tfrecord";
+    let run_with_s3 = move |args: Vec<String>| {
+        Command::new(tool())
+            .args(args)
+            .env("AWS_ENDPOINT", format!("http://{addr}"))
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "AKIDCLI")
+            .env("AWS_SECRET_ACCESS_KEY", "cli-secret")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .output()
+            .expect("run examples/tfrecord")
+    };
+    let count =
+        tokio::task::spawn_blocking(move || run_with_s3(vec!["count".into(), pattern.into()]))
+            .await
+            .expect("count ran");
+    assert!(count.status.success(), "{count:?}");
+    let shard = |i: usize| format!("s3://cli-bucket/shards/train-{i:05}.tfrecord");
+    assert_eq!(
+        stdout(&count),
+        format!(
+            "3\t{}\n5\t{}\n2\t{}\n10\ttotal\n",
+            shard(0),
+            shard(1),
+            shard(2)
+        )
+    );
+    let cat = tokio::task::spawn_blocking(move || run_with_s3(vec!["cat".into(), pattern.into()]))
+        .await
+        .expect("cat ran");
+    assert!(cat.status.success(), "{cat:?}");
+    let want: Vec<String> = [(0, 3), (1, 5), (2, 2)]
+        .iter()
+        .flat_map(|&(s, n)| (0..n).map(move |r| format!("shard {s} record {r}")))
+        .collect();
+    assert_eq!(stdout(&cat).lines().collect::<Vec<_>>(), want);
+}

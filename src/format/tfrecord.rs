@@ -227,8 +227,9 @@ where
 /// [`ignore_errors`](Dataset::ignore_errors) skips the rest of a damaged file, as in
 /// TensorFlow. A record longer than 1 GiB (2^30 bytes) is refused the same way ("record length
 /// N larger than 1073741824"): such a length field is taken for damage, never allocated;
-/// [`TFRecordWriter::write`] refuses to write such a record. A compressed file whose stream is damaged (truncated, or not compressed as
-/// declared) is a `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
+/// [`TFRecordWriter::write`](super::TFRecordWriter::write) refuses to write such a record. A
+/// compressed file whose stream is damaged (truncated, or not compressed as declared) is a
+/// `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
 /// `DataLossError` "inflate() failed ..."), after the records before the damage: it names the
 /// record being read and its offset in the decompressed stream (offsets in a compressed file
 /// are always decompressed offsets, as TensorFlow counts them). A file that cannot be opened

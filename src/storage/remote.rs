@@ -219,7 +219,7 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
     let mut url = match Url::parse(pattern) {
         Ok(url) if url.scheme() == "file" => url,
         _ => match Location::parse(pattern) {
-            Location::Local(_) => return local_glob(pattern),
+            Location::Local(_) => return local_glob(pattern).await,
             Location::Url(url) => url,
         },
     };
@@ -237,7 +237,7 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
         let path = path.to_str().ok_or_else(|| {
             Error::InvalidArgument(format!("not a UTF-8 path: {}", path.display()))
         })?;
-        return local_glob(path);
+        return local_glob(path).await;
     }
     // Messages show the pattern without credentials.
     let shown = Location::Url(url.clone()).to_string();
@@ -277,9 +277,21 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
 }
 
 /// The local files matching `pattern`, as locations.
-fn local_glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
-    let files = crate::format::list_files(pattern)?;
-    Ok(files.into_iter().map(Location::Local).collect())
+/// A local glob, listed on a blocking thread (a directory walk would stall an async worker),
+/// or right here outside a tokio runtime.
+async fn local_glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
+    const STAGE: &str = "glob";
+    let list = |pattern: &str| -> anyhow::Result<Vec<Location>> {
+        let files = crate::format::list_files(pattern)?;
+        Ok(files.into_iter().map(Location::Local).collect())
+    };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return list(pattern);
+    }
+    let pattern = pattern.to_string();
+    crate::runtime::spawn_blocking(STAGE, move || list(&pattern))?
+        .await
+        .map_err(|e| crate::runtime::join_error(STAGE, e))?
 }
 
 /// A URL's path as the object key it names (`%20` is a space; `&` and `+` are themselves).
