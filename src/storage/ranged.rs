@@ -16,9 +16,9 @@
 //! Later blocks and resumed bodies never come from another version of the object: they are
 //! conditional on the first response's ETag (`If-Match`) or, from a server that sends none,
 //! on its `Last-Modified` date (`If-Unmodified-Since`), and each response must show the same
-//! size and the same ETag (or, without one, date). From a server that sends neither, nothing can be checked: an object
-//! is read only as far as its first response goes unbroken, then fails ("changed or cannot
-//! be validated") rather than mix versions.
+//! size and the same ETag (or, without one, date). From a server that sends neither, nothing
+//! can be checked: an object is read only as far as its first response goes unbroken, then
+//! fails ("changed or cannot be validated") rather than mix versions.
 //!
 //! A transient fault (5xx, throttling, a reset connection, a body that stops or stalls past
 //! [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter; the retry
