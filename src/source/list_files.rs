@@ -90,7 +90,8 @@ impl Dataset<Location> {
     ///
     /// # Cancellation
     ///
-    /// Dropping the epoch drops the listing in flight; nothing is spawned.
+    /// Dropping the epoch drops the listing in flight (a local listing runs on a blocking
+    /// thread, which finishes its directory walk and drops the result).
     pub fn list_files(pattern: &str, shuffle: Option<u64>) -> Dataset<Location> {
         let pattern: Arc<str> = pattern.into();
         let epochs = Arc::new(AtomicU64::new(0));
