@@ -330,37 +330,28 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
         0
     );
 
-    // Broken bodies: connections closed (FIN) after 25,000 bytes, in the middle of a block.
-    let faults = Faults {
-        cuts: 8.into(),
-        cut_after: 25_000,
-        ..Default::default()
-    };
-    let faults = through_proxy(server, "s3://faulty-cut", faults, options.clone()).await;
-    read_all_exactly_once("s3://faulty-cut").await;
-    assert_eq!(faults.cuts.load(std::sync::atomic::Ordering::SeqCst), 0);
-    // Most of the eight connections given a fault carry more than 25,000 bytes.
-    assert!(
-        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 4,
-        "bodies cut: {}",
-        faults.fired.load(std::sync::atomic::Ordering::SeqCst)
-    );
-
-    // And reset (RST) after 25,000 bytes.
-    let faults = Faults {
-        resets: 8.into(),
-        cut_after: 25_000,
-        ..Default::default()
-    };
-    let faults = through_proxy(server, "s3://faulty-reset", faults, options.clone()).await;
-    read_all_exactly_once("s3://faulty-reset").await;
-    assert_eq!(faults.resets.load(std::sync::atomic::Ordering::SeqCst), 0);
-    // Most of the eight connections given a fault carry more than 25,000 bytes.
-    assert!(
-        faults.fired.load(std::sync::atomic::Ordering::SeqCst) >= 4,
-        "bodies reset: {}",
-        faults.fired.load(std::sync::atomic::Ordering::SeqCst)
-    );
+    // Broken bodies after 25,000 bytes, in the middle of a block: connections closed (FIN),
+    // then reset (RST).
+    for reset in [false, true] {
+        let (cuts, resets, url) = if reset {
+            (0, 8, "s3://faulty-reset")
+        } else {
+            (8, 0, "s3://faulty-cut")
+        };
+        let faults = Faults {
+            cuts: cuts.into(),
+            resets: resets.into(),
+            cut_after: 25_000,
+            ..Default::default()
+        };
+        let faults = through_proxy(server, url, faults, options.clone()).await;
+        read_all_exactly_once(url).await;
+        let left = if reset { &faults.resets } else { &faults.cuts };
+        assert_eq!(left.load(std::sync::atomic::Ordering::SeqCst), 0, "{url}");
+        // Most of the eight connections given a fault carry more than 25,000 bytes.
+        let fired = faults.fired.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(fired >= 4, "{url}: bodies broken: {fired}");
+    }
 
     // Stalled bodies: connections that go silent mid-body are given up after the read
     // timeout and resumed on a new connection.

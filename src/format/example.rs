@@ -102,8 +102,7 @@ impl SequenceExample {
     ///
     /// When the bytes are not a valid protocol buffer of this shape.
     pub fn decode_bytes(bytes: &[u8]) -> anyhow::Result<SequenceExample> {
-        SequenceExample::decode(bytes)
-            .map_err(|e| anyhow::anyhow!("not a tf.train.SequenceExample: {e}"))
+        decode(bytes, "tf.train.SequenceExample")
     }
 
     /// Decodes a serialized `tf.train.SequenceExample` held in `Bytes` (a TFRecord record)
@@ -113,8 +112,7 @@ impl SequenceExample {
     ///
     /// When the bytes are not a valid protocol buffer of this shape.
     pub fn decode_record(record: Bytes) -> anyhow::Result<SequenceExample> {
-        SequenceExample::decode(record)
-            .map_err(|e| anyhow::anyhow!("not a tf.train.SequenceExample: {e}"))
+        decode(record, "tf.train.SequenceExample")
     }
 
     /// Serializes the sequence example (keys in byte order).
@@ -177,7 +175,7 @@ impl Example {
     /// # anyhow::Ok(())
     /// ```
     pub fn decode_bytes(bytes: &[u8]) -> anyhow::Result<Example> {
-        Example::decode(bytes).map_err(|e| anyhow::anyhow!("not a tf.train.Example: {e}"))
+        decode(bytes, "tf.train.Example")
     }
 
     /// Decodes a serialized `tf.train.Example` held in `Bytes` (a TFRecord record) without
@@ -187,7 +185,7 @@ impl Example {
     ///
     /// When the bytes are not a valid protocol buffer of this shape.
     pub fn decode_record(record: Bytes) -> anyhow::Result<Example> {
-        Example::decode(record).map_err(|e| anyhow::anyhow!("not a tf.train.Example: {e}"))
+        decode(record, "tf.train.Example")
     }
 
     /// Serializes the example (keys in byte order).
@@ -271,4 +269,9 @@ impl Example {
             _ => None,
         }
     }
+}
+
+/// Decodes a message of type `M`, an error naming `what` when the bytes are not one.
+fn decode<M: Message + Default>(bytes: impl bytes::Buf, what: &str) -> anyhow::Result<M> {
+    M::decode(bytes).map_err(|e| anyhow::anyhow!("not a {what}: {e}"))
 }
