@@ -46,6 +46,7 @@
 // (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
 
+mod checkpoint;
 mod dataset;
 
 // The README's examples include the image pipeline, so they run with the `image` feature (a
@@ -69,6 +70,7 @@ pub mod text;
 #[cfg(feature = "tracing")]
 mod trace;
 
+pub use checkpoint::Checkpoint;
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
 pub use ops::bucket_by_sequence_length::BucketOptions;

@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::Stream;
 
+use crate::checkpoint::{Prov, Resumable, State};
+
 const FLUSH_EVERY: u64 = 64;
 /// A stage's first polls are all timed (so slow stages with few polls are measured well);
 /// after that, one poll in [`SAMPLE_EVERY`].
@@ -1063,5 +1065,41 @@ mod tests {
             .find(|l| l.starts_with("bottleneck: "))
             .unwrap_or_default();
         assert!(bottleneck.contains("map_parallel"), "{report}");
+    }
+}
+
+impl<S: Resumable, const WAIT: bool> Resumable for Counted<S, WAIT> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
+impl<S: Resumable> Resumable for Timed<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
     }
 }

@@ -152,3 +152,21 @@ mod tests {
         assert_eq!(recorder.events.load(Ordering::Relaxed), 3);
     }
 }
+
+impl<S: crate::checkpoint::Resumable> crate::checkpoint::Resumable for Traced<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}

@@ -816,7 +816,10 @@ impl CsvDataset {
                 let compressed = compression.for_extension(Location::parse(name).extension())
                     != Compression::None;
                 let config = Arc::clone(&config);
-                Box::pin(csv_rows(reader, name, config, buffer_size, compressed))
+                Box::pin(crate::checkpoint::Opaque::new(
+                    csv_rows(reader, name, config, buffer_size, compressed),
+                    "csv",
+                ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,

@@ -99,7 +99,7 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
             match open_blocks(&path, compression, size, format.memory_map, stats).await {
                 Ok(opened) => (format.decode)(opened, &name),
                 Err(e) => {
-                    stream::once(async move { Err(e.context(format!("opening {name}"))) }).boxed()
+                    crate::dataset::error_stream(e.context(format!("opening {name}")))
                 }
             }
         };

@@ -322,7 +322,10 @@ impl FixedLengthRecordDataset {
                         }
                     }
                 };
-                Box::pin(futures::stream::once(records).flatten())
+                Box::pin(crate::checkpoint::Opaque::new(
+                    futures::stream::once(records).flatten(),
+                    "fixed_length_record",
+                ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,

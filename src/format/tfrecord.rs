@@ -321,7 +321,10 @@ impl TFRecordDataset {
             stage: "tfrecord",
             decode: Arc::new(|file, name| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(TFRecordFrames::with_cursor(cursor, name))
+                Box::pin(crate::checkpoint::Opaque::new(
+                    TFRecordFrames::with_cursor(cursor, name),
+                    "tfrecord",
+                ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,

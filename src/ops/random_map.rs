@@ -62,7 +62,7 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
             Arc::new(move |(index, x)| f(x, &mut element_rng(key, index)));
         let (workers, knob) = crate::ops::parallel_map::workers(parallelism, ctx);
         ParallelMap::new(
-            Box::pin(numbered),
+            Box::pin(crate::checkpoint::Opaque::new(numbered, "random_map")),
             call,
             workers,
             knob,
