@@ -316,6 +316,10 @@ struct Stage<T> {
     fingerprint: u64,
     /// Epochs started ([`Dataset::iter`]) with this stage at the top.
     epochs: AtomicU64,
+    /// Its stream can save its position, and the state it saves is a few words (no element
+    /// held by position): see [`Resumable`].
+    resumable: bool,
+    small: bool,
     build: Box<BuildFn<T>>,
 }
 
@@ -404,6 +408,7 @@ impl<T: Send + 'static> Dataset<T> {
         Self::stage_resumable(name, cardinality, options, depth, counting, move |ctx| {
             Opaque::new(build(ctx), name)
         })
+        .resumable(false)
     }
 
     /// A stage whose stream saves its position ([`Resumable`]), its statistics kept as
@@ -469,6 +474,8 @@ impl<T: Send + 'static> Dataset<T> {
                 depth,
                 fingerprint,
                 epochs: AtomicU64::new(0),
+                resumable: true,
+                small: true,
                 build: Box::new(counted),
             }),
         }
@@ -482,6 +489,32 @@ impl<T: Send + 'static> Dataset<T> {
             None => debug_assert!(false, "keyed on a shared stage"),
         }
         self
+    }
+
+    /// Sets whether this fresh stage's stream can save its position.
+    pub(crate) fn resumable(mut self, on: bool) -> Self {
+        if let Some(stage) = Arc::get_mut(&mut self.stage) {
+            stage.resumable = on;
+        }
+        self
+    }
+
+    /// Sets whether this fresh stage's saved state is a few words (see [`Resumable`]).
+    pub(crate) fn small(mut self, on: bool) -> Self {
+        if let Some(stage) = Arc::get_mut(&mut self.stage) {
+            stage.small = on;
+        }
+        self
+    }
+
+    /// Whether this recipe's streams can save their position.
+    pub(crate) fn is_resumable(&self) -> bool {
+        self.stage.resumable
+    }
+
+    /// Whether this recipe's saved state is a few words.
+    pub(crate) fn is_small(&self) -> bool {
+        self.stage.small
     }
 
     /// This recipe's fingerprint (see [`Checkpoint`]).
@@ -517,6 +550,7 @@ impl<T: Send + 'static> Dataset<T> {
         self.unary_resumable(name, cardinality, counting, move |ctx, input| {
             Opaque::new(op(ctx, input), name)
         })
+        .resumable(false)
     }
 
     /// A stage that transforms this dataset's stream and saves its position. Its input is
@@ -558,6 +592,8 @@ impl<T: Send + 'static> Dataset<T> {
             move |ctx| op(ctx, &input),
         )
         .keyed(self.fingerprint())
+        .resumable(self.is_resumable())
+        .small(self.is_small())
     }
 
     /// Builds this stage's stream (and so every stage upstream of it) for one epoch.
@@ -1819,6 +1855,8 @@ impl<T: Send + 'static> Dataset<T> {
                 depth: self.stage.depth,
                 fingerprint: self.stage.fingerprint,
                 epochs: AtomicU64::new(0),
+                resumable: self.stage.resumable,
+                small: self.stage.small,
                 build: Box::new(move |ctx| {
                     // The stage registers its statistics first, before its inputs: the first
                     // new entry is this stage's (none when it is a copy already registered).
@@ -1854,6 +1892,8 @@ impl<T: Send + 'static> Dataset<T> {
             depth: self.depth(),
             fingerprint: self.stage.fingerprint,
             epochs: AtomicU64::new(0),
+            resumable: self.stage.resumable,
+            small: self.stage.small,
             build: Box::new(move |ctx: &Ctx| input.build(ctx)),
         };
         Dataset {

@@ -91,3 +91,73 @@ async fn a_stage_that_cannot_save_is_named() {
     let e = err.downcast_ref::<streamload::Error>().expect("a streamload error");
     assert!(matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"), "{err:#}");
 }
+
+#[tokio::test]
+async fn shuffle_resumes_with_its_buffer_and_generator() {
+    let make = || Dataset::range(0, 500).map(|x| x * 7).shuffle(64, Some(3));
+    let size = assert_exact(make, [0, 1, 2, 63, 64, 65, 100, 250, 436, 437, 499, 500]).await;
+    // 64 positions of a few bytes each, not 64 elements' contents.
+    assert!(size < 64 * 4 + 200, "checkpoint of {size} bytes");
+}
+
+#[tokio::test]
+async fn unseeded_shuffle_resumes_exactly_too() {
+    // The recipe is built once (its fallback seed drawn once); each epoch reshuffles.
+    let ds = Dataset::range(0, 300).shuffle(50, None).batch(7);
+    let first = ds.collect().await.unwrap();
+    let second = ds.collect().await.unwrap();
+    assert_ne!(first, second, "reshuffled each epoch");
+    let third = ds.collect().await.unwrap();
+    // Epoch 3 (index 3) again, interrupted and resumed from bytes.
+    let mut epoch = ds.iter();
+    let all = {
+        let mut v = Vec::new();
+        while let Some(b) = epoch.next().await {
+            v.push(b.unwrap());
+        }
+        v
+    };
+    assert_ne!(all, third);
+    let mut epoch = ds.iter(); // epoch 4
+    let mut seen = vec![epoch.next().await.unwrap().unwrap(); 1];
+    seen.push(epoch.next().await.unwrap().unwrap());
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    assert_eq!(cp.epoch(), 4);
+    let mut uninterrupted = Vec::new();
+    while let Some(b) = epoch.next().await {
+        uninterrupted.push(b.unwrap());
+    }
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut rest = Vec::new();
+    while let Some(b) = resumed.next().await {
+        rest.push(b.unwrap());
+    }
+    assert_eq!(rest, uninterrupted);
+    // After a resume, the next iter() is the next epoch.
+    let mut next = ds.iter();
+    drop(next.next().await);
+    assert_eq!(next.checkpoint().unwrap().epoch(), 5);
+}
+
+#[tokio::test]
+async fn shuffle_then_batch_and_batch_then_shuffle() {
+    let make = || Dataset::range(0, 300).shuffle(40, Some(9)).map(|x| x + 1).batch(8);
+    assert_exact(make, [0, 1, 3, 4, 5, 20, 37, 38]).await;
+    let make = || Dataset::range(0, 300).batch(4).shuffle(10, Some(9)).map(|b| b.len());
+    assert_exact(make, [0, 1, 9, 10, 11, 40, 74, 75]).await;
+    let make = || Dataset::range(0, 300).shuffle(30, Some(1)).shuffle(20, Some(2)).batch(5);
+    assert_exact(make, [0, 1, 7, 30, 59, 60]).await;
+}
+
+#[tokio::test]
+async fn repeat_reshuffles_each_repetition_and_resumes_inside_any() {
+    let make = || Dataset::range(0, 50).shuffle(16, Some(4)).repeat(3).batch(6);
+    let full = make().collect().await.unwrap();
+    assert_ne!(full[0], full[9], "each repetition has its own order");
+    assert_exact(make, [0, 1, 8, 9, 16, 17, 24, 25]).await;
+    // Shuffling across repetitions: the buffer holds elements of two repetitions.
+    let make = || Dataset::range(0, 20).repeat(4).shuffle(15, Some(8)).enumerate(0);
+    assert_exact(make, [0, 1, 5, 19, 20, 21, 45, 79, 80]).await;
+    let make = || Dataset::range(0, 20).shuffle(5, Some(8)).repeat(-1).take(70);
+    assert_exact(make, [0, 19, 20, 21, 45, 69, 70]).await;
+}
