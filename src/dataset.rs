@@ -1808,7 +1808,7 @@ impl<T: Send + 'static> Dataset<T> {
         if buffer_size == Parallelism::Fixed(0) {
             return self.clone();
         }
-        self.unary("prefetch", self.cardinality(), move |ctx, input| {
+        self.unary_with("prefetch", self.cardinality(), Counting::Wrapped, move |ctx, input| {
             // Not detached: the consumer polls the upstream itself when overlap does not pay,
             // so the upstream's busy time is taken out of prefetch's own; but it also runs in
             // the producer task, so prefetch's own time does not bound it.
@@ -1825,7 +1825,7 @@ impl<T: Send + 'static> Dataset<T> {
                 Parallelism::Fixed(_) => None,
             };
             let fixed = buffer_size.resolve().max(1);
-            ops::prefetch::Prefetch::new(input, fixed, knob, ctx.stats_handle())
+            ops::prefetch::build(ctx, input, fixed, knob)
         })
     }
 

@@ -161,3 +161,40 @@ async fn repeat_reshuffles_each_repetition_and_resumes_inside_any() {
     let make = || Dataset::range(0, 20).shuffle(5, Some(8)).repeat(-1).take(70);
     assert_exact(make, [0, 19, 20, 21, 45, 69, 70]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_redoes_what_it_read_ahead() {
+    // Over a small upstream: marks every few elements, the rest redone.
+    let make = || Dataset::range(0, 400).map(|x| x * 2).prefetch(8).batch(3).prefetch(2);
+    assert_exact(make, [0, 1, 2, 10, 11, 40, 66, 67, 134]).await;
+    let make = || Dataset::range(0, 200).prefetch(64);
+    assert_exact(make, [0, 1, 31, 32, 33, 64, 100, 199, 200]).await;
+    // Over a shuffle: the positions of what it holds.
+    let make = || Dataset::range(0, 300).shuffle(20, Some(5)).prefetch(16).batch(4).prefetch(3);
+    assert_exact(make, [0, 1, 2, 5, 30, 74, 75]).await;
+    let make = || Dataset::range(0, 300).shuffle(20, Some(5)).prefetch(16).shuffle(7, Some(6));
+    assert_exact(make, [0, 1, 2, 5, 30, 150, 299]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_epoch_can_be_checkpointed_again() {
+    let make = || Dataset::range(0, 500).shuffle(30, Some(2)).prefetch(8).batch(5).prefetch(2);
+    let full = make().collect().await.unwrap();
+    let mut seen = Vec::new();
+    let mut epoch = make().iter();
+    for hop in 0..6 {
+        for _ in 0..(3 + hop * 5) {
+            match epoch.next().await {
+                Some(b) => seen.push(b.unwrap()),
+                None => break,
+            }
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+        drop(epoch);
+        epoch = make().iter_from(&cp).unwrap();
+    }
+    while let Some(b) = epoch.next().await {
+        seen.push(b.unwrap());
+    }
+    assert_eq!(seen, full);
+}

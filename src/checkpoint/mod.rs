@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 pub(crate) use state::{
-    Marker, Opaque, Prov, ReplaySource, Resumable, StageStream, State, unsupported,
+    Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
 };
 
 

@@ -308,3 +308,54 @@ impl<F> Resumable for ReplaySource<F> {
             .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
     }
 }
+
+/// A restored input that first drops the elements its consumer had already passed on since
+/// the mark it was restored from.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Skipping<T> {
+    inner: Pin<Box<dyn StageStream<T>>>,
+    remaining: u64,
+}
+
+impl<T> Skipping<T> {
+    pub(crate) fn new(inner: Pin<Box<dyn StageStream<T>>>, remaining: u64) -> Self {
+        Skipping { inner, remaining }
+    }
+}
+
+impl<T> Stream for Skipping<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        while this.remaining > 0 {
+            match std::task::ready!(this.inner.as_mut().poll_next(cx)) {
+                Some(_) => this.remaining -= 1,
+                None => return Poll::Ready(None),
+            }
+        }
+        this.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl<T> Resumable for Skipping<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.remaining > 0 {
+            return Err(unsupported("(restore)", "still skipping what was passed on before"));
+        }
+        this.inner.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
