@@ -189,11 +189,13 @@ impl Ctx {
         }
     }
 
-    /// This context, replaying `provs` (and restoring nothing).
+    /// This context, replaying `provs`. The saved state stays in reach (a replaying stage
+    /// takes its seed from it), but replay comes first: a stage in replay restores nothing.
     pub(crate) fn with_replay(&self, provs: Arc<[Prov]>) -> Ctx {
         Ctx {
-            restore: None,
             replay: Some(provs),
+            // What is replayed is held again by position.
+            provenance: true,
             ..self.clone()
         }
     }
@@ -428,6 +430,7 @@ impl<T: Send + 'static> Dataset<T> {
         // The one place every stage's stream is made: count what it yields.
         let counted = move |ctx: &Ctx| -> BoxStream<T> {
             if let Some(state) = ctx.restoring()
+                && ctx.replaying().is_none()
                 && state.stage != name
             {
                 return error_stream(state.malformed());
@@ -1264,16 +1267,10 @@ impl<T: Send + 'static> Dataset<T> {
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "map_parallel");
         let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
-        self.unary("map_parallel", self.cardinality(), move |ctx, input| {
-            let (workers, knob) = ops::parallel_map::workers(parallelism, ctx);
-            ops::parallel_map::ParallelMap::new(
-                input,
-                Arc::clone(&f),
-                workers,
-                knob,
-                ctx.options().is_deterministic(),
-                ctx,
-            )
+        self.unary_with("map_parallel", self.cardinality(), Counting::Wrapped, move |ctx, input| {
+            let build = |ctx: &Ctx| input.build(ctx);
+            let input = ops::parallel_map::Input::of(input, &build);
+            ops::parallel_map::build(ctx, &input, Arc::clone(&f), parallelism, "map_parallel", Vec::new())
         })
     }
 

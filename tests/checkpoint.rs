@@ -198,3 +198,49 @@ async fn a_resumed_epoch_can_be_checkpointed_again() {
     }
     assert_eq!(seen, full);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
+    use rand::Rng;
+    let slowish = |x: i64| {
+        let mut h = x as u64;
+        for _ in 0..200 {
+            h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(7);
+        }
+        Ok((x, h))
+    };
+    let make = move || Dataset::range(0, 600).map_parallel(3, slowish).batch(7).prefetch(2);
+    assert_exact(make, [0, 1, 2, 13, 40, 85, 86]).await;
+    // Over a shuffle: the positions of the calls in flight.
+    let make = move || Dataset::range(0, 600).shuffle(50, Some(1)).map_parallel(2, slowish).batch(5);
+    assert_exact(make, [0, 1, 3, 17, 60, 119, 120]).await;
+    // Per-element randomness keyed by (seed, epoch, index): an unseeded random map too.
+    let ds = Dataset::range(0, 400)
+        .shuffle(40, Some(2))
+        .random_map(2, None, |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+        .batch(9)
+        .prefetch(2);
+    let full = ds.collect().await.unwrap(); // epoch 0
+    let mut epoch = ds.iter(); // epoch 1: different draws
+    let first = epoch.next().await.unwrap().unwrap();
+    assert_ne!(first, full[0]);
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    let mut rest = Vec::new();
+    while let Some(b) = epoch.next().await {
+        rest.push(b.unwrap());
+    }
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = Vec::new();
+    while let Some(b) = resumed.next().await {
+        again.push(b.unwrap());
+    }
+    assert_eq!(again, rest);
+    let make = || {
+        Dataset::range(0, 300)
+            .random_map(2, Some(5), |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+            .shuffle(30, Some(3))
+            .random_map(3, Some(6), |x, rng| Ok((x, rng.random_range(0..10))))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 9, 30, 74, 75]).await;
+}

@@ -49,7 +49,7 @@ pub(crate) fn build<T: Send + 'static>(
             }
         }
         let mut batch = Batch::new(
-            input.build(&ctx.with_replay(members.into())),
+            input.build(&ctx.for_input(0).with_replay(members.into())),
             size,
             false,
             ctx,
@@ -64,7 +64,7 @@ pub(crate) fn build<T: Send + 'static>(
     let mut batch = Batch::new(restored, size, drop_remainder, ctx);
     if !state.held.is_empty() {
         // The members gathered before the checkpoint, read again at their positions.
-        batch.refill = Some(input.build(&ctx.with_replay(state.held.clone().into())).fuse());
+        batch.refill = Some(input.build(&ctx.for_input(0).with_replay(state.held.clone().into())).fuse());
     }
     batch
 }

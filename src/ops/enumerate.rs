@@ -39,7 +39,7 @@ pub(crate) fn build<T: Send + 'static>(
             provs.iter().map(|p| p.pop()).collect();
         return match popped {
             Ok((indices, inner)) => Enumerate {
-                input: input.build(&ctx.with_replay(inner.into())),
+                input: input.build(&ctx.for_input(0).with_replay(inner.into())),
                 next: 0,
                 replayed: Some((indices, 0)),
             },

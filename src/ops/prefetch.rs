@@ -45,7 +45,7 @@ pub(crate) fn build<T: Send + 'static>(
             upstream
         };
         let front = (!state.held.is_empty())
-            .then(|| input.build(&ctx.with_replay(state.held.clone().into())));
+            .then(|| input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
         let prefetch = Prefetch::new(upstream, buffer, knob.clone(), gauge.clone(), ctx.provenance());
         Ok(prefetch.restored(None, front))
     })();

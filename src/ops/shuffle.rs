@@ -79,7 +79,7 @@ fn build<T: Send + 'static>(
     shuffle.seed = (base, epoch);
     if !state.held.is_empty() {
         let held: Arc<[Prov]> = state.held.clone().into();
-        shuffle.refill = Some((input.build(&ctx.with_replay(Arc::clone(&held))).fuse(), held, 0));
+        shuffle.refill = Some((input.build(&ctx.for_input(0).with_replay(Arc::clone(&held))).fuse(), held, 0));
     }
     Ok(shuffle)
 }

@@ -60,12 +60,17 @@ pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
             Options::default(),
             0,
             Counting::Wrapped,
-            move |ctx| {
+            move |ctx| -> BoxStream<i64> {
+                if let Some(provs) = ctx.replaying() {
+                    return Box::pin(ReplaySource::new(Arc::clone(provs), "counter", move |_| {
+                        Ok(start)
+                    }));
+                }
                 let mut range = Range::new(start, 0, None, None);
                 if let Some(done) = ctx.restoring().and_then(|s| s.word(0).ok()) {
                     range.resume_at(done, start);
                 }
-                range
+                Box::pin(range)
             },
         )
         .keyed(mix64(start as u64));
