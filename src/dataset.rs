@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Checkpoint, Opaque, Prov, Resumable, StageStream, State};
+use crate::checkpoint::{Checkpoint, Opaque, Prov, StageStream, State};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
@@ -1381,15 +1381,18 @@ impl<T: Send + 'static> Dataset<T> {
             "interleave"
         };
         let scope = next_id();
-        self.unary(name, Cardinality::Unknown, move |ctx, input| {
-            ops::interleave::Interleave::new(
+        self.unary_with(name, Cardinality::Unknown, Counting::Wrapped, move |ctx, input| {
+            ops::interleave::build(
+                ctx,
                 input,
-                Arc::clone(&f),
+                &f,
                 ctx.nested(scope),
                 cycle_length.resolve(),
                 block_length,
+                name,
             )
         })
+        .keyed(cycle_length.resolve() as u64 ^ ((block_length as u64) << 32))
     }
 
     /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its

@@ -244,3 +244,63 @@ async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
     };
     assert_exact(make, [0, 1, 2, 9, 30, 74, 75]).await;
 }
+
+/// `n` TFRecord files of `per` records each (`file-record` as text), plain or gzip.
+async fn tfrecord_files(dir: &std::path::Path, n: usize, per: usize, gzip: bool) -> Vec<std::path::PathBuf> {
+    use streamload::format::{Compression, TFRecordWriter};
+    let mut files = Vec::new();
+    for f in 0..n {
+        let path = dir.join(format!("part-{f}.tfrecord{}", if gzip { ".gz" } else { "" }));
+        let compression = if gzip { Compression::Gzip } else { Compression::None };
+        let mut w = TFRecordWriter::new(tokio::fs::File::create(&path).await.unwrap(), compression);
+        for r in 0..per {
+            // Records of varied sizes, some spanning the reader's blocks.
+            let payload = format!("{f}-{r}-{}", "x".repeat((r * 37) % 300));
+            w.write(payload.as_bytes()).await.unwrap();
+        }
+        w.finish().await.unwrap();
+        files.push(path);
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tfrecord_files_resume_at_their_offsets() {
+    use streamload::format::{Compression, TFRecordDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 4, 150, false).await;
+    let f = files.clone();
+    let make = move || TFRecordDataset::new(f.clone()).buffer_size(1000).build();
+    assert_exact(make, [0, 1, 149, 150, 151, 333, 599, 600]).await;
+    let f = files.clone();
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .buffer_size(700)
+            .build()
+            .shuffle(64, Some(1))
+            .map(|r| r.len())
+            .batch(10)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 6, 7, 30, 59, 60]).await;
+    assert!(size < 64 * 8 + 300, "checkpoint of {size} bytes");
+    // Interleaved files, positions through the interleave.
+    let f = files.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .interleave(3, 2, |p| TFRecordDataset::new([p]).buffer_size(500).build())
+            .shuffle(50, Some(4))
+            .batch(7)
+    };
+    assert_exact(make, [0, 1, 2, 20, 40, 85, 86]).await;
+    // Compressed: offsets in the decompressed stream.
+    let gz = tfrecord_files(dir.path(), 3, 100, true).await;
+    let make = move || {
+        TFRecordDataset::new(gz.clone())
+            .compression(Compression::Gzip)
+            .build()
+            .shuffle(30, Some(2))
+            .batch(8)
+    };
+    assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
+}

@@ -811,7 +811,7 @@ impl CsvDataset {
         });
         let format = FileFormat {
             stage: "csv",
-            decode: Arc::new(move |file, name| {
+            decode: Arc::new(move |file, name, _start| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
                 let compressed = compression.for_extension(Location::parse(name).extension())
                     != Compression::None;
@@ -824,6 +824,7 @@ impl CsvDataset {
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
+            resumable: false,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -75,6 +75,10 @@ pub(crate) struct TFRecordFrames<S> {
     /// Index of the next record.
     record: u64,
     done: bool,
+    /// Where the last record yielded starts, and where it ends (its saved position: the
+    /// cursor may be inside the next record).
+    last_start: u64,
+    last_end: u64,
 }
 
 impl<S> TFRecordFrames<S>
@@ -91,7 +95,19 @@ where
             name: name.into(),
             record: 0,
             done: false,
+            last_start: 0,
+            last_end: 0,
         }
+    }
+
+    /// Reads from `start` on: the blocks begin at that (decompressed) offset, which is where
+    /// record `start.record` begins.
+    pub(crate) fn starting_at(mut self, start: crate::format::files::Start) -> Self {
+        self.cursor.offset = start.offset;
+        self.record = start.record;
+        self.last_end = start.offset;
+        self.last_start = start.offset;
+        self
     }
 
     fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
@@ -205,12 +221,30 @@ where
         if this.done {
             return Poll::Ready(None);
         }
+        // The record in progress starts here (`carry` is counted once it is taken).
+        let start = this.cursor.offset;
         let next = ready!(this.poll_record(cx));
         if !matches!(next, Ok(Some(_))) {
             this.done = true;
             this.cursor.clear();
         }
+        this.last_start = start;
+        if matches!(next, Ok(Some(_))) {
+            this.last_end = this.cursor.offset;
+        }
         Poll::Ready(next.transpose())
+    }
+}
+
+/// Saved state: `[offset, record]` after the last record yielded (the offset in the
+/// decompressed stream for a compressed file); a record's position is its start offset.
+impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
+        Ok(crate::checkpoint::State::new("tfrecord").words([self.last_end, self.record]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
+        Ok(crate::checkpoint::Prov::at(self.last_start))
     }
 }
 
@@ -319,13 +353,11 @@ impl TFRecordDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "tfrecord",
-            decode: Arc::new(|file, name| {
+            decode: Arc::new(|file, name, start| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(crate::checkpoint::Opaque::new(
-                    TFRecordFrames::with_cursor(cursor, name),
-                    "tfrecord",
-                ))
+                Box::pin(TFRecordFrames::with_cursor(cursor, name).starting_at(start))
             }),
+            resumable: true,
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,

@@ -4,6 +4,7 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
 use crate::runtime::catch_panic;
 
@@ -29,6 +30,8 @@ pub(crate) struct Cycle<S> {
     /// Whether an inner error element takes a place in its block (tf.data's parallel
     /// interleave) or not (its sequential interleave).
     errors_in_blocks: bool,
+    /// The slot the last element came from.
+    pub(crate) last: usize,
 }
 
 impl<S> Cycle<S> {
@@ -40,7 +43,19 @@ impl<S> Cycle<S> {
             block_length,
             num_open: 0,
             errors_in_blocks: false,
+            last: 0,
         }
+    }
+
+    /// Where the cursor stands: `(slot, elements taken from its current block)`.
+    pub(crate) fn cursor(&self) -> (usize, usize) {
+        (self.cycle_index, self.block_index)
+    }
+
+    /// Puts the cursor back where a checkpoint saved it.
+    pub(crate) fn set_cursor(&mut self, slot: usize, taken: usize) {
+        self.cycle_index = slot % self.slots.len().max(1);
+        self.block_index = taken;
     }
 
     /// Counts inner error elements in their blocks, as tf.data's parallel interleave does
@@ -99,10 +114,12 @@ impl<S> Cycle<S> {
             if let Some(slot) = &mut self.slots[ci] {
                 match ready!(slot.poll_slot(cx)) {
                     Some(Ok(x)) => {
+                        self.last = ci;
                         self.advance_position(ci);
                         return Poll::Ready(Some(Ok(x)));
                     }
                     Some(Err(e)) => {
+                        self.last = ci;
                         if self.errors_in_blocks {
                             self.advance_position(ci);
                         }
@@ -128,6 +145,19 @@ impl<S> Cycle<S> {
     }
 }
 
+/// An open inner stream and the position of the input element it was made from (its key, a
+/// one-word position), when the input can say.
+pub(crate) struct Keyed<S> {
+    pub(crate) stream: S,
+    pub(crate) key: Option<u64>,
+}
+
+impl<U> Slot<U> for Keyed<BoxStream<U>> {
+    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
+        self.stream.as_mut().poll_next(cx)
+    }
+}
+
 /// Opens the inner dataset for one input element, turning a panic in `f` into an error.
 pub(crate) fn open<T, U, F>(
     f: &F,
@@ -142,6 +172,40 @@ where
     catch_panic(stage, || Ok(f(x))).map(|ds| ds.build(ctx))
 }
 
+/// The interleave of one epoch: fresh, restored (its input, its cursor, and each open
+/// input's element replayed from its saved position and its inner stream restored), or in
+/// replay (each saved position's last word names the input element).
+pub(crate) fn build<T, U, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    cycle_length: usize,
+    block_length: usize,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    if let Some(provs) = ctx.replaying() {
+        return match Replay::new(ctx, input, Arc::clone(f), nested, provs) {
+            Ok(replay) => Box::pin(replay),
+            Err(e) => crate::dataset::error_stream(e),
+        };
+    }
+    let upstream = input.build(&ctx.for_input(0).with_provenance());
+    let mut interleave = Interleave::new(upstream, Arc::clone(f), nested.fresh(), cycle_length, block_length);
+    interleave.stage = stage;
+    if let Some(state) = ctx.restoring() {
+        if let Err(e) = interleave.restore(ctx, input, state) {
+            return crate::dataset::error_stream(e);
+        }
+    }
+    Box::pin(interleave)
+}
+
 /// Stream for the [`interleave`](crate::Dataset::interleave) and
 /// [`flat_map`](crate::Dataset::flat_map) methods: [`Cycle::poll_in_order`] over inner
 /// streams polled in place.
@@ -150,7 +214,12 @@ pub(crate) struct Interleave<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
-    cycle: Cycle<BoxStream<U>>,
+    cycle: Cycle<Keyed<BoxStream<U>>>,
+    /// After a restore: the open inputs' elements (replayed) and, for each, its slot and its
+    /// inner stream's saved state, opened before anything else.
+    reopen: Option<(Fuse<BoxStream<T>>, std::collections::VecDeque<(usize, u64, State)>)>,
+    /// `interleave` or `flat_map`.
+    stage: &'static str,
 }
 
 impl<T, U, F> Interleave<T, U, F> {
@@ -166,7 +235,75 @@ impl<T, U, F> Interleave<T, U, F> {
             f,
             ctx,
             cycle: Cycle::new(cycle_length, block_length),
+            reopen: None,
+            stage: "interleave",
         }
+    }
+}
+
+impl<T, U, F> Interleave<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U>,
+{
+    /// Saved state: `[slot, taken from its block, slots, then a 0/1 per slot: open]`; the open
+    /// slots' input elements' positions (`held`); the input's state, then each open slot's
+    /// inner state.
+    fn restore(&mut self, ctx: &Ctx, input: &Dataset<T>, state: &State) -> anyhow::Result<()> {
+        let (slot, taken, slots) = (state.word(0)?, state.word(1)?, state.word(2)?);
+        if slots as usize != self.cycle.slots.len() {
+            return Err(state.malformed());
+        }
+        self.cycle.set_cursor(slot as usize, taken as usize);
+        let mut reopen = std::collections::VecDeque::new();
+        let mut open = 0;
+        for i in 0..slots as usize {
+            if state.word(3 + i)? == 1 {
+                let key = state.held.get(open).ok_or_else(|| state.malformed())?.single()?;
+                let inner = state.input_state(1 + open)?.clone();
+                reopen.push_back((i, key, inner));
+                open += 1;
+            }
+        }
+        if !reopen.is_empty() {
+            let keys: Vec<Prov> = reopen.iter().map(|(_, key, _)| Prov::at(*key)).collect();
+            let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
+            self.reopen = Some((elements.fuse(), reopen));
+        }
+        Ok(())
+    }
+
+    /// Opens the slots that were open at the checkpoint, each restored.
+    fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
+        let Some((elements, pending)) = self.reopen.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while let Some((slot, key, inner)) = pending.pop_front() {
+            match elements.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(x))) => {
+                    let ctx = self.ctx.with_restore(Some(inner));
+                    let stream = open(&*self.f, x, &ctx, "interleave")?;
+                    self.cycle.open(slot, Keyed {
+                        stream,
+                        key: Some(key),
+                    });
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(None) => {
+                    return Poll::Ready(Err(crate::Error::Checkpoint(
+                        "an input element of an open slot could not be read again".into(),
+                    )
+                    .into()));
+                }
+                Poll::Pending => {
+                    pending.push_front((slot, key, inner));
+                    return Poll::Pending;
+                }
+            }
+        }
+        self.reopen = None;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -179,20 +316,197 @@ where
     type Item = anyhow::Result<U>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Err(e) = ready!(this.poll_reopen(cx)) {
+            this.reopen = None;
+            return Poll::Ready(Some(Err(e)));
+        }
         let Interleave {
             input,
             f,
             ctx,
             cycle,
-        } = self.get_mut();
+            ..
+        } = this;
         cycle.poll_in_order(cx, |cx| {
             if input.is_terminated() {
                 return Poll::Ready(None);
             }
-            Poll::Ready(
-                ready!(input.poll_next_unpin(cx))
-                    .map(|x| x.and_then(|x| open(&**f, x, ctx, "interleave"))),
-            )
+            Poll::Ready(ready!(input.poll_next_unpin(cx)).map(|x| {
+                let key = input.get_ref().last_prov().ok().and_then(|p| p.single().ok());
+                x.and_then(|x| open(&**f, x, ctx, "interleave"))
+                    .map(|stream| Keyed { stream, key })
+            }))
         })
+    }
+}
+
+impl<T, U, F> Resumable for Interleave<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+{
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.reopen.is_some() {
+            return Err(unsupported("interleave", "a checkpoint before its inputs were reopened after a restore"));
+        }
+        let (slot, taken) = this.cycle.cursor();
+        let mut words = vec![slot as u64, taken as u64, this.cycle.slots.len() as u64];
+        let mut held = Vec::new();
+        let mut inputs = vec![this.input.get_mut().as_mut().save()?];
+        for open in this.cycle.slots.iter_mut() {
+            words.push(u64::from(open.is_some()));
+            if let Some(open) = open {
+                let key = open
+                    .key
+                    .ok_or_else(|| unsupported("interleave", "its input cannot say where its elements come from"))?;
+                held.push(Prov::at(key));
+                inputs.push(open.stream.as_mut().save()?);
+            }
+        }
+        let mut state = State::new(this.stage).words(words).held(held);
+        state.inputs = inputs;
+        Ok(state)
+    }
+
+    /// The inner position, with the input element's position as its last word.
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let open = self.cycle.slots.get(self.cycle.last).and_then(Option::as_ref);
+        let open = open.ok_or_else(|| unsupported("interleave", "no element yielded yet"))?;
+        let key = open
+            .key
+            .ok_or_else(|| unsupported("interleave", "its input cannot say where its elements come from"))?;
+        open.stream.last_prov()?.push(key)
+    }
+}
+
+/// An interleave in replay: the elements at saved positions, in order; each position's last
+/// word is the input element it came from, the rest its place in that element's inner
+/// dataset. Each input element is read again once, and its inner dataset replays its
+/// positions in order.
+struct Replay<T, U, F> {
+    provs: Arc<[Prov]>,
+    /// For each position, which inner replay stream yields it.
+    route: Vec<usize>,
+    /// The input elements' replay, until every inner dataset is open.
+    elements: Option<Fuse<BoxStream<T>>>,
+    /// The inner positions of each input element, in the order they are read again.
+    lists: std::collections::VecDeque<Vec<Prov>>,
+    f: Arc<F>,
+    nested: Ctx,
+    inners: Vec<BoxStream<U>>,
+    next: usize,
+}
+
+impl<T, U, F> Replay<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    fn new(
+        ctx: &Ctx,
+        input: &Dataset<T>,
+        f: Arc<F>,
+        nested: Ctx,
+        provs: &Arc<[Prov]>,
+    ) -> anyhow::Result<Self> {
+        let mut keys: Vec<u64> = Vec::new();
+        let mut lists: Vec<Vec<Prov>> = Vec::new();
+        let mut route = Vec::with_capacity(provs.len());
+        for prov in provs.iter() {
+            let (key, rest) = prov.pop()?;
+            let k = match keys.iter().position(|&k| k == key) {
+                Some(k) => k,
+                None => {
+                    keys.push(key);
+                    lists.push(Vec::new());
+                    keys.len() - 1
+                }
+            };
+            lists[k].push(rest);
+            route.push(k);
+        }
+        let wanted: Vec<Prov> = keys.iter().map(|&k| Prov::at(k)).collect();
+        let elements = input.build(&ctx.for_input(0).with_replay(wanted.into()));
+        Ok(Replay {
+            provs: Arc::clone(provs),
+            route,
+            elements: Some(elements.fuse()),
+            lists: lists.into(),
+            f,
+            nested: nested.fresh(),
+            inners: Vec::new(),
+            next: 0,
+        })
+    }
+}
+
+impl<T, U, F> Unpin for Replay<T, U, F> {}
+
+impl<T, U, F> Stream for Replay<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    type Item = anyhow::Result<U>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(elements) = this.elements.as_mut() {
+            loop {
+                match ready!(elements.poll_next_unpin(cx)) {
+                    Some(x) => {
+                        let list = this.lists.pop_front().unwrap_or_default();
+                        let ctx = this.nested.with_replay(list.into());
+                        match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
+                            Ok(inner) => this.inners.push(inner),
+                            Err(e) => {
+                                this.elements = None;
+                                this.next = this.route.len();
+                                return Poll::Ready(Some(Err(e)));
+                            }
+                        }
+                    }
+                    None => break,
+                }
+            }
+            this.elements = None;
+        }
+        let Some(&k) = this.route.get(this.next) else {
+            return Poll::Ready(None);
+        };
+        let Some(inner) = this.inners.get_mut(k) else {
+            this.next = this.route.len();
+            let e = crate::Error::Checkpoint("an input element could not be read again".into());
+            return Poll::Ready(Some(Err(e.into())));
+        };
+        match ready!(inner.as_mut().poll_next(cx)) {
+            Some(item) => {
+                this.next += 1;
+                Poll::Ready(Some(item))
+            }
+            None => {
+                this.next = this.route.len();
+                let e = crate::Error::Checkpoint("an inner dataset gave fewer elements than saved".into());
+                Poll::Ready(Some(Err(e.into())))
+            }
+        }
+    }
+}
+
+impl<T, U, F> Resumable for Replay<T, U, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Err(unsupported("interleave", "a stream replaying saved positions is not saved"))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.next
+            .checked_sub(1)
+            .and_then(|i| self.provs.get(i))
+            .cloned()
+            .ok_or_else(|| unsupported("interleave", "no element yielded yet"))
     }
 }
