@@ -1452,9 +1452,10 @@ impl<T: Send + 'static> Dataset<T> {
         );
         let f = Arc::new(f);
         let scope = next_id();
-        self.unary(
+        self.unary_with(
             "parallel_interleave",
             Cardinality::Unknown,
+            Counting::Wrapped,
             move |ctx, input| {
                 let cycle = cycle_length.resolve();
                 let parallel = match num_parallel_calls {
@@ -1465,9 +1466,10 @@ impl<T: Send + 'static> Dataset<T> {
                     stats.set_nested_detached();
                     stats.set_parallelism(parallel.max(cycle));
                 }
-                ops::parallel_interleave::ParallelInterleave::new(
+                ops::parallel_interleave::build(
+                    ctx,
                     input,
-                    Arc::clone(&f),
+                    &f,
                     ctx.nested(scope),
                     ops::parallel_interleave::Config {
                         cycle_length: cycle,

@@ -304,3 +304,38 @@ async fn tfrecord_files_resume_at_their_offsets() {
     };
     assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 6, 120, false).await;
+    let f = files.clone();
+    // W3's shape: parallel reads, shuffle, parallel map, batch, prefetch.
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(3)
+            .buffer_size(900)
+            .build()
+            .shuffle(100, Some(7))
+            .map_parallel(2, |r| Ok(r.len()))
+            .batch(16)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 2, 9, 22, 44, 45]).await;
+    // At most 16 bytes per element held by position (the shuffle's 100, a partial batch,
+    // two prefetched batches, the parallel map's calls in flight: 2 workers x 2 groups of at
+    // most 256), plus about 1 KB.
+    assert!(size <= 16 * (100 + 16 + 32 + 1024) + 1024, "checkpoint of {size} bytes");
+    // Without a shuffle: marks of each reader.
+    let f = files.clone();
+    let make = move || TFRecordDataset::new(f.clone()).num_parallel_reads(4).build().batch(9);
+    assert_exact(make, [0, 1, 13, 40, 79, 80]).await;
+    let f = files.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .parallel_interleave(2, 3, 4, |p| TFRecordDataset::new([p]).build())
+            .prefetch(5)
+    };
+    assert_exact(make, [0, 1, 5, 119, 120, 300, 719, 720]).await;
+}

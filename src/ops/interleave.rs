@@ -189,11 +189,8 @@ where
     U: Send + 'static,
     F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
 {
-    if let Some(provs) = ctx.replaying() {
-        return match Replay::new(ctx, input, Arc::clone(f), nested, provs) {
-            Ok(replay) => Box::pin(replay),
-            Err(e) => crate::dataset::error_stream(e),
-        };
+    if ctx.replaying().is_some() {
+        return replay(ctx, input, f, nested, stage);
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
     let mut interleave = Interleave::new(upstream, Arc::clone(f), nested.fresh(), cycle_length, block_length);
@@ -378,6 +375,28 @@ where
             .key
             .ok_or_else(|| unsupported("interleave", "its input cannot say where its elements come from"))?;
         open.stream.last_prov()?.push(key)
+    }
+}
+
+/// An interleave (sequential or parallel) in replay, as a stage's stream.
+pub(crate) fn replay<T, U, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    let Some(provs) = ctx.replaying() else {
+        return crate::dataset::error_stream(unsupported(stage, "not in replay"));
+    };
+    match Replay::new(ctx, input, Arc::clone(f), nested, provs) {
+        Ok(replay) => Box::pin(replay),
+        Err(e) => crate::dataset::error_stream(e),
     }
 }
 
