@@ -217,10 +217,16 @@ impl Ctx {
         }
     }
 
-    /// This context for repetition `n` of a `repeat`.
+    /// This context for repetition `n` of a `repeat`: the first is the epoch itself (as in
+    /// tf.data, a dataset's first repetition draws what the dataset alone draws), the others
+    /// derive from (epoch, n).
     pub(crate) fn repetition(&self, n: u64) -> Ctx {
+        let epoch = match n {
+            0 => self.epoch,
+            n => mix64(self.epoch ^ mix64(n.wrapping_add(0x4E9E_A7ED))),
+        };
         Ctx {
-            epoch: mix64(self.epoch ^ mix64(n.wrapping_add(0x4E9E_A7ED))),
+            epoch,
             ..self.clone()
         }
     }
