@@ -45,10 +45,10 @@ pub trait Scalar: Clone + Send + Sync + 'static {}
 /// ```
 ///
 /// Elements that differ in shape fail with tf.data's `batch` message word for word, shapes
-/// printed as TensorFlow prints them ("Cannot batch tensors with different shapes in
-/// component 0. First element had shape [2,3] and element 1 had shape [3,3]."); as a stage,
-/// [`Dataset::collate`](crate::Dataset::collate) puts "collate: batch N: " before it (where
-/// TensorFlow puts its op after it, " [Op:IteratorGetNext]"). The other messages of
+/// printed as TensorFlow prints them (`Cannot batch tensors with different shapes in
+/// component 0. First element had shape [2,3] and element 1 had shape [3,3].`); as a stage,
+/// [`Dataset::collate`](crate::Dataset::collate) puts `collate: batch N: ` before it (where
+/// TensorFlow puts its op after it, ` [Op:IteratorGetNext]`). The other messages of
 /// `Collate`, [`PaddedCollate`] and [`RaggedCollate`] are the crate's own, for what
 /// TensorFlow rules out before a batch is made (its element types and ranks are fixed by the
 /// dataset's `element_spec`, and its batches are never empty): two [`Tensor`]s of different
