@@ -1706,8 +1706,11 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
     ///
     /// A batch whose elements differ in shape is an error element naming the batch, the
     /// component, the element and both shapes: `collate: batch 3: Cannot batch tensors with
-    /// different shapes in component 0. First element had shape [2] and element 1 had shape
-    /// [3].` ([`Error::InvalidArgument`](crate::Error); the epoch goes on.) To batch such
+    /// different shapes in component 0. First element had shape [2,3] and element 1 had shape
+    /// [3,3].` ([`Error::InvalidArgument`](crate::Error); the epoch goes on). After the
+    /// batch's name it is tf.data's message word for word (TensorFlow names no batch and ends
+    /// with ` [Op:IteratorGetNext]`); [`Collate`](crate::tensor::Collate) lists the messages
+    /// that are the crate's own. To batch such
     /// elements, pad them ([`padded_batch`](Dataset::padded_batch)) or keep them ragged
     /// ([`ragged_batch`](Dataset::ragged_batch)).
     pub fn collate(&self) -> Dataset<T::Batch>

@@ -52,6 +52,36 @@ async fn collate_copies_non_contiguous_arrays_in_logical_order() {
     );
 }
 
+/// Shapes of more than one dimension print as TensorFlow prints them (`[2,3]`, no spaces;
+/// TensorFlow: "First element had shape [420,540,1] and element 6 had shape [540,420,1].").
+#[test]
+fn a_shape_mismatch_has_tensorflows_words_and_shapes() {
+    let err = <Array3<u8>>::collate(&[
+        Array3::zeros((420, 540, 1)),
+        Array3::zeros((420, 540, 1)),
+        Array3::zeros((540, 420, 1)),
+    ])
+    .expect_err("shapes differ");
+    assert_eq!(
+        err.to_string(),
+        "Cannot batch tensors with different shapes in component 0. \
+         First element had shape [420,540,1] and element 2 had shape [540,420,1]."
+    );
+    // A parsed Tensor's shapes, in a tuple's second component.
+    use streamload::tensor::{Tensor, Values};
+    let tensor = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        Tensor::new(shape, Values::Int64(vec![0; n])).expect("a tensor")
+    };
+    let err = <(i64, Tensor)>::collate(&[(1, tensor(vec![2, 2])), (2, tensor(vec![4]))])
+        .expect_err("shapes differ");
+    assert_eq!(
+        err.to_string(),
+        "Cannot batch tensors with different shapes in component 1. \
+         First element had shape [2,2] and element 1 had shape [4]."
+    );
+}
+
 #[tokio::test]
 async fn a_shape_mismatch_names_batch_component_element_and_shapes() {
     // Batch 1 holds element 1 (shape [2]) and element 2 (shape [3]) in component 1.

@@ -27,6 +27,27 @@ pub fn set_mode(autotune: bool, report: bool, ram_budget: Option<u64>) {
     RAM_BUDGET.store(ram_budget.unwrap_or(0), Ordering::Relaxed);
 }
 
+/// Turns `AUTOTUNE` for every parallelism and buffer on or off between passes (the
+/// workloads example's `--autotune` alternates passes with and without it).
+pub fn set_autotune(on: bool) {
+    AUTOTUNE_ALL.store(on, Ordering::Relaxed);
+}
+
+/// The sizes of WORKLOADS.md's data sets: D1's shards and records per shard, D2's JPEGs,
+/// D3's lines.
+pub const D1_SHARDS: usize = 16;
+/// Records per D1 shard.
+pub const D1_RECORDS: usize = 8192;
+/// JPEGs in D2.
+pub const D2_IMAGES: usize = 2000;
+/// Lines in D3.
+pub const D3_LINES: usize = 2_000_000;
+
+/// `n` divided by `scale_down` (at least 1): the workloads example's `--scale-down`.
+pub fn scaled(n: usize, scale_down: usize) -> usize {
+    (n / scale_down.max(1)).max(1)
+}
+
 /// Every tunable set to this instead (0: as WORKLOADS.md sets it): `--fixed N`, for sweeps.
 static FIXED: AtomicU64 = AtomicU64::new(0);
 

@@ -21,6 +21,8 @@ pub(crate) struct Opened {
     /// The blocks are windows of the file mapped into memory: an element sliced out of one
     /// holds on to page cache, not to heap memory, so small elements need no copy.
     pub(crate) mapped: bool,
+    /// The blocks are decompressed (GZIP or ZLIB), not the file's own bytes.
+    pub(crate) decompressed: bool,
 }
 
 /// How to read each file of a file dataset.
@@ -119,7 +121,8 @@ pub(crate) async fn open_blocks(
     stats: Option<Arc<crate::stats::StageCounters>>,
 ) -> anyhow::Result<Opened> {
     let compression = compression.for_extension(path.extension());
-    let memory_map = memory_map && compression == Compression::None;
+    let decompressed = compression != Compression::None;
+    let memory_map = memory_map && !decompressed;
     let (file, mapped) =
         crate::storage::open_blocks(path, buffer_size, READ_AHEAD, memory_map).await?;
     let mut blocks = compression.blocks(file, buffer_size);
@@ -135,5 +138,9 @@ pub(crate) async fn open_blocks(
             }
         }));
     }
-    Ok(Opened { blocks, mapped })
+    Ok(Opened {
+        blocks,
+        mapped,
+        decompressed,
+    })
 }

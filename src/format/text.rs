@@ -91,6 +91,7 @@ where
                 record: self.line,
                 offset: self.cursor.offset,
                 message,
+                looks_compressed: None,
             }
             .into(),
             None => {
