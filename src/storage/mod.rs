@@ -254,6 +254,27 @@ pub async fn read_range(
     }
 }
 
+/// `e` and its sources as one message, each cause once: a source whose message its error's
+/// message already holds (object_store's errors show their source, "Generic S3 error:
+/// Error performing GET ... - HTTP error: ...") is not shown again, one that adds something
+/// (reqwest's "error sending request" hides "Connection refused") follows after `: `.
+///
+/// Errors from object stores enter `anyhow` through this, as a message: kept as sources,
+/// `{:#}` would show each cause as often as it is repeated down the chain.
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut shown = e.to_string();
+    let mut source = e.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !text.is_empty() && !shown.contains(&text) {
+            shown.push_str(": ");
+            shown.push_str(&text);
+        }
+        source = e.source();
+    }
+    shown
+}
+
 /// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
 /// bytes with `read_ahead` blocks in flight (with `memory_map`, mapped windows where the file
 /// can be mapped: then the `bool` is `true`); objects as the store's `get` stream.
