@@ -1393,3 +1393,205 @@ fn azure_without_an_account_names_the_variable_once() {
         no_cause_twice(&err);
     });
 }
+
+/// Reads the TFRecord files `urls`, `cycle` at once; after `after` records calls `start` and,
+/// `storm` later, `end` (a storm of `storm`): the records read, and the error if one ended
+/// the read.
+async fn read_through_storm(
+    urls: Vec<String>,
+    cycle: usize,
+    after: usize,
+    storm: std::time::Duration,
+    start: impl FnOnce(),
+    end: impl FnOnce() + Send + 'static,
+) -> (Vec<Bytes>, Option<anyhow::Error>) {
+    let mut epoch = TFRecordDataset::new(urls)
+        .num_parallel_reads(cycle)
+        .build()
+        .iter();
+    let mut read = Vec::new();
+    let (mut start, mut end) = (Some(start), Some(end));
+    while let Some(record) = epoch.next().await {
+        match record {
+            Ok(record) => read.push(record),
+            Err(e) => return (read, Some(e)),
+        }
+        if read.len() == after
+            && let (Some(start), Some(end)) = (start.take(), end.take())
+        {
+            start();
+            tokio::spawn(async move {
+                tokio::time::sleep(storm).await;
+                end();
+            });
+        }
+    }
+    (read, None)
+}
+
+/// Options for the storm tests: small blocks (many GETs, so the storm meets many), backoff
+/// from 10 ms up to 200 ms, and `deadline`.
+fn storm_options(deadline: std::time::Duration) -> ReadOptions {
+    ReadOptions::default()
+        .block_size(10_000)
+        .read_ahead(2)
+        .backoff(
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_millis(200),
+        )
+        .retry_deadline(deadline)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_s3() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket = dir.path().join("faulty");
+    std::fs::create_dir_all(bucket.join("shards")).expect("bucket");
+    for (name, bytes) in shards(4, RECORDS, Compression::None).await {
+        std::fs::write(bucket.join("shards").join(name), bytes).expect("write shard");
+    }
+    let server = s3_server(dir.path(), "AKIDTEST", "s3cr3t-test-key").await;
+    let urls = |prefix: &str| -> Vec<String> {
+        (0..4)
+            .map(|s| format!("{prefix}/shards/train-{s:05}.tfrecord"))
+            .collect()
+    };
+    let want: Vec<Bytes> = (0..RECORDS)
+        .flat_map(|r| (0..4).map(move |s| payload(s, r)))
+        .collect();
+
+    // Every connection answered 503 for 3 s from the 2,000th record on (every open one cut):
+    // far more than the eight retries once allowed, well within a deadline of 10 s. Every
+    // record arrives once, in order.
+    let options = storm_options(Duration::from_secs(10));
+    let faults = through_proxy(server, "s3://storm-held", Faults::default(), options).await;
+    let (on, off) = (Arc::clone(&faults), Arc::clone(&faults));
+    let (read, err) = read_through_storm(
+        urls("s3://storm-held"),
+        4,
+        2_000,
+        Duration::from_secs(3),
+        move || on.start_storm(),
+        move || off.end_storm(),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert_eq!(read.len(), want.len());
+    assert!(read == want, "every record once, in order");
+    let answered = faults.storm_answers.load(SeqCst);
+    assert!(answered > 8, "503s answered: {answered}");
+
+    // A storm past the deadline: an error naming the URL, how long it retried and the last
+    // status; the records before it are the first ones, in order.
+    let options = storm_options(Duration::from_secs(1));
+    let faults = through_proxy(server, "s3://storm-lost", Faults::default(), options).await;
+    let on = Arc::clone(&faults);
+    let started = std::time::Instant::now();
+    let (read, err) = read_through_storm(
+        urls("s3://storm-lost"),
+        4,
+        2_000,
+        Duration::from_secs(3600),
+        move || on.start_storm(),
+        || {},
+    )
+    .await;
+    let err = err.expect("a storm past the deadline");
+    let shown = format!("{err:#}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{shown}");
+    assert!(shown.contains("s3://storm-lost/shards/train-"), "{shown}");
+    assert!(
+        shown.contains("gave up after") && shown.contains("retry deadline 1s"),
+        "{shown}"
+    );
+    assert!(shown.contains("HTTP status 503"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert!(read.len() >= 2_000 && read[..] == want[..read.len()]);
+    no_cause_twice(&err);
+    faults.end_storm();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_http() {
+    use std::time::Duration;
+    let records = 8_000;
+    let want: Vec<Bytes> = (0..records).map(|r| payload(0, r)).collect();
+    let shard = shard_bytes(0, records).await;
+    let storm = |files: &Arc<HttpFiles>, status: u16| {
+        let files = Arc::clone(files);
+        move || files.status.store(status, SeqCst)
+    };
+
+    // Every request answered 503 for 3 s from the 2,000th record on, object_store's retries
+    // off: every record once, in order.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard.clone()));
+    let addr = http_server(Arc::clone(&files)).await;
+    register_http(addr, storm_options(Duration::from_secs(10)));
+    let url = format!("http://{addr}/train.tfrecord");
+    let counted = Arc::clone(&files);
+    let (read, err) = read_through_storm(
+        vec![url.clone()],
+        1,
+        2_000,
+        Duration::from_secs(3),
+        move || {
+            counted.status.store(503, SeqCst);
+            counted.requests.store(0, SeqCst);
+        },
+        storm(&files, 0),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert!(read == want, "every record once, in order");
+    // Requests after the storm are few: the object's blocks left, a handful.
+    let tried = files.requests.load(SeqCst);
+    assert!(tried > 8 + 6, "requests since the storm began: {tried}");
+
+    // The same with a store built from the URL, with the default options (backoff up to
+    // 10 s, a deadline of 5 minutes).
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard.clone()));
+    let addr = http_server(Arc::clone(&files)).await;
+    let (read, err) = read_through_storm(
+        vec![format!("http://{addr}/train.tfrecord")],
+        1,
+        2_000,
+        Duration::from_secs(3),
+        storm(&files, 503),
+        storm(&files, 0),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert!(read == want, "every record once, in order");
+
+    // A storm past the deadline: an error naming the URL, how long it retried and the last
+    // status.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard));
+    let addr = http_server(Arc::clone(&files)).await;
+    register_http(addr, storm_options(Duration::from_secs(1)));
+    let url = format!("http://{addr}/train.tfrecord");
+    let started = std::time::Instant::now();
+    let (read, err) = read_through_storm(
+        vec![url.clone()],
+        1,
+        2_000,
+        Duration::from_secs(3600),
+        storm(&files, 503),
+        || {},
+    )
+    .await;
+    let err = err.expect("a storm past the deadline");
+    let shown = format!("{err:#}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{shown}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(
+        shown.contains("gave up after") && shown.contains("retry deadline 1s"),
+        "{shown}"
+    );
+    assert!(shown.contains("HTTP status 503"), "{shown}");
+    assert!(read.len() >= 2_000 && read[..] == want[..read.len()]);
+    no_cause_twice(&err);
+}

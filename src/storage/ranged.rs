@@ -35,6 +35,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as StorePath;
@@ -187,7 +188,8 @@ impl Reader {
     }
 }
 
-/// The object at `path` as a stream of blocks; `shown` names it in errors.
+/// The object at `path` as a stream of blocks; `shown` names it in the errors of its reads
+/// (the caller names it in an error opening it).
 pub(crate) async fn open(
     reader: Reader,
     path: StorePath,
@@ -200,7 +202,7 @@ pub(crate) async fn open(
             (meta, Some((permit, response.into_stream())))
         }
         // An empty object has no byte to range over: its size comes from a HEAD.
-        Err(fault) => (head_after(&reader, &path, &shown, fault).await?, None),
+        Err(fault) => (head_after(&reader, &path, fault).await?, None),
     };
     let size = meta.size;
     let read_ahead = reader.options.read_ahead;
@@ -247,7 +249,13 @@ pub(crate) async fn read_range(
             let meta = response.meta.clone();
             (meta, Some((permit, response.into_stream())))
         }
-        Err(fault) => (head_after(&reader, &path, &shown, fault).await?, None),
+        Err(fault) => {
+            let meta = head_after(&reader, &path, fault).await;
+            (
+                meta.with_context(|| format!("reading {shown} at {range:?}"))?,
+                None,
+            )
+        }
     };
     anyhow::ensure!(
         range.start <= meta.size,
@@ -264,7 +272,10 @@ pub(crate) async fn read_range(
         first: meta,
         shown,
     };
-    let parts = object.fetch(range.start..end, opened).await?;
+    let parts = object
+        .fetch(range.start..end, opened)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading {} at {range:?}: {e}", object.shown))?;
     Ok(match <[Bytes; 1]>::try_from(parts) {
         Ok([one]) => one,
         Err(parts) => parts.concat().into(),
@@ -295,24 +306,17 @@ impl Fetch {
 /// After the object's first GET failed with `fault`: the error, when the fault is permanent
 /// (but a 416, a range over an empty object); otherwise the object's size and ETag from a
 /// HEAD, retried on transient faults within the deadline that began with the GET's fault.
-async fn head_after(
-    reader: &Reader,
-    path: &StorePath,
-    shown: &Location,
-    fault: Fault,
-) -> anyhow::Result<ObjectMeta> {
+async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::Result<ObjectMeta> {
     let mut retrying = Retrying::default();
     let get = match fault {
         Fault::Permanent(e) if status_of(&e) != Some(416) => {
-            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+            return Err(anyhow::anyhow!(e));
         }
-        Fault::Changed(message) => return Err(anyhow::anyhow!("reading {shown}: {message}")),
+        Fault::Changed(message) => return Err(anyhow::anyhow!(message)),
         Fault::Permanent(message) => message,
         Fault::Transient(message) => {
             // The GET's fault starts the deadline; the HEAD is its retry.
-            retrying
-                .fault(&reader.options, message.clone())
-                .map_err(|e| e.context(format!("reading {shown}")))?;
+            retrying.fault(&reader.options, message.clone())?;
             message
         }
     };
@@ -330,11 +334,9 @@ async fn head_after(
             Ok(meta) => return Ok(meta),
             // The object answered the GET: a failed connection now is transient.
             Err(e) => match classify(e, true) {
-                Fault::Transient(message) => retrying
-                    .fault(&reader.options, message)
-                    .map_err(|e| e.context(format!("reading {shown}"))),
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
                 Fault::Permanent(message) | Fault::Changed(message) => {
-                    Err(anyhow::anyhow!("reading {shown}: {message}"))
+                    Err(anyhow::anyhow!(message))
                 }
             },
         };
@@ -426,7 +428,8 @@ pub(crate) enum Fault {
 
 impl Object {
     /// The bytes of `range`, as the body chunks they arrived in, reading `opened` first if
-    /// the block's GET was already sent; retried and resumed.
+    /// the block's GET was already sent; retried and resumed. Errors say what failed and at
+    /// which byte, not the object (the reader above names it).
     async fn fetch(&self, range: Range<u64>, opened: Option<Body>) -> std::io::Result<Vec<Bytes>> {
         let options = &self.reader.options;
         let mut parts = Vec::new();
@@ -453,11 +456,9 @@ impl Object {
                 retrying = Retrying::default();
             }
             let delay = match fault {
-                Fault::Transient(message) => retrying
-                    .fault(options, message)
-                    .map_err(|e| e.context(format!("reading {}", self.shown))),
+                Fault::Transient(message) => retrying.fault(options, message),
                 Fault::Permanent(message) | Fault::Changed(message) => {
-                    Err(anyhow::anyhow!("reading {}: {message}", self.shown))
+                    Err(anyhow::anyhow!(message))
                 }
             };
             let delay =
@@ -657,4 +658,49 @@ fn backoff(options: &ReadOptions, n: u32) -> Duration {
         .saturating_mul(1u32 << (n - 1).min(16))
         .min(options.max_backoff);
     exp / 2 + exp.mul_f64(rand::random::<f64>() / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error as object_store's HTTP client gives a failed connection.
+    fn refused() -> object_store::Error {
+        use object_store::client::{HttpError, HttpErrorKind};
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        object_store::Error::Generic {
+            store: "test",
+            source: Box::new(HttpError::new(HttpErrorKind::Connect, io)),
+        }
+    }
+
+    #[test]
+    fn a_failed_connection_is_permanent_only_before_the_object_answered() {
+        assert!(matches!(classify(refused(), false), Fault::Permanent(_)));
+        assert!(matches!(classify(refused(), true), Fault::Transient(_)));
+    }
+
+    #[test]
+    fn past_the_deadline_the_error_says_how_long_how_often_and_the_last_status() {
+        let options = ReadOptions::default()
+            .backoff(Duration::from_millis(1), Duration::from_millis(4))
+            .retry_deadline(Duration::from_millis(30));
+        let mut retrying = Retrying::default();
+        let status = "Server returned non-2xx status code: 503 Service Unavailable: ";
+        let err = loop {
+            match retrying.fault(&options, status.to_string()) {
+                Ok(delay) => {
+                    assert!(delay <= Duration::from_millis(4));
+                    std::thread::sleep(delay);
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(retrying.faults > 1, "{err}");
+        assert!(err.starts_with("gave up after 0."), "{err}");
+        assert!(err.contains("HTTP status 503") && err.contains("retry deadline 30ms"));
+        // No deadline: no retry.
+        let none = ReadOptions::default().retry_deadline(Duration::ZERO);
+        assert!(Retrying::default().fault(&none, String::new()).is_err());
+    }
 }

@@ -29,6 +29,10 @@ fn normalize(prefix: &str) -> String {
 /// explicit endpoints and credentials (build the store with `object_store`'s builders) and
 /// for `memory://` stores; it replaces a store registered before under the same prefix.
 ///
+/// streamload retries and resumes reads itself (see [`ReadOptions`]): build the store with
+/// `object_store`'s own retries off (`with_retry(RetryConfig { max_retries: 0, .. })`), or
+/// each of streamload's tries is retried again inside by the store.
+///
 /// # Errors
 ///
 /// When `url_prefix` is not a URL.
@@ -123,7 +127,8 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
             let builder = AmazonS3Builder::from_env().with_url(base);
             let client = streaming(|key| builder.get_config_value(&K::Client(key)));
             let builder = builder.with_client_options(client).with_retry(no_retries());
-            let builder = match aws_credentials(&|key| builder.get_config_value(&key)) {
+            let env = |name: &str| std::env::var(name).ok();
+            let builder = match aws_credentials(&|key| builder.get_config_value(&key), &env) {
                 Credentials::Configured => builder,
                 Credentials::Metadata { hint } => {
                     let metadata = builder
@@ -257,9 +262,11 @@ fn is_true(value: Option<String>) -> bool {
 }
 
 /// The credentials an S3 builder has, by its configuration (`value` by key), as
-/// `AmazonS3Builder::build` picks them; and `AWS_EC2_METADATA_DISABLED`.
+/// `AmazonS3Builder::build` picks them; and by the environment (`env`),
+/// `AWS_EC2_METADATA_DISABLED` and `AWS_PROFILE` (which object_store does not read).
 fn aws_credentials(
     value: &dyn Fn(object_store::aws::AmazonS3ConfigKey) -> Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Credentials {
     use object_store::aws::AmazonS3ConfigKey as K;
     let has = |key| value(key).is_some();
@@ -273,7 +280,7 @@ fn aws_credentials(
         return Credentials::Configured;
     }
     let endpoint = value(K::MetadataEndpoint).unwrap_or_else(|| "http://169.254.169.254".into());
-    let profile = match std::env::var_os("AWS_PROFILE") {
+    let profile = match env("AWS_PROFILE") {
         Some(_) => " (AWS_PROFILE is set, but profiles in ~/.aws are not read)",
         None => "",
     };
@@ -284,7 +291,7 @@ fn aws_credentials(
          or AWS_SKIP_SIGNATURE=true for a public bucket; or register_with a store built with \
          AmazonS3Builder"
     );
-    if is_true(std::env::var("AWS_EC2_METADATA_DISABLED").ok()) {
+    if is_true(env("AWS_EC2_METADATA_DISABLED")) {
         return Credentials::Missing {
             hint: format!(
                 "{hint}; the instance metadata service is off (AWS_EC2_METADATA_DISABLED)"
@@ -632,5 +639,48 @@ mod tests {
                 .get_config_value(&ClientConfigKey::ConnectTimeout)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn credentials_are_configured_or_asked_of_the_metadata_service() {
+        use object_store::aws::AmazonS3ConfigKey as K;
+        let none = |_: &str| None;
+        let given = |keys: &'static [K]| move |key: K| keys.contains(&key).then(String::new);
+        let configured = [
+            &[K::AccessKeyId, K::SecretAccessKey][..],
+            &[K::WebIdentityTokenFile, K::RoleArn],
+            &[K::ContainerCredentialsRelativeUri],
+        ];
+        for keys in configured {
+            assert_eq!(
+                aws_credentials(&given(keys), &none),
+                Credentials::Configured
+            );
+        }
+        let public = |key: K| (key == K::SkipSignature).then(|| "true".to_string());
+        assert_eq!(aws_credentials(&public, &none), Credentials::Configured);
+        // A region and an endpoint are no credentials; a role without its token file either.
+        let nothing = given(&[K::Region, K::Endpoint, K::RoleArn]);
+        let Credentials::Metadata { hint } = aws_credentials(&nothing, &none) else {
+            panic!("the metadata service is asked");
+        };
+        assert!(hint.contains("AWS_ACCESS_KEY_ID") && hint.contains("169.254.169.254"));
+        let off = |name: &str| (name == "AWS_EC2_METADATA_DISABLED").then(|| "true".into());
+        assert!(matches!(
+            aws_credentials(&nothing, &off),
+            Credentials::Missing { .. }
+        ));
+
+        use object_store::azure::AzureConfigKey as A;
+        let key = |key: A| (key == A::AccessKey).then(String::new);
+        assert_eq!(azure_credentials(&key), Credentials::Configured);
+        let account = |key: A| (key == A::AccountName).then(String::new);
+        assert!(matches!(
+            azure_credentials(&account),
+            Credentials::Metadata { .. }
+        ));
+        use object_store::gcp::GoogleConfigKey as G;
+        let file = |key: G| (key == G::ServiceAccount).then(String::new);
+        assert_eq!(gcp_credentials(&file), Credentials::Configured);
     }
 }
