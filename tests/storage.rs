@@ -1186,7 +1186,7 @@ fn is_child(test: &str) -> bool {
 }
 
 /// Runs this binary's test `test` again in a child process whose environment holds `env`
-/// and no other `AWS_*`, `GOOGLE_*` or `AZURE_*` variable, so that a store built from the
+/// and no other `AWS_*`, `GOOGLE_*`, `GCE_*` or `AZURE_*` variable, so that a store built from the
 /// environment sees exactly these and no other test of this binary sees them (the
 /// environment is the whole process's); panics, with the child's output, if it failed. In
 /// the child, [`is_child`] is true and the test runs its body.
@@ -1466,6 +1466,13 @@ async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_s3() {
     // record arrives once, in order.
     let options = storm_options(Duration::from_secs(10));
     let faults = through_proxy(server, "s3://storm-held", Faults::default(), options).await;
+    // A listing is retried too (object_store's retries are off in this store).
+    faults.slow_downs.store(3, SeqCst);
+    let listed = storage::glob("s3://storm-held/shards/train-*.tfrecord")
+        .await
+        .expect("a listing through three 503s");
+    assert_eq!(listed.len(), 4);
+    assert_eq!(faults.slow_downs.load(SeqCst), 0);
     let (on, off) = (Arc::clone(&faults), Arc::clone(&faults));
     let (read, err) = read_through_storm(
         urls("s3://storm-held"),
@@ -1594,4 +1601,89 @@ async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_http() {
     assert!(shown.contains("HTTP status 503"), "{shown}");
     assert!(read.len() >= 2_000 && read[..] == want[..read.len()]);
     no_cause_twice(&err);
+}
+
+/// In a child process with `env(metadata)` (the cloud's metadata service at `metadata`, a
+/// silent server on 127.0.0.1, never 169.254.169.254): reading `url` fails within seconds,
+/// naming it and each of `variables`.
+fn without_credentials(
+    test: &str,
+    env: impl Fn(std::net::SocketAddr) -> Vec<(&'static str, String)>,
+    url: &str,
+    variables: &[&str],
+) {
+    if !is_child(test) {
+        let (metadata, asked, stop) = silent_server();
+        let home = tempfile::tempdir().expect("an empty HOME");
+        let mut env = env(metadata);
+        env.push(("HOME", home.path().display().to_string()));
+        run_in_child(test, &env);
+        stop.store(true, SeqCst);
+        assert!(asked.load(SeqCst) >= 1, "the metadata service was asked");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (err, took) = read_error(vec![url.to_string()], 1).await;
+        let shown = format!("{err:#}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{took:?}: {shown}"
+        );
+        assert!(shown.contains(url), "{shown}");
+        for variable in variables {
+            assert!(shown.contains(variable), "{variable}: {shown}");
+        }
+        no_cause_twice(&err);
+    });
+}
+
+#[test]
+fn gcs_without_credentials_names_the_variables_within_seconds() {
+    without_credentials(
+        "gcs_without_credentials_names_the_variables_within_seconds",
+        |metadata| {
+            vec![
+                (
+                    "GOOGLE_BASE_URL",
+                    format!("http://127.0.0.1:{}", closed_port()),
+                ),
+                ("GCE_METADATA_HOST", metadata.to_string()),
+                ("GCE_METADATA_IP", metadata.to_string()),
+            ]
+        },
+        "gs://env-bucket/x.tfrecord",
+        &[
+            "GOOGLE_SERVICE_ACCOUNT",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GOOGLE_SKIP_SIGNATURE=true",
+        ],
+    );
+}
+
+#[test]
+fn azure_without_credentials_names_the_variables_within_seconds() {
+    without_credentials(
+        "azure_without_credentials_names_the_variables_within_seconds",
+        |metadata| {
+            vec![
+                ("AZURE_STORAGE_ACCOUNT_NAME", "streamload".to_string()),
+                (
+                    "AZURE_STORAGE_ENDPOINT",
+                    format!("http://127.0.0.1:{}", closed_port()),
+                ),
+                ("AZURE_ALLOW_HTTP", "true".to_string()),
+                (
+                    "AZURE_MSI_ENDPOINT",
+                    format!("http://{metadata}/metadata/identity/oauth2/token"),
+                ),
+            ]
+        },
+        "az://container/x.tfrecord",
+        &[
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_SKIP_SIGNATURE=true",
+        ],
+    );
 }

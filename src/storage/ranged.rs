@@ -315,8 +315,8 @@ async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::
         Fault::Changed(message) => return Err(anyhow::anyhow!(message)),
         Fault::Permanent(message) => message,
         Fault::Transient(message) => {
-            // The GET's fault starts the deadline; the HEAD is its retry.
-            retrying.fault(&reader.options, message.clone())?;
+            // The GET's fault starts the deadline; the HEAD is its retry, after the backoff.
+            tokio::time::sleep(retrying.fault(&reader.options, message.clone())?).await;
             message
         }
     };

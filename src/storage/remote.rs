@@ -183,7 +183,8 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
                         }))
                         .build()
                         .map_err(|e| built(e, AZURE_HINT))?;
-                    let provider = FromMetadata::new("Azure", metadata.credentials(), hint);
+                    let provider =
+                        FromMetadata::new("MicrosoftAzure", metadata.credentials(), hint);
                     builder.with_credentials(Arc::new(provider))
                 }
                 _ => builder,
@@ -301,7 +302,7 @@ fn aws_credentials(
     Credentials::Metadata {
         hint: format!(
             "{hint}; and the instance metadata service ({endpoint}, for an EC2 instance role) \
-             gave none in {METADATA_WAIT:?}"
+             gave none (asked once, for at most {METADATA_WAIT:?})"
         ),
     }
 }
@@ -334,8 +335,8 @@ fn gcp_credentials(
                  service account file) or GOOGLE_SERVICE_ACCOUNT_KEY (its contents), or \
                  GOOGLE_APPLICATION_CREDENTIALS; or GOOGLE_SKIP_SIGNATURE=true for a public \
                  bucket; or register_with a store built with GoogleCloudStorageBuilder; and \
-                 the metadata service (for a GCE service account) gave none in \
-                 {METADATA_WAIT:?}"
+                 the metadata service (for a GCE service account) gave none (asked once, \
+                 for at most {METADATA_WAIT:?})"
             ),
         },
     }
@@ -370,7 +371,8 @@ fn azure_credentials(
                  AZURE_STORAGE_CLIENT_SECRET and AZURE_STORAGE_TENANT_ID, or \
                  AZURE_USE_AZURE_CLI=true; or AZURE_SKIP_SIGNATURE=true for a public \
                  container; or register_with a store built with MicrosoftAzureBuilder; and \
-                 the managed identity endpoint gave none in {METADATA_WAIT:?}"
+                 the managed identity endpoint gave none (asked once, for at most \
+                 {METADATA_WAIT:?})"
             ),
         },
     }
@@ -442,7 +444,7 @@ impl<C: std::fmt::Debug + Send + Sync> object_store::CredentialProvider for From
         };
         Err(object_store::Error::Generic {
             store: self.store,
-            source: Box::new(MissingCredentials(format!("{} ({cause})", self.hint))),
+            source: Box::new(MissingCredentials(format!("{}: {cause}", self.hint))),
         })
     }
 }
