@@ -1164,6 +1164,23 @@ async fn a_refused_connection_or_an_unknown_host_fails_in_seconds_naming_the_url
         "{shown}"
     );
 
+    // A failed TLS handshake: https:// to a server speaking plain HTTP.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/x.tfrecord", http_object(shard_bytes(0, 10).await));
+    let plain = http_server(Arc::clone(&files)).await;
+    let url = format!("https://{plain}/x.tfrecord");
+    let (err, took) = read_error(vec![url.clone()], 1).await;
+    let shown = format!("{err:#}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{took:?}: {shown}"
+    );
+    assert!(
+        shown.contains(&url) && shown.contains("cannot connect"),
+        "{shown}"
+    );
+    assert_eq!(files.requests.load(SeqCst), 0, "{shown}");
+
     // Six of them, two read at once: once 107 s.
     let urls: Vec<String> = (0..6)
         .map(|i| format!("http://127.0.0.1:{}/x-{i}.tfrecord", closed_port()))
