@@ -76,4 +76,28 @@ pub use options::{AUTOTUNE, Options, Parallelism, available_cores};
 pub use progress::Progress;
 /// The random generator [`Dataset::random_map`] hands to its function (ChaCha8).
 pub use rand_chacha::ChaCha8Rng;
+
+// The crates whose types appear in streamload's API, re-exported so that users name the same
+// versions (a `cargo add rand` may pick another major version, whose traits the generator
+// of `random_map` does not implement).
+/// The `bytes` crate: records, strings and payloads are [`bytes::Bytes`].
+pub use bytes;
+/// The `ndarray` crate: `collate`, `padded_batch` and the image functions yield its arrays.
+pub use ndarray;
+/// The `rand` crate, in the version whose traits [`ChaCha8Rng`] implements: bring
+/// [`rand::Rng`] into scope from here to draw from the generator [`Dataset::random_map`]
+/// hands out.
+///
+/// ```
+/// use streamload::Dataset;
+/// use streamload::rand::Rng; // not `rand::Rng`: that may be another major version
+/// # tokio_test::block_on(async {
+/// let ds = Dataset::range(0, 8).random_map(2, Some(3), |x, rng| Ok(x + rng.random_range(0..10) * 100));
+/// assert!(ds.collect().await?.iter().zip(0..).all(|(y, x)| y % 100 == x));
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+pub use rand;
+/// The `rand_chacha` crate of [`ChaCha8Rng`] (to seed one of your own with
+/// [`rand::SeedableRng`]).
+pub use rand_chacha;
 pub use stats::{StageSnapshot, Stats};
