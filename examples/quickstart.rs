@@ -95,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
         .num_parallel_reads(4) // extract: 4 shards at once, every CRC checked
         .build()
         .shuffle(10_000, Some(7)) // transform: shuffle ...
-        .map_parallel(AUTOTUNE, parse) // ... and parse the Examples on every core
+        .try_map_parallel(AUTOTUNE, parse) // ... and parse the Examples on every core
         .batch(256)
         .prefetch(2) // load: overlap with the consumer
         .with_options(Options::new().stats_timing(true)); // time the stages for the report

@@ -391,7 +391,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// use streamload::{Cardinality, Dataset};
     /// assert_eq!(Dataset::range(0, 10).batch(3).cardinality(), Cardinality::Finite(4));
     /// assert_eq!(Dataset::range(0, 10).filter(|x| *x < 3).cardinality(), Cardinality::Unknown);
-    /// assert_eq!(Dataset::range(0, 10).repeat(-1).take(7).cardinality(), Cardinality::Finite(7));
+    /// assert_eq!(Dataset::range(0, 10).repeat().take(7).cardinality(), Cardinality::Finite(7));
     /// ```
     pub fn cardinality(&self) -> Cardinality {
         self.stage.cardinality
@@ -747,7 +747,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # tokio_test::block_on(async {
     /// let ds = Dataset::choose_from_datasets(
     ///     vec![Dataset::range(0, 3), Dataset::range(10, 15)],
-    ///     Dataset::range(0, 2).repeat(3),
+    ///     Dataset::range(0, 2).repeat_n(3),
     ///     true,
     /// );
     /// assert_eq!(ds.collect().await?, [0, 10, 1, 11, 2, 12]);
@@ -783,14 +783,20 @@ impl<T: Send + 'static> Dataset<T> {
     /// Calls run on [`map_parallel`](Dataset::map_parallel)'s machinery: groups of
     /// consecutive elements on `parallelism` blocking threads.
     ///
+    /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
+    /// [`try_random_map`](Dataset::try_random_map). The generator is [`ChaCha8Rng`](crate::ChaCha8Rng)
+    /// of the `rand` version this crate re-exports as [`streamload::rand`](crate::rand): bring
+    /// its traits into scope from there (`use streamload::rand::Rng;`), so a different major
+    /// version of `rand` in your own dependencies cannot get in the way.
+    ///
     /// # Examples
     ///
     /// ```
-    /// use rand::Rng;
+    /// use streamload::rand::Rng;
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
     /// let noisy = |p: usize| {
-    ///     Dataset::range(0, 100).random_map(p, Some(7), |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+    ///     Dataset::range(0, 100).random_map(p, Some(7), |x, rng| x * 1000 + rng.random_range(0..1000))
     /// };
     /// let one = noisy(1).collect().await?;
     /// assert_eq!(one, noisy(4).collect().await?); // the same whatever the parallelism
@@ -809,8 +815,8 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Errors
     ///
-    /// An `Err` from `f`, or a panic in it, becomes an error element in that element's place;
-    /// the epoch goes on.
+    /// A panic in `f` becomes an error element in that element's place
+    /// ([`Error::WorkerPanicked`](crate::Error)); the epoch goes on.
     ///
     /// # Cancellation
     ///
@@ -820,6 +826,35 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// If `parallelism` is `Fixed(0)`.
     pub fn random_map<U: Send + 'static>(
+        &self,
+        parallelism: impl Into<Parallelism>,
+        seed: Option<u64>,
+        f: impl Fn(T, &mut rand_chacha::ChaCha8Rng) -> U + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        self.try_random_map(parallelism, seed, move |x, rng| Ok(f(x, rng)))
+    }
+
+    /// Like [`random_map`](Dataset::random_map), for a function that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// use streamload::rand::Rng;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 4).try_random_map(2, Some(1), |x, rng| {
+    ///     anyhow::ensure!(x != 2, "element {x} is bad");
+    ///     Ok(x + 10 * rng.random_range(0..10))
+    /// });
+    /// let out = ds.ignore_errors().collect().await?;
+    /// assert_eq!(out.iter().map(|y| y % 10).collect::<Vec<_>>(), [0, 1, 3]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    pub fn try_random_map<U: Send + 'static>(
         &self,
         parallelism: impl Into<Parallelism>,
         seed: Option<u64>,
@@ -836,6 +871,14 @@ impl<T: Send + 'static> Dataset<T> {
 impl<T: Send + 'static> Dataset<T> {
     /// Applies `f` to every element, in order, on the consumer's task (tf.data's `map` without
     /// `num_parallel_calls`). For CPU-heavy functions use [`map_parallel`](Dataset::map_parallel).
+    ///
+    /// `f` cannot fail. A function that returns `anyhow::Result<U>` belongs in
+    /// [`try_map`](Dataset::try_map): given to `map`, it would make a `Dataset<Result<U>>`
+    /// whose errors are ordinary elements, never error elements. Every mapping operation comes
+    /// in these two forms: `map` / `try_map`, [`map_parallel`](Dataset::map_parallel) /
+    /// [`try_map_parallel`](Dataset::try_map_parallel), [`map_async`](Dataset::map_async) /
+    /// [`try_map_async`](Dataset::try_map_async), [`random_map`](Dataset::random_map) /
+    /// [`try_random_map`](Dataset::try_random_map).
     ///
     /// # Errors
     ///
@@ -887,6 +930,9 @@ impl<T: Send + 'static> Dataset<T> {
     /// Applies a CPU-bound function on `parallelism` blocking threads at once (tf.data's
     /// `map(f, num_parallel_calls=...)`).
     ///
+    /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
+    /// [`try_map_parallel`](Dataset::try_map_parallel).
+    ///
     /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
     /// workers), which take groups of consecutive elements from a queue the stream keeps
     /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
@@ -912,8 +958,8 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Errors
     ///
-    /// An `Err` from `f`, or a panic in it, becomes an error element in that element's place;
-    /// the epoch goes on.
+    /// A panic in `f` becomes an error element in that element's place
+    /// ([`Error::WorkerPanicked`](crate::Error)); the epoch goes on.
     ///
     /// # Cancellation
     ///
@@ -926,11 +972,38 @@ impl<T: Send + 'static> Dataset<T> {
     /// ```
     /// use streamload::{AUTOTUNE, Dataset};
     /// # tokio_test::block_on(async {
-    /// let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| Ok(x * 2));
+    /// let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| x * 2);
     /// assert_eq!(ds.collect().await?, (0..100).map(|x| x * 2).collect::<Vec<_>>());
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn map_parallel<U: Send + 'static>(
+        &self,
+        parallelism: impl Into<Parallelism>,
+        f: impl Fn(T) -> U + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        self.try_map_parallel(parallelism, move |x| Ok(f(x)))
+    }
+
+    /// Like [`map_parallel`](Dataset::map_parallel), for a function that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::from_vec(vec!["1", "x", "3"]).try_map_parallel(AUTOTUNE, |s| Ok(s.parse::<i64>()?));
+    /// let mut epoch = ds.iter();
+    /// # use futures::StreamExt;
+    /// assert_eq!(epoch.next().await.unwrap()?, 1);
+    /// assert!(epoch.next().await.unwrap().is_err()); // "x" is an error element
+    /// assert_eq!(epoch.next().await.unwrap()?, 3);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    pub fn try_map_parallel<U: Send + 'static>(
         &self,
         parallelism: impl Into<Parallelism>,
         f: impl Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
@@ -953,10 +1026,42 @@ impl<T: Send + 'static> Dataset<T> {
     /// Applies an async function to every element, up to `parallelism` calls at once, each
     /// call a spawned tokio task (for I/O-bound work: fetching, opening files).
     ///
+    /// `f`'s futures cannot fail; for futures of `anyhow::Result<U>` use
+    /// [`try_map_async`](Dataset::try_map_async).
+    ///
     /// # Ordering
     ///
     /// Input order (`buffered`), or completion order (`buffer_unordered`) when the pipeline's
     /// [`Options::deterministic`](crate::Options) is `false`.
+    ///
+    /// # Errors and cancellation
+    ///
+    /// A panic becomes an error element; dropping the epoch aborts the tasks.
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 4).map_async(2, |x| async move { x + 1 });
+    /// assert_eq!(ds.collect().await?, [1, 2, 3, 4]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
+    where
+        U: Send + 'static,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = U> + Send + 'static,
+    {
+        use futures::FutureExt;
+        self.try_map_async(parallelism, move |x| f(x).map(anyhow::Ok))
+    }
+
+    /// Like [`map_async`](Dataset::map_async), for async functions that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
     ///
     /// # Errors and cancellation
     ///
@@ -969,11 +1074,14 @@ impl<T: Send + 'static> Dataset<T> {
     /// ```
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
-    /// let ds = Dataset::range(0, 4).map_async(2, |x| async move { Ok(x + 1) });
-    /// assert_eq!(ds.collect().await?, [1, 2, 3, 4]);
+    /// let ds = Dataset::range(0, 4).try_map_async(2, |x| async move {
+    ///     anyhow::ensure!(x != 1, "no {x}");
+    ///     Ok(x + 1)
+    /// });
+    /// assert_eq!(ds.ignore_errors().collect().await?, [1, 3, 4]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
+    pub fn try_map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
     where
         U: Send + 'static,
         F: Fn(T) -> Fut + Send + Sync + 'static,
@@ -1286,18 +1394,38 @@ impl<T: Send + 'static> Dataset<T> {
         ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
     }
 
-    /// Repeats the dataset `count` times; a negative `count` repeats forever (tf.data's
-    /// `repeat`). Each repetition builds the upstream anew, so shuffles reshuffle.
-    /// Repeating forever stops if a repetition yields nothing, rather than spinning.
+    /// Repeats the dataset forever (tf.data's `repeat()`). Each repetition builds the upstream
+    /// anew, so shuffles reshuffle. It stops if a repetition yields nothing, rather than
+    /// spinning. Cardinality: infinite, unless the input is known to be empty (then 0). For a
+    /// given number of repetitions, see [`repeat_n`](Dataset::repeat_n).
     ///
     /// ```
-    /// use streamload::Dataset;
+    /// use streamload::{Cardinality, Dataset};
     /// # tokio_test::block_on(async {
-    /// assert_eq!(Dataset::range(0, 2).repeat(-1).take(5).collect().await?, [0, 1, 0, 1, 0]);
+    /// let ds = Dataset::range(0, 2).repeat();
+    /// assert_eq!(ds.cardinality(), Cardinality::Infinite);
+    /// assert_eq!(ds.take(5).collect().await?, [0, 1, 0, 1, 0]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn repeat(&self, count: i64) -> Dataset<T> {
-        ops::repeat::dataset(self, count)
+    pub fn repeat(&self) -> Dataset<T> {
+        ops::repeat::dataset(self, None)
+    }
+
+    /// Repeats the dataset `count` times (tf.data's `repeat(count)`; `0` gives an empty
+    /// dataset). Each repetition builds the upstream anew, so shuffles reshuffle. Cardinality:
+    /// `count` times the input's when that is known. To repeat forever, see
+    /// [`repeat`](Dataset::repeat).
+    ///
+    /// ```
+    /// use streamload::{Cardinality, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 2).repeat_n(3);
+    /// assert_eq!(ds.cardinality(), Cardinality::Finite(6));
+    /// assert_eq!(ds.collect().await?, [0, 1, 0, 1, 0, 1]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn repeat_n(&self, count: u64) -> Dataset<T> {
+        ops::repeat::dataset(self, Some(count))
     }
 
     /// The first `count` elements; a negative `count` takes everything (tf.data's `take`).
@@ -1527,7 +1655,7 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// ```
     /// use streamload::{Dataset, Options};
-    /// let ds = Dataset::range(0, 100).map_parallel(4, |x| Ok(x)).with_options(Options::new().deterministic(false));
+    /// let ds = Dataset::range(0, 100).map_parallel(4, |x| x).with_options(Options::new().deterministic(false));
     /// ```
     pub fn with_options(&self, options: Options) -> Dataset<T> {
         let merged = self.stage.options.merge(&options);
@@ -1685,7 +1813,7 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
     /// `group_by_window`), and shows as a stage of its own in [`Epoch::stats`]. Each element's
     /// data is copied once, into the batch's buffer. For very large batches, stacking can run
     /// on the worker threads instead:
-    /// `batch(n).map_parallel(AUTOTUNE, |b| Collate::collate(&b))`.
+    /// `batch(n).try_map_parallel(AUTOTUNE, |b| Collate::collate(&b))`.
     ///
     /// ```
     /// use ndarray::{Array1, Array3, Array4};

@@ -31,7 +31,7 @@
 //! # tokio_test::block_on(async {
 //! let ds = Dataset::range(0, 1_000)
 //!     .shuffle(100, Some(7))
-//!     .map_parallel(AUTOTUNE, |x| Ok(x * 2)) // CPU-bound work on blocking threads
+//!     .map_parallel(AUTOTUNE, |x| x * 2) // CPU-bound work on blocking threads
 //!     .batch(64)
 //!     .prefetch(2);
 //! let mut epoch = ds.iter();
@@ -92,7 +92,7 @@ pub use ndarray;
 /// use streamload::Dataset;
 /// use streamload::rand::Rng; // not `rand::Rng`: that may be another major version
 /// # tokio_test::block_on(async {
-/// let ds = Dataset::range(0, 8).random_map(2, Some(3), |x, rng| Ok(x + rng.random_range(0..10) * 100));
+/// let ds = Dataset::range(0, 8).random_map(2, Some(3), |x, rng| x + rng.random_range(0..10) * 100);
 /// assert!(ds.collect().await?.iter().zip(0..).all(|(y, x)| y % 100 == x));
 /// # anyhow::Ok(()) }).unwrap();
 /// ```

@@ -214,11 +214,11 @@ async fn run(name: &str) -> Option<Produced> {
             });
             elements(ds).await
         }
-        "batch_then_repeat" => elements(r(0, 5).batch(3).repeat(2)).await,
-        "repeat_then_batch" => elements(r(0, 5).repeat(2).batch(3)).await,
-        "repeat_3_take_7" => elements(r(0, 3).repeat(3).take(7)).await,
-        "repeat_zero" => elements(r(0, 3).repeat(0)).await,
-        "repeat_minus_one_take" => elements(r(0, 2).repeat(-1).take(5)).await,
+        "batch_then_repeat" => elements(r(0, 5).batch(3).repeat_n(2)).await,
+        "repeat_then_batch" => elements(r(0, 5).repeat_n(2).batch(3)).await,
+        "repeat_3_take_7" => elements(r(0, 3).repeat_n(3).take(7)).await,
+        "repeat_zero" => elements(r(0, 3).repeat_n(0)).await,
+        "repeat_minus_one_take" => elements(r(0, 2).repeat().take(5)).await,
         "unbatch" => elements(r(0, 10).batch(3).unbatch()).await,
         "unbatch_tuple" => elements(Dataset::zip(r(0, 4), r(10, 14)).batch(3).unbatch()).await,
         "rebatch_smaller" => elements(r(0, 10).batch(4).rebatch(2, false)).await,
@@ -307,7 +307,7 @@ async fn run(name: &str) -> Option<Produced> {
             .await
         }
         "choose_from_datasets_round_robin" => {
-            let choices = r(0, 2).repeat(3);
+            let choices = r(0, 2).repeat_n(3);
             elements(Dataset::choose_from_datasets(
                 vec![r(0, 3), r(10, 15)],
                 choices,
@@ -332,7 +332,7 @@ async fn run(name: &str) -> Option<Produced> {
         }
         "shuffle_buffer_1_identity" => elements(r(0, 10).shuffle(1, None)).await,
         "shuffle_reshuffle_each_iteration_true" => {
-            elements(r(0, 10).shuffle(10, Some(42)).repeat(2)).await
+            elements(r(0, 10).shuffle(10, Some(42)).repeat_n(2)).await
         }
         "shuffle_buffer_2_locality" => elements(r(0, 20).shuffle(2, Some(5))).await,
         "shuffle_two_iterators_reshuffle_false" => {
@@ -346,9 +346,9 @@ async fn run(name: &str) -> Option<Produced> {
                 cardinality: None,
             }
         }
-        "cache_repeat" => elements(r(0, 5).cache().repeat(2)).await,
+        "cache_repeat" => elements(r(0, 5).cache().repeat_n(2)).await,
         "cache_after_shuffle_freezes_order" => {
-            elements(r(0, 10).shuffle(10, Some(42)).cache().repeat(2)).await
+            elements(r(0, 10).shuffle(10, Some(42)).cache().repeat_n(2)).await
         }
         "from_tensor_slices_2d" => {
             elements(Dataset::from_vec(vec![
@@ -369,7 +369,7 @@ async fn run(name: &str) -> Option<Produced> {
             Produced::Value(json!(r(0, 10).filter(|x| *x < 3).cardinality().as_i64()))
         }
         "cardinality_repeat_infinite_take" => {
-            Produced::Value(json!(r(0, 10).repeat(-1).take(7).cardinality().as_i64()))
+            Produced::Value(json!(r(0, 10).repeat().take(7).cardinality().as_i64()))
         }
         "cardinality_skip_overshoot" => {
             Produced::Value(json!(r(0, 10).skip(20).cardinality().as_i64()))
@@ -592,38 +592,38 @@ async fn run_more(name: &str) -> Option<Produced> {
         "skip_minus_5" => elements(r(0, 5).skip(-5)).await,
         "take_then_skip" => elements(r(0, 10).take(6).skip(2)).await,
         "skip_then_take_beyond" => elements(r(0, 10).skip(7).take(5)).await,
-        "take_minus_1_of_infinite_then_take" => elements(r(0, 3).repeat(-1).take(-1).take(7)).await,
-        "skip_of_infinite_then_take" => elements(r(0, 3).repeat(-1).skip(4).take(5)).await,
+        "take_minus_1_of_infinite_then_take" => elements(r(0, 3).repeat().take(-1).take(7)).await,
+        "skip_of_infinite_then_take" => elements(r(0, 3).repeat().skip(4).take(5)).await,
         "take_of_filter" => elements(r(0, 10).filter(|x| x % 3 == 0).take(2)).await,
         "skip_of_filter" => elements(r(0, 10).filter(|x| x % 3 == 0).skip(2)).await,
-        "cardinality_take_minus_1_infinite" => card(r(0, 3).repeat(-1).take(-1)),
-        "cardinality_skip_infinite" => card(r(0, 3).repeat(-1).skip(4)),
-        "cardinality_skip_minus_1_infinite" => card(r(0, 3).repeat(-1).skip(-1)),
+        "cardinality_take_minus_1_infinite" => card(r(0, 3).repeat().take(-1)),
+        "cardinality_skip_infinite" => card(r(0, 3).repeat().skip(4)),
+        "cardinality_skip_minus_1_infinite" => card(r(0, 3).repeat().skip(-1)),
         "cardinality_take_unknown" => card(unknown3().take(2)),
         "cardinality_take_0_unknown" => card(unknown3().take(0)),
         "cardinality_skip_unknown" => card(unknown3().skip(2)),
         "cardinality_skip_minus_1_unknown" => card(unknown3().skip(-1)),
         // repeat
-        "repeat_1" => elements(r(0, 3).repeat(1)).await,
-        "repeat_minus_2_take" => elements(r(0, 2).repeat(-2).take(5)).await,
-        "repeat_forever_of_empty" => elements(r(0, 0).repeat(-1)).await,
+        "repeat_1" => elements(r(0, 3).repeat_n(1)).await,
+        "repeat_minus_2_take" => elements(r(0, 2).repeat().take(5)).await,
+        "repeat_forever_of_empty" => elements(r(0, 0).repeat()).await,
         "repeat_forever_of_filtered_empty" => {
-            elements(r(0, 3).filter(|x| *x > 5).repeat(-1).take(3)).await
+            elements(r(0, 3).filter(|x| *x > 5).repeat().take(3)).await
         }
-        "repeat_zero_of_infinite" => elements(r(0, 3).repeat(-1).repeat(0)).await,
-        "repeat_then_take_0" => elements(r(0, 3).repeat(-1).take(0)).await,
-        "take_then_repeat" => elements(r(0, 5).take(2).repeat(3)).await,
-        "cardinality_repeat_unknown" => card(r(0, 3).filter(|x| *x > 0).repeat(3)),
-        "cardinality_repeat_forever_unknown" => card(r(0, 3).filter(|x| *x > 0).repeat(-1)),
-        "cardinality_repeat_forever_empty" => card(r(0, 0).repeat(-1)),
-        "cardinality_repeat_infinite_twice" => card(r(0, 3).repeat(-1).repeat(2)),
+        "repeat_zero_of_infinite" => elements(r(0, 3).repeat().repeat_n(0)).await,
+        "repeat_then_take_0" => elements(r(0, 3).repeat().take(0)).await,
+        "take_then_repeat" => elements(r(0, 5).take(2).repeat_n(3)).await,
+        "cardinality_repeat_unknown" => card(r(0, 3).filter(|x| *x > 0).repeat_n(3)),
+        "cardinality_repeat_forever_unknown" => card(r(0, 3).filter(|x| *x > 0).repeat()),
+        "cardinality_repeat_forever_empty" => card(r(0, 0).repeat()),
+        "cardinality_repeat_infinite_twice" => card(r(0, 3).repeat().repeat_n(2)),
         // batch
         "batch_size_1" => elements(r(0, 3).batch(1)).await,
         "batch_size_equals_length" => elements(r(0, 6).batch(6)).await,
         "batch_of_empty" => elements(r(0, 0).batch(3)).await,
         "batch_drop_remainder_partial" => elements(r(0, 10).batch_drop_remainder(3)).await,
         "batch_infinite_drop_remainder_take" => {
-            elements(r(0, 3).repeat(-1).batch_drop_remainder(2).take(3)).await
+            elements(r(0, 3).repeat().batch_drop_remainder(2).take(3)).await
         }
         "batch_of_filter_drop_remainder" => {
             elements(r(0, 10).filter(|x| x % 2 == 0).batch_drop_remainder(2)).await
@@ -631,9 +631,9 @@ async fn run_more(name: &str) -> Option<Produced> {
         "batch_zero" => construction_panic(|| {
             r(0, 5).batch(0);
         }),
-        "cardinality_batch_infinite" => card(r(0, 3).repeat(-1).batch(2)),
+        "cardinality_batch_infinite" => card(r(0, 3).repeat().batch(2)),
         "cardinality_batch_infinite_drop_remainder" => {
-            card(r(0, 3).repeat(-1).batch_drop_remainder(2))
+            card(r(0, 3).repeat().batch_drop_remainder(2))
         }
         "cardinality_batch_unknown" => card(unknown3().batch(2)),
         "batch_error_then_ignore_errors" => {
@@ -710,7 +710,7 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements_until_error(ds.map(rows)).await
         }
         "cardinality_padded_batch_infinite" => {
-            card(seqs(&[1, 2]).repeat(-1).padded_batch(2, None, None, false))
+            card(seqs(&[1, 2]).repeat().padded_batch(2, None, None, false))
         }
         "cardinality_padded_batch_drop_remainder" => {
             card(seqs(&[1, 2, 3, 4, 5]).padded_batch(2, None, None, true))
@@ -729,7 +729,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         "unbatch_drop_remainder_batches" => {
             elements(r(0, 10).batch_drop_remainder(3).unbatch()).await
         }
-        "cardinality_unbatch_infinite" => card(r(0, 4).batch(2).repeat(-1).unbatch()),
+        "cardinality_unbatch_infinite" => card(r(0, 4).batch(2).repeat().unbatch()),
         "rebatch_larger" => elements(r(0, 10).batch(2).rebatch(3, false)).await,
         "rebatch_uneven_input" => elements(r(0, 7).batch(3).rebatch(2, false)).await,
         "rebatch_drop_remainder_exact" => elements(r(0, 8).batch(3).rebatch(4, true)).await,
@@ -744,7 +744,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         "window_shift_1_keep_remainder" => elements(r(0, 5).window(3, 1, 1, false)).await,
         "window_stride_2_keep_remainder" => elements(r(0, 7).window(3, 2, 2, false)).await,
         "window_of_infinite_take" => {
-            elements(r(0, 3).repeat(-1).window(2, 1, 1, false).take(4)).await
+            elements(r(0, 3).repeat().window(2, 1, 1, false).take(4)).await
         }
         "window_zero_size" => construction_panic(|| {
             r(0, 5).window(0, 1, 1, false);
@@ -758,7 +758,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         "cardinality_window" => card(r(0, 10).window(4, 3, 1, false)),
         "cardinality_window_drop_remainder" => card(r(0, 10).window(3, 2, 2, true)),
         "cardinality_window_drop_remainder_too_short" => card(r(0, 5).window(3, 3, 3, true)),
-        "cardinality_window_infinite" => card(r(0, 3).repeat(-1).window(2, 2, 1, false)),
+        "cardinality_window_infinite" => card(r(0, 3).repeat().window(2, 2, 1, false)),
         "cardinality_window_unknown" => card(r(0, 10).filter(|x| *x < 5).window(2, 2, 1, false)),
         // interleave / flat_map
         "interleave_cycle_gt_inputs" => elements(r(1, 3).interleave(5, 1, three)).await,
@@ -774,7 +774,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         }
         "interleave_of_empty" => elements(r(0, 0).interleave(2, 1, three)).await,
         "interleave_infinite_inner_take" => {
-            let ds = r(0, 2).interleave(2, 1, |x| Dataset::range(x, x + 1).repeat(-1));
+            let ds = r(0, 2).interleave(2, 1, |x| Dataset::range(x, x + 1).repeat());
             elements(ds.take(6)).await
         }
         "interleave_nested" => {
@@ -793,31 +793,25 @@ async fn run_more(name: &str) -> Option<Produced> {
         }),
         "interleave_error_then_ignore_errors" => {
             let ds = faulty(&[1.0, 0.0, 2.0])
-                .interleave(2, 1, |x| Dataset::from_vec(vec![x]).repeat(2))
+                .interleave(2, 1, |x| Dataset::from_vec(vec![x]).repeat_n(2))
                 .ignore_errors();
             elements(ds).await
         }
         "flat_map_empty_inners" => elements(r(0, 4).flat_map(|x| Dataset::range(0, x))).await,
         "flat_map_repeat_inner" => {
-            elements(r(1, 4).flat_map(|x| Dataset::from_vec(vec![x]).repeat(x))).await
+            elements(r(1, 4).flat_map(|x| Dataset::from_vec(vec![x]).repeat_n(x as u64))).await
         }
         "flat_map_of_infinite_take" => {
-            elements(
-                r(0, 3)
-                    .repeat(-1)
-                    .flat_map(|x| Dataset::range(0, x))
-                    .take(5),
-            )
-            .await
+            elements(r(0, 3).repeat().flat_map(|x| Dataset::range(0, x)).take(5)).await
         }
         "cardinality_flat_map" => card(r(0, 3).flat_map(|_| Dataset::range(0, 2))),
         // filter
         "filter_none" => elements(r(0, 5).filter(|x| *x > 10)).await,
         "filter_all" => elements(r(0, 5).filter(|x| *x >= 0)).await,
         "filter_of_infinite_take" => {
-            elements(r(0, 5).repeat(-1).filter(|x| x % 2 == 1).take(5)).await
+            elements(r(0, 5).repeat().filter(|x| x % 2 == 1).take(5)).await
         }
-        "cardinality_filter_infinite" => card(r(0, 5).repeat(-1).filter(|x| *x > 1)),
+        "cardinality_filter_infinite" => card(r(0, 5).repeat().filter(|x| *x > 1)),
         // shard
         "shard_1_0" => elements(r(0, 5).shard(1, 0)).await,
         "shard_num_shards_0" => construction_panic(|| {
@@ -825,7 +819,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         }),
         "shard_then_batch" => elements(r(0, 10).shard(3, 1).batch(2)).await,
         "shard_of_filter" => elements(r(0, 20).filter(|x| x % 2 == 0).shard(3, 0)).await,
-        "shard_of_infinite_take" => elements(r(0, 5).repeat(-1).shard(3, 2).take(5)).await,
+        "shard_of_infinite_take" => elements(r(0, 5).repeat().shard(3, 2).take(5)).await,
         "shard_more_shards_than_elements" => elements(r(0, 3).shard(5, 2)).await,
         "shard_of_interleave" => elements(r(1, 4).interleave(2, 1, three).shard(2, 1)).await,
         "shard_error_then_ignore_errors" => {
@@ -833,39 +827,39 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds.ignore_errors()).await
         }
         "cardinality_shard_unknown" => card(unknown3().shard(2, 0)),
-        "cardinality_shard_infinite" => card(r(0, 3).repeat(-1).shard(2, 0)),
+        "cardinality_shard_infinite" => card(r(0, 3).repeat().shard(2, 0)),
         "cardinality_shard_exact" => card(r(0, 9).shard(3, 2)),
         // zip / concatenate
         "zip_with_empty" => elements(Dataset::zip(r(0, 0), r(0, 3))).await,
         "zip_three" => elements(Dataset::zip_all(vec![r(0, 3), r(10, 14), r(20, 22)])).await,
-        "zip_infinite_and_finite" => elements(Dataset::zip(r(0, 3).repeat(-1), r(0, 4))).await,
+        "zip_infinite_and_finite" => elements(Dataset::zip(r(0, 3).repeat(), r(0, 4))).await,
         "zip_nested" => elements(Dataset::zip(r(0, 3), Dataset::zip(r(10, 13), r(20, 23)))).await,
         "zip_with_filter" => {
             elements(Dataset::zip(r(0, 10).filter(|x| x % 3 == 0), r(100, 110))).await
         }
         "cardinality_zip_infinite_infinite" => {
-            card(Dataset::zip(r(0, 3).repeat(-1), r(0, 2).repeat(-1)))
+            card(Dataset::zip(r(0, 3).repeat(), r(0, 2).repeat()))
         }
         "cardinality_zip_infinite_unknown" => {
-            card(Dataset::zip(r(0, 3).repeat(-1), r(0, 3).filter(|x| *x > 0)))
+            card(Dataset::zip(r(0, 3).repeat(), r(0, 3).filter(|x| *x > 0)))
         }
         "cardinality_zip_finite_unknown" => card(Dataset::zip(r(0, 3), r(0, 3).filter(|x| *x > 0))),
         "concatenate_empty_first" => elements(r(0, 0).concatenate(&r(0, 3))).await,
         "concatenate_both_empty" => elements(r(0, 0).concatenate(&r(0, 0))).await,
         "concatenate_infinite_take" => {
-            elements(r(0, 2).repeat(-1).concatenate(&r(0, 5)).take(5)).await
+            elements(r(0, 2).repeat().concatenate(&r(0, 5)).take(5)).await
         }
         "concatenate_then_infinite_take" => {
-            elements(r(0, 2).concatenate(&r(10, 12).repeat(-1)).take(5)).await
+            elements(r(0, 2).concatenate(&r(10, 12).repeat()).take(5)).await
         }
         "cardinality_concatenate_unknown_finite" => {
             card(r(0, 3).filter(|x| *x > 0).concatenate(&r(0, 2)))
         }
         "cardinality_concatenate_unknown_infinite" => {
-            card(r(0, 3).filter(|x| *x > 0).concatenate(&r(0, 2).repeat(-1)))
+            card(r(0, 3).filter(|x| *x > 0).concatenate(&r(0, 2).repeat()))
         }
         "cardinality_concatenate_infinite_unknown" => {
-            card(r(0, 2).repeat(-1).concatenate(&r(0, 3).filter(|x| *x > 0)))
+            card(r(0, 2).repeat().concatenate(&r(0, 3).filter(|x| *x > 0)))
         }
         // enumerate / scan / take_while / unique
         "enumerate_default_start" => elements(r(10, 13).enumerate(0)).await,
@@ -874,21 +868,21 @@ async fn run_more(name: &str) -> Option<Produced> {
         "enumerate_error_then_ignore_errors" => {
             elements(faulty(&[1.0, 0.0, 2.0]).enumerate(0).ignore_errors()).await
         }
-        "cardinality_enumerate_infinite" => card(r(0, 3).repeat(-1).enumerate(0)),
+        "cardinality_enumerate_infinite" => card(r(0, 3).repeat().enumerate(0)),
         "scan_of_empty" => elements(r(0, 0).scan(0i64, |s, x| (s + x, s))).await,
         "scan_state_differs_from_output" => {
             elements(r(1, 5).scan(1i64, |s, x| (s * x, s * x > 5))).await
         }
         "scan_of_infinite_take" => {
-            elements(r(0, 3).repeat(-1).scan(0i64, |s, x| (s + x, s + x)).take(5)).await
+            elements(r(0, 3).repeat().scan(0i64, |s, x| (s + x, s + x)).take(5)).await
         }
-        "cardinality_scan_infinite" => card(r(0, 3).repeat(-1).scan(0i64, |s, x| (s, x))),
+        "cardinality_scan_infinite" => card(r(0, 3).repeat().scan(0i64, |s, x| (s, x))),
         "take_while_all" => elements(r(0, 5).take_while(|x| *x < 100)).await,
         "take_while_does_not_resume" => {
             elements(ints(&[1, 2, 5, 1, 2]).take_while(|x| *x < 3)).await
         }
         "take_while_of_infinite" => {
-            let ds = r(0, 3).repeat(-1).enumerate(0).take_while(|(i, _)| *i < 7);
+            let ds = r(0, 3).repeat().enumerate(0).take_while(|(i, _)| *i < 7);
             elements(ds.map(|(_, x)| x)).await
         }
         "take_while_of_empty" => elements(r(0, 0).take_while(|x| *x < 3)).await,
@@ -898,7 +892,7 @@ async fn run_more(name: &str) -> Option<Produced> {
         "unique_of_empty" => elements(r(0, 0).unique()).await,
         "unique_all_same" => elements(ints(&[7, 7, 7]).unique()).await,
         "unique_negative" => elements(ints(&[-1, 0, -1, 1, 0]).unique()).await,
-        "unique_of_repeat" => elements(r(0, 3).repeat(3).unique()).await,
+        "unique_of_repeat" => elements(r(0, 3).repeat_n(3).unique()).await,
         // group_by_window
         "group_by_window_size_1" => {
             elements(r(0, 5).group_by_window(|x| x % 2, |_, w| w.batch(5), 1)).await
@@ -1000,7 +994,7 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds).await
         }
         "choose_from_datasets_all_run_dry" => {
-            let choices = r(0, 2).repeat(-1);
+            let choices = r(0, 2).repeat();
             let ds = Dataset::choose_from_datasets(vec![r(0, 1), r(10, 11)], choices, false);
             elements(ds).await
         }
@@ -1044,12 +1038,12 @@ async fn run_more(name: &str) -> Option<Produced> {
             true,
         )),
         // cache / reduce / ignore_errors / prefetch
-        "cache_take_then_repeat" => elements(r(0, 5).cache().take(2).repeat(2)).await,
-        "cache_of_empty_repeat" => elements(r(0, 0).cache().repeat(3)).await,
+        "cache_take_then_repeat" => elements(r(0, 5).cache().take(2).repeat_n(2)).await,
+        "cache_of_empty_repeat" => elements(r(0, 0).cache().repeat_n(3)).await,
         "cache_of_filter_repeat" => {
-            elements(r(0, 6).filter(|x| x % 2 == 1).cache().repeat(2)).await
+            elements(r(0, 6).filter(|x| x % 2 == 1).cache().repeat_n(2)).await
         }
-        "cache_of_infinite_take" => elements(r(0, 3).repeat(-1).cache().take(5)).await,
+        "cache_of_infinite_take" => elements(r(0, 3).repeat().cache().take(5)).await,
         "reduce_of_empty" => Produced::Value(json!(
             r(0, 0).reduce(7i64, |s, x| s + x).await.expect("runs")
         )),
@@ -1078,12 +1072,12 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(faulty(&[1.0, 0.0, 2.0, 4.0]).skip(2).ignore_errors()).await
         }
         "map_error_stops_iteration" => elements_until_error(faulty(&[1.0, 2.0, 0.0, 4.0])).await,
-        "cardinality_ignore_errors_infinite" => card(r(0, 3).repeat(-1).ignore_errors()),
+        "cardinality_ignore_errors_infinite" => card(r(0, 3).repeat().ignore_errors()),
         "cardinality_ignore_errors_finite" => card(r(0, 3).ignore_errors()),
         "prefetch_of_empty" => elements(r(0, 0).prefetch(2)).await,
-        "cardinality_prefetch_infinite" => card(r(0, 3).repeat(-1).prefetch(2)),
-        "cardinality_cache_infinite" => card(r(0, 3).repeat(-1).cache()),
-        "cardinality_map_infinite" => card(r(0, 3).repeat(-1).map(|x| x + 1)),
+        "cardinality_prefetch_infinite" => card(r(0, 3).repeat().prefetch(2)),
+        "cardinality_cache_infinite" => card(r(0, 3).repeat().cache()),
+        "cardinality_map_infinite" => card(r(0, 3).repeat().map(|x| x + 1)),
         "cardinality_unique_finite" => card(r(0, 3).unique()),
         "cardinality_take_while_finite" => card(r(0, 3).take_while(|x| *x < 2)),
         "cardinality_group_by_window" => {
@@ -1128,7 +1122,7 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds.ignore_errors()).await
         }
         "repeat_error_then_ignore_errors" => {
-            elements(faulty(&[1.0, 0.0]).repeat(2).ignore_errors()).await
+            elements(faulty(&[1.0, 0.0]).repeat_n(2).ignore_errors()).await
         }
         "filter_error_then_ignore_errors" => {
             elements(
@@ -1174,10 +1168,10 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds.ignore_errors()).await
         }
         "cache_error_then_repeat" => {
-            elements(faulty(&[1.0, 0.0, 2.0]).cache().repeat(2).ignore_errors()).await
+            elements(faulty(&[1.0, 0.0, 2.0]).cache().repeat_n(2).ignore_errors()).await
         }
         "map_parallel_error_then_ignore_errors" => {
-            let ds = faulty(&[1.0, 0.0, 2.0, 4.0]).map_parallel(2, |x| Ok(x * 2.0));
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0]).map_parallel(2, |x| x * 2.0);
             elements(ds.ignore_errors()).await
         }
         "prefetch_error_then_ignore_errors" => {

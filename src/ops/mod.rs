@@ -3,9 +3,9 @@
 //! | file | tf.data name |
 //! |---|---|
 //! | `map.rs` | `map` (no parallelism), `try_map` |
-//! | `parallel_map.rs` | `map(num_parallel_calls=...)` on blocking threads: `map_parallel` |
-//! | `random_map.rs` | a parallel map with per-element randomness (Grain's `RandomMapTransform`): `random_map` |
-//! | `map_async.rs` | `map` of an async function as spawned tasks: `map_async` |
+//! | `parallel_map.rs` | `map(num_parallel_calls=...)` on blocking threads: `map_parallel`, `try_map_parallel` |
+//! | `random_map.rs` | a parallel map with per-element randomness (Grain's `RandomMapTransform`): `random_map`, `try_random_map` |
+//! | `map_async.rs` | `map` of an async function as spawned tasks: `map_async`, `try_map_async` |
 //! | `filter.rs` | `filter` |
 //! | `interleave.rs` | `interleave`, `flat_map` |
 //! | `parallel_interleave.rs` | `interleave(num_parallel_calls=...)` |
@@ -15,7 +15,7 @@
 //! | `bucket_by_sequence_length.rs` | `bucket_by_sequence_length` |
 //! | `unbatch.rs` | `unbatch` |
 //! | `shuffle.rs` | `shuffle` |
-//! | `repeat.rs` | `repeat` |
+//! | `repeat.rs` | `repeat()` (forever), `repeat(count)`: `repeat`, `repeat_n` |
 //! | `take.rs`, `skip.rs`, `take_while.rs` | `take`, `skip`, `take_while` |
 //! | `shard.rs`, `enumerate.rs` | `shard`, `enumerate` |
 //! | `window.rs` | `window` |
