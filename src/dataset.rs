@@ -422,6 +422,58 @@ impl<T: Send + 'static> Dataset<T> {
         }
     }
 
+    /// Starts one epoch as a blocking `Iterator` of `anyhow::Result<T>`, for synchronous
+    /// training loops (burn's `DataLoader`, a `tch` loop, a plain `for batch in ...`): no
+    /// async code, no runtime of your own.
+    ///
+    /// The epoch runs on a multi-thread tokio runtime streamload owns: one for the whole
+    /// process, made at the first call, with a worker thread per core (its blocking threads run
+    /// `map_parallel`'s calls). `next` blocks the calling thread until the next element is
+    /// ready. The epoch makes at most one element ahead of the caller: the next one while the
+    /// caller works on this one (add [`prefetch`](Dataset::prefetch) for more).
+    /// [`BlockingEpoch::stats`](crate::BlockingEpoch::stats) shows the per-stage report, as
+    /// for [`iter`](Dataset::iter).
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    ///
+    /// // A plain function: no runtime, no `.await`.
+    /// fn train() -> anyhow::Result<i64> {
+    ///     let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| x * 2).batch(10).prefetch(2);
+    ///     let mut total = 0;
+    ///     for batch in ds.iter_blocking() {
+    ///         total += batch?.iter().sum::<i64>(); // one training step
+    ///     }
+    ///     Ok(total)
+    /// }
+    /// assert_eq!(train()?, 2 * (0..100).sum::<i64>());
+    /// # anyhow::Ok(())
+    /// ```
+    ///
+    /// # Inside an async context
+    ///
+    /// Calling it from code that runs on a tokio runtime neither panics nor deadlocks: the
+    /// epoch runs on streamload's runtime, not the caller's, and the calling thread waits on a
+    /// channel. But waiting blocks that thread, and on an async worker thread that stalls the
+    /// other tasks it would run: that is the caller's concern, as for any blocking call there
+    /// (use [`iter`](Dataset::iter), or call this from `tokio::task::spawn_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// Error elements come as `Err` items, in their place, and the iteration goes on, as for
+    /// [`iter`](Dataset::iter). If streamload's runtime cannot be started (the OS refuses
+    /// threads), the first item is that error and the iteration ends.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the [`BlockingEpoch`](crate::BlockingEpoch) aborts the task that runs the
+    /// epoch, which drops the epoch and so stops every task it spawned, as dropping an
+    /// [`Epoch`] does. The tasks stop on streamload's runtime, right after the drop (the drop
+    /// does not wait for them).
+    pub fn iter_blocking(&self) -> crate::BlockingEpoch<T> {
+        crate::BlockingEpoch::new(self.iter())
+    }
+
     /// Runs one epoch and collects its elements; the first error ends it and is returned.
     pub async fn collect(&self) -> anyhow::Result<Vec<T>> {
         let mut out = Vec::with_capacity(

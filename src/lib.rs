@@ -18,7 +18,9 @@
 //!   parallelism level; the `image` module (feature `image`, on by default) decodes, resizes
 //!   and augments images as `tf.image` does.
 //! - **Load**: [`Dataset::prefetch`] runs everything upstream in a spawned task behind a bounded
-//!   channel, so producer and consumer overlap.
+//!   channel, so producer and consumer overlap. [`Dataset::iter_blocking`] hands the elements
+//!   to synchronous code (a training loop that is not async) as a blocking `Iterator`, the
+//!   epoch running on a tokio runtime streamload owns.
 //!
 //! Elements are `anyhow::Result<T>`: an error in one element is delivered in its place and the
 //! epoch goes on; [`Dataset::ignore_errors`] drops them. Dropping an epoch stops every task it
@@ -46,6 +48,7 @@
 // (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
 
+mod blocking;
 mod dataset;
 
 // The README's examples include the image pipeline, so they run with the `image` feature (a
@@ -69,6 +72,7 @@ pub mod text;
 #[cfg(feature = "tracing")]
 mod trace;
 
+pub use blocking::BlockingEpoch;
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
 pub use ops::bucket_by_sequence_length::BucketOptions;
