@@ -30,7 +30,7 @@ use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
 use crate::source;
 use crate::stats::{Counted, StageCounters, Stats, Timed};
-use crate::tensor::{Collate, PaddedCollate, RaggedCollate};
+use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
 
 /// The stream type every stage produces: elements or errors, boxed once per stage.
 pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = anyhow::Result<T>> + Send + 'static>>;
@@ -1350,19 +1350,38 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
-    /// Splits every element into its items (tf.data's `unbatch`). Cardinality: infinite for an
-    /// infinite input, else unknown (tf.data knows more only from static shapes).
+    /// Splits every element into its rows (tf.data's `unbatch`): the items of a `Vec` batch,
+    /// or the slices along the first dimension of the `ndarray` batches that
+    /// [`collate`](Dataset::collate) and [`padded_batch`](Dataset::padded_batch) make (an
+    /// `Array2<f32>` into `Array1<f32>`s, an `Array1<i64>` into `i64`s, a tuple of arrays into
+    /// tuples of rows); see [`Unbatch`](crate::tensor::Unbatch) for every type. Cardinality:
+    /// infinite for an infinite input, else unknown (tf.data knows more only from static
+    /// shapes).
     ///
     /// ```
+    /// use ndarray::{array, Array1};
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
     /// assert_eq!(Dataset::range(0, 5).batch(2).unbatch().collect().await?, [0, 1, 2, 3, 4]);
+    ///
+    /// // Padded (or collated) batches split back into rows, as in tf.data.
+    /// let seqs = Dataset::from_vec(vec![vec![1i64], vec![2, 2], vec![3, 3, 3]]);
+    /// let rows: Vec<Array1<i64>> = seqs.padded_batch(2, None, None, false).unbatch().collect().await?;
+    /// assert_eq!(rows, [array![1, 0], array![2, 2], array![3, 3, 3]]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn unbatch<U: Send + 'static>(&self) -> Dataset<U>
+    ///
+    /// # Errors
+    ///
+    /// An element that cannot be split is an error element naming it (`unbatch: element 3:
+    /// ...`; [`Error::InvalidArgument`](crate::Error)), and the epoch goes on: a 0-d `ArrayD`
+    /// or `Tensor` ("Cannot unbatch an input with scalar components.", TensorFlow's words), or
+    /// a tuple whose components have different numbers of rows. An error element of the input
+    /// passes through in its place.
+    pub fn unbatch(&self) -> Dataset<T::Row>
     where
-        T: IntoIterator<Item = U>,
-        T::IntoIter: Send + 'static,
+        T: Unbatch,
+        T::Row: Send + 'static,
     {
         // As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
         let card = match self.cardinality() {
@@ -1370,24 +1389,36 @@ impl<T: Send + 'static> Dataset<T> {
             _ => Cardinality::Unknown,
         };
         self.unary("unbatch", card, |_, input| {
-            ops::unbatch::Unbatch::new(input)
+            ops::unbatch::Unbatch::new(input, "unbatch")
         })
     }
 
-    /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch`; the same elements
-    /// as `unbatch().batch(batch_size)`).
+    /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch(batch_size,
+    /// drop_remainder)`; the same elements as `unbatch().batch(batch_size)`, with
+    /// `drop_remainder` dropping a final short batch). It takes what
+    /// [`unbatch`](Dataset::unbatch) takes and yields `Vec`s of rows: add
+    /// [`collate`](Dataset::collate) to stack them into arrays again. Cardinality unknown.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 7).batch(3).rebatch(2, false);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`unbatch`](Dataset::unbatch); an error element takes the batch being filled with
+    /// it, as in [`batch`](Dataset::batch).
     ///
     /// # Panics
     ///
-    /// If `batch_size` is 0.
-    pub fn rebatch<U: Send + 'static>(
-        &self,
-        batch_size: usize,
-        drop_remainder: bool,
-    ) -> Dataset<Vec<U>>
+    /// If `batch_size` is 0 (TensorFlow 2.21's `rebatch(0)` yields empty batches forever).
+    pub fn rebatch(&self, batch_size: usize, drop_remainder: bool) -> Dataset<Vec<T::Row>>
     where
-        T: IntoIterator<Item = U>,
-        T::IntoIter: Send + 'static,
+        T: Unbatch,
+        T::Row: Send + 'static,
     {
         assert!(
             batch_size > 0,
@@ -1395,8 +1426,54 @@ impl<T: Send + 'static> Dataset<T> {
         );
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
             ops::batch::Batch::new(
-                Box::pin(ops::unbatch::Unbatch::new(input)),
+                ops::unbatch::Unbatch::new(input, "rebatch"),
                 batch_size,
+                drop_remainder,
+            )
+        })
+    }
+
+    /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
+    /// `rebatch` with a list of batch sizes): `batch_sizes[0]` elements, then
+    /// `batch_sizes[1]`, ..., then `batch_sizes[0]` again. The final batch may be shorter
+    /// than its turn's size; `drop_remainder` drops it, as in tf.data. Otherwise as
+    /// [`rebatch`](Dataset::rebatch).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 8).batch(4).rebatch_sizes(&[2, 1, 1], false);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2], vec![3], vec![4, 5], vec![6], vec![7]]);
+    /// let ds = Dataset::range(0, 9).batch(4).rebatch_sizes(&[2, 3], true);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2, 3, 4], vec![5, 6]]); // [7, 8] of 3 dropped
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`rebatch`](Dataset::rebatch).
+    ///
+    /// # Panics
+    ///
+    /// If `batch_sizes` is empty or holds a 0.
+    pub fn rebatch_sizes(&self, batch_sizes: &[usize], drop_remainder: bool) -> Dataset<Vec<T::Row>>
+    where
+        T: Unbatch,
+        T::Row: Send + 'static,
+    {
+        assert!(
+            !batch_sizes.is_empty(),
+            "rebatch: batch_sizes must not be empty."
+        );
+        assert!(
+            batch_sizes.iter().all(|&n| n > 0),
+            "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
+        );
+        let sizes: Arc<[usize]> = batch_sizes.into();
+        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
+            ops::batch::Batch::cycling(
+                ops::unbatch::Unbatch::new(input, "rebatch"),
+                Arc::clone(&sizes),
                 drop_remainder,
             )
         })
@@ -1726,7 +1803,8 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
-    /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset).
+    /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset:
+    /// [`window_datasets`](Dataset::window_datasets) does too).
     ///
     /// Window `k` starts at input `k * shift` and takes every `stride`-th element up to `size`.
     /// Windows cut short by the end are kept unless `drop_remainder`. As in tf.data, an error
@@ -1772,6 +1850,41 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
+    /// [`window`](Dataset::window) with each window as a dataset, as tf.data's `window(size,
+    /// shift, stride, drop_remainder)` yields them: so `flat_map(|w| w.batch(n))` and the
+    /// other idioms of tf.data carry over. Each window is gathered (as `window` does) and
+    /// handed on as [`Dataset::from_vec`]; iterating it does not touch the input again.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 7).window_datasets(3, 2, 1, false).flat_map(|w| w.batch(3));
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 1, 2], vec![2, 3, 4], vec![4, 5, 6], vec![6]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`window`](Dataset::window): a window that would hold an error element is that
+    /// error, in its place.
+    ///
+    /// # Panics
+    ///
+    /// If `size`, `shift` or `stride` is 0.
+    pub fn window_datasets(
+        &self,
+        size: usize,
+        shift: usize,
+        stride: usize,
+        drop_remainder: bool,
+    ) -> Dataset<Dataset<T>>
+    where
+        T: Clone + Sync,
+    {
+        self.window(size, shift, stride, drop_remainder)
+            .map(Dataset::from_vec)
+    }
+
     /// Caches the elements in memory (tf.data's `cache()`): the first epoch that runs to its
     /// end fills the cache, and later epochs read from it without running the upstream. An
     /// epoch that is dropped early or meets an error leaves no cache behind, never a truncated
@@ -1804,6 +1917,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// Groups elements by `key_func` into windows of up to `window_size`, and yields the
     /// elements of `reduce_func(key, window)` for each full window (tf.data's
     /// `group_by_window`). At the end, unfinished windows are reduced in ascending key order.
+    /// For a window size per key, see [`group_by_window_with`](Dataset::group_by_window_with).
     ///
     /// ```
     /// use streamload::Dataset;
@@ -1831,8 +1945,44 @@ impl<T: Send + 'static> Dataset<T> {
             window_size > 0,
             "group_by_window: Window size must be greater than zero, but got 0."
         );
-        let key_func = Arc::new(key_func);
-        let reduce_func = Arc::new(reduce_func);
+        self.group_by_window_with(key_func, reduce_func, move |_| window_size)
+    }
+
+    /// [`group_by_window`](Dataset::group_by_window) with a window size per key (tf.data's
+    /// `group_by_window(key_func, reduce_func, window_size_func=...)`): the window of `key`
+    /// is reduced once it holds `window_size_func(&key)` elements.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// // Even numbers in windows of 2, odd ones in windows of 3.
+    /// let ds = Dataset::range(0, 10).group_by_window_with(|x| x % 2, |_, w| w.batch(10), |k| *k as usize + 2);
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 2], vec![1, 3, 5], vec![4, 6], vec![8], vec![7, 9]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When `window_size_func` returns 0 for an element's key, that element is an error element
+    /// ([`Error::InvalidArgument`](crate::Error), "Window size must be greater than zero, but
+    /// got 0.", TensorFlow's words, raised as it does when the window is filled) and the epoch
+    /// goes on; a panic in it, in `key_func` or in `reduce_func` is an error element too.
+    pub fn group_by_window_with<K, U>(
+        &self,
+        key_func: impl Fn(&T) -> K + Send + Sync + 'static,
+        reduce_func: impl Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+        window_size_func: impl Fn(&K) -> usize + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        T: Clone + Sync,
+        K: Ord + Clone + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        let funcs = Arc::new(ops::group_by_window::Funcs {
+            key: key_func,
+            reduce: reduce_func,
+            window_size: window_size_func,
+        });
         let scope = next_id();
         self.unary(
             "group_by_window",
@@ -1840,9 +1990,7 @@ impl<T: Send + 'static> Dataset<T> {
             move |ctx, input| {
                 ops::group_by_window::GroupByWindow::new(
                     input,
-                    Arc::clone(&key_func),
-                    Arc::clone(&reduce_func),
-                    window_size,
+                    Arc::clone(&funcs),
                     ctx.nested(scope),
                 )
             },

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use futures::StreamExt;
-use ndarray::Array2;
+use ndarray::{Array2, array};
 use serde_json::{Value, json};
-use streamload::{AUTOTUNE, BucketOptions, Dataset};
+use streamload::{AUTOTUNE, BucketOptions, Cardinality, Dataset};
 
 /// Cases left to the issue that adds their transformation.
 const LATER: &[(&str, &str)] = &[];
@@ -141,6 +141,32 @@ fn construction_panic(build: impl FnOnce()) -> Produced {
     Produced::ConstructionPanic(message)
 }
 
+/// `ds.window(size, shift, stride, drop_remainder)`, each window a `Vec`, after checking that
+/// the cases' own TensorFlow form, `window_datasets(..).flat_map(|w| w.batch(1000))`, yields the
+/// same windows with TensorFlow's cardinality (unknown, after `flat_map`).
+async fn windows<T>(
+    ds: Dataset<T>,
+    size: usize,
+    shift: usize,
+    stride: usize,
+    drop_remainder: bool,
+) -> Produced
+where
+    T: Clone + Send + Sync + PartialEq + std::fmt::Debug + serde::Serialize + 'static,
+{
+    let tf_form = ds
+        .window_datasets(size, shift, stride, drop_remainder)
+        .flat_map(|w| w.batch(1000));
+    assert_eq!(tf_form.cardinality(), Cardinality::Unknown);
+    let vectors = ds.window(size, shift, stride, drop_remainder);
+    assert_eq!(
+        tf_form.collect().await.expect("runs"),
+        vectors.collect().await.expect("runs"),
+        "window_datasets and window differ"
+    );
+    elements(vectors).await
+}
+
 /// `range(1, 6).interleave(lambda x: range(10x, 10x + k[x]), cycle, block)` from the cases.
 fn uneven(x: i64) -> Dataset<i64> {
     let k = match x {
@@ -249,11 +275,11 @@ async fn run(name: &str) -> Option<Produced> {
         "concatenate" => elements(r(0, 3).concatenate(&r(10, 13))).await,
         "concatenate_chain" => elements(r(0, 2).concatenate(&r(0, 0)).concatenate(&r(7, 9))).await,
         "enumerate_start_5" => elements(r(10, 14).enumerate(5)).await,
-        "window_si3" => elements(r(0, 10).window(3, 3, 1, false)).await,
-        "window_si3_sh2_st2" => elements(r(0, 10).window(3, 2, 2, false)).await,
-        "window_si4_sh3_st2" => elements(r(0, 10).window(4, 3, 2, false)).await,
-        "window_si2_sh5" => elements(r(0, 10).window(2, 5, 1, false)).await,
-        "window_si12" => elements(r(0, 10).window(12, 12, 1, false)).await,
+        "window_si3" => windows(r(0, 10), 3, 3, 1, false).await,
+        "window_si3_sh2_st2" => windows(r(0, 10), 3, 2, 2, false).await,
+        "window_si4_sh3_st2" => windows(r(0, 10), 4, 3, 2, false).await,
+        "window_si2_sh5" => windows(r(0, 10), 2, 5, 1, false).await,
+        "window_si12" => windows(r(0, 10), 12, 12, 1, false).await,
         "window_tuple" => {
             let ds = Dataset::zip(r(0, 5), r(10, 15))
                 .window(2, 2, 1, false)
@@ -454,15 +480,11 @@ async fn run(name: &str) -> Option<Produced> {
 const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
         "unbatch_scalars",
-        "unbatch of scalars is a compile error: `unbatch` needs elements that are IntoIterator",
+        "unbatch of scalars is a compile error: `unbatch` needs elements that implement tensor::Unbatch (`i64` does not); a 0-d ArrayD or Tensor is an error element with TensorFlow's message (tests/batching.rs)",
     ),
     (
         "cardinality_unbatch_static_batch",
         "streamload's elements carry no static shape, so unbatch cannot derive n * batch_size from one",
-    ),
-    (
-        "rebatch_list_of_sizes",
-        "streamload's rebatch takes one batch size, not a list of sizes",
     ),
     (
         "interleave_parallel_c2_b2_p3",
@@ -477,12 +499,8 @@ const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
         "shard's index is a u64: a negative index is not representable",
     ),
     (
-        "group_by_window_window_size_func",
-        "streamload's group_by_window takes a fixed window_size, no window_size_func",
-    ),
-    (
         "group_by_window_size_and_size_func",
-        "streamload's group_by_window has no window_size_func argument to pass alongside window_size",
+        "streamload has a method per form (group_by_window with a window_size, group_by_window_with a window_size_func): there is no call passing both",
     ),
     (
         "group_by_window_key_not_int64",
@@ -720,11 +738,20 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(r(0, 4).map(|n| (0..n).collect::<Vec<i64>>()).unbatch()).await
         }
         "unbatch_matrices" => {
-            let m = Dataset::from_vec(vec![
+            // from_tensor_slices of a [2, 2, 2] tensor: two matrices, split into their rows.
+            let m = Dataset::from_vec(vec![array![[1i64, 2], [3, 4]], array![[5, 6], [7, 8]]]);
+            let rows = m.unbatch();
+            // The same as nested vectors.
+            let vecs = Dataset::from_vec(vec![
                 vec![vec![1i64, 2], vec![3, 4]],
                 vec![vec![5, 6], vec![7, 8]],
             ]);
-            elements(m.unbatch()).await
+            let as_vecs = rows.map(|row| row.to_vec());
+            assert_eq!(
+                as_vecs.collect().await.expect("runs"),
+                vecs.unbatch().collect().await.expect("runs")
+            );
+            elements(rows.map(nested)).await
         }
         "unbatch_drop_remainder_batches" => {
             elements(r(0, 10).batch_drop_remainder(3).unbatch()).await
@@ -733,16 +760,17 @@ async fn run_more(name: &str) -> Option<Produced> {
         "rebatch_larger" => elements(r(0, 10).batch(2).rebatch(3, false)).await,
         "rebatch_uneven_input" => elements(r(0, 7).batch(3).rebatch(2, false)).await,
         "rebatch_drop_remainder_exact" => elements(r(0, 8).batch(3).rebatch(4, true)).await,
+        "rebatch_list_of_sizes" => elements(r(0, 10).batch(5).rebatch_sizes(&[1, 2], false)).await,
         "cardinality_rebatch_drop_remainder" => card(r(0, 12).batch(4).rebatch(3, true)),
         // window (TensorFlow's pipelines end in flat_map(lambda w: w.batch(1000)))
-        "window_drop_remainder" => elements(r(0, 10).window(3, 3, 1, true)).await,
-        "window_shift_gt_size_drop" => elements(r(0, 10).window(2, 3, 1, true)).await,
-        "window_stride3_drop" => elements(r(0, 10).window(3, 1, 3, true)).await,
-        "window_size_1" => elements(r(0, 4).window(1, 1, 1, false)).await,
-        "window_of_empty" => elements(r(0, 0).window(2, 2, 1, false)).await,
-        "window_size_gt_length_drop" => elements(r(0, 5).window(6, 6, 1, true)).await,
-        "window_shift_1_keep_remainder" => elements(r(0, 5).window(3, 1, 1, false)).await,
-        "window_stride_2_keep_remainder" => elements(r(0, 7).window(3, 2, 2, false)).await,
+        "window_drop_remainder" => windows(r(0, 10), 3, 3, 1, true).await,
+        "window_shift_gt_size_drop" => windows(r(0, 10), 2, 3, 1, true).await,
+        "window_stride3_drop" => windows(r(0, 10), 3, 1, 3, true).await,
+        "window_size_1" => windows(r(0, 4), 1, 1, 1, false).await,
+        "window_of_empty" => windows(r(0, 0), 2, 2, 1, false).await,
+        "window_size_gt_length_drop" => windows(r(0, 5), 6, 6, 1, true).await,
+        "window_shift_1_keep_remainder" => windows(r(0, 5), 3, 1, 1, false).await,
+        "window_stride_2_keep_remainder" => windows(r(0, 7), 3, 2, 2, false).await,
         "window_of_infinite_take" => {
             elements(r(0, 3).repeat().window(2, 1, 1, false).take(4)).await
         }
@@ -917,6 +945,11 @@ async fn run_more(name: &str) -> Option<Produced> {
         }
         "group_by_window_single_key" => {
             elements(r(0, 7).group_by_window(|_| 0i64, |_, w| w.batch(3), 3)).await
+        }
+        "group_by_window_window_size_func" => {
+            let ds =
+                r(0, 10).group_by_window_with(|x| x % 2, |_, w| w.batch(10), |k| *k as usize + 2);
+            elements(ds).await
         }
         "group_by_window_window_size_zero" => construction_panic(|| {
             r(0, 4).group_by_window(|x| x % 2, |_, w| w.batch(10), 0);
@@ -1106,7 +1139,17 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds.ignore_errors()).await
         }
         "window_error_then_ignore_errors" => {
-            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0]).window(2, 2, 1, false);
+            // TensorFlow's form, checked against `window`'s vectors.
+            let ds = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0])
+                .window_datasets(2, 2, 1, false)
+                .flat_map(|w| w.batch(9));
+            let vectors = faulty(&[1.0, 0.0, 2.0, 4.0, 5.0])
+                .window(2, 2, 1, false)
+                .ignore_errors();
+            assert_eq!(
+                ds.ignore_errors().collect().await.expect("runs"),
+                vectors.collect().await.expect("runs")
+            );
             elements(ds.ignore_errors()).await
         }
         "zip_error_first_input" => {
@@ -1215,7 +1258,17 @@ async fn run_more(name: &str) -> Option<Produced> {
             elements(ds.ignore_errors()).await
         }
         "window_drop_remainder_error_then_ignore_errors" => {
-            let ds = faulty(&[1.0, 2.0, 0.0, 4.0, 5.0, 8.0, 10.0]).window(3, 2, 1, true);
+            // TensorFlow's form, checked against `window`'s vectors.
+            let ds = faulty(&[1.0, 2.0, 0.0, 4.0, 5.0, 8.0, 10.0])
+                .window_datasets(3, 2, 1, true)
+                .flat_map(|w| w.batch(9));
+            let vectors = faulty(&[1.0, 2.0, 0.0, 4.0, 5.0, 8.0, 10.0])
+                .window(3, 2, 1, true)
+                .ignore_errors();
+            assert_eq!(
+                ds.ignore_errors().collect().await.expect("runs"),
+                vectors.collect().await.expect("runs")
+            );
             elements(ds.ignore_errors()).await
         }
         "padded_batch_drop_remainder_error_then_ignore_errors" => {
