@@ -60,18 +60,12 @@ async fn make_data(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 fn parse(record: bytes::Bytes) -> anyhow::Result<Record> {
     let example = Example::decode_record(record)?;
-    let label = example
-        .int64("label")
-        .and_then(|l| l.first().copied())
-        .context("no int64 feature 'label'")?;
+    let label = example.scalar::<i64>("label")?;
     let features = example
         .floats("features")
         .context("no float feature 'features'")?
         .to_vec();
-    let image = example
-        .bytes("image")
-        .and_then(|b| b.first().cloned())
-        .context("no bytes feature 'image'")?;
+    let image = example.scalar::<bytes::Bytes>("image")?;
     Ok(Record {
         label,
         features,
