@@ -18,7 +18,7 @@ pub enum Error {
     },
     /// A stage needs to spawn tasks, but the stream is not polled inside a tokio runtime.
     #[error(
-        "{stage}: no tokio runtime: iterate the dataset inside a tokio runtime (e.g. #[tokio::main])"
+        "{stage}: no tokio runtime: iterate the dataset inside a tokio runtime (e.g. #[tokio::main]), or with Dataset::iter_blocking"
     )]
     NoRuntime {
         /// The stage that needed to spawn.

@@ -147,7 +147,7 @@ pub async fn w4_cpu_map(n: i64, parallelism: usize) -> anyhow::Result<u64> {
         Parallelism::Fixed(1)
     };
     let ds = Dataset::range(0, n)
-        .map_parallel(parallelism, |x| Ok(cpu_work(x, HALF_MS)))
+        .map_parallel(parallelism, |x| cpu_work(x, HALF_MS))
         .with_options(options());
     count_reported("W4", &ds).await
 }
@@ -162,7 +162,7 @@ pub async fn w7_generator(n: i64) -> anyhow::Result<u64> {
 /// W7b: an index generator, with the ~0.2 ms of work moved into a parallel map.
 pub async fn w7_index_generator_parallel_map(n: i64) -> anyhow::Result<u64> {
     let ds = Dataset::from_generator(16, move || 0..n)
-        .map_parallel(tuned(available_cores()), |i| Ok((i, cpu_work(i, FIFTH_MS))))
+        .map_parallel(tuned(available_cores()), |i| (i, cpu_work(i, FIFTH_MS)))
         .with_options(options());
     count_reported("W7b", &ds).await
 }
@@ -284,7 +284,7 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     ])?;
     let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
-        .map_parallel(tuned(available_cores()), move |payload| {
+        .try_map_parallel(tuned(available_cores()), move |payload| {
             let example = streamload::format::parse_single_example_view(&payload, &spec)?;
             Ok(W3Record {
                 image: example.bytes("image")?.next().unwrap_or_default(),
@@ -327,7 +327,7 @@ pub async fn w3_read(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
 pub async fn w3_no_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
     let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
-        .map_parallel(tuned(available_cores()), |payload| Ok(payload.len()))
+        .map_parallel(tuned(available_cores()), |payload| payload.len())
         .batch(256)
         .prefetch(AUTOTUNE)
         .with_options(options().deterministic(false));
@@ -482,7 +482,7 @@ pub async fn generate_d2(dir: &std::path::Path, n: usize) -> anyhow::Result<u64>
     std::fs::create_dir_all(&out)?;
     let jpegs = out.clone();
     let sizes = Dataset::range(0, n as i64)
-        .map_parallel(AUTOTUNE, move |i| {
+        .try_map_parallel(AUTOTUNE, move |i| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD2 ^ i as u64);
             // Per channel: a base level, a slope along x and y, and a low-frequency wave.
             let params: Vec<[f32; 5]> = (0..3)
@@ -572,12 +572,12 @@ pub fn w5_dataset(
 ) -> Dataset<Vec<(ndarray::Array3<f32>, i64)>> {
     Dataset::from_vec(items)
         .shuffle(2000, Some(5))
-        .map_parallel(tuned(available_cores()), |(path, label)| {
+        .try_map_parallel(tuned(available_cores()), |(path, label)| {
             Ok((w5_load(&path)?, label))
         })
         .named("decode")
         .random_map(tuned(available_cores()), Some(5), |(img, label), rng| {
-            Ok((w5_augment(img, rng), label))
+            (w5_augment(img, rng), label)
         })
         .named("augment")
         .batch(32)

@@ -675,11 +675,11 @@ mod tests {
             let ds = crate::Dataset::range(0, 100)
                 .map_async(1, |x| async move {
                     tokio::time::sleep(Duration::from_millis(1)).await;
-                    anyhow::Ok(x)
+                    x
                 })
                 .map(|x| {
                     spin(1000);
-                    anyhow::Ok(x)
+                    x
                 })
                 .prefetch(1)
                 .with_options(crate::Options::new().stats_timing(timing));

@@ -5,15 +5,15 @@ use futures::stream::Stream;
 
 use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset};
 
-pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, count: i64) -> Dataset<T> {
+/// `times`: `None` repeats forever, `Some(n)` `n` times.
+pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>) -> Dataset<T> {
     // tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
-    let card = match (count, input.cardinality()) {
-        (0, _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
-        (c, _) if c < 0 => Cardinality::Infinite,
-        (c, Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c as u64)),
-        (_, other) => other,
+    let card = match (times, input.cardinality()) {
+        (Some(0), _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
+        (None, _) => Cardinality::Infinite,
+        (Some(c), Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c)),
+        (Some(_), other) => other,
     };
-    let times = u64::try_from(count).ok();
     let upstream = input.clone();
     Dataset::stage(
         "repeat",
@@ -32,7 +32,8 @@ pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, count: i64) -> Data
     )
 }
 
-/// Stream for the [`repeat`](crate::Dataset::repeat) method: builds the upstream anew for
+/// Stream for the [`repeat`](crate::Dataset::repeat) and [`repeat_n`](crate::Dataset::repeat_n)
+/// methods: builds the upstream anew for
 /// each repetition.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Repeat<T> {
