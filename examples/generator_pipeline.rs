@@ -121,7 +121,7 @@ async fn main() -> anyhow::Result<()> {
     // (b) The index generator plus a parallel map: the same elements, in the same order.
     let d = Arc::clone(&dir);
     let fast = Dataset::from_generator(16, || 0..FILES)
-        .map_parallel(AUTOTUNE, move |i| load_and_preprocess(&d, i))
+        .try_map_parallel(AUTOTUNE, move |i| load_and_preprocess(&d, i))
         .batch(32)
         .prefetch(1)
         .with_options(timing);

@@ -71,9 +71,9 @@ async fn main() -> anyhow::Result<()> {
 
     let ds = Dataset::from_vec(items)
         .shuffle(2000, Some(5))
-        .map_parallel(AUTOTUNE, |(path, label)| Ok((load(&path)?, label)))
+        .try_map_parallel(AUTOTUNE, |(path, label)| Ok((load(&path)?, label)))
         .random_map(AUTOTUNE, Some(5), |(img, label), rng| {
-            Ok((augment(img, rng), label))
+            (augment(img, rng), label)
         })
         .batch(32)
         .prefetch(1)

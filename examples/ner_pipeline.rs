@@ -117,7 +117,7 @@ fn pipeline(
     Dataset::zip(lines_then_end(sentences), lines_then_end(labels))
         .take_while(|pair| !matches!(pair, (None, None)))
         .enumerate(1)
-        .map_parallel(AUTOTUNE, move |(line, pair)| match pair {
+        .try_map_parallel(AUTOTUNE, move |(line, pair)| match pair {
             (Some(sentence), Some(label_line)) => {
                 let ids = words.tokenize(&sentence);
                 let tag_ids = tags.tokenize(&label_line);

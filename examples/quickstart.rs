@@ -60,18 +60,12 @@ async fn make_data(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 fn parse(record: bytes::Bytes) -> anyhow::Result<Record> {
     let example = Example::decode_record(record)?;
-    let label = example
-        .int64("label")
-        .and_then(|l| l.first().copied())
-        .context("no int64 feature 'label'")?;
+    let label = example.scalar::<i64>("label")?;
     let features = example
         .floats("features")
         .context("no float feature 'features'")?
         .to_vec();
-    let image = example
-        .bytes("image")
-        .and_then(|b| b.first().cloned())
-        .context("no bytes feature 'image'")?;
+    let image = example.scalar::<bytes::Bytes>("image")?;
     Ok(Record {
         label,
         features,
@@ -95,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
         .num_parallel_reads(4) // extract: 4 shards at once, every CRC checked
         .build()
         .shuffle(10_000, Some(7)) // transform: shuffle ...
-        .map_parallel(AUTOTUNE, parse) // ... and parse the Examples on every core
+        .try_map_parallel(AUTOTUNE, parse) // ... and parse the Examples on every core
         .batch(256)
         .prefetch(2) // load: overlap with the consumer
         .with_options(Options::new().stats_timing(true)); // time the stages for the report

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example tfrecord -- count data/*.tfrecord
 //! cargo run --release --example tfrecord -- verify data/*.tfrecord      # exit code 1 if any file is damaged
+//! cargo run --release --example tfrecord -- count 'data/train-*.tfrecord'   # the tool expands a quoted pattern
 //! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
 //! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord   # --base64 for binary payloads
 //! printf 'a\nb\n' | cargo run --release --example tfrecord -- write --gzip out.tfrecord.gz
@@ -16,11 +17,25 @@
 //! stops, closes the file holding the records of the lines before (whole and readable), and
 //! exits with code 2 naming the line.
 //!
+//! `head --example` prints a `tf.train.SequenceExample` that has feature lists as
+//! `{"context": {...}, "feature_lists": {"name": [{"int64_list": [...]}, ...]}}`; one without
+//! feature lists is byte for byte an Example and prints as one, unless `--sequence-example`
+//! asks for every record in the SequenceExample form.
+//!
+//! `count`, `verify` and `cat` need at least one path, and a pattern that matches nothing is
+//! an error naming it (exit code 2): an empty glob does not pass for an empty data set. A
+//! damaged file among several is reported (`count` and `cat`: an `error:` line on stderr;
+//! `verify`: a `DAMAGED` line) and the other files are read; the exit code is then 1, and
+//! `count`'s total leaves the damaged files out. When the reader of the output goes away
+//! (`tfrecord cat x | head -1`), the tool stops quietly with exit code 0.
+//!
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
 //! otherwise. Paths may be URLs (`s3://bucket/train-00000.tfrecord`, `gs://...`, `az://...`,
 //! `https://...`); stores are configured from the usual environment variables (`AWS_*`, ...).
-//! A URL with glob characters names the objects it matches (`s3://bucket/train-*.tfrecord`,
-//! listed through `streamload::storage::glob`; not over `http(s)`, which cannot list).
+//! A path or URL with glob characters (`*`, `?`, `[`) names the files or objects it matches
+//! (`'data/train-*.tfrecord'` quoted, `s3://bucket/train-*.tfrecord`; listed through
+//! `streamload::storage::glob`; not over `http(s)`, which cannot list); a local file whose
+//! name has such characters and exists is read as it is.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -34,7 +49,9 @@ use futures::StreamExt;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use streamload::Error;
-use streamload::format::{Compression, Example, Kind, TFRecordDataset, TFRecordWriter};
+use streamload::format::{
+    Compression, Example, Feature, Features, Kind, SequenceExample, TFRecordDataset, TFRecordWriter,
+};
 use streamload::storage::Location;
 use tokio::io::AsyncBufReadExt;
 
@@ -72,23 +89,35 @@ impl From<CompressionArg> for Compression {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Records per file and in total.
-    Count { paths: Vec<Location> },
+    /// Records per file and in total (exit code 1 if a file could not be read through).
+    Count {
+        #[arg(required = true)]
+        paths: Vec<Location>,
+    },
     /// Checks every CRC; reports each damaged file with the record, offset and error.
-    Verify { paths: Vec<Location> },
+    Verify {
+        #[arg(required = true)]
+        paths: Vec<Location>,
+    },
     /// The first records of a file: payloads, or Examples decoded as JSON.
     Head {
         #[arg(short = 'n', default_value_t = 10)]
         n: usize,
-        /// Decode each record as a tf.train.Example and print it as JSON.
+        /// Decode each record as a tf.train.Example (a SequenceExample when it has feature
+        /// lists: {"context": ..., "feature_lists": ...}) and print it as JSON.
         #[arg(long)]
         example: bool,
+        /// Decode each record as a tf.train.SequenceExample and print it as
+        /// {"context": ..., "feature_lists": ...}.
+        #[arg(long, conflicts_with = "example")]
+        sequence_example: bool,
         path: Location,
     },
     /// Every record's payload, one per line (base64 with --base64, else as text).
     Cat {
         #[arg(long)]
         base64: bool,
+        #[arg(required = true)]
         paths: Vec<Location>,
     },
     /// Reads lines from standard input and writes each as a record.
@@ -106,19 +135,88 @@ enum Command {
     },
 }
 
-/// The files `paths` name: a URL with glob characters (`*`, `?`, `[`) stands for the objects
-/// it matches, in order (the shell has expanded local patterns already).
+/// The files `paths` name: a path or URL with glob characters (`*`, `?`, `[`) stands for the
+/// files or objects it matches, in order (a pattern the shell left alone: quoted, or matching
+/// nothing); a pattern that matches nothing is an error naming it. A local file whose name
+/// has those characters is itself.
 async fn expand(paths: Vec<Location>) -> anyhow::Result<Vec<Location>> {
+    const GLOB: [char; 3] = ['*', '?', '['];
     let mut files = Vec::with_capacity(paths.len());
     for path in paths {
-        match &path {
-            Location::Url(url) if url.path().contains(['*', '?', '[']) || url.query().is_some() => {
-                files.extend(streamload::storage::glob(url.as_str()).await?);
+        let pattern = match &path {
+            Location::Url(url) if url.path().contains(GLOB) || url.query().is_some() => {
+                url.as_str().to_string()
             }
-            _ => files.push(path),
-        }
+            Location::Local(local) if local.to_string_lossy().contains(GLOB) && !local.exists() => {
+                local
+                    .to_str()
+                    .with_context(|| format!("not a UTF-8 pattern: {}", local.display()))?
+                    .to_string()
+            }
+            _ => {
+                files.push(path);
+                continue;
+            }
+        };
+        files.extend(streamload::storage::glob(&pattern).await?);
     }
     Ok(files)
+}
+
+/// Standard output; when its reader has gone away (`tfrecord cat x | head -1`), writes
+/// fail with a [`StdoutClosed`] error, which `main` turns into a quiet exit.
+struct Stdout(std::io::Stdout);
+
+/// Standard output was closed by its reader (`EPIPE`).
+#[derive(Debug, thiserror::Error)]
+#[error("standard output closed")]
+struct StdoutClosed;
+
+fn closed(e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::io::Error::new(std::io::ErrorKind::BrokenPipe, StdoutClosed)
+    } else {
+        e
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(closed)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(closed)
+    }
+}
+
+fn stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .is_some_and(|inner| inner.is::<StdoutClosed>())
+    })
+}
+
+/// An error for stderr; a file that looks compressed gets this tool's flag for it.
+fn describe(e: &anyhow::Error) -> String {
+    format!("{e:#}{}", compression_flag(e))
+}
+
+/// "; with this tool: --compression gzip" for a file read as uncompressed that looks
+/// compressed (the library's message names the library's setting).
+fn compression_flag(e: &anyhow::Error) -> String {
+    match e.downcast_ref::<Error>() {
+        Some(Error::DataLoss {
+            looks_compressed: Some(c),
+            ..
+        }) => format!(
+            "; with this tool: --compression {}",
+            format!("{c:?}").to_lowercase()
+        ),
+        _ => String::new(),
+    }
 }
 
 fn records(path: &Location, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
@@ -130,23 +228,62 @@ fn records(path: &Location, compression: Compression) -> streamload::Epoch<bytes
 
 /// An Example as JSON: `{"name": {"int64_list": [...]}}`; bytes as text when UTF-8, else base64.
 fn example_json(example: &Example) -> Value {
-    let mut out = Map::new();
-    for (name, feature) in example.features.iter().flat_map(|f| &f.feature) {
-        let value = match &feature.kind {
-            Some(Kind::Int64List(l)) => json!({ "int64_list": l.value }),
-            Some(Kind::FloatList(l)) => {
-                let values: Vec<Value> = l.value.iter().map(|f| float_json(*f)).collect();
-                json!({ "float_list": values })
-            }
-            Some(Kind::BytesList(l)) => {
-                let values: Vec<Value> = l.value.iter().map(|b| bytes_json(b)).collect();
-                json!({ "bytes_list": values })
-            }
-            None => Value::Null,
-        };
-        out.insert(name.clone(), value);
+    features_json(example.features.as_ref())
+}
+
+/// A SequenceExample as JSON: `{"context": {<as an Example>}, "feature_lists": {"name":
+/// [<a feature per step>, ...]}}`.
+fn sequence_example_json(sequence: &SequenceExample) -> Value {
+    let lists: Map<String, Value> = sequence
+        .feature_lists
+        .iter()
+        .flat_map(|lists| &lists.feature_list)
+        .map(|(name, list)| {
+            let steps = list.feature.iter().map(feature_json).collect();
+            (name.clone(), Value::Array(steps))
+        })
+        .collect();
+    json!({
+        "context": features_json(sequence.context.as_ref()),
+        "feature_lists": lists,
+    })
+}
+
+/// A record as JSON: an Example, or a SequenceExample when it has feature lists (an Example
+/// has no field 2, so a record with one is a SequenceExample; one without is read the same
+/// either way) or when `sequence` asks for that form.
+fn record_json(record: bytes::Bytes, sequence: bool) -> anyhow::Result<Value> {
+    let parsed = SequenceExample::decode_record(record.clone());
+    match parsed {
+        Ok(s) if sequence || s.feature_lists.is_some() => Ok(sequence_example_json(&s)),
+        Err(e) if sequence => Err(e),
+        // Not a SequenceExample: the Example's own error, if it is not one either.
+        _ => Ok(example_json(&Example::decode_record(record)?)),
     }
+}
+
+fn features_json(features: Option<&Features>) -> Value {
+    let out: Map<String, Value> = features
+        .iter()
+        .flat_map(|f| &f.feature)
+        .map(|(name, feature)| (name.clone(), feature_json(feature)))
+        .collect();
     Value::Object(out)
+}
+
+fn feature_json(feature: &Feature) -> Value {
+    match &feature.kind {
+        Some(Kind::Int64List(l)) => json!({ "int64_list": l.value }),
+        Some(Kind::FloatList(l)) => {
+            let values: Vec<Value> = l.value.iter().map(|f| float_json(*f)).collect();
+            json!({ "float_list": values })
+        }
+        Some(Kind::BytesList(l)) => {
+            let values: Vec<Value> = l.value.iter().map(|b| bytes_json(b)).collect();
+            json!({ "bytes_list": values })
+        }
+        None => Value::Null,
+    }
 }
 
 fn float_json(f: f32) -> Value {
@@ -256,7 +393,9 @@ where
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let compression = Compression::from(cli.compression);
     // `Stdout` (not its lock) so the future stays `Send` across awaits.
-    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut out = std::io::BufWriter::new(Stdout(std::io::stdout()));
+    // Files that could not be read through (count, cat): reported, then exit code 1.
+    let mut failed = 0;
     match cli.command {
         Command::Count { paths } => {
             let paths = expand(paths).await?;
@@ -264,17 +403,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for path in &paths {
                 let mut epoch = records(path, compression);
                 let mut n = 0u64;
+                let mut failure = None;
                 while let Some(record) = epoch.next().await {
-                    record?;
-                    n += 1;
+                    match record {
+                        Ok(_) => n += 1,
+                        Err(e) => failure = Some(e),
+                    }
                 }
                 if cli.report {
                     eprintln!("{path}:\n{}", epoch.stats());
+                }
+                if let Some(e) = failure {
+                    failed += 1;
+                    out.flush()?;
+                    eprintln!("error: {}", describe(&e));
+                    continue;
                 }
                 writeln!(out, "{n}\t{}", path)?;
                 total += n;
             }
             writeln!(out, "{total}\ttotal")?;
+            if failed > 0 {
+                out.flush()?;
+                eprintln!(
+                    "{failed} of {} files could not be counted (the total leaves them out)",
+                    paths.len()
+                );
+            }
         }
         Command::Verify { paths } => {
             let paths = expand(paths).await?;
@@ -302,11 +457,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                                 offset,
                                 message,
                                 ..
-                            }) => writeln!(
-                                out,
-                                "DAMAGED\trecord {record}\toffset {offset}\t{message}\t{}",
-                                path
-                            )?,
+                            }) => {
+                                // TensorFlow's reminder for a first header that is not one.
+                                let suffix = if *offset == 0 && message == "corrupted record" {
+                                    " (Is this even a TFRecord file?)"
+                                } else {
+                                    ""
+                                };
+                                let flag = compression_flag(&e);
+                                writeln!(
+                                    out,
+                                    "DAMAGED\trecord {record}\toffset {offset}\t\
+                                     {message}{suffix}{flag}\t{path}",
+                                )?
+                            }
                             _ => writeln!(out, "ERROR\t{e:#}")?,
                         }
                     }
@@ -318,7 +482,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
-        Command::Head { n, example, path } => {
+        Command::Head {
+            n,
+            example,
+            sequence_example,
+            path,
+        } => {
             let mut epoch = records(&path, compression);
             let mut shown = 0;
             while shown < n {
@@ -326,11 +495,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     break;
                 };
                 let record = record?;
-                let line = if example {
-                    example_json(
-                        &Example::decode_record(record)
-                            .with_context(|| format!("record {shown} of {}", path))?,
-                    )
+                let line = if example || sequence_example {
+                    record_json(record, sequence_example)
+                        .with_context(|| format!("record {shown} of {}", path))?
                 } else {
                     bytes_json(&record)
                 };
@@ -343,7 +510,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for path in &paths {
                 let mut epoch = records(path, compression);
                 while let Some(record) = epoch.next().await {
-                    let record = record?;
+                    let record = match record {
+                        Ok(record) => record,
+                        Err(e) => {
+                            // The records before the damage are out; the next file follows.
+                            failed += 1;
+                            out.flush()?;
+                            eprintln!("error: {}", describe(&e));
+                            break;
+                        }
+                    };
                     if base64 {
                         writeln!(
                             out,
@@ -398,15 +574,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     match run(Cli::parse()).await {
         Ok(code) => code,
+        // The reader of the output has gone (`| head`): stop quietly, as Unix tools do
+        // (exit code 0, as ripgrep; a tool killed by SIGPIPE would give 141).
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             ExitCode::from(2)
         }
     }

@@ -4,12 +4,23 @@
 //! ```text
 //! cargo run --release --example workloads -- --only W1,W4,W7
 //! cargo run --release --example workloads -- --data DIR --only W3 --autotune --report
+//! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D3
 //! ```
 //!
+//! W2, W2gz and W3 (and W3's `no-parse` and `read` figures) repeat their pass until at least
+//! 2 s and 3 passes have gone by (one pass takes 0.07-0.1 s on a fast host: alone it is
+//! noise): `figure` is the median pass's rate, `seconds` that pass's time, and the line adds
+//! `passes`, `min` and `max` (the spread of the passes' rates) and `total_seconds`.
+//!
 //! `--autotune` runs every parallelism and buffer of the workloads on `AUTOTUNE` (the JSON
-//! lines keep their names); `--report` prints each workload's stage report to stderr;
-//! `--ram-budget BYTES` sets `Options::ram_budget`; `--fixed N` sets every parallelism and
-//! buffer to `N` (sweeps of hand-tuned settings to set `--autotune` beside).
+//! lines keep their names); for W2, W2gz and W3 it alternates autotuned passes with passes at
+//! WORKLOADS.md's settings in the same run and adds `<W>/fixed` (their figure) and
+//! `<W>/autotune-vs-fixed` (the median of each pair's autotuned over fixed rate, with its
+//! spread). `--report` prints each workload's stage report to stderr (each pass's, for the
+//! repeated ones); `--ram-budget BYTES` sets `Options::ram_budget`; `--fixed N` sets every
+//! parallelism and buffer to `N` (sweeps of hand-tuned settings to set `--autotune` beside).
+//! `--scale-down K` divides the element counts by `K`, and with `--generate` the size of
+//! every data set (D1's records per shard, D2's JPEGs, D3's lines).
 //!
 //! The figures of one run can be set side by side (ratios within one run are what to compare
 //! on a shared, noisy machine). Criterion versions of the same workloads are in `benches/`.
@@ -38,8 +49,9 @@ struct Args {
     /// `--generate`, the data sets to write, e.g. `D2`.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Scale the element counts down by this factor (for quick smoke runs).
-    #[arg(long, default_value_t = 1)]
+    /// Scale the element counts down by this factor (for quick smoke runs); with
+    /// `--generate`, the data sets' sizes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
     scale_down: i64,
     /// Write the workload data (D1, D2, D3) into this directory, then exit.
     #[arg(long)]
@@ -58,15 +70,117 @@ struct Args {
     fixed: Option<usize>,
 }
 
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 fn emit(workload: &str, figure: f64, unit: &str, seconds: f64) {
     let line = serde_json::json!({
         "system": "streamload",
         "workload": workload,
-        "figure": (figure * 1000.0).round() / 1000.0,
+        "figure": round3(figure),
         "unit": unit,
-        "seconds": (seconds * 1000.0).round() / 1000.0,
+        "seconds": round3(seconds),
     });
     println!("{line}");
+}
+
+/// The least time and the fewest passes a repeated figure is measured over.
+const MIN_SECONDS: f64 = 2.0;
+const MIN_PASSES: usize = 3;
+
+/// The passes of one repeated figure: each pass's rate and seconds.
+#[derive(Debug, Default)]
+struct Passes {
+    rates: Vec<f64>,
+    seconds: Vec<f64>,
+}
+
+impl Passes {
+    fn add(&mut self, rate: f64, seconds: f64) {
+        self.rates.push(rate);
+        self.seconds.push(seconds);
+    }
+
+    fn enough(&self) -> bool {
+        self.rates.len() >= MIN_PASSES && self.seconds.iter().sum::<f64>() >= MIN_SECONDS
+    }
+
+    /// The index of the median rate's pass (the lower middle one of an even count).
+    fn median_pass(&self) -> usize {
+        let mut order: Vec<usize> = (0..self.rates.len()).collect();
+        order.sort_by(|&a, &b| self.rates[a].total_cmp(&self.rates[b]));
+        order[(order.len() - 1) / 2]
+    }
+
+    /// One JSON line: the median pass's rate and seconds, the spread of the rates.
+    fn emit(&self, workload: &str, unit: &str) {
+        let median = self.median_pass();
+        let min = self.rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = self.rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let line = serde_json::json!({
+            "system": "streamload",
+            "workload": workload,
+            "figure": round3(self.rates[median]),
+            "unit": unit,
+            "seconds": round3(self.seconds[median]),
+            "passes": self.rates.len(),
+            "min": round3(min),
+            "max": round3(max),
+            "total_seconds": round3(self.seconds.iter().sum()),
+        });
+        println!("{line}");
+    }
+}
+
+/// Times passes of `pass` (each returns its work: records, or MB) until [`Passes::enough`].
+/// With `versus_fixed`, passes alternate between every tunable on `AUTOTUNE` and
+/// WORKLOADS.md's settings (the fixed pass first in each pair) until both have enough; the
+/// second `Passes` are the fixed ones.
+async fn repeated<F, Fut>(versus_fixed: bool, mut pass: F) -> anyhow::Result<(Passes, Passes)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<f64>>,
+{
+    let (mut tuned, mut fixed) = (Passes::default(), Passes::default());
+    loop {
+        if versus_fixed {
+            workloads::set_autotune(false);
+            let started = Instant::now();
+            let work = pass().await;
+            let s = started.elapsed().as_secs_f64();
+            workloads::set_autotune(true);
+            fixed.add(work? / s, s);
+        }
+        let started = Instant::now();
+        let work = pass().await?;
+        let s = started.elapsed().as_secs_f64();
+        tuned.add(work / s, s);
+        if tuned.enough() && (!versus_fixed || fixed.enough()) {
+            return Ok((tuned, fixed));
+        }
+    }
+}
+
+/// Emits a repeated figure; under `--autotune` also its fixed passes and the ratio of each
+/// autotuned pass to the fixed pass before it.
+fn emit_repeated(workload: &str, unit: &str, (tuned, fixed): &(Passes, Passes)) {
+    tuned.emit(workload, unit);
+    if fixed.rates.is_empty() {
+        return;
+    }
+    fixed.emit(&format!("{workload}/fixed"), unit);
+    let mut ratios = Passes::default();
+    for i in 0..tuned.rates.len().min(fixed.rates.len()) {
+        ratios.add(
+            tuned.rates[i] / fixed.rates[i],
+            tuned.seconds[i] + fixed.seconds[i],
+        );
+    }
+    ratios.emit(
+        &format!("{workload}/autotune-vs-fixed"),
+        "x (autotuned pass over the fixed pass before it)",
+    );
 }
 
 /// Reads `paths` once, untimed, so the timed run reads from the page cache as the workloads
@@ -96,24 +210,33 @@ async fn main() -> anyhow::Result<()> {
     let wanted =
         |w: &str| args.only.is_empty() || args.only.iter().any(|o| o.eq_ignore_ascii_case(w));
     if let Some(dir) = &args.generate {
-        // `--only D2` (say) writes just that data set.
+        // `--only D2` (say) writes just that data set; `--scale-down K` makes each K times
+        // smaller.
         let start = Instant::now();
+        let scale = usize::try_from(args.scale_down)?;
         let mut wrote = Vec::new();
         if wanted("D1") {
-            let bytes = workloads::generate_d1(dir, 16, 8192).await?;
+            let records = workloads::scaled(workloads::D1_RECORDS, scale);
+            let bytes = workloads::generate_d1(dir, workloads::D1_SHARDS, records).await?;
             wrote.push(format!(
-                "D1 ({:.0} MB of payload, plain and gzip)",
+                "D1 ({} shards of {records} records, {:.1} MB of payload, plain and gzip)",
+                workloads::D1_SHARDS,
                 bytes as f64 / 1e6
             ));
         }
         #[cfg(feature = "image")]
         if wanted("D2") {
-            let jpegs = workloads::generate_d2(dir, 2000).await?;
-            wrote.push(format!("D2 ({:.1} MB of JPEGs)", jpegs as f64 / 1e6));
+            let images = workloads::scaled(workloads::D2_IMAGES, scale);
+            let jpegs = workloads::generate_d2(dir, images).await?;
+            wrote.push(format!("D2 ({images} JPEGs, {:.1} MB)", jpegs as f64 / 1e6));
         }
         if wanted("D3") {
-            let text = workloads::generate_d3(dir, 2_000_000)?;
-            wrote.push(format!("D3 ({:.0} MB of text)", text as f64 / 1e6));
+            let lines = workloads::scaled(workloads::D3_LINES, scale);
+            let text = workloads::generate_d3(dir, lines)?;
+            wrote.push(format!(
+                "D3 ({lines} lines, {:.1} MB of text)",
+                text as f64 / 1e6
+            ));
         }
         eprintln!(
             "wrote {} to {} in {:.1} s",
@@ -193,13 +316,22 @@ async fn main() -> anyhow::Result<()> {
             Some(dir) => {
                 let files = workloads::d1_files(dir, false)?;
                 warm_page_cache(&files)?;
-                let (records, s) = timed(workloads::w3_tfrecord_parse(files.clone())).await?;
-                emit("W3", records as f64 / s, "records/s", s);
+                let passes = repeated(args.autotune, || async {
+                    Ok(workloads::w3_tfrecord_parse(files.clone()).await? as f64)
+                })
+                .await?;
+                emit_repeated("W3", "records/s", &passes);
                 // What W3's parse costs: the same pipeline without it, and the read alone.
-                let (records, s) = timed(workloads::w3_no_parse(files.clone())).await?;
-                emit("W3/no-parse", records as f64 / s, "records/s", s);
-                let (records, s) = timed(workloads::w3_read(files)).await?;
-                emit("W3/read", records as f64 / s, "records/s", s);
+                let passes = repeated(false, || async {
+                    Ok(workloads::w3_no_parse(files.clone()).await? as f64)
+                })
+                .await?;
+                emit_repeated("W3/no-parse", "records/s", &passes);
+                let passes = repeated(false, || async {
+                    Ok(workloads::w3_read(files.clone()).await? as f64)
+                })
+                .await?;
+                emit_repeated("W3/read", "records/s", &passes);
             }
         }
     }
@@ -241,10 +373,12 @@ async fn main() -> anyhow::Result<()> {
         };
         let files = workloads::d1_files(dir, gz)?;
         warm_page_cache(&files)?;
-        let start = Instant::now();
-        let (_, bytes) = workloads::w2_tfrecord_raw(files, gz).await?;
-        let s = start.elapsed().as_secs_f64();
-        emit(name, bytes as f64 / 1e6 / s, "MB/s", s);
+        let passes = repeated(args.autotune, || async {
+            let (_, bytes) = workloads::w2_tfrecord_raw(files.clone(), gz).await?;
+            Ok(bytes as f64 / 1e6)
+        })
+        .await?;
+        emit_repeated(name, "MB/s", &passes);
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
 use crate::source;
 use crate::stats::{Counted, StageCounters, Stats, Timed};
-use crate::tensor::{Collate, PaddedCollate, RaggedCollate};
+use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
 
 /// The stream type every stage produces: elements or errors, boxed once per stage, with its
 /// position ([`Resumable`]).
@@ -470,10 +470,9 @@ impl<T: Send + 'static> Dataset<T> {
                 Box::pin(Counted::<_, false>::new(stream, counters))
             }
         };
-        let mut fingerprint = mix64(
-            name.bytes()
-                .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)),
-        );
+        let mut fingerprint = mix64(name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+        }));
         fingerprint = mix64(fingerprint ^ mix64(depth) ^ cardinality.as_i64() as u64);
         Dataset {
             stage: Arc::new(Stage {
@@ -630,7 +629,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// use streamload::{Cardinality, Dataset};
     /// assert_eq!(Dataset::range(0, 10).batch(3).cardinality(), Cardinality::Finite(4));
     /// assert_eq!(Dataset::range(0, 10).filter(|x| *x < 3).cardinality(), Cardinality::Unknown);
-    /// assert_eq!(Dataset::range(0, 10).repeat(-1).take(7).cardinality(), Cardinality::Finite(7));
+    /// assert_eq!(Dataset::range(0, 10).repeat().take(7).cardinality(), Cardinality::Finite(7));
     /// ```
     pub fn cardinality(&self) -> Cardinality {
         self.stage.cardinality
@@ -726,6 +725,58 @@ impl<T: Send + 'static> Dataset<T> {
             fingerprint: self.fingerprint(),
             epoch,
         }
+    }
+
+    /// Starts one epoch as a blocking `Iterator` of `anyhow::Result<T>`, for synchronous
+    /// training loops (burn's `DataLoader`, a `tch` loop, a plain `for batch in ...`): no
+    /// async code, no runtime of your own.
+    ///
+    /// The epoch runs on a multi-thread tokio runtime streamload owns: one for the whole
+    /// process, made at the first call, with a worker thread per core (its blocking threads run
+    /// `map_parallel`'s calls). `next` blocks the calling thread until the next element is
+    /// ready. The epoch makes at most one element ahead of the caller: the next one while the
+    /// caller works on this one (add [`prefetch`](Dataset::prefetch) for more).
+    /// [`BlockingEpoch::stats`](crate::BlockingEpoch::stats) shows the per-stage report, as
+    /// for [`iter`](Dataset::iter).
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    ///
+    /// // A plain function: no runtime, no `.await`.
+    /// fn train() -> anyhow::Result<i64> {
+    ///     let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| x * 2).batch(10).prefetch(2);
+    ///     let mut total = 0;
+    ///     for batch in ds.iter_blocking() {
+    ///         total += batch?.iter().sum::<i64>(); // one training step
+    ///     }
+    ///     Ok(total)
+    /// }
+    /// assert_eq!(train()?, 2 * (0..100).sum::<i64>());
+    /// # anyhow::Ok(())
+    /// ```
+    ///
+    /// # Inside an async context
+    ///
+    /// Calling it from code that runs on a tokio runtime neither panics nor deadlocks: the
+    /// epoch runs on streamload's runtime, not the caller's, and the calling thread waits on a
+    /// channel. But waiting blocks that thread, and on an async worker thread that stalls the
+    /// other tasks it would run: that is the caller's concern, as for any blocking call there
+    /// (use [`iter`](Dataset::iter), or call this from `tokio::task::spawn_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// Error elements come as `Err` items, in their place, and the iteration goes on, as for
+    /// [`iter`](Dataset::iter). If streamload's runtime cannot be started (the OS refuses
+    /// threads), the first item is that error and the iteration ends.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the [`BlockingEpoch`](crate::BlockingEpoch) aborts the task that runs the
+    /// epoch, which drops the epoch and so stops every task it spawned, as dropping an
+    /// [`Epoch`] does. The tasks stop on streamload's runtime, right after the drop (the drop
+    /// does not wait for them).
+    pub fn iter_blocking(&self) -> crate::BlockingEpoch<T> {
+        crate::BlockingEpoch::new(self.iter())
     }
 
     /// Runs one epoch and collects its elements; the first error ends it and is returned.
@@ -1083,7 +1134,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # tokio_test::block_on(async {
     /// let ds = Dataset::choose_from_datasets(
     ///     vec![Dataset::range(0, 3), Dataset::range(10, 15)],
-    ///     Dataset::range(0, 2).repeat(3),
+    ///     Dataset::range(0, 2).repeat_n(3),
     ///     true,
     /// );
     /// assert_eq!(ds.collect().await?, [0, 10, 1, 11, 2, 12]);
@@ -1119,14 +1170,20 @@ impl<T: Send + 'static> Dataset<T> {
     /// Calls run on [`map_parallel`](Dataset::map_parallel)'s machinery: groups of
     /// consecutive elements on `parallelism` blocking threads.
     ///
+    /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
+    /// [`try_random_map`](Dataset::try_random_map). The generator is [`ChaCha8Rng`](crate::ChaCha8Rng)
+    /// of the `rand` version this crate re-exports as [`streamload::rand`](crate::rand): bring
+    /// its traits into scope from there (`use streamload::rand::Rng;`), so a different major
+    /// version of `rand` in your own dependencies cannot get in the way.
+    ///
     /// # Examples
     ///
     /// ```
-    /// use rand::Rng;
+    /// use streamload::rand::Rng;
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
     /// let noisy = |p: usize| {
-    ///     Dataset::range(0, 100).random_map(p, Some(7), |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+    ///     Dataset::range(0, 100).random_map(p, Some(7), |x, rng| x * 1000 + rng.random_range(0..1000))
     /// };
     /// let one = noisy(1).collect().await?;
     /// assert_eq!(one, noisy(4).collect().await?); // the same whatever the parallelism
@@ -1145,8 +1202,8 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Errors
     ///
-    /// An `Err` from `f`, or a panic in it, becomes an error element in that element's place;
-    /// the epoch goes on.
+    /// A panic in `f` becomes an error element in that element's place
+    /// ([`Error::WorkerPanicked`](crate::Error)); the epoch goes on.
     ///
     /// # Cancellation
     ///
@@ -1156,6 +1213,35 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// If `parallelism` is `Fixed(0)`.
     pub fn random_map<U: Send + 'static>(
+        &self,
+        parallelism: impl Into<Parallelism>,
+        seed: Option<u64>,
+        f: impl Fn(T, &mut rand_chacha::ChaCha8Rng) -> U + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        self.try_random_map(parallelism, seed, move |x, rng| Ok(f(x, rng)))
+    }
+
+    /// Like [`random_map`](Dataset::random_map), for a function that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// use streamload::rand::Rng;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 4).try_random_map(2, Some(1), |x, rng| {
+    ///     anyhow::ensure!(x != 2, "element {x} is bad");
+    ///     Ok(x + 10 * rng.random_range(0..10))
+    /// });
+    /// let out = ds.ignore_errors().collect().await?;
+    /// assert_eq!(out.iter().map(|y| y % 10).collect::<Vec<_>>(), [0, 1, 3]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    pub fn try_random_map<U: Send + 'static>(
         &self,
         parallelism: impl Into<Parallelism>,
         seed: Option<u64>,
@@ -1172,6 +1258,14 @@ impl<T: Send + 'static> Dataset<T> {
 impl<T: Send + 'static> Dataset<T> {
     /// Applies `f` to every element, in order, on the consumer's task (tf.data's `map` without
     /// `num_parallel_calls`). For CPU-heavy functions use [`map_parallel`](Dataset::map_parallel).
+    ///
+    /// `f` cannot fail. A function that returns `anyhow::Result<U>` belongs in
+    /// [`try_map`](Dataset::try_map): given to `map`, it would make a `Dataset<Result<U>>`
+    /// whose errors are ordinary elements, never error elements. Every mapping operation comes
+    /// in these two forms: `map` / `try_map`, [`map_parallel`](Dataset::map_parallel) /
+    /// [`try_map_parallel`](Dataset::try_map_parallel), [`map_async`](Dataset::map_async) /
+    /// [`try_map_async`](Dataset::try_map_async), [`random_map`](Dataset::random_map) /
+    /// [`try_random_map`](Dataset::try_random_map).
     ///
     /// # Errors
     ///
@@ -1223,6 +1317,9 @@ impl<T: Send + 'static> Dataset<T> {
     /// Applies a CPU-bound function on `parallelism` blocking threads at once (tf.data's
     /// `map(f, num_parallel_calls=...)`).
     ///
+    /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
+    /// [`try_map_parallel`](Dataset::try_map_parallel).
+    ///
     /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
     /// workers), which take groups of consecutive elements from a queue the stream keeps
     /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
@@ -1248,8 +1345,8 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// # Errors
     ///
-    /// An `Err` from `f`, or a panic in it, becomes an error element in that element's place;
-    /// the epoch goes on.
+    /// A panic in `f` becomes an error element in that element's place
+    /// ([`Error::WorkerPanicked`](crate::Error)); the epoch goes on.
     ///
     /// # Cancellation
     ///
@@ -1262,31 +1359,102 @@ impl<T: Send + 'static> Dataset<T> {
     /// ```
     /// use streamload::{AUTOTUNE, Dataset};
     /// # tokio_test::block_on(async {
-    /// let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| Ok(x * 2));
+    /// let ds = Dataset::range(0, 100).map_parallel(AUTOTUNE, |x| x * 2);
     /// assert_eq!(ds.collect().await?, (0..100).map(|x| x * 2).collect::<Vec<_>>());
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn map_parallel<U: Send + 'static>(
         &self,
         parallelism: impl Into<Parallelism>,
+        f: impl Fn(T) -> U + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        self.try_map_parallel(parallelism, move |x| Ok(f(x)))
+    }
+
+    /// Like [`map_parallel`](Dataset::map_parallel), for a function that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::from_vec(vec!["1", "x", "3"]).try_map_parallel(AUTOTUNE, |s| Ok(s.parse::<i64>()?));
+    /// let mut epoch = ds.iter();
+    /// # use futures::StreamExt;
+    /// assert_eq!(epoch.next().await.unwrap()?, 1);
+    /// assert!(epoch.next().await.unwrap().is_err()); // "x" is an error element
+    /// assert_eq!(epoch.next().await.unwrap()?, 3);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    pub fn try_map_parallel<U: Send + 'static>(
+        &self,
+        parallelism: impl Into<Parallelism>,
         f: impl Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "map_parallel");
         let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
-        self.unary_with("map_parallel", self.cardinality(), Counting::Wrapped, move |ctx, input| {
-            let build = |ctx: &Ctx| input.build(ctx);
-            let input = ops::parallel_map::Input::of(input, &build);
-            ops::parallel_map::build(ctx, &input, Arc::clone(&f), parallelism, "map_parallel", Vec::new())
-        })
+        self.unary_with(
+            "map_parallel",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| {
+                let build = |ctx: &Ctx| input.build(ctx);
+                let input = ops::parallel_map::Input::of(input, &build);
+                ops::parallel_map::build(
+                    ctx,
+                    &input,
+                    Arc::clone(&f),
+                    parallelism,
+                    "map_parallel",
+                    Vec::new(),
+                )
+            },
+        )
     }
 
     /// Applies an async function to every element, up to `parallelism` calls at once, each
     /// call a spawned tokio task (for I/O-bound work: fetching, opening files).
     ///
+    /// `f`'s futures cannot fail; for futures of `anyhow::Result<U>` use
+    /// [`try_map_async`](Dataset::try_map_async).
+    ///
     /// # Ordering
     ///
     /// Input order (`buffered`), or completion order (`buffer_unordered`) when the pipeline's
     /// [`Options::deterministic`](crate::Options) is `false`.
+    ///
+    /// # Errors and cancellation
+    ///
+    /// A panic becomes an error element; dropping the epoch aborts the tasks.
+    ///
+    /// # Panics
+    ///
+    /// If `parallelism` is `Fixed(0)`.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 4).map_async(2, |x| async move { x + 1 });
+    /// assert_eq!(ds.collect().await?, [1, 2, 3, 4]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
+    where
+        U: Send + 'static,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = U> + Send + 'static,
+    {
+        use futures::FutureExt;
+        self.try_map_async(parallelism, move |x| f(x).map(anyhow::Ok))
+    }
+
+    /// Like [`map_async`](Dataset::map_async), for async functions that can fail: an `Err`
+    /// becomes an error element in the element's place (drop those with
+    /// [`ignore_errors`](Dataset::ignore_errors)); the epoch goes on.
     ///
     /// # Errors and cancellation
     ///
@@ -1299,11 +1467,14 @@ impl<T: Send + 'static> Dataset<T> {
     /// ```
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
-    /// let ds = Dataset::range(0, 4).map_async(2, |x| async move { Ok(x + 1) });
-    /// assert_eq!(ds.collect().await?, [1, 2, 3, 4]);
+    /// let ds = Dataset::range(0, 4).try_map_async(2, |x| async move {
+    ///     anyhow::ensure!(x != 1, "no {x}");
+    ///     Ok(x + 1)
+    /// });
+    /// assert_eq!(ds.ignore_errors().collect().await?, [1, 3, 4]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
+    pub fn try_map_async<U, F, Fut>(&self, parallelism: impl Into<Parallelism>, f: F) -> Dataset<U>
     where
         U: Send + 'static,
         F: Fn(T) -> Fut + Send + Sync + 'static,
@@ -1387,17 +1558,22 @@ impl<T: Send + 'static> Dataset<T> {
             "interleave"
         };
         let scope = next_id();
-        self.unary_with(name, Cardinality::Unknown, Counting::Wrapped, move |ctx, input| {
-            ops::interleave::build(
-                ctx,
-                input,
-                &f,
-                ctx.nested(scope),
-                cycle_length.resolve(),
-                block_length,
-                name,
-            )
-        })
+        self.unary_with(
+            name,
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                ops::interleave::build(
+                    ctx,
+                    input,
+                    &f,
+                    ctx.nested(scope),
+                    cycle_length.resolve(),
+                    block_length,
+                    name,
+                )
+            },
+        )
         .keyed(cycle_length.resolve() as u64 ^ ((block_length as u64) << 32))
     }
 
@@ -1526,19 +1702,38 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
-    /// Splits every element into its items (tf.data's `unbatch`). Cardinality: infinite for an
-    /// infinite input, else unknown (tf.data knows more only from static shapes).
+    /// Splits every element into its rows (tf.data's `unbatch`): the items of a `Vec` batch,
+    /// or the slices along the first dimension of the `ndarray` batches that
+    /// [`collate`](Dataset::collate) and [`padded_batch`](Dataset::padded_batch) make (an
+    /// `Array2<f32>` into `Array1<f32>`s, an `Array1<i64>` into `i64`s, a tuple of arrays into
+    /// tuples of rows); see [`Unbatch`](crate::tensor::Unbatch) for every type. Cardinality:
+    /// infinite for an infinite input, else unknown (tf.data knows more only from static
+    /// shapes).
     ///
     /// ```
+    /// use ndarray::{array, Array1};
     /// use streamload::Dataset;
     /// # tokio_test::block_on(async {
     /// assert_eq!(Dataset::range(0, 5).batch(2).unbatch().collect().await?, [0, 1, 2, 3, 4]);
+    ///
+    /// // Padded (or collated) batches split back into rows, as in tf.data.
+    /// let seqs = Dataset::from_vec(vec![vec![1i64], vec![2, 2], vec![3, 3, 3]]);
+    /// let rows: Vec<Array1<i64>> = seqs.padded_batch(2, None, None, false).unbatch().collect().await?;
+    /// assert_eq!(rows, [array![1, 0], array![2, 2], array![3, 3, 3]]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn unbatch<U: Send + 'static>(&self) -> Dataset<U>
+    ///
+    /// # Errors
+    ///
+    /// An element that cannot be split is an error element naming it (`unbatch: element 3:
+    /// ...`; [`Error::InvalidArgument`](crate::Error)), and the epoch goes on: a 0-d `ArrayD`
+    /// or `Tensor` ("Cannot unbatch an input with scalar components.", TensorFlow's words), or
+    /// a tuple whose components have different numbers of rows. An error element of the input
+    /// passes through in its place.
+    pub fn unbatch(&self) -> Dataset<T::Row>
     where
-        T: IntoIterator<Item = U>,
-        T::IntoIter: Send + 'static,
+        T: Unbatch,
+        T::Row: Send + 'static,
     {
         // As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
         let card = match self.cardinality() {
@@ -1546,24 +1741,36 @@ impl<T: Send + 'static> Dataset<T> {
             _ => Cardinality::Unknown,
         };
         self.unary("unbatch", card, |_, input| {
-            ops::unbatch::Unbatch::new(input)
+            ops::unbatch::Unbatch::new(input, "unbatch")
         })
     }
 
-    /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch`; the same elements
-    /// as `unbatch().batch(batch_size)`).
+    /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch(batch_size,
+    /// drop_remainder)`; the same elements as `unbatch().batch(batch_size)`, with
+    /// `drop_remainder` dropping a final short batch). It takes what
+    /// [`unbatch`](Dataset::unbatch) takes and yields `Vec`s of rows: add
+    /// [`collate`](Dataset::collate) to stack them into arrays again. Cardinality unknown.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 7).batch(3).rebatch(2, false);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`unbatch`](Dataset::unbatch); an error element takes the batch being filled with
+    /// it, as in [`batch`](Dataset::batch).
     ///
     /// # Panics
     ///
-    /// If `batch_size` is 0.
-    pub fn rebatch<U: Send + 'static>(
-        &self,
-        batch_size: usize,
-        drop_remainder: bool,
-    ) -> Dataset<Vec<U>>
+    /// If `batch_size` is 0 (TensorFlow 2.21's `rebatch(0)` yields empty batches forever).
+    pub fn rebatch(&self, batch_size: usize, drop_remainder: bool) -> Dataset<Vec<T::Row>>
     where
-        T: IntoIterator<Item = U>,
-        T::IntoIter: Send + 'static,
+        T: Unbatch,
+        T::Row: Send + 'static,
     {
         assert!(
             batch_size > 0,
@@ -1571,8 +1778,54 @@ impl<T: Send + 'static> Dataset<T> {
         );
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
             ops::batch::Batch::plain(
-                Opaque::new(ops::unbatch::Unbatch::new(input), "rebatch"),
+                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
                 batch_size,
+                drop_remainder,
+            )
+        })
+    }
+
+    /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
+    /// `rebatch` with a list of batch sizes): `batch_sizes[0]` elements, then
+    /// `batch_sizes[1]`, ..., then `batch_sizes[0]` again. The final batch may be shorter
+    /// than its turn's size; `drop_remainder` drops it, as in tf.data. Otherwise as
+    /// [`rebatch`](Dataset::rebatch).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 8).batch(4).rebatch_sizes(&[2, 1, 1], false);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2], vec![3], vec![4, 5], vec![6], vec![7]]);
+    /// let ds = Dataset::range(0, 9).batch(4).rebatch_sizes(&[2, 3], true);
+    /// assert_eq!(ds.collect().await?, [vec![0, 1], vec![2, 3, 4], vec![5, 6]]); // [7, 8] of 3 dropped
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`rebatch`](Dataset::rebatch).
+    ///
+    /// # Panics
+    ///
+    /// If `batch_sizes` is empty or holds a 0.
+    pub fn rebatch_sizes(&self, batch_sizes: &[usize], drop_remainder: bool) -> Dataset<Vec<T::Row>>
+    where
+        T: Unbatch,
+        T::Row: Send + 'static,
+    {
+        assert!(
+            !batch_sizes.is_empty(),
+            "rebatch: batch_sizes must not be empty."
+        );
+        assert!(
+            batch_sizes.iter().all(|&n| n > 0),
+            "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
+        );
+        let sizes: Arc<[usize]> = batch_sizes.into();
+        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
+            ops::batch::Batch::cycling(
+                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
+                Arc::clone(&sizes),
                 drop_remainder,
             )
         })
@@ -1622,18 +1875,38 @@ impl<T: Send + 'static> Dataset<T> {
         ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
     }
 
-    /// Repeats the dataset `count` times; a negative `count` repeats forever (tf.data's
-    /// `repeat`). Each repetition builds the upstream anew, so shuffles reshuffle.
-    /// Repeating forever stops if a repetition yields nothing, rather than spinning.
+    /// Repeats the dataset forever (tf.data's `repeat()`). Each repetition builds the upstream
+    /// anew, so shuffles reshuffle. It stops if a repetition yields nothing, rather than
+    /// spinning. Cardinality: infinite, unless the input is known to be empty (then 0). For a
+    /// given number of repetitions, see [`repeat_n`](Dataset::repeat_n).
     ///
     /// ```
-    /// use streamload::Dataset;
+    /// use streamload::{Cardinality, Dataset};
     /// # tokio_test::block_on(async {
-    /// assert_eq!(Dataset::range(0, 2).repeat(-1).take(5).collect().await?, [0, 1, 0, 1, 0]);
+    /// let ds = Dataset::range(0, 2).repeat();
+    /// assert_eq!(ds.cardinality(), Cardinality::Infinite);
+    /// assert_eq!(ds.take(5).collect().await?, [0, 1, 0, 1, 0]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
-    pub fn repeat(&self, count: i64) -> Dataset<T> {
-        ops::repeat::dataset(self, count)
+    pub fn repeat(&self) -> Dataset<T> {
+        ops::repeat::dataset(self, None)
+    }
+
+    /// Repeats the dataset `count` times (tf.data's `repeat(count)`; `0` gives an empty
+    /// dataset). Each repetition builds the upstream anew, so shuffles reshuffle. Cardinality:
+    /// `count` times the input's when that is known. To repeat forever, see
+    /// [`repeat`](Dataset::repeat).
+    ///
+    /// ```
+    /// use streamload::{Cardinality, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 2).repeat_n(3);
+    /// assert_eq!(ds.cardinality(), Cardinality::Finite(6));
+    /// assert_eq!(ds.collect().await?, [0, 1, 0, 1, 0, 1]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn repeat_n(&self, count: u64) -> Dataset<T> {
+        ops::repeat::dataset(self, Some(count))
     }
 
     /// The first `count` elements; a negative `count` takes everything (tf.data's `take`).
@@ -1816,25 +2089,30 @@ impl<T: Send + 'static> Dataset<T> {
         if buffer_size == Parallelism::Fixed(0) {
             return self.clone();
         }
-        self.unary_with("prefetch", self.cardinality(), Counting::Wrapped, move |ctx, input| {
-            // Not detached: the consumer polls the upstream itself when overlap does not pay,
-            // so the upstream's busy time is taken out of prefetch's own; but it also runs in
-            // the producer task, so prefetch's own time does not bound it.
-            if let Some(stats) = ctx.stage_counters() {
-                stats.set_inputs_shared();
-            }
-            ctx.gauge();
-            let knob = match buffer_size {
-                Parallelism::Autotune => ctx.knob(
-                    KnobKind::Buffer,
-                    runtime::INITIAL_BUFFER,
-                    runtime::MAX_BUFFER,
-                ),
-                Parallelism::Fixed(_) => None,
-            };
-            let fixed = buffer_size.resolve().max(1);
-            ops::prefetch::build(ctx, input, fixed, knob)
-        })
+        self.unary_with(
+            "prefetch",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| {
+                // Not detached: the consumer polls the upstream itself when overlap does not pay,
+                // so the upstream's busy time is taken out of prefetch's own; but it also runs in
+                // the producer task, so prefetch's own time does not bound it.
+                if let Some(stats) = ctx.stage_counters() {
+                    stats.set_inputs_shared();
+                }
+                ctx.gauge();
+                let knob = match buffer_size {
+                    Parallelism::Autotune => ctx.knob(
+                        KnobKind::Buffer,
+                        runtime::INITIAL_BUFFER,
+                        runtime::MAX_BUFFER,
+                    ),
+                    Parallelism::Fixed(_) => None,
+                };
+                let fixed = buffer_size.resolve().max(1);
+                ops::prefetch::build(ctx, input, fixed, knob)
+            },
+        )
     }
 
     /// Names this stage in the statistics and the report (tf.data's `name=` argument of
@@ -1887,7 +2165,7 @@ impl<T: Send + 'static> Dataset<T> {
     ///
     /// ```
     /// use streamload::{Dataset, Options};
-    /// let ds = Dataset::range(0, 100).map_parallel(4, |x| Ok(x)).with_options(Options::new().deterministic(false));
+    /// let ds = Dataset::range(0, 100).map_parallel(4, |x| x).with_options(Options::new().deterministic(false));
     /// ```
     pub fn with_options(&self, options: Options) -> Dataset<T> {
         let merged = self.stage.options.merge(&options);
@@ -1910,7 +2188,8 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
-    /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset).
+    /// drop_remainder)`), each as a vector (tf.data yields each window as a small dataset:
+    /// [`window_datasets`](Dataset::window_datasets) does too).
     ///
     /// Window `k` starts at input `k * shift` and takes every `stride`-th element up to `size`.
     /// Windows cut short by the end are kept unless `drop_remainder`. As in tf.data, an error
@@ -1956,6 +2235,41 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
+    /// [`window`](Dataset::window) with each window as a dataset, as tf.data's `window(size,
+    /// shift, stride, drop_remainder)` yields them: so `flat_map(|w| w.batch(n))` and the
+    /// other idioms of tf.data carry over. Each window is gathered (as `window` does) and
+    /// handed on as [`Dataset::from_vec`]; iterating it does not touch the input again.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 7).window_datasets(3, 2, 1, false).flat_map(|w| w.batch(3));
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 1, 2], vec![2, 3, 4], vec![4, 5, 6], vec![6]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`window`](Dataset::window): a window that would hold an error element is that
+    /// error, in its place.
+    ///
+    /// # Panics
+    ///
+    /// If `size`, `shift` or `stride` is 0.
+    pub fn window_datasets(
+        &self,
+        size: usize,
+        shift: usize,
+        stride: usize,
+        drop_remainder: bool,
+    ) -> Dataset<Dataset<T>>
+    where
+        T: Clone + Sync,
+    {
+        self.window(size, shift, stride, drop_remainder)
+            .map(Dataset::from_vec)
+    }
+
     /// Caches the elements in memory (tf.data's `cache()`): the first epoch that runs to its
     /// end fills the cache, and later epochs read from it without running the upstream. An
     /// epoch that is dropped early or meets an error leaves no cache behind, never a truncated
@@ -1988,6 +2302,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// Groups elements by `key_func` into windows of up to `window_size`, and yields the
     /// elements of `reduce_func(key, window)` for each full window (tf.data's
     /// `group_by_window`). At the end, unfinished windows are reduced in ascending key order.
+    /// For a window size per key, see [`group_by_window_with`](Dataset::group_by_window_with).
     ///
     /// ```
     /// use streamload::Dataset;
@@ -2015,8 +2330,44 @@ impl<T: Send + 'static> Dataset<T> {
             window_size > 0,
             "group_by_window: Window size must be greater than zero, but got 0."
         );
-        let key_func = Arc::new(key_func);
-        let reduce_func = Arc::new(reduce_func);
+        self.group_by_window_with(key_func, reduce_func, move |_| window_size)
+    }
+
+    /// [`group_by_window`](Dataset::group_by_window) with a window size per key (tf.data's
+    /// `group_by_window(key_func, reduce_func, window_size_func=...)`): the window of `key`
+    /// is reduced once it holds `window_size_func(&key)` elements.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// // Even numbers in windows of 2, odd ones in windows of 3.
+    /// let ds = Dataset::range(0, 10).group_by_window_with(|x| x % 2, |_, w| w.batch(10), |k| *k as usize + 2);
+    /// assert_eq!(ds.collect().await?, vec![vec![0, 2], vec![1, 3, 5], vec![4, 6], vec![8], vec![7, 9]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When `window_size_func` returns 0 for an element's key, that element is an error element
+    /// ([`Error::InvalidArgument`](crate::Error), "Window size must be greater than zero, but
+    /// got 0.", TensorFlow's words, raised as it does when the window is filled) and the epoch
+    /// goes on; a panic in it, in `key_func` or in `reduce_func` is an error element too.
+    pub fn group_by_window_with<K, U>(
+        &self,
+        key_func: impl Fn(&T) -> K + Send + Sync + 'static,
+        reduce_func: impl Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+        window_size_func: impl Fn(&K) -> usize + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        T: Clone + Sync,
+        K: Ord + Clone + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        let funcs = Arc::new(ops::group_by_window::Funcs {
+            key: key_func,
+            reduce: reduce_func,
+            window_size: window_size_func,
+        });
         let scope = next_id();
         self.unary(
             "group_by_window",
@@ -2024,9 +2375,7 @@ impl<T: Send + 'static> Dataset<T> {
             move |ctx, input| {
                 ops::group_by_window::GroupByWindow::new(
                     input,
-                    Arc::clone(&key_func),
-                    Arc::clone(&reduce_func),
-                    window_size,
+                    Arc::clone(&funcs),
                     ctx.nested(scope),
                 )
             },
@@ -2049,7 +2398,7 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
     /// `group_by_window`), and shows as a stage of its own in [`Epoch::stats`]. Each element's
     /// data is copied once, into the batch's buffer. For very large batches, stacking can run
     /// on the worker threads instead:
-    /// `batch(n).map_parallel(AUTOTUNE, |b| Collate::collate(&b))`.
+    /// `batch(n).try_map_parallel(AUTOTUNE, |b| Collate::collate(&b))`.
     ///
     /// ```
     /// use ndarray::{Array1, Array3, Array4};
@@ -2070,8 +2419,11 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
     ///
     /// A batch whose elements differ in shape is an error element naming the batch, the
     /// component, the element and both shapes: `collate: batch 3: Cannot batch tensors with
-    /// different shapes in component 0. First element had shape [2] and element 1 had shape
-    /// [3].` ([`Error::InvalidArgument`](crate::Error); the epoch goes on.) To batch such
+    /// different shapes in component 0. First element had shape [2,3] and element 1 had shape
+    /// [3,3].` ([`Error::InvalidArgument`](crate::Error); the epoch goes on). After the
+    /// batch's name it is tf.data's message word for word (TensorFlow names no batch and ends
+    /// with ` [Op:IteratorGetNext]`); [`Collate`](crate::tensor::Collate) lists the messages
+    /// that are the crate's own. To batch such
     /// elements, pad them ([`padded_batch`](Dataset::padded_batch)) or keep them ragged
     /// ([`ragged_batch`](Dataset::ragged_batch)).
     pub fn collate(&self) -> Dataset<T::Batch>

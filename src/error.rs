@@ -18,7 +18,7 @@ pub enum Error {
     },
     /// A stage needs to spawn tasks, but the stream is not polled inside a tokio runtime.
     #[error(
-        "{stage}: no tokio runtime: iterate the dataset inside a tokio runtime (e.g. #[tokio::main])"
+        "{stage}: no tokio runtime: iterate the dataset inside a tokio runtime (e.g. #[tokio::main]), or with Dataset::iter_blocking"
     )]
     NoRuntime {
         /// The stage that needed to spawn.
@@ -43,8 +43,17 @@ pub enum Error {
     /// Damaged data (TensorFlow's `DataLossError`): a CRC mismatch, a truncated record, or a
     /// damaged compressed stream. The message carries TensorFlow's words ("corrupted record
     /// at OFFSET", "truncated record at OFFSET", "GZIP inflate() failed (...)") and names the
-    /// file and the record.
-    #[error("{path}: {message} at {offset} (record {record})")]
+    /// file and the record: `PATH: MESSAGE at OFFSET (record N)`. As in TensorFlow, a
+    /// corrupted record at offset 0 (the first header of the file is not a TFRecord header)
+    /// reads "corrupted record at 0 (Is this even a TFRecord file?)"; when such a file was
+    /// read without decompression but starts as a GZIP or ZLIB stream, the text ends with
+    /// which compression to set (see `looks_compressed`).
+    #[error(
+        "{path}: {message} at {offset}{} (record {record}){}",
+        checksum_suffix(.message, *.offset),
+        compression_hint(*.looks_compressed)
+    )]
+    #[non_exhaustive]
     DataLoss {
         /// The file or URL being read.
         path: String,
@@ -55,6 +64,11 @@ pub enum Error {
         offset: u64,
         /// What is wrong: `corrupted record`, `truncated record`, ...
         message: String,
+        /// The compression the data seems to have, when it was read as uncompressed
+        /// TFRecords and its first header is damaged because it starts as a GZIP stream
+        /// (`1f 8b`) or a ZLIB one (`78 ..`): TensorFlow's reader says only "corrupted record
+        /// at 0"; this says which `compression` to set.
+        looks_compressed: Option<crate::format::Compression>,
     },
     /// An element is longer than the shape it is padded to (`padded_batch`,
     /// `bucket_by_sequence_length`): TensorFlow's `DataLossError` "Attempted to pad to a
@@ -72,6 +86,32 @@ pub enum Error {
         /// The shape it was to be padded to.
         padded: Vec<usize>,
     },
+}
+
+/// TensorFlow's reminder after a checksum error at offset 0 of a TFRecord file
+/// (`GetChecksumErrorSuffix` in `tensorflow/tsl/lib/io/record_reader.cc`): TFRecord files
+/// have no format marker, so a file of something else fails its first header's CRC.
+fn checksum_suffix(message: &str, offset: u64) -> &'static str {
+    if offset == 0 && message == "corrupted record" {
+        " (Is this even a TFRecord file?)"
+    } else {
+        ""
+    }
+}
+
+fn compression_hint(looks_compressed: Option<crate::format::Compression>) -> String {
+    use crate::format::Compression;
+    match looks_compressed {
+        Some(c @ (Compression::Gzip | Compression::Zlib)) => {
+            let name = if c == Compression::Gzip {
+                "GZIP"
+            } else {
+                "ZLIB"
+            };
+            format!("; the file looks {name}-compressed: set .compression(Compression::{c:?})")
+        }
+        _ => String::new(),
+    }
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -18,7 +18,9 @@
 //!   parallelism level; the `image` module (feature `image`, on by default) decodes, resizes
 //!   and augments images as `tf.image` does.
 //! - **Load**: [`Dataset::prefetch`] runs everything upstream in a spawned task behind a bounded
-//!   channel, so producer and consumer overlap.
+//!   channel, so producer and consumer overlap. [`Dataset::iter_blocking`] hands the elements
+//!   to synchronous code (a training loop that is not async) as a blocking `Iterator`, the
+//!   epoch running on a tokio runtime streamload owns.
 //!
 //! Elements are `anyhow::Result<T>`: an error in one element is delivered in its place and the
 //! epoch goes on; [`Dataset::ignore_errors`] drops them. Dropping an epoch stops every task it
@@ -31,7 +33,7 @@
 //! # tokio_test::block_on(async {
 //! let ds = Dataset::range(0, 1_000)
 //!     .shuffle(100, Some(7))
-//!     .map_parallel(AUTOTUNE, |x| Ok(x * 2)) // CPU-bound work on blocking threads
+//!     .map_parallel(AUTOTUNE, |x| x * 2) // CPU-bound work on blocking threads
 //!     .batch(64)
 //!     .prefetch(2);
 //! let mut epoch = ds.iter();
@@ -46,6 +48,7 @@
 // (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
 
+mod blocking;
 mod checkpoint;
 mod dataset;
 
@@ -70,6 +73,7 @@ pub mod text;
 #[cfg(feature = "tracing")]
 mod trace;
 
+pub use blocking::BlockingEpoch;
 pub use checkpoint::Checkpoint;
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
@@ -78,4 +82,28 @@ pub use options::{AUTOTUNE, Options, Parallelism, available_cores};
 pub use progress::Progress;
 /// The random generator [`Dataset::random_map`] hands to its function (ChaCha8).
 pub use rand_chacha::ChaCha8Rng;
+
+// The crates whose types appear in streamload's API, re-exported so that users name the same
+// versions (a `cargo add rand` may pick another major version, whose traits the generator
+// of `random_map` does not implement).
+/// The `bytes` crate: records, strings and payloads are [`bytes::Bytes`].
+pub use bytes;
+/// The `ndarray` crate: `collate`, `padded_batch` and the image functions yield its arrays.
+pub use ndarray;
+/// The `rand` crate, in the version whose traits [`ChaCha8Rng`] implements: bring
+/// [`rand::Rng`] into scope from here to draw from the generator [`Dataset::random_map`]
+/// hands out.
+///
+/// ```
+/// use streamload::Dataset;
+/// use streamload::rand::Rng; // not `rand::Rng`: that may be another major version
+/// # tokio_test::block_on(async {
+/// let ds = Dataset::range(0, 8).random_map(2, Some(3), |x, rng| x + rng.random_range(0..10) * 100);
+/// assert!(ds.collect().await?.iter().zip(0..).all(|(y, x)| y % 100 == x));
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+pub use rand;
+/// The `rand_chacha` crate of [`ChaCha8Rng`] (to seed one of your own with
+/// [`rand::SeedableRng`]).
+pub use rand_chacha;
 pub use stats::{StageSnapshot, Stats};

@@ -1053,7 +1053,7 @@ mod tests {
             Ok(x)
         };
         let mut epoch = Dataset::range(0, 2_000)
-            .map_parallel(crate::available_cores(), spin)
+            .try_map_parallel(crate::available_cores(), spin)
             .with_options(crate::Options::new().stats_timing(true))
             .iter();
         while let Some(item) = epoch.next().await {

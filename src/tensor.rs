@@ -8,13 +8,15 @@
 //! Batches: [`Collate`] stacks elements (scalars, `Vec`s, `ndarray` arrays, tuples of them)
 //! into contiguous arrays with a leading batch dimension; [`PaddedCollate`] pads them to a
 //! common shape first; [`RaggedCollate`] concatenates rows of different lengths into a
-//! [`RaggedTensor`].
+//! [`RaggedTensor`]. [`Unbatch`] splits any of these batches back into rows.
 
 mod collate;
 mod ragged;
+mod unbatch;
 
 pub use collate::{Collate, PaddedCollate, PaddedShape, RaggedCollate, Scalar};
 pub use ragged::RaggedTensor;
+pub use unbatch::Unbatch;
 
 use std::fmt;
 

@@ -99,7 +99,7 @@ async fn prefetch_of_big_records(budget: u64) -> anyhow::Result<(StageSnapshot, 
     let ds = costly(
         TFRecordDataset::new([dir.path().join("data.tfrecord")])
             .build()
-            .repeat(-1),
+            .repeat(),
     )
     .prefetch(AUTOTUNE)
     .with_options(Options::new().ram_budget(budget));
@@ -130,7 +130,7 @@ async fn the_memory_budget_caps_autotuned_buffers() -> anyhow::Result<()> {
 async fn autotuned_map_parallel_sets_idle_workers_aside() {
     // A cheap function and a slow consumer: the workers are idle nearly all the time.
     let ds = Dataset::counter(0, 1)
-        .map_parallel(AUTOTUNE, |x| Ok(x + 1))
+        .map_parallel(AUTOTUNE, |x| x + 1)
         .with_options(Options::new().cpu_budget(4));
     let mut epoch = ds.iter();
     drain_for(&mut epoch, Duration::from_millis(1500), |_| {
@@ -155,7 +155,7 @@ async fn autotuned_map_parallel_keeps_busy_workers() {
     let ds = Dataset::counter(0, 1)
         .map_parallel(AUTOTUNE, |x| {
             spin(300);
-            Ok(x)
+            x
         })
         .with_options(Options::new().cpu_budget(2));
     let mut epoch = ds.iter();
@@ -171,11 +171,11 @@ async fn autotuned_stages_share_the_cpu_budget() {
     let ds = Dataset::counter(0, 1)
         .map_parallel(AUTOTUNE, |x| {
             spin(200);
-            Ok(x)
+            x
         })
         .map_parallel(AUTOTUNE, |x| {
             spin(200);
-            Ok(x)
+            x
         })
         .with_options(Options::new().cpu_budget(2));
     let mut epoch = ds.iter();
@@ -200,7 +200,7 @@ async fn output_order_does_not_depend_on_the_tuner() -> anyhow::Result<()> {
             if x % 7 == 0 {
                 spin(50);
             }
-            Ok(x * 3)
+            x * 3
         })
         .prefetch(AUTOTUNE)
         .with_options(Options::new().cpu_budget(4));
@@ -220,7 +220,7 @@ async fn output_order_does_not_depend_on_the_tuner() -> anyhow::Result<()> {
 async fn the_report_shows_what_the_tuner_chose() {
     let ds = Dataset::counter(0, 1)
         .shuffle(100, Some(1))
-        .map_parallel(AUTOTUNE, |x| Ok(x + 1))
+        .map_parallel(AUTOTUNE, |x| x + 1)
         .batch(8)
         .prefetch(AUTOTUNE);
     let mut epoch = ds.iter();

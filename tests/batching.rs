@@ -1,5 +1,6 @@
 //! Tensors in batches: `collate` (stacking), `padded_batch`, `bucket_by_sequence_length`,
-//! `ragged_batch`, beyond the TensorFlow conformance cases.
+//! `ragged_batch`, `unbatch` and `rebatch` of them, beyond the TensorFlow conformance cases;
+//! `rebatch_sizes`, `window_datasets` and `group_by_window_with`.
 
 use futures::StreamExt;
 use ndarray::{Array1, Array2, Array3, ArrayD, IxDyn, array};
@@ -49,6 +50,36 @@ async fn collate_copies_non_contiguous_arrays_in_logical_order() {
     assert_eq!(
         batch.index_axis(ndarray::Axis(0), 1),
         array![[1, 4], [2, 5], [3, 6]]
+    );
+}
+
+/// Shapes of more than one dimension print as TensorFlow prints them (`[2,3]`, no spaces;
+/// TensorFlow: "First element had shape [420,540,1] and element 6 had shape [540,420,1].").
+#[test]
+fn a_shape_mismatch_has_tensorflows_words_and_shapes() {
+    let err = <Array3<u8>>::collate(&[
+        Array3::zeros((420, 540, 1)),
+        Array3::zeros((420, 540, 1)),
+        Array3::zeros((540, 420, 1)),
+    ])
+    .expect_err("shapes differ");
+    assert_eq!(
+        err.to_string(),
+        "Cannot batch tensors with different shapes in component 0. \
+         First element had shape [420,540,1] and element 2 had shape [540,420,1]."
+    );
+    // A parsed Tensor's shapes, in a tuple's second component.
+    use streamload::tensor::{Tensor, Values};
+    let tensor = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        Tensor::new(shape, Values::Int64(vec![0; n])).expect("a tensor")
+    };
+    let err = <(i64, Tensor)>::collate(&[(1, tensor(vec![2, 2])), (2, tensor(vec![4]))])
+        .expect_err("shapes differ");
+    assert_eq!(
+        err.to_string(),
+        "Cannot batch tensors with different shapes in component 1. \
+         First element had shape [2,2] and element 1 had shape [4]."
     );
 }
 
@@ -502,4 +533,225 @@ async fn pad_to_bucket_boundary_fills_unknown_dimensions_only() {
     assert_eq!(batch.shape(), [2, 4, 3]);
     assert_eq!(batch[[1, 1, 2]], 2.0);
     assert_eq!(batch[[1, 2, 0]], 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// unbatch and rebatch of tensors, rebatch with a list of sizes, windows as datasets, a window
+// size per key.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn unbatch_undoes_collate_for_arrays_scalars_and_tuples() {
+    let elements: Vec<(Array2<f32>, i64)> = (0..5)
+        .map(|i| (Array2::from_elem((2, 3), i as f32), i))
+        .collect();
+    let ds = Dataset::from_vec(elements.clone()).batch(2).collate();
+    let rows = ds.unbatch();
+    assert_eq!(rows.cardinality(), Cardinality::Unknown);
+    assert_eq!(rows.collect().await.expect("splits"), elements);
+    // One more dimension, and ArrayD.
+    let cubes = Dataset::range(0, 3).map(|i| Array3::from_elem((1, 2, 2), i));
+    let rows = cubes.batch(3).collate().unbatch().collect().await;
+    assert_eq!(
+        rows.expect("splits"),
+        (0..3)
+            .map(|i| Array3::from_elem((1, 2, 2), i))
+            .collect::<Vec<_>>()
+    );
+    let dynamic = Dataset::from_vec(vec![ArrayD::from_elem(IxDyn(&[2, 1]), 7i64)]).unbatch();
+    assert_eq!(
+        dynamic.collect().await.expect("splits"),
+        vec![ArrayD::from_elem(IxDyn(&[1]), 7i64); 2]
+    );
+}
+
+#[tokio::test]
+async fn unbatch_splits_padded_and_ragged_batches_into_rows() {
+    let padded = seqs(&[1, 3, 2]).padded_batch(3, None, Some(-1), false);
+    assert_eq!(
+        padded.unbatch().collect().await.expect("splits"),
+        [array![1, -1, -1], array![3, 3, 3], array![2, 2, -1]]
+    );
+    let ragged = seqs(&[1, 3, 2]).ragged_batch(2, false);
+    assert_eq!(
+        ragged.unbatch().collect().await.expect("splits"),
+        [array![1], array![3, 3, 3], array![2, 2]]
+    );
+}
+
+#[tokio::test]
+async fn unbatch_of_bad_batches_yields_named_error_elements_and_goes_on() {
+    // Components of a tuple must agree on the number of rows.
+    let ds = Dataset::from_vec(vec![
+        (array![1i64, 2], array![10i64, 20]),
+        (array![3, 4, 5], array![30, 40]),
+        (array![6], array![60]),
+    ])
+    .unbatch();
+    let out = items(&ds).await;
+    let ok: Vec<(i64, i64)> = out
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    assert_eq!(ok, [(1, 10), (2, 20), (6, 60)]);
+    let err = out[2].as_ref().expect_err("element 1 is bad");
+    assert!(matches!(
+        err.downcast_ref::<Error>(),
+        Some(Error::InvalidArgument(_))
+    ));
+    assert_eq!(
+        format!("{err:#}"),
+        "unbatch: element 1: Input element must have the same batch size in each component. \
+         Component 0 had size 3 but component 1 had size 2."
+    );
+    // A 0-d ArrayD has no rows (TensorFlow's message, as it raises for scalar components).
+    let ds = Dataset::from_vec(vec![
+        ArrayD::from_elem(IxDyn(&[]), 1i64),
+        ArrayD::from_elem(IxDyn(&[1]), 2i64),
+    ])
+    .unbatch();
+    let out = items(&ds).await;
+    assert_eq!(out.len(), 2);
+    assert_eq!(
+        format!("{:#}", out[0].as_ref().expect_err("a scalar")),
+        "unbatch: element 0: Cannot unbatch an input with scalar components."
+    );
+    assert_eq!(
+        out[1].as_ref().ok(),
+        Some(&ArrayD::from_elem(IxDyn(&[]), 2i64))
+    );
+}
+
+#[test]
+fn parsed_tensors_unbatch_into_rows() {
+    use streamload::tensor::{Tensor, Unbatch, Values};
+    let t = Tensor::new(vec![2, 3], Values::Int64((0..6).collect())).expect("valid");
+    let rows = t.into_rows().expect("a matrix");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].shape(), [3]);
+    assert_eq!(rows[1].as_slice::<i64>(), Some(&[3, 4, 5][..]));
+    let batch = <Tensor as Collate>::collate(&rows).expect("same shapes");
+    assert_eq!(batch.as_slice::<i64>(), Some(&[0, 1, 2, 3, 4, 5][..]));
+    let scalar = Tensor::new(vec![], Values::Float32(vec![1.0])).expect("valid");
+    assert!(scalar.into_rows().is_err());
+}
+
+#[tokio::test]
+async fn rebatch_regroups_array_batches_and_collate_stacks_them_again() {
+    let ds = Dataset::range(0, 7)
+        .batch(3)
+        .collate()
+        .rebatch(2, false)
+        .collate();
+    assert_eq!(
+        ds.collect().await.expect("stacks"),
+        [array![0, 1], array![2, 3], array![4, 5], array![6]]
+    );
+}
+
+#[tokio::test]
+async fn rebatch_sizes_cycle_and_drop_a_short_final_batch_when_asked() {
+    let ds = Dataset::range(0, 10).batch(4).rebatch_sizes(&[3, 1], false);
+    assert_eq!(ds.cardinality(), Cardinality::Unknown);
+    assert_eq!(
+        ds.collect().await.expect("runs"),
+        vec![vec![0, 1, 2], vec![3], vec![4, 5, 6], vec![7], vec![8, 9]]
+    );
+    // [8, 9] is short of its turn's 3: dropped. A final batch of its turn's size is kept.
+    let ds = Dataset::range(0, 10).batch(4).rebatch_sizes(&[3, 1], true);
+    assert_eq!(
+        ds.collect().await.expect("runs"),
+        vec![vec![0, 1, 2], vec![3], vec![4, 5, 6], vec![7]]
+    );
+    let ds = Dataset::range(0, 8).batch(4).rebatch_sizes(&[3, 1], true);
+    assert_eq!(ds.collect().await.expect("runs").len(), 4);
+    // One size is rebatch.
+    let one = Dataset::range(0, 10).batch(4).rebatch_sizes(&[3], false);
+    let same = Dataset::range(0, 10).batch(4).rebatch(3, false);
+    assert_eq!(one.collect().await.ok(), same.collect().await.ok());
+}
+
+#[test]
+#[should_panic(
+    expected = "rebatch: Batch size must be greater than zero, but batch_sizes is [2, 0]."
+)]
+fn rebatch_sizes_rejects_a_zero_size() {
+    let _ = Dataset::range(0, 4).batch(2).rebatch_sizes(&[2, 0], false);
+}
+
+#[test]
+#[should_panic(expected = "rebatch: batch_sizes must not be empty.")]
+fn rebatch_sizes_rejects_no_sizes() {
+    let _ = Dataset::range(0, 4).batch(2).rebatch_sizes(&[], false);
+}
+
+#[tokio::test]
+async fn window_datasets_flat_map_as_in_tf_data() {
+    // tf.data's idiom: each window a dataset, batched back into one element.
+    let ds = Dataset::range(0, 10)
+        .window_datasets(4, 3, 2, false)
+        .flat_map(|w| w.batch(1000));
+    assert_eq!(
+        ds.collect().await.expect("runs"),
+        vec![vec![0, 2, 4, 6], vec![3, 5, 7, 9], vec![6, 8], vec![9]]
+    );
+    // A window is a dataset like any other: reduce it, iterate it twice.
+    let sums = Dataset::range(0, 6)
+        .window_datasets(3, 3, 1, true)
+        .map(|w| (w.clone(), w.cardinality()));
+    let mut out = Vec::new();
+    for (w, card) in sums.collect().await.expect("runs") {
+        assert_eq!(card, Cardinality::Finite(3));
+        assert_eq!(w.collect().await.ok(), w.collect().await.ok());
+        out.push(w.reduce(0, |s, x| s + x).await.expect("sums"));
+    }
+    assert_eq!(out, [3, 12]);
+}
+
+#[tokio::test]
+async fn group_by_window_with_sizes_per_key() {
+    // Key 0 in windows of 1, key 1 of 2, key 2 of 3.
+    let ds = Dataset::range(0, 12).group_by_window_with(
+        |x| x % 3,
+        |k, w| w.batch(10).map(move |b| (k, b)),
+        |k| *k as usize + 1,
+    );
+    assert_eq!(
+        ds.collect().await.expect("runs"),
+        vec![
+            (0, vec![0]),
+            (0, vec![3]),
+            (1, vec![1, 4]),
+            (0, vec![6]),
+            (2, vec![2, 5, 8]),
+            (0, vec![9]),
+            (1, vec![7, 10]),
+            (2, vec![11]), // flushed at the end
+        ]
+    );
+}
+
+#[tokio::test]
+async fn group_by_window_with_a_zero_size_is_an_error_element() {
+    // As TensorFlow, which checks window_size_func's answer when an element arrives.
+    let ds = Dataset::range(0, 4).group_by_window_with(
+        |x| x % 2,
+        |_, w| w.batch(10),
+        |k| if *k == 1 { 0 } else { 2 },
+    );
+    let out = items(&ds).await;
+    let messages: Vec<String> = out
+        .iter()
+        .map(|r| match r {
+            Ok(b) => format!("{b:?}"),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    let zero = "group_by_window: Window size must be greater than zero, but got 0.";
+    // Elements 1 and 3 (key 1) fail in their place; key 0's window is unaffected.
+    assert_eq!(messages, [zero, "[0, 2]", zero].map(String::from));
+    assert!(matches!(
+        out[0].as_ref().expect_err("size 0").downcast_ref::<Error>(),
+        Some(Error::InvalidArgument(_))
+    ));
 }

@@ -10,7 +10,7 @@ const INFINITE: i64 = -1;
 fn cardinality_follows_tf_data() {
     let r = || Dataset::range(0, 10);
     let unknown = || r().filter(|_| true);
-    let forever = || r().repeat(-1);
+    let forever = || r().repeat();
     let cases: Vec<(&str, i64, i64)> = vec![
         ("range", r().cardinality().as_i64(), 10),
         (
@@ -51,21 +51,21 @@ fn cardinality_follows_tf_data() {
             forever().skip(5).cardinality().as_i64(),
             INFINITE,
         ),
-        ("repeat(3)", r().repeat(3).cardinality().as_i64(), 30),
-        ("repeat(0)", r().repeat(0).cardinality().as_i64(), 0),
+        ("repeat_n(3)", r().repeat_n(3).cardinality().as_i64(), 30),
+        ("repeat_n(0)", r().repeat_n(0).cardinality().as_i64(), 0),
         (
             "repeat forever of empty",
-            Dataset::range(0, 0).repeat(-1).cardinality().as_i64(),
+            Dataset::range(0, 0).repeat().cardinality().as_i64(),
             0,
         ),
         (
             "repeat forever of unknown",
-            unknown().repeat(-1).cardinality().as_i64(),
+            unknown().repeat().cardinality().as_i64(),
             INFINITE,
         ),
         (
-            "repeat(2) of unknown",
-            unknown().repeat(2).cardinality().as_i64(),
+            "repeat_n(2) of unknown",
+            unknown().repeat_n(2).cardinality().as_i64(),
             UNKNOWN,
         ),
         ("shard", r().shard(3, 0).cardinality().as_i64(), 4),

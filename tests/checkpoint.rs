@@ -32,7 +32,11 @@ where
         while let Some(x) = epoch.next().await {
             rest_here.push(x.expect("no error"));
         }
-        assert_eq!(&full[k..], &rest_here[..], "epoch changed by a checkpoint at {k}");
+        assert_eq!(
+            &full[k..],
+            &rest_here[..],
+            "epoch changed by a checkpoint at {k}"
+        );
         drop(epoch);
         let restored = Checkpoint::from_bytes(&bytes).expect("from_bytes");
         let mut resumed = make().iter_from(&restored).expect("iter_from");
@@ -61,7 +65,8 @@ async fn range_map_filter_take_skip_enumerate_batch() {
 
 #[tokio::test]
 async fn from_vec_and_batch_remainder() {
-    let make = || Dataset::from_vec((0..37).map(|i| format!("s{i}")).collect()).batch_drop_remainder(5);
+    let make =
+        || Dataset::from_vec((0..37).map(|i| format!("s{i}")).collect()).batch_drop_remainder(5);
     assert_exact(make, 0..8).await;
 }
 
@@ -88,8 +93,13 @@ async fn a_stage_that_cannot_save_is_named() {
     let mut epoch = ds.iter();
     epoch.next().await.unwrap().unwrap();
     let err = epoch.checkpoint().unwrap_err();
-    let e = err.downcast_ref::<streamload::Error>().expect("a streamload error");
-    assert!(matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"), "{err:#}");
+    let e = err
+        .downcast_ref::<streamload::Error>()
+        .expect("a streamload error");
+    assert!(
+        matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"),
+        "{err:#}"
+    );
 }
 
 #[tokio::test]
@@ -141,44 +151,92 @@ async fn unseeded_shuffle_resumes_exactly_too() {
 
 #[tokio::test]
 async fn shuffle_then_batch_and_batch_then_shuffle() {
-    let make = || Dataset::range(0, 300).shuffle(40, Some(9)).map(|x| x + 1).batch(8);
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(40, Some(9))
+            .map(|x| x + 1)
+            .batch(8)
+    };
     assert_exact(make, [0, 1, 3, 4, 5, 20, 37, 38]).await;
-    let make = || Dataset::range(0, 300).batch(4).shuffle(10, Some(9)).map(|b| b.len());
+    let make = || {
+        Dataset::range(0, 300)
+            .batch(4)
+            .shuffle(10, Some(9))
+            .map(|b| b.len())
+    };
     assert_exact(make, [0, 1, 9, 10, 11, 40, 74, 75]).await;
-    let make = || Dataset::range(0, 300).shuffle(30, Some(1)).shuffle(20, Some(2)).batch(5);
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(30, Some(1))
+            .shuffle(20, Some(2))
+            .batch(5)
+    };
     assert_exact(make, [0, 1, 7, 30, 59, 60]).await;
 }
 
 #[tokio::test]
 async fn repeat_reshuffles_each_repetition_and_resumes_inside_any() {
-    let make = || Dataset::range(0, 50).shuffle(16, Some(4)).repeat(3).batch(6);
+    let make = || {
+        Dataset::range(0, 50)
+            .shuffle(16, Some(4))
+            .repeat_n(3)
+            .batch(6)
+    };
     let full = make().collect().await.unwrap();
     assert_ne!(full[0], full[9], "each repetition has its own order");
     assert_exact(make, [0, 1, 8, 9, 16, 17, 24, 25]).await;
     // Shuffling across repetitions: the buffer holds elements of two repetitions.
-    let make = || Dataset::range(0, 20).repeat(4).shuffle(15, Some(8)).enumerate(0);
+    let make = || {
+        Dataset::range(0, 20)
+            .repeat_n(4)
+            .shuffle(15, Some(8))
+            .enumerate(0)
+    };
     assert_exact(make, [0, 1, 5, 19, 20, 21, 45, 79, 80]).await;
-    let make = || Dataset::range(0, 20).shuffle(5, Some(8)).repeat(-1).take(70);
+    let make = || Dataset::range(0, 20).shuffle(5, Some(8)).repeat().take(70);
     assert_exact(make, [0, 19, 20, 21, 45, 69, 70]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefetch_redoes_what_it_read_ahead() {
     // Over a small upstream: marks every few elements, the rest redone.
-    let make = || Dataset::range(0, 400).map(|x| x * 2).prefetch(8).batch(3).prefetch(2);
+    let make = || {
+        Dataset::range(0, 400)
+            .map(|x| x * 2)
+            .prefetch(8)
+            .batch(3)
+            .prefetch(2)
+    };
     assert_exact(make, [0, 1, 2, 10, 11, 40, 66, 67, 134]).await;
     let make = || Dataset::range(0, 200).prefetch(64);
     assert_exact(make, [0, 1, 31, 32, 33, 64, 100, 199, 200]).await;
     // Over a shuffle: the positions of what it holds.
-    let make = || Dataset::range(0, 300).shuffle(20, Some(5)).prefetch(16).batch(4).prefetch(3);
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(20, Some(5))
+            .prefetch(16)
+            .batch(4)
+            .prefetch(3)
+    };
     assert_exact(make, [0, 1, 2, 5, 30, 74, 75]).await;
-    let make = || Dataset::range(0, 300).shuffle(20, Some(5)).prefetch(16).shuffle(7, Some(6));
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(20, Some(5))
+            .prefetch(16)
+            .shuffle(7, Some(6))
+    };
     assert_exact(make, [0, 1, 2, 5, 30, 150, 299]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_epoch_can_be_checkpointed_again() {
-    let make = || Dataset::range(0, 500).shuffle(30, Some(2)).prefetch(8).batch(5).prefetch(2);
+    let make = || {
+        Dataset::range(0, 500)
+            .shuffle(30, Some(2))
+            .prefetch(8)
+            .batch(5)
+            .prefetch(2)
+    };
     let full = make().collect().await.unwrap();
     let mut seen = Vec::new();
     let mut epoch = make().iter();
@@ -201,7 +259,7 @@ async fn a_resumed_epoch_can_be_checkpointed_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
-    use rand::Rng;
+    use streamload::rand::Rng;
     let slowish = |x: i64| {
         let mut h = x as u64;
         for _ in 0..200 {
@@ -209,15 +267,25 @@ async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
         }
         Ok((x, h))
     };
-    let make = move || Dataset::range(0, 600).map_parallel(3, slowish).batch(7).prefetch(2);
+    let make = move || {
+        Dataset::range(0, 600)
+            .try_map_parallel(3, slowish)
+            .batch(7)
+            .prefetch(2)
+    };
     assert_exact(make, [0, 1, 2, 13, 40, 85, 86]).await;
     // Over a shuffle: the positions of the calls in flight.
-    let make = move || Dataset::range(0, 600).shuffle(50, Some(1)).map_parallel(2, slowish).batch(5);
+    let make = move || {
+        Dataset::range(0, 600)
+            .shuffle(50, Some(1))
+            .try_map_parallel(2, slowish)
+            .batch(5)
+    };
     assert_exact(make, [0, 1, 3, 17, 60, 119, 120]).await;
     // Per-element randomness keyed by (seed, epoch, index): an unseeded random map too.
     let ds = Dataset::range(0, 400)
         .shuffle(40, Some(2))
-        .random_map(2, None, |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+        .random_map(2, None, |x, rng| x * 1000 + rng.random_range(0..1000))
         .batch(9)
         .prefetch(2);
     let full = ds.collect().await.unwrap(); // epoch 0
@@ -237,21 +305,33 @@ async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
     assert_eq!(again, rest);
     let make = || {
         Dataset::range(0, 300)
-            .random_map(2, Some(5), |x, rng| Ok(x * 1000 + rng.random_range(0..1000)))
+            .random_map(2, Some(5), |x, rng| x * 1000 + rng.random_range(0..1000))
             .shuffle(30, Some(3))
-            .random_map(3, Some(6), |x, rng| Ok((x, rng.random_range(0..10))))
+            .random_map(3, Some(6), |x, rng| (x, rng.random_range(0..10)))
             .batch(4)
     };
     assert_exact(make, [0, 1, 2, 9, 30, 74, 75]).await;
 }
 
 /// `n` TFRecord files of `per` records each (`file-record` as text), plain or gzip.
-async fn tfrecord_files(dir: &std::path::Path, n: usize, per: usize, gzip: bool) -> Vec<std::path::PathBuf> {
+async fn tfrecord_files(
+    dir: &std::path::Path,
+    n: usize,
+    per: usize,
+    gzip: bool,
+) -> Vec<std::path::PathBuf> {
     use streamload::format::{Compression, TFRecordWriter};
     let mut files = Vec::new();
     for f in 0..n {
-        let path = dir.join(format!("part-{f}.tfrecord{}", if gzip { ".gz" } else { "" }));
-        let compression = if gzip { Compression::Gzip } else { Compression::None };
+        let path = dir.join(format!(
+            "part-{f}.tfrecord{}",
+            if gzip { ".gz" } else { "" }
+        ));
+        let compression = if gzip {
+            Compression::Gzip
+        } else {
+            Compression::None
+        };
         let mut w = TFRecordWriter::new(tokio::fs::File::create(&path).await.unwrap(), compression);
         for r in 0..per {
             // Records of varied sizes, some spanning the reader's blocks.
@@ -318,7 +398,7 @@ async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
             .buffer_size(900)
             .build()
             .shuffle(100, Some(7))
-            .map_parallel(2, |r| Ok(r.len()))
+            .map_parallel(2, |r| r.len())
             .batch(16)
             .prefetch(2)
     };
@@ -326,10 +406,18 @@ async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
     // At most 16 bytes per element held by position (the shuffle's 100, a partial batch,
     // two prefetched batches, the parallel map's calls in flight: 2 workers x 2 groups of at
     // most 256), plus about 1 KB.
-    assert!(size <= 16 * (100 + 16 + 32 + 1024) + 1024, "checkpoint of {size} bytes");
+    assert!(
+        size <= 16 * (100 + 16 + 32 + 1024) + 1024,
+        "checkpoint of {size} bytes"
+    );
     // Without a shuffle: marks of each reader.
     let f = files.clone();
-    let make = move || TFRecordDataset::new(f.clone()).num_parallel_reads(4).build().batch(9);
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(4)
+            .build()
+            .batch(9)
+    };
     assert_exact(make, [0, 1, 13, 40, 79, 80]).await;
     let f = files.clone();
     let make = move || {

@@ -352,3 +352,258 @@ async fn count_and_cat_expand_a_url_glob() {
         .collect();
     assert_eq!(stdout(&cat).lines().collect::<Vec<_>>(), want);
 }
+
+/// `sequence_examples.expected.json`'s feature (`{"kind", "values"}`, bytes in base64) as the
+/// tool prints a feature (`{"int64_list": [...]}`, bytes as text when UTF-8).
+fn tf_feature_as_printed(feature: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine;
+    let Some(kind) = feature["kind"].as_str() else {
+        return serde_json::Value::Null;
+    };
+    let values = feature["values"].as_array().expect("values");
+    let values: Vec<serde_json::Value> = if kind == "bytes_list" {
+        values
+            .iter()
+            .map(|v| {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(v.as_str().expect("base64"))
+                    .expect("base64");
+                match String::from_utf8(bytes) {
+                    Ok(text) => serde_json::json!(text),
+                    Err(e) => serde_json::json!({ "b64": b64(e.as_bytes()) }),
+                }
+            })
+            .collect()
+    } else {
+        values.clone()
+    };
+    serde_json::json!({ kind: values })
+}
+
+/// `head --example` prints a SequenceExample's feature lists with its context, as TensorFlow
+/// read them (`sequence_examples.expected.json`); a record without feature lists is an
+/// Example. `--sequence-example` prints every record in the SequenceExample form.
+#[test]
+fn head_prints_sequence_examples_with_their_feature_lists() {
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data("sequence_examples.expected.json")).expect("expected"),
+    )
+    .expect("JSON");
+    let records = expected["records"].as_array().expect("records");
+    assert_eq!(records.len(), 5);
+    let as_printed = |record: &serde_json::Value| {
+        let context: serde_json::Map<String, serde_json::Value> = record["context"]
+            .as_object()
+            .expect("context")
+            .iter()
+            .map(|(k, f)| (k.clone(), tf_feature_as_printed(f)))
+            .collect();
+        let lists: serde_json::Map<String, serde_json::Value> = record["feature_lists"]
+            .as_object()
+            .expect("feature_lists")
+            .iter()
+            .map(|(k, steps)| {
+                let steps = steps.as_array().expect("steps");
+                (k.clone(), steps.iter().map(tf_feature_as_printed).collect())
+            })
+            .collect();
+        (serde_json::Value::Object(context), lists)
+    };
+    let lines = |flag: &str| -> Vec<serde_json::Value> {
+        let out = run(&["head", flag, &data("sequence_examples.tfrecord")], None);
+        assert!(out.status.success(), "{out:?}");
+        stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
+    };
+    let sequence = lines("--sequence-example");
+    let auto = lines("--example");
+    assert_eq!((sequence.len(), auto.len()), (5, 5));
+    for (i, record) in records.iter().enumerate() {
+        let (context, lists) = as_printed(record);
+        let whole = serde_json::json!({ "context": context, "feature_lists": lists });
+        assert_eq!(sequence[i], whole, "record {i}");
+        if record["has_feature_lists"]
+            .as_bool()
+            .expect("has_feature_lists")
+        {
+            assert_eq!(auto[i], whole, "record {i}: its feature lists");
+        } else {
+            assert_eq!(auto[i], context, "record {i}: an Example");
+        }
+    }
+    // The lists of record 0 are there, not dropped.
+    assert_eq!(
+        auto[0]["feature_lists"]["tokens"][2],
+        serde_json::json!({ "bytes_list": ["sat"] })
+    );
+}
+
+/// No path, or a pattern that matches nothing, is an error naming the pattern: a script whose
+/// glob is empty does not pass.
+#[test]
+fn count_verify_and_cat_refuse_no_paths_and_an_empty_pattern() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pattern = format!("{}/train-*.tfrecord", dir.path().display());
+    for command in ["count", "verify", "cat"] {
+        let out = run(&[command], None);
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        assert!(stdout(&out).is_empty(), "{command}: {}", stdout(&out));
+        assert!(stderr(&out).contains("<PATHS>"), "{}", stderr(&out));
+
+        let out = run(&[command, &pattern], None);
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        assert!(stdout(&out).is_empty(), "{command}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("No files matched pattern") && err.contains(&pattern),
+            "{command}: {err}"
+        );
+    }
+}
+
+/// `count` reports a damaged file and counts the files after it; the total leaves the damaged
+/// file out and the exit code is 1. `cat` goes on to the next file the same way.
+#[test]
+fn count_and_cat_go_on_after_a_damaged_file() {
+    let out = run(
+        &[
+            "count",
+            &data("corrupt_data_crc.tfrecord"),
+            &data("plain.tfrecord"),
+            &data("gzip.tfrecord.gz"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "100\t{}\n100\t{}\n200\ttotal\n",
+            data("plain.tfrecord"),
+            data("gzip.tfrecord.gz")
+        )
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "error: {}: corrupted record at ",
+            data("corrupt_data_crc.tfrecord")
+        )),
+        "{err}"
+    );
+    assert!(err.contains("1 of 3 files could not be counted"), "{err}");
+
+    let payloads = plain_payloads();
+    let out = run(
+        &[
+            "cat",
+            "--base64",
+            &data("truncated.tfrecord"),
+            &data("plain.tfrecord"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let want: Vec<String> = payloads[..7]
+        .iter()
+        .chain(&payloads)
+        .map(|p| b64(p))
+        .collect();
+    assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), want);
+    assert!(
+        stderr(&out).contains("truncated record at"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `tfrecord cat x | head -1`: when the reader of the output goes away, the tool stops
+/// quietly with exit code 0, as Unix tools do (no "error: Broken pipe", no exit code 2).
+#[test]
+fn cat_into_a_closed_pipe_stops_quietly() {
+    use std::io::BufRead;
+    // plain.tfrecord's payloads (one of 1 MB) are far more than a pipe holds: the tool is
+    // still writing when the reader goes.
+    let mut child = Command::new(tool())
+        .args(["cat", "--base64", &data("plain.tfrecord")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run examples/tfrecord");
+    let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    reader.read_line(&mut first).expect("a line");
+    assert_eq!(first, format!("{}\n", b64(&plain_payloads()[0])));
+    drop(reader);
+    let out = child.wait_with_output().expect("exit");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(stderr(&out), "");
+}
+
+/// A quoted local pattern is expanded by the tool, as a URL pattern is; a file whose name has
+/// glob characters is read as it is.
+#[test]
+fn count_expands_a_quoted_local_pattern() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, lines: &str| {
+        let path = dir.path().join(name);
+        let out = run(&["write", path.to_str().expect("utf-8")], Some(lines));
+        assert!(out.status.success(), "{out:?}");
+        path.to_str().expect("utf-8").to_string()
+    };
+    let a = write("train-0.tfrecord", "a\nb\n");
+    let b = write("train-1.tfrecord", "c\n");
+    write("notes.txt", "not a shard\n");
+    let odd = write("odd[1].tfrecord", "x\ny\nz\n");
+    let pattern = format!("{}/train-*.tfrecord", dir.path().display());
+    let out = run(&["count", &pattern, &odd], None);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        format!("2\t{a}\n1\t{b}\n3\t{odd}\n6\ttotal\n")
+    );
+    let out = run(&["cat", &pattern], None);
+    assert_eq!(stdout(&out), "a\nb\nc\n");
+}
+
+/// A file that is not TFRecords: TensorFlow's "corrupted record at 0 (Is this even a TFRecord
+/// file?)"; a compressed file read as uncompressed says which `--compression` to give.
+#[test]
+fn a_file_that_is_not_tfrecords_gets_tensorflows_reminder_and_a_compression_hint() {
+    let json = data("examples.expected.json");
+    let out = run(&["verify", &json], None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "DAMAGED\trecord 0\toffset 0\tcorrupted record (Is this even a TFRecord file?)\t{json}\n"
+        )
+    );
+    let out = run(&["count", &json], None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains(&format!(
+            "error: {json}: corrupted record at 0 (Is this even a TFRecord file?) (record 0)\n"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    for (file, flag) in [
+        ("gzip.tfrecord.gz", "--compression gzip"),
+        ("zlib.tfrecord.zz", "--compression zlib"),
+    ] {
+        let out = run(&["count", "--compression", "none", &data(file)], None);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("corrupted record at 0 (Is this even a TFRecord file?)"),
+            "{err}"
+        );
+        assert!(err.contains(flag), "{file}: {err}");
+        let out = run(&["verify", "--compression", "none", &data(file)], None);
+        assert!(stdout(&out).contains(flag), "{}", stdout(&out));
+    }
+}

@@ -298,6 +298,7 @@ async fn csv_a_damaged_gzip_file_is_data_loss_naming_file_record_offset() {
                     record,
                     offset,
                     message,
+                    ..
                 }) => Some((i, path.clone(), *record, *offset, message.clone())),
                 _ => None,
             },
@@ -653,6 +654,7 @@ async fn a_truncated_gzip_fixed_length_file_is_data_loss_after_its_whole_records
             record,
             offset,
             message,
+            ..
         }) => {
             assert_eq!(*record, before as u64);
             assert_eq!(*offset, 3 + 4 * before as u64);

@@ -109,7 +109,7 @@ async fn dropping_a_map_parallel_epoch_stops_its_workers() {
     let ds = Dataset::counter(0, 1).map_parallel(2, move |x| {
         c.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(20));
-        Ok(x)
+        x
     });
     let mut epoch = ds.iter();
     for expected in 0..3 {
@@ -142,7 +142,7 @@ async fn dropping_a_map_async_epoch_aborts_its_tasks() {
             if x > 0 {
                 futures::future::pending::<()>().await; // never finishes on its own
             }
-            Ok(x)
+            x
         }
     });
     let mut epoch = ds.iter();
@@ -262,7 +262,7 @@ async fn prefetch_holds_at_most_its_buffer() {
 async fn map_parallel_holds_at_most_its_groups() {
     // At most 2 x parallelism groups in flight, of at most 256 elements, plus the group
     // being yielded.
-    let ahead = produced_ahead(|ds| ds.map_parallel(2, Ok)).await;
+    let ahead = produced_ahead(|ds| ds.map_parallel(2, |x| x)).await;
     assert!(
         ahead <= (2 * 2 + 1) * 256,
         "map_parallel(2) produced {ahead} elements ahead"
@@ -334,12 +334,12 @@ async fn errors_arrive_in_order_and_the_epoch_goes_on() {
     for (label, ds) in [
         ("try_map", Dataset::range(0, 9).try_map(fallible)),
         (
-            "map_parallel",
-            Dataset::range(0, 9).map_parallel(2, fallible),
+            "try_map_parallel",
+            Dataset::range(0, 9).try_map_parallel(2, fallible),
         ),
         (
-            "map_async",
-            Dataset::range(0, 9).map_async(2, move |x| async move { fallible(x) }),
+            "try_map_async",
+            Dataset::range(0, 9).try_map_async(2, move |x| async move { fallible(x) }),
         ),
     ] {
         let items: Vec<Result<i64, String>> = ds
@@ -374,13 +374,10 @@ async fn panics_in_user_functions_become_error_elements() {
             "filter",
             Dataset::range(0, 5).filter(move |x| boom(*x) >= 0),
         ),
-        (
-            "map_parallel",
-            Dataset::range(0, 5).map_parallel(2, move |x| Ok(boom(x))),
-        ),
+        ("map_parallel", Dataset::range(0, 5).map_parallel(2, boom)),
         (
             "map_async",
-            Dataset::range(0, 5).map_async(2, move |x| async move { Ok(boom(x)) }),
+            Dataset::range(0, 5).map_async(2, move |x| async move { boom(x) }),
         ),
         ("map", Dataset::range(0, 5).map(boom).prefetch(2)),
     ];
@@ -484,7 +481,7 @@ fn spawning_outside_a_tokio_runtime_is_an_error_not_a_panic() {
 fn seeded_pipeline(parallelism: usize) -> Dataset<Vec<i64>> {
     Dataset::range(0, 2_000)
         .shuffle(500, Some(7))
-        .map_parallel(parallelism, |x| Ok(x * 3))
+        .map_parallel(parallelism, |x| x * 3)
         .parallel_interleave(3, 2, parallelism, |x| Dataset::range(x, x + 2))
         .batch(32)
         .prefetch(2)

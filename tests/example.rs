@@ -233,3 +233,35 @@ fn a_sequence_example_from_garbage_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+#[test]
+fn scalar_reads_one_value_in_one_call() -> anyhow::Result<()> {
+    use streamload::format::{Feature, Features};
+    let mut example = Example::new()
+        .with_int64("label", [4])
+        .with_bytes("id", ["a"])
+        .with_bytes("ids", Vec::<&str>::new());
+    if let Some(Features { feature }) = &mut example.features {
+        feature.insert("unset".into(), Feature { kind: None });
+    }
+    let example = Example::decode_record(example.encode_to_bytes())?;
+    assert_eq!(example.scalar::<i64>("label")?, 4);
+    assert_eq!(
+        example.scalar::<bytes::Bytes>("id")?,
+        bytes::Bytes::from_static(b"a")
+    );
+    let message = |e: anyhow::Error| {
+        assert!(matches!(
+            e.downcast_ref::<streamload::Error>(),
+            Some(streamload::Error::InvalidArgument(_))
+        ));
+        e.to_string()
+    };
+    let err = example.scalar::<i64>("weight").expect_err("absent");
+    assert_eq!(message(err), "no feature weight in the example");
+    let err = example.scalar::<bytes::Bytes>("ids").expect_err("empty");
+    assert_eq!(message(err), "feature ids holds 0 values, not one");
+    let err = example.scalar::<f32>("unset").expect_err("no list");
+    assert_eq!(message(err), "feature unset holds no list");
+    Ok(())
+}

@@ -25,7 +25,7 @@ fn write_jpegs(dir: &Path, n: usize) -> anyhow::Result<Vec<PathBuf>> {
 /// Decode, convert, resize in `map_parallel`; augment in `random_map`.
 fn pipeline(files: Vec<PathBuf>, parallelism: usize) -> Dataset<Array3<f32>> {
     Dataset::from_vec(files)
-        .map_parallel(parallelism, |path| {
+        .try_map_parallel(parallelism, |path| {
             image::resize(
                 image::convert_image_dtype(&image::read_image(&path)?),
                 16,
@@ -36,7 +36,7 @@ fn pipeline(files: Vec<PathBuf>, parallelism: usize) -> Dataset<Array3<f32>> {
             let img = image::random_flip_left_right(img, rng);
             let img = image::random_brightness(img, 32.0 / 255.0, rng);
             let img = image::random_saturation(img, 0.5, 1.5, rng);
-            Ok(image::clip_by_value(img, 0.0, 1.0))
+            image::clip_by_value(img, 0.0, 1.0)
         })
 }
 
@@ -60,7 +60,7 @@ async fn augmentation_is_the_same_at_every_parallelism() -> anyhow::Result<()> {
     // The augmentation did something: the images differ from the plain resized ones, and
     // some were mirrored (a mirrored gradient runs the other way along x).
     let plain = Dataset::from_vec(files.clone())
-        .map_parallel(2, |path| {
+        .try_map_parallel(2, |path| {
             image::resize(
                 image::convert_image_dtype(&image::read_image(&path)?),
                 16,

@@ -644,3 +644,54 @@ fn formats_more_parse_cases_match_tensorflow() {
         );
     }
 }
+
+#[test]
+fn scalar_reads_one_value_and_says_what_else_a_feature_holds() -> anyhow::Result<()> {
+    use streamload::format::Example;
+    let spec = ParseSpec::new([
+        ("label", FeatureSpec::fixed_len([], DType::Int64)),
+        ("tag", FeatureSpec::var_len(DType::String)),
+        ("tags", FeatureSpec::var_len(DType::String)),
+        ("none", FeatureSpec::var_len(DType::Float32)),
+    ])?;
+    let record = Example::new()
+        .with_int64("label", [3])
+        .with_bytes("tag", ["cat"])
+        .with_bytes("tags", ["a", "b", "c"])
+        .encode_to_bytes();
+    let parsed = parse_single_example(&record, &spec)?;
+    assert_eq!(parsed.scalar::<i64>("label")?, 3);
+    // A VarLen feature that holds one value is a scalar too.
+    assert_eq!(parsed.scalar::<Bytes>("tag")?, Bytes::from_static(b"cat"));
+    fn message<T: std::fmt::Debug>(r: anyhow::Result<T>) -> String {
+        let e = r.expect_err("an error");
+        assert!(matches!(
+            e.downcast_ref::<streamload::Error>(),
+            Some(streamload::Error::InvalidArgument(_))
+        ));
+        e.to_string()
+    }
+    assert_eq!(
+        message(parsed.scalar::<Bytes>("tags")),
+        "feature tags holds 3 values (shape [3]), not one"
+    );
+    assert_eq!(
+        message(parsed.scalar::<f32>("none")),
+        "feature none holds 0 values (shape [0]), not one"
+    );
+    assert_eq!(
+        message(parsed.scalar::<Bytes>("label")),
+        "feature label holds int64 values, not string"
+    );
+    assert_eq!(
+        message(parsed.scalar::<i64>("weight")),
+        "no feature weight in the spec"
+    );
+    // A batch holds a value per record.
+    let batch = parse_example(&[record.clone(), record], &spec)?;
+    assert_eq!(
+        message(batch.scalar::<i64>("label")),
+        "feature label holds 2 values (shape [2]), not one"
+    );
+    Ok(())
+}

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use streamload::rand::Rng;
 use streamload::{Dataset, Options};
 
 /// Noise added to each element; calls take uneven time so that, with several workers, they
@@ -13,7 +13,7 @@ fn noisy(parallelism: usize, seed: Option<u64>) -> Dataset<(i64, u32)> {
         if x % 7 == 0 {
             std::thread::sleep(Duration::from_micros(300));
         }
-        Ok((x, rng.random::<u32>()))
+        (x, rng.random::<u32>())
     })
 }
 
@@ -61,7 +61,7 @@ async fn each_epoch_draws_afresh_and_runs_repeat_epoch_by_epoch() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeat_counts_as_a_new_epoch() -> anyhow::Result<()> {
-    let twice = noisy(2, Some(5)).repeat(2).collect().await?;
+    let twice = noisy(2, Some(5)).repeat_n(2).collect().await?;
     let (first, second) = twice.split_at(300);
     assert_eq!(first, noisy(1, Some(5)).collect().await?.as_slice());
     assert_eq!(
@@ -104,7 +104,7 @@ async fn nondeterministic_order_keeps_each_elements_randomness() -> anyhow::Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_and_panics_become_error_elements() -> anyhow::Result<()> {
-    let ds = Dataset::range(0, 6).random_map(2, Some(1), |x, rng| {
+    let ds = Dataset::range(0, 6).try_random_map(2, Some(1), |x, rng| {
         let r: f64 = rng.random();
         match x {
             2 => anyhow::bail!("bad element {x}"),
@@ -132,7 +132,7 @@ async fn errors_and_panics_become_error_elements() -> anyhow::Result<()> {
 #[test]
 #[should_panic(expected = "random_map must be greater than zero")]
 fn zero_parallelism_panics() {
-    let _ = Dataset::range(0, 1).random_map(0, None, |x, _| Ok(x));
+    let _ = Dataset::range(0, 1).random_map(0, None, |x, _| x);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +145,7 @@ async fn dropping_the_epoch_stops_the_workers() -> anyhow::Result<()> {
     let ds = Dataset::range(0, 100_000).random_map(2, Some(1), move |x, _| {
         counter.fetch_add(1, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(1));
-        Ok(x)
+        x
     });
     let mut epoch = ds.iter();
     let first = futures::StreamExt::next(&mut epoch).await;

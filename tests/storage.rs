@@ -311,7 +311,7 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
     let options = ReadOptions::default()
         .block_size(40_000)
         .read_ahead(3)
-        .retries(6)
+        .retry_deadline(std::time::Duration::from_secs(30))
         .backoff(
             std::time::Duration::from_millis(5),
             std::time::Duration::from_millis(50),
@@ -371,12 +371,13 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
         "no body stalled"
     );
 
-    // A fault that never passes ends in an error naming the URL, after the retries.
+    // A fault that never passes ends in an error naming the URL, after the retry deadline.
     let faults = Faults {
         slow_downs: usize::MAX.into(),
         ..Default::default()
     };
-    through_proxy(server, "s3://faulty-down", faults, options.retries(1)).await;
+    let options = options.retry_deadline(std::time::Duration::from_millis(300));
+    through_proxy(server, "s3://faulty-down", faults, options).await;
     let err = TFRecordDataset::new(["s3://faulty-down/shards/train-00000.tfrecord"])
         .build()
         .collect()
@@ -387,7 +388,12 @@ async fn faults_are_retried_and_broken_bodies_resume_without_loss_or_duplicates(
         shown.contains("s3://faulty-down/shards/train-00000.tfrecord"),
         "{shown}"
     );
+    assert!(
+        shown.contains("gave up after") && shown.contains("HTTP status 503"),
+        "{shown}"
+    );
     assert!(!shown.contains("s3cr3t"), "{shown}");
+    no_cause_twice(&err);
 }
 
 /// Bytes of one TFRecord shard of `records` payloads, as [`shards`] writes shard `s`.
@@ -613,14 +619,17 @@ async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() 
     assert!(shown.contains("400"), "{shown}");
     assert_eq!(files.requests.load(SeqCst), 1, "a 400 is never retried");
 
-    // 503 on every request, object_store's own retries off and one of ours: the GET, then a
-    // HEAD for the size, each tried twice; the error tells the GET's failure too.
+    // 503 on every request, object_store's own retries off and a retry deadline of 300 ms:
+    // the GET, then HEADs for the size until the deadline; the error tells the GET's failure
+    // too.
     register_http(
         addr,
-        ReadOptions::default().retries(1).backoff(
-            std::time::Duration::from_millis(1),
-            std::time::Duration::from_millis(1),
-        ),
+        ReadOptions::default()
+            .retry_deadline(std::time::Duration::from_millis(300))
+            .backoff(
+                std::time::Duration::from_millis(1),
+                std::time::Duration::from_millis(20),
+            ),
     );
     files.status.store(503, SeqCst);
     files.requests.store(0, SeqCst);
@@ -632,8 +641,9 @@ async fn a_permanent_4xx_fails_at_once_and_a_failed_head_keeps_the_gets_error() 
     let shown = format!("{err:#}");
     assert!(shown.contains(&url), "{shown}");
     assert!(shown.contains("GET failed"), "{shown}");
-    assert!(shown.contains("503"), "{shown}");
-    assert_eq!(files.requests.load(SeqCst), 3, "a GET and two HEADs");
+    assert!(shown.contains("HTTP status 503"), "{shown}");
+    assert!(files.requests.load(SeqCst) >= 3, "a GET and HEADs");
+    no_cause_twice(&err);
 
     // A 404 is not retried either.
     files.status.store(0, SeqCst);
@@ -833,14 +843,16 @@ async fn a_body_cut_again_and_again_resumes_as_long_as_bytes_arrive() {
     let files = Arc::new(HttpFiles::cutting_after(2_000));
     files.insert("/long.txt", http_object(lines("v1", 1500)));
     let addr = http_server(Arc::clone(&files)).await;
-    // Two retries per block, but every try brings 2,000 bytes before its cut: ten cuts in a
-    // row are ridden out.
+    // A retry deadline of 50 ms, but every try brings 2,000 bytes before its cut (20 ms
+    // after them), which ends the row of faults: ten cuts in a row are ridden out.
     register_http(
         addr,
-        ReadOptions::default().retries(2).backoff(
-            std::time::Duration::from_millis(1),
-            std::time::Duration::from_millis(5),
-        ),
+        ReadOptions::default()
+            .retry_deadline(std::time::Duration::from_millis(50))
+            .backoff(
+                std::time::Duration::from_millis(1),
+                std::time::Duration::from_millis(5),
+            ),
     );
     files.cuts.store(usize::MAX, SeqCst);
     let (read, err) = read_lines(&format!("http://{addr}/long.txt")).await;
@@ -1081,4 +1093,614 @@ async fn an_object_of_many_blocks_reads_back_byte_exact_and_in_order() {
     .await
     .expect("read");
     assert!(all == bytes, "byte-exact");
+}
+
+/// Asserts that `err` shows each cause once in `{err:#}`: no error of its chain shows a
+/// later one's message (as object_store's errors show their sources', so that a chain of
+/// them repeats each cause as often as it is nested).
+fn no_cause_twice(err: &anyhow::Error) {
+    let links: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+    for (i, link) in links.iter().enumerate() {
+        for later in &links[i + 1..] {
+            assert!(
+                !link.contains(later.as_str()),
+                "{later:?} shown twice in {err:#}"
+            );
+        }
+    }
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then let go): connections to it are
+/// refused.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// Reads `urls` as TFRecord files, `cycle` at once: the error, and how long it took.
+async fn read_error(urls: Vec<String>, cycle: usize) -> (anyhow::Error, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let err = TFRecordDataset::new(urls)
+        .num_parallel_reads(cycle)
+        .build()
+        .collect()
+        .await
+        .expect_err("a bad URL");
+    (err, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_or_an_unknown_host_fails_in_seconds_naming_the_url() {
+    // Once these took about a minute each: object_store's ten retries inside streamload's
+    // eight, then a HEAD retried as long.
+    let url = format!("http://127.0.0.1:{}/x.tfrecord", closed_port());
+    let (err, took) = read_error(vec![url.clone()], 1).await;
+    let shown = format!("{err:#}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{took:?}: {shown}"
+    );
+    assert!(shown.contains(&url), "{shown}");
+    assert!(
+        shown.contains("cannot connect") && shown.contains("refused"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("HEAD"),
+        "no HEAD after a permanent fault: {shown}"
+    );
+    no_cause_twice(&err);
+
+    // `.invalid` never resolves (RFC 6761).
+    let url = "http://nonexistent.invalid/x.tfrecord".to_string();
+    let (err, took) = read_error(vec![url.clone()], 1).await;
+    let shown = format!("{err:#}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{took:?}: {shown}"
+    );
+    assert!(
+        shown.contains(&url) && shown.contains("cannot connect"),
+        "{shown}"
+    );
+
+    // A failed TLS handshake: https:// to a server speaking plain HTTP.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/x.tfrecord", http_object(shard_bytes(0, 10).await));
+    let plain = http_server(Arc::clone(&files)).await;
+    let url = format!("https://{plain}/x.tfrecord");
+    let (err, took) = read_error(vec![url.clone()], 1).await;
+    let shown = format!("{err:#}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{took:?}: {shown}"
+    );
+    assert!(
+        shown.contains(&url) && shown.contains("cannot connect"),
+        "{shown}"
+    );
+    assert_eq!(files.requests.load(SeqCst), 0, "{shown}");
+
+    // Six of them, two read at once: once 107 s.
+    let urls: Vec<String> = (0..6)
+        .map(|i| format!("http://127.0.0.1:{}/x-{i}.tfrecord", closed_port()))
+        .collect();
+    let (err, took) = read_error(urls, 2).await;
+    let shown = format!("{err:#}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{took:?}: {shown}"
+    );
+    assert!(shown.contains("/x-0.tfrecord"), "{shown}");
+}
+
+/// The variable that tells a child process which test it runs (see [`run_in_child`]).
+const CHILD: &str = "STREAMLOAD_TEST_CHILD";
+
+/// Whether this process is the child [`run_in_child`] started for `test`.
+fn is_child(test: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(test)
+}
+
+/// Runs this binary's test `test` again in a child process whose environment holds `env`
+/// and no other `AWS_*`, `GOOGLE_*`, `GCE_*` or `AZURE_*` variable, so that a store built from the
+/// environment sees exactly these and no other test of this binary sees them (the
+/// environment is the whole process's); panics, with the child's output, if it failed. In
+/// the child, [`is_child`] is true and the test runs its body.
+fn run_in_child(test: &str, env: &[(&str, String)]) {
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"));
+    child
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, test);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if ["AWS_", "GOOGLE_", "AZURE_"]
+            .iter()
+            .any(|p| key.starts_with(p))
+        {
+            child.env_remove(key.as_ref());
+        }
+    }
+    child.envs(env.iter().map(|(key, value)| (key, value)));
+    let output = child.output().expect("the test in a child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{test} in a child process: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The `AWS_*` variables of an S3 server at `endpoint` with a key pair.
+fn aws_env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT", endpoint.to_string()),
+        ("AWS_ALLOW_HTTP", "true".to_string()),
+        ("AWS_ACCESS_KEY_ID", "AKIDENV".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "env-secret-key".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+    ]
+}
+
+#[test]
+fn an_s3_endpoint_that_refuses_fails_in_seconds_naming_the_url() {
+    let test = "an_s3_endpoint_that_refuses_fails_in_seconds_naming_the_url";
+    if !is_child(test) {
+        let endpoint = format!("http://127.0.0.1:{}", closed_port());
+        return run_in_child(test, &aws_env(&endpoint));
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        // Six objects, two read at once: once 61.6 s for one.
+        let urls: Vec<String> = (0..6)
+            .map(|i| format!("s3://env-bucket/x-{i}.tfrecord"))
+            .collect();
+        let (err, took) = read_error(urls, 2).await;
+        let shown = format!("{err:#}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{took:?}: {shown}"
+        );
+        assert!(shown.contains("s3://env-bucket/x-0.tfrecord"), "{shown}");
+        assert!(shown.contains("Connection refused"), "{shown}");
+        assert!(!shown.contains("env-secret-key"), "{shown}");
+        no_cause_twice(&err);
+
+        // A listing: once its cause was shown three times.
+        let started = std::time::Instant::now();
+        let err = storage::glob("s3://env-bucket/x-*.tfrecord")
+            .await
+            .expect_err("a refused listing");
+        let shown = format!("{err:#}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{shown}"
+        );
+        assert!(shown.contains("s3://env-bucket/x-*.tfrecord"), "{shown}");
+        assert_eq!(shown.matches("Connection refused").count(), 1, "{shown}");
+        no_cause_twice(&err);
+    });
+}
+
+/// A listener on 127.0.0.1 that takes connections and never answers, counting them, until
+/// the flag it returns is set.
+fn silent_server() -> (
+    std::net::SocketAddr,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("addr");
+    let (count, stop) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (counted, stopped) = (Arc::clone(&count), Arc::clone(&stop));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while !stopped.load(SeqCst) {
+            match listener.accept() {
+                Ok((socket, _)) => {
+                    counted.fetch_add(1, SeqCst);
+                    held.push(socket);
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+    });
+    (addr, count, stop)
+}
+
+#[test]
+fn s3_without_credentials_names_the_variables_within_seconds() {
+    let test = "s3_without_credentials_names_the_variables_within_seconds";
+    if !is_child(test) {
+        // The metadata service is a silent server on 127.0.0.1 (the worst case: it takes
+        // the connection and never answers), never 169.254.169.254.
+        let (metadata, asked, stop) = silent_server();
+        let mut env = aws_env(&format!("http://127.0.0.1:{}", closed_port()));
+        env.retain(|(key, _)| !key.starts_with("AWS_ACCESS") && !key.starts_with("AWS_SECRET"));
+        env.push(("AWS_METADATA_ENDPOINT", format!("http://{metadata}")));
+        run_in_child(test, &env);
+        stop.store(true, SeqCst);
+        // The child asked it once (and was not answered).
+        assert_eq!(asked.load(SeqCst), 1);
+        return;
+    }
+    let metadata = std::env::var("AWS_METADATA_ENDPOINT").expect("set by the parent");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (err, took) = read_error(vec!["s3://env-bucket/x.tfrecord".to_string()], 1).await;
+        let shown = format!("{err:#}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{took:?}: {shown}"
+        );
+        assert!(shown.contains("s3://env-bucket/x.tfrecord"), "{shown}");
+        for variable in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_REGION",
+            "AWS_ENDPOINT",
+            "AWS_SKIP_SIGNATURE=true",
+        ] {
+            assert!(shown.contains(variable), "{variable}: {shown}");
+        }
+        assert!(shown.contains(&metadata), "{shown}");
+        assert!(!shown.contains("169.254.169.254"), "{shown}");
+        no_cause_twice(&err);
+    });
+}
+
+#[test]
+fn s3_without_credentials_and_no_metadata_service_fails_at_once() {
+    let test = "s3_without_credentials_and_no_metadata_service_fails_at_once";
+    if !is_child(test) {
+        let (metadata, asked, stop) = silent_server();
+        let mut env = aws_env(&format!("http://127.0.0.1:{}", closed_port()));
+        env.retain(|(key, _)| !key.starts_with("AWS_ACCESS") && !key.starts_with("AWS_SECRET"));
+        env.push(("AWS_METADATA_ENDPOINT", format!("http://{metadata}")));
+        env.push(("AWS_EC2_METADATA_DISABLED", "true".to_string()));
+        env.push(("AWS_PROFILE", "laptop".to_string()));
+        run_in_child(test, &env);
+        stop.store(true, SeqCst);
+        assert_eq!(asked.load(SeqCst), 0, "the metadata service was not asked");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (err, took) = read_error(vec!["s3://env-bucket/x.tfrecord".to_string()], 1).await;
+        let shown = format!("{err:#}");
+        assert!(
+            took < std::time::Duration::from_secs(1),
+            "{took:?}: {shown}"
+        );
+        assert!(shown.contains("s3://env-bucket/x.tfrecord"), "{shown}");
+        assert!(
+            shown.contains("AWS_ACCESS_KEY_ID") && shown.contains("AWS_EC2_METADATA_DISABLED"),
+            "{shown}"
+        );
+        assert!(shown.contains("AWS_PROFILE is set"), "{shown}");
+        no_cause_twice(&err);
+    });
+}
+
+#[test]
+fn azure_without_an_account_names_the_variable_once() {
+    let test = "azure_without_an_account_names_the_variable_once";
+    if !is_child(test) {
+        return run_in_child(test, &[]);
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let err = storage::glob("az://container/train-*.tfrecord")
+            .await
+            .expect_err("no account");
+        let shown = format!("{err:#}");
+        assert_eq!(
+            shown.matches("Account must be specified").count(),
+            1,
+            "{shown}"
+        );
+        assert!(shown.contains("AZURE_STORAGE_ACCOUNT_NAME"), "{shown}");
+        no_cause_twice(&err);
+    });
+}
+
+/// Reads the TFRecord files `urls`, `cycle` at once; after `after` records calls `start` and,
+/// `storm` later, `end` (a storm of `storm`): the records read, and the error if one ended
+/// the read.
+async fn read_through_storm(
+    urls: Vec<String>,
+    cycle: usize,
+    after: usize,
+    storm: std::time::Duration,
+    start: impl FnOnce(),
+    end: impl FnOnce() + Send + 'static,
+) -> (Vec<Bytes>, Option<anyhow::Error>) {
+    let mut epoch = TFRecordDataset::new(urls)
+        .num_parallel_reads(cycle)
+        .build()
+        .iter();
+    let mut read = Vec::new();
+    let (mut start, mut end) = (Some(start), Some(end));
+    while let Some(record) = epoch.next().await {
+        match record {
+            Ok(record) => read.push(record),
+            Err(e) => return (read, Some(e)),
+        }
+        if read.len() == after
+            && let (Some(start), Some(end)) = (start.take(), end.take())
+        {
+            start();
+            tokio::spawn(async move {
+                tokio::time::sleep(storm).await;
+                end();
+            });
+        }
+    }
+    (read, None)
+}
+
+/// Options for the storm tests: small blocks (many GETs, so the storm meets many), backoff
+/// from 10 ms up to 200 ms, and `deadline`.
+fn storm_options(deadline: std::time::Duration) -> ReadOptions {
+    ReadOptions::default()
+        .block_size(10_000)
+        .read_ahead(2)
+        .backoff(
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_millis(200),
+        )
+        .retry_deadline(deadline)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_s3() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket = dir.path().join("faulty");
+    std::fs::create_dir_all(bucket.join("shards")).expect("bucket");
+    for (name, bytes) in shards(4, RECORDS, Compression::None).await {
+        std::fs::write(bucket.join("shards").join(name), bytes).expect("write shard");
+    }
+    let server = s3_server(dir.path(), "AKIDTEST", "s3cr3t-test-key").await;
+    let urls = |prefix: &str| -> Vec<String> {
+        (0..4)
+            .map(|s| format!("{prefix}/shards/train-{s:05}.tfrecord"))
+            .collect()
+    };
+    let want: Vec<Bytes> = (0..RECORDS)
+        .flat_map(|r| (0..4).map(move |s| payload(s, r)))
+        .collect();
+
+    // Every connection answered 503 for 3 s from the 2,000th record on (every open one cut):
+    // far more than the eight retries once allowed, well within a deadline of 10 s. Every
+    // record arrives once, in order.
+    let options = storm_options(Duration::from_secs(10));
+    let faults = through_proxy(server, "s3://storm-held", Faults::default(), options).await;
+    // A listing is retried too (object_store's retries are off in this store).
+    faults.slow_downs.store(3, SeqCst);
+    let listed = storage::glob("s3://storm-held/shards/train-*.tfrecord")
+        .await
+        .expect("a listing through three 503s");
+    assert_eq!(listed.len(), 4);
+    assert_eq!(faults.slow_downs.load(SeqCst), 0);
+    let (on, off) = (Arc::clone(&faults), Arc::clone(&faults));
+    let (read, err) = read_through_storm(
+        urls("s3://storm-held"),
+        4,
+        2_000,
+        Duration::from_secs(3),
+        move || on.start_storm(),
+        move || off.end_storm(),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert_eq!(read.len(), want.len());
+    assert!(read == want, "every record once, in order");
+    let answered = faults.storm_answers.load(SeqCst);
+    assert!(answered > 8, "503s answered: {answered}");
+
+    // A storm past the deadline: an error naming the URL, how long it retried and the last
+    // status; the records before it are the first ones, in order.
+    let options = storm_options(Duration::from_secs(1));
+    let faults = through_proxy(server, "s3://storm-lost", Faults::default(), options).await;
+    let on = Arc::clone(&faults);
+    let started = std::time::Instant::now();
+    let (read, err) = read_through_storm(
+        urls("s3://storm-lost"),
+        4,
+        2_000,
+        Duration::from_secs(3600),
+        move || on.start_storm(),
+        || {},
+    )
+    .await;
+    let err = err.expect("a storm past the deadline");
+    let shown = format!("{err:#}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{shown}");
+    assert!(shown.contains("s3://storm-lost/shards/train-"), "{shown}");
+    assert!(
+        shown.contains("gave up after") && shown.contains("retry deadline 1s"),
+        "{shown}"
+    );
+    assert!(shown.contains("HTTP status 503"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert!(read.len() >= 2_000 && read[..] == want[..read.len()]);
+    no_cause_twice(&err);
+    faults.end_storm();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_503s_is_ridden_out_until_the_retry_deadline_over_http() {
+    use std::time::Duration;
+    let records = 8_000;
+    let want: Vec<Bytes> = (0..records).map(|r| payload(0, r)).collect();
+    let shard = shard_bytes(0, records).await;
+    let storm = |files: &Arc<HttpFiles>, status: u16| {
+        let files = Arc::clone(files);
+        move || files.status.store(status, SeqCst)
+    };
+
+    // Every request answered 503 for 3 s from the 2,000th record on, object_store's retries
+    // off: every record once, in order.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard.clone()));
+    let addr = http_server(Arc::clone(&files)).await;
+    register_http(addr, storm_options(Duration::from_secs(10)));
+    let url = format!("http://{addr}/train.tfrecord");
+    let counted = Arc::clone(&files);
+    let (read, err) = read_through_storm(
+        vec![url.clone()],
+        1,
+        2_000,
+        Duration::from_secs(3),
+        move || {
+            counted.status.store(503, SeqCst);
+            counted.requests.store(0, SeqCst);
+        },
+        storm(&files, 0),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert!(read == want, "every record once, in order");
+    // Requests after the storm are few: the object's blocks left, a handful.
+    let tried = files.requests.load(SeqCst);
+    assert!(tried > 8 + 6, "requests since the storm began: {tried}");
+
+    // The same with a store built from the URL, with the default options (backoff up to
+    // 10 s, a deadline of 5 minutes).
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard.clone()));
+    let addr = http_server(Arc::clone(&files)).await;
+    let (read, err) = read_through_storm(
+        vec![format!("http://{addr}/train.tfrecord")],
+        1,
+        2_000,
+        Duration::from_secs(3),
+        storm(&files, 503),
+        storm(&files, 0),
+    )
+    .await;
+    assert!(err.is_none(), "{:#}", err.expect("an error"));
+    assert!(read == want, "every record once, in order");
+
+    // A storm past the deadline: an error naming the URL, how long it retried and the last
+    // status.
+    let files = Arc::new(HttpFiles::default());
+    files.insert("/train.tfrecord", http_object(shard));
+    let addr = http_server(Arc::clone(&files)).await;
+    register_http(addr, storm_options(Duration::from_secs(1)));
+    let url = format!("http://{addr}/train.tfrecord");
+    let started = std::time::Instant::now();
+    let (read, err) = read_through_storm(
+        vec![url.clone()],
+        1,
+        2_000,
+        Duration::from_secs(3600),
+        storm(&files, 503),
+        || {},
+    )
+    .await;
+    let err = err.expect("a storm past the deadline");
+    let shown = format!("{err:#}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{shown}");
+    assert!(shown.contains(&url), "{shown}");
+    assert!(
+        shown.contains("gave up after") && shown.contains("retry deadline 1s"),
+        "{shown}"
+    );
+    assert!(shown.contains("HTTP status 503"), "{shown}");
+    assert!(read.len() >= 2_000 && read[..] == want[..read.len()]);
+    no_cause_twice(&err);
+}
+
+/// In a child process with `env(metadata)` (the cloud's metadata service at `metadata`, a
+/// silent server on 127.0.0.1, never 169.254.169.254): reading `url` fails within seconds,
+/// naming it and each of `variables`.
+fn without_credentials(
+    test: &str,
+    env: impl Fn(std::net::SocketAddr) -> Vec<(&'static str, String)>,
+    url: &str,
+    variables: &[&str],
+) {
+    if !is_child(test) {
+        let (metadata, asked, stop) = silent_server();
+        let home = tempfile::tempdir().expect("an empty HOME");
+        let mut env = env(metadata);
+        env.push(("HOME", home.path().display().to_string()));
+        run_in_child(test, &env);
+        stop.store(true, SeqCst);
+        assert!(asked.load(SeqCst) >= 1, "the metadata service was asked");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (err, took) = read_error(vec![url.to_string()], 1).await;
+        let shown = format!("{err:#}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{took:?}: {shown}"
+        );
+        assert!(shown.contains(url), "{shown}");
+        for variable in variables {
+            assert!(shown.contains(variable), "{variable}: {shown}");
+        }
+        no_cause_twice(&err);
+    });
+}
+
+#[test]
+fn gcs_without_credentials_names_the_variables_within_seconds() {
+    without_credentials(
+        "gcs_without_credentials_names_the_variables_within_seconds",
+        |metadata| {
+            vec![
+                (
+                    "GOOGLE_BASE_URL",
+                    format!("http://127.0.0.1:{}", closed_port()),
+                ),
+                ("GCE_METADATA_HOST", metadata.to_string()),
+                ("GCE_METADATA_IP", metadata.to_string()),
+            ]
+        },
+        "gs://env-bucket/x.tfrecord",
+        &[
+            "GOOGLE_SERVICE_ACCOUNT",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GOOGLE_SKIP_SIGNATURE=true",
+        ],
+    );
+}
+
+#[test]
+fn azure_without_credentials_names_the_variables_within_seconds() {
+    without_credentials(
+        "azure_without_credentials_names_the_variables_within_seconds",
+        |metadata| {
+            vec![
+                ("AZURE_STORAGE_ACCOUNT_NAME", "streamload".to_string()),
+                (
+                    "AZURE_STORAGE_ENDPOINT",
+                    format!("http://127.0.0.1:{}", closed_port()),
+                ),
+                ("AZURE_ALLOW_HTTP", "true".to_string()),
+                (
+                    "AZURE_MSI_ENDPOINT",
+                    format!("http://{metadata}/metadata/identity/oauth2/token"),
+                ),
+            ]
+        },
+        "az://container/x.tfrecord",
+        &[
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_SKIP_SIGNATURE=true",
+        ],
+    );
 }

@@ -690,6 +690,7 @@ async fn a_truncated_gzip_file_is_data_loss_after_its_whole_lines() {
                 record,
                 offset,
                 message,
+                ..
             }) => {
                 assert_eq!(*record, before as u64);
                 let start: usize = lines.iter().map(|l| l.len() + 1).sum();

@@ -705,3 +705,90 @@ async fn the_writer_refuses_a_record_the_reader_refuses() {
         assert_eq!(records, [&b"before"[..], b"after"], "{compression:?}");
     }
 }
+
+/// The `DataLoss` of the first element of `ds`: its `looks_compressed` and its text.
+async fn first_damage(ds: streamload::Dataset<Bytes>) -> (Option<Compression>, String) {
+    let got = read(ds).await;
+    let err = got[0].as_ref().expect_err("an error first");
+    match err.downcast_ref::<Error>() {
+        Some(Error::DataLoss {
+            looks_compressed, ..
+        }) => (*looks_compressed, err.to_string()),
+        _ => panic!("DataLoss: {err:?}"),
+    }
+}
+
+/// A bad first header is TensorFlow's "corrupted record at 0 (Is this even a TFRecord
+/// file?)" (`GetChecksumErrorSuffix` of TensorFlow's record reader); a compressed file read
+/// without decompression also says which compression to set. Only at offset 0, and only for
+/// bytes read as they are: a payload CRC error is TensorFlow's words alone, and a stream that
+/// was decompressed is not taken for a compressed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_first_header_asks_whether_it_is_a_tfrecord_file_and_names_the_compression() {
+    let tf = "corrupted record at 0 (Is this even a TFRecord file?) (record 0)";
+    for memory_map in [true, false] {
+        let not_tfrecord = TFRecordDataset::new([data("examples.expected.json")])
+            .memory_map(memory_map)
+            .build();
+        let (looks, text) = first_damage(not_tfrecord).await;
+        assert_eq!(looks, None);
+        assert!(text.ends_with(tf), "{text}");
+        for (file, compression, name) in [
+            ("gzip.tfrecord.gz", Compression::Gzip, "GZIP"),
+            ("zlib.tfrecord.zz", Compression::Zlib, "ZLIB"),
+        ] {
+            // The default (no compression), as a `.gz` file read without `.compression(..)`.
+            let ds = TFRecordDataset::new([data(file)])
+                .memory_map(memory_map)
+                .build();
+            let (looks, text) = first_damage(ds).await;
+            assert_eq!(looks, Some(compression), "{file}");
+            assert!(
+                text.ends_with(&format!(
+                    "{tf}; the file looks {name}-compressed: set .compression(Compression::{compression:?})"
+                )),
+                "{text}"
+            );
+        }
+    }
+    // A payload's CRC: TensorFlow's words, with no reminder.
+    let (looks, text) = first_damage(
+        TFRecordDataset::new([data("corrupt_data_crc.tfrecord")])
+            .build()
+            .skip(3),
+    )
+    .await;
+    assert_eq!(looks, None);
+    assert!(
+        text.ends_with("corrupted record at 65597 (record 3)"),
+        "{text}"
+    );
+    // A GZIP file whose decompressed stream is itself GZIP (compressed twice): read with
+    // `Compression::Gzip`, it is not said to look compressed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let twice = dir.path().join("twice.tfrecord.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(
+        &mut encoder,
+        &std::fs::read(data("gzip.tfrecord.gz")).expect("gzip file"),
+    )
+    .expect("in memory");
+    std::fs::write(&twice, encoder.finish().expect("in memory")).expect("written");
+    let (looks, text) = first_damage(
+        TFRecordDataset::new([&twice])
+            .compression(Compression::Gzip)
+            .build(),
+    )
+    .await;
+    assert_eq!(looks, None);
+    assert!(text.ends_with(tf), "{text}");
+    // `tfrecord_records` over any reader: the bytes are taken as they are.
+    let gz = std::fs::read(data("gzip.tfrecord.gz")).expect("gzip file");
+    let first = tfrecord_records(&gz[..], "in-memory").next().await;
+    let err = first.expect("an element").expect_err("damage");
+    assert!(
+        err.to_string()
+            .ends_with("set .compression(Compression::Gzip)"),
+        "{err}"
+    );
+}

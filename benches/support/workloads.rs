@@ -27,6 +27,27 @@ pub fn set_mode(autotune: bool, report: bool, ram_budget: Option<u64>) {
     RAM_BUDGET.store(ram_budget.unwrap_or(0), Ordering::Relaxed);
 }
 
+/// Turns `AUTOTUNE` for every parallelism and buffer on or off between passes (the
+/// workloads example's `--autotune` alternates passes with and without it).
+pub fn set_autotune(on: bool) {
+    AUTOTUNE_ALL.store(on, Ordering::Relaxed);
+}
+
+/// The sizes of WORKLOADS.md's data sets: D1's shards and records per shard, D2's JPEGs,
+/// D3's lines.
+pub const D1_SHARDS: usize = 16;
+/// Records per D1 shard.
+pub const D1_RECORDS: usize = 8192;
+/// JPEGs in D2.
+pub const D2_IMAGES: usize = 2000;
+/// Lines in D3.
+pub const D3_LINES: usize = 2_000_000;
+
+/// `n` divided by `scale_down` (at least 1): the workloads example's `--scale-down`.
+pub fn scaled(n: usize, scale_down: usize) -> usize {
+    (n / scale_down.max(1)).max(1)
+}
+
 /// Every tunable set to this instead (0: as WORKLOADS.md sets it): `--fixed N`, for sweeps.
 static FIXED: AtomicU64 = AtomicU64::new(0);
 
@@ -126,7 +147,7 @@ pub async fn w4_cpu_map(n: i64, parallelism: usize) -> anyhow::Result<u64> {
         Parallelism::Fixed(1)
     };
     let ds = Dataset::range(0, n)
-        .map_parallel(parallelism, |x| Ok(cpu_work(x, HALF_MS)))
+        .map_parallel(parallelism, |x| cpu_work(x, HALF_MS))
         .with_options(options());
     count_reported("W4", &ds).await
 }
@@ -141,7 +162,7 @@ pub async fn w7_generator(n: i64) -> anyhow::Result<u64> {
 /// W7b: an index generator, with the ~0.2 ms of work moved into a parallel map.
 pub async fn w7_index_generator_parallel_map(n: i64) -> anyhow::Result<u64> {
     let ds = Dataset::from_generator(16, move || 0..n)
-        .map_parallel(tuned(available_cores()), |i| Ok((i, cpu_work(i, FIFTH_MS))))
+        .map_parallel(tuned(available_cores()), |i| (i, cpu_work(i, FIFTH_MS)))
         .with_options(options());
     count_reported("W7b", &ds).await
 }
@@ -263,7 +284,7 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
     ])?;
     let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
-        .map_parallel(tuned(available_cores()), move |payload| {
+        .try_map_parallel(tuned(available_cores()), move |payload| {
             let example = streamload::format::parse_single_example_view(&payload, &spec)?;
             Ok(W3Record {
                 image: example.bytes("image")?.next().unwrap_or_default(),
@@ -306,7 +327,7 @@ pub async fn w3_read(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
 pub async fn w3_no_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
     let ds = d1_records(files, false)
         .shuffle(10_000, Some(3))
-        .map_parallel(tuned(available_cores()), |payload| Ok(payload.len()))
+        .map_parallel(tuned(available_cores()), |payload| payload.len())
         .batch(256)
         .prefetch(AUTOTUNE)
         .with_options(options().deterministic(false));
@@ -461,7 +482,7 @@ pub async fn generate_d2(dir: &std::path::Path, n: usize) -> anyhow::Result<u64>
     std::fs::create_dir_all(&out)?;
     let jpegs = out.clone();
     let sizes = Dataset::range(0, n as i64)
-        .map_parallel(AUTOTUNE, move |i| {
+        .try_map_parallel(AUTOTUNE, move |i| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD2 ^ i as u64);
             // Per channel: a base level, a slope along x and y, and a low-frequency wave.
             let params: Vec<[f32; 5]> = (0..3)
@@ -551,12 +572,12 @@ pub fn w5_dataset(
 ) -> Dataset<Vec<(ndarray::Array3<f32>, i64)>> {
     Dataset::from_vec(items)
         .shuffle(2000, Some(5))
-        .map_parallel(tuned(available_cores()), |(path, label)| {
+        .try_map_parallel(tuned(available_cores()), |(path, label)| {
             Ok((w5_load(&path)?, label))
         })
         .named("decode")
         .random_map(tuned(available_cores()), Some(5), |(img, label), rng| {
-            Ok((w5_augment(img, rng), label))
+            (w5_augment(img, rng), label)
         })
         .named("augment")
         .batch(32)

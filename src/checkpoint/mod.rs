@@ -49,7 +49,6 @@ pub(crate) use state::{
     Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
 };
 
-
 const MAGIC: &[u8; 4] = b"SLCK";
 
 /// The position of an epoch, to go on from after a restart: see
@@ -94,7 +93,9 @@ impl Checkpoint {
     pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Checkpoint> {
         let (magic, rest) = bytes.split_at_checked(4).unzip();
         if magic != Some(&MAGIC[..]) {
-            return Err(Error::Checkpoint("not a streamload checkpoint (no SLCK magic)".into()).into());
+            return Err(
+                Error::Checkpoint("not a streamload checkpoint (no SLCK magic)".into()).into(),
+            );
         }
         let (version, body) = rest
             .and_then(|r| r.split_at_checked(4))

@@ -111,7 +111,10 @@ impl Prov {
                 let last = rest.pop().unwrap_or_default();
                 Ok((last, Prov::At(rest)))
             }
-            _ => Err(Error::Checkpoint(format!("a saved position is not what was expected: {self:?}")).into()),
+            _ => Err(Error::Checkpoint(format!(
+                "a saved position is not what was expected: {self:?}"
+            ))
+            .into()),
         }
     }
 
@@ -119,7 +122,10 @@ impl Prov {
     pub(crate) fn single(&self) -> anyhow::Result<u64> {
         match self {
             Prov::At(words) if words.len() == 1 => Ok(words[0]),
-            _ => Err(Error::Checkpoint(format!("a saved position is not what was expected: {self:?}")).into()),
+            _ => Err(Error::Checkpoint(format!(
+                "a saved position is not what was expected: {self:?}"
+            ))
+            .into()),
         }
     }
 }
@@ -156,7 +162,10 @@ pub(crate) trait Resumable {
 }
 
 /// A stage's stream: elements or errors, and its position.
-pub(crate) trait StageStream<T>: Stream<Item = anyhow::Result<T>> + Resumable + Send {}
+pub(crate) trait StageStream<T>:
+    Stream<Item = anyhow::Result<T>> + Resumable + Send
+{
+}
 
 impl<S, T> StageStream<T> for S where S: Stream<Item = anyhow::Result<T>> + Resumable + Send {}
 
@@ -222,11 +231,17 @@ impl<S> Resumable for Opaque<S> {
     }
 
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(self.stage, "this operation does not save its position yet"))
+        Err(unsupported(
+            self.stage,
+            "this operation does not save its position yet",
+        ))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        Err(unsupported(self.stage, "this operation does not save its position yet"))
+        Err(unsupported(
+            self.stage,
+            "this operation does not save its position yet",
+        ))
     }
 }
 
@@ -297,7 +312,10 @@ where
 
 impl<F> Resumable for ReplaySource<F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(self.stage, "a stream replaying saved positions is not saved"))
+        Err(unsupported(
+            self.stage,
+            "a stream replaying saved positions is not saved",
+        ))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -342,7 +360,10 @@ impl<T> Resumable for Skipping<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.remaining > 0 {
-            return Err(unsupported("(restore)", "still skipping what was passed on before"));
+            return Err(unsupported(
+                "(restore)",
+                "still skipping what was passed on before",
+            ));
         }
         this.inner.as_mut().save()
     }

@@ -316,6 +316,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 record: self.index as u64,
                 offset: self.offset,
                 message,
+                looks_compressed: None,
             }
             .into();
         }

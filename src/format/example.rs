@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use prost::Message;
 
+use crate::Error;
+use crate::tensor::{DType, Element, Values};
+
 /// A training example: named features (`tf.train.Example`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Example {
@@ -268,6 +271,60 @@ impl Example {
             Some(Kind::BytesList(l)) => Some(&l.value),
             _ => None,
         }
+    }
+
+    /// The one value of feature `name`, as `i64`, `f32` or [`Bytes`]: the way to read a
+    /// label or an id in one call (see [`int64`](Example::int64), [`floats`](Example::floats)
+    /// and [`bytes`](Example::bytes) for lists).
+    ///
+    /// ```
+    /// use streamload::format::Example;
+    /// let example = Example::new().with_int64("label", [7]).with_floats("xy", [0.5, 2.0]);
+    /// let example = Example::decode_record(example.encode_to_bytes())?;
+    /// assert_eq!(example.scalar::<i64>("label")?, 7);
+    /// let err = example.scalar::<f32>("xy").unwrap_err();
+    /// assert_eq!(err.to_string(), "feature xy holds 2 values, not one");
+    /// let err = example.scalar::<f32>("label").unwrap_err();
+    /// assert_eq!(err.to_string(), "feature label holds int64 values, not float");
+    /// # anyhow::Ok(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error) naming the feature: when the example has no
+    /// such feature, it holds another data type (or no list), or other than one value.
+    pub fn scalar<T: Element + Clone>(&self, name: &str) -> anyhow::Result<T> {
+        let invalid = |message: String| anyhow::Error::from(Error::InvalidArgument(message));
+        let feature = self
+            .feature(name)
+            .ok_or_else(|| invalid(format!("no feature {name} in the example")))?;
+        let (dtype, len) = match &feature.kind {
+            Some(Kind::Int64List(l)) => (DType::Int64, l.value.len()),
+            Some(Kind::FloatList(l)) => (DType::Float32, l.value.len()),
+            Some(Kind::BytesList(l)) => (DType::String, l.value.len()),
+            None => return Err(invalid(format!("feature {name} holds no list"))),
+        };
+        if dtype != T::DTYPE {
+            return Err(invalid(format!(
+                "feature {name} holds {dtype} values, not {}",
+                T::DTYPE
+            )));
+        }
+        if len != 1 {
+            return Err(invalid(format!(
+                "feature {name} holds {len} values, not one"
+            )));
+        }
+        let one = match &feature.kind {
+            Some(Kind::Int64List(l)) => Values::Int64(l.value.clone()),
+            Some(Kind::FloatList(l)) => Values::Float32(l.value.clone()),
+            Some(Kind::BytesList(l)) => Values::String(l.value.clone()),
+            None => Values::empty(dtype),
+        };
+        T::slice(&one)
+            .and_then(<[T]>::first)
+            .cloned()
+            .ok_or_else(|| invalid(format!("feature {name} holds no value")))
     }
 }
 

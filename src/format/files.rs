@@ -35,6 +35,8 @@ pub(crate) struct Opened {
     /// The blocks are windows of the file mapped into memory: an element sliced out of one
     /// holds on to page cache, not to heap memory, so small elements need no copy.
     pub(crate) mapped: bool,
+    /// The blocks are decompressed (GZIP or ZLIB), not the file's own bytes.
+    pub(crate) decompressed: bool,
 }
 
 /// How to read each file of a file dataset.
@@ -187,7 +189,10 @@ async fn replay<T: Send + 'static>(
 ) -> anyhow::Result<Vec<anyhow::Result<T>>> {
     let name = path.to_string();
     if !format.resumable {
-        return Err(crate::checkpoint::unsupported(format.stage, "this format's reader does not save its position"));
+        return Err(crate::checkpoint::unsupported(
+            format.stage,
+            "this format's reader does not save its position",
+        ));
     }
     let offsets = provs
         .iter()
@@ -196,9 +201,15 @@ async fn replay<T: Send + 'static>(
     let (Some(&first), Some(&last)) = (offsets.iter().min(), offsets.iter().max()) else {
         return Ok(Vec::new());
     };
-    let opened = open_blocks(&path, format.compression, format.buffer_size, format.memory_map, stats)
-        .await
-        .with_context(|| format!("opening {name} to read the records saved in a checkpoint"))?;
+    let opened = open_blocks(
+        &path,
+        format.compression,
+        format.buffer_size,
+        format.memory_map,
+        stats,
+    )
+    .await
+    .with_context(|| format!("opening {name} to read the records saved in a checkpoint"))?;
     let opened = skip_to(opened, first)?;
     let start = Start {
         offset: first,
@@ -245,7 +256,9 @@ struct Replayed<T> {
 
 impl<T> Replayed<T> {
     fn new(
-        records: impl std::future::Future<Output = anyhow::Result<Vec<anyhow::Result<T>>>> + Send + 'static,
+        records: impl std::future::Future<Output = anyhow::Result<Vec<anyhow::Result<T>>>>
+        + Send
+        + 'static,
         provs: Arc<[Prov]>,
         stage: &'static str,
     ) -> Self {
@@ -285,7 +298,10 @@ impl<T> Stream for Replayed<T> {
 
 impl<T> Resumable for Replayed<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(crate::checkpoint::unsupported(self.stage, "a stream replaying saved positions is not saved"))
+        Err(crate::checkpoint::unsupported(
+            self.stage,
+            "a stream replaying saved positions is not saved",
+        ))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -336,7 +352,10 @@ impl<T> Resumable for FileReader<T> {
     fn last_prov(&self) -> anyhow::Result<Prov> {
         match &self.inner {
             Some(inner) => inner.last_prov(),
-            None => Err(crate::checkpoint::unsupported(self.stage, "no element yielded yet")),
+            None => Err(crate::checkpoint::unsupported(
+                self.stage,
+                "no element yielded yet",
+            )),
         }
     }
 
@@ -356,7 +375,8 @@ pub(crate) async fn open_blocks(
     stats: Option<Arc<crate::stats::StageCounters>>,
 ) -> anyhow::Result<Opened> {
     let compression = compression.for_extension(path.extension());
-    let memory_map = memory_map && compression == Compression::None;
+    let decompressed = compression != Compression::None;
+    let memory_map = memory_map && !decompressed;
     let (file, mapped) =
         crate::storage::open_blocks(path, buffer_size, READ_AHEAD, memory_map).await?;
     let mut blocks = compression.blocks(file, buffer_size);
@@ -372,5 +392,9 @@ pub(crate) async fn open_blocks(
             }
         }));
     }
-    Ok(Opened { blocks, mapped })
+    Ok(Opened {
+        blocks,
+        mapped,
+        decompressed,
+    })
 }

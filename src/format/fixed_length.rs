@@ -101,6 +101,7 @@ impl FixedLengthDecoder {
             record: self.index,
             offset: self.offset,
             message,
+            looks_compressed: None,
         }
         .into()
     }

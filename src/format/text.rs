@@ -91,6 +91,7 @@ where
                 record: self.line,
                 offset: self.cursor.offset,
                 message,
+                looks_compressed: None,
             }
             .into(),
             None => {
@@ -318,10 +319,12 @@ impl TextLineDataset {
         };
         let format = FileFormat {
             stage: STAGE,
-            decode: Arc::new(|file, name, _start| Box::pin(crate::checkpoint::Opaque::new(
+            decode: Arc::new(|file, name, _start| {
+                Box::pin(crate::checkpoint::Opaque::new(
                     Lines::new(file.blocks, name),
                     "text_line",
-                ))),
+                ))
+            }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,

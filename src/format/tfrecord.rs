@@ -6,6 +6,9 @@
 //! "corrupted record at OFFSET" (the payload's offset for a bad data CRC, the record's for a
 //! bad length CRC), a cut payload or footer is "truncated record at OFFSET" (the record's),
 //! and a partial header (1 to 11 bytes) at the end of a file is read as the end of the file.
+//! A bad first header is TensorFlow's "corrupted record at 0 (Is this even a TFRecord
+//! file?)"; when the bytes were read as they are and start as a GZIP or ZLIB stream, the
+//! error says so ([`Error::DataLoss`]'s `looks_compressed`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -74,6 +77,9 @@ pub(crate) struct TFRecordFrames<S> {
     name: Arc<str>,
     /// Index of the next record.
     record: u64,
+    /// The bytes are the file's own (not decompressed): a damaged first header that looks
+    /// like a compressed stream's is reported as such.
+    raw: bool,
     done: bool,
     /// Where the last record yielded starts, and where it ends (its saved position: the
     /// cursor may be inside the next record).
@@ -86,14 +92,15 @@ where
     S: Stream<Item = std::io::Result<Bytes>> + Unpin,
 {
     pub(crate) fn new(blocks: S, name: &str) -> Self {
-        Self::with_cursor(BlockCursor::new(blocks), name)
+        Self::with_cursor(BlockCursor::new(blocks), name, true)
     }
 
-    fn with_cursor(cursor: BlockCursor<S>, name: &str) -> Self {
+    fn with_cursor(cursor: BlockCursor<S>, name: &str, raw: bool) -> Self {
         TFRecordFrames {
             cursor,
             name: name.into(),
             record: 0,
+            raw,
             done: false,
             last_start: 0,
             last_end: 0,
@@ -111,11 +118,21 @@ where
     }
 
     fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
+        self.data_loss_compressed(offset, message, None)
+    }
+
+    fn data_loss_compressed(
+        &self,
+        offset: u64,
+        message: impl Into<String>,
+        looks_compressed: Option<Compression>,
+    ) -> anyhow::Error {
         Error::DataLoss {
             path: self.name.to_string(),
             record: self.record,
             offset,
             message: message.into(),
+            looks_compressed,
         }
         .into()
     }
@@ -124,7 +141,13 @@ where
     fn frame_len(&self, header: &[u8]) -> anyhow::Result<usize> {
         let (len_bytes, crc) = header.split_at(8);
         if masked_crc32c(len_bytes) != le_u32(crc) {
-            return Err(self.data_loss(self.cursor.offset, "corrupted record"));
+            let offset = self.cursor.offset;
+            let looks_compressed = if offset == 0 && self.raw {
+                compression_of(header)
+            } else {
+                None
+            };
+            return Err(self.data_loss_compressed(offset, "corrupted record", looks_compressed));
         }
         let mut len = [0u8; 8];
         len.copy_from_slice(len_bytes);
@@ -210,6 +233,16 @@ where
     }
 }
 
+/// The compression a stream starting with `head` seems to have: GZIP's magic `1f 8b`, or a
+/// ZLIB header (`CMF` 0x78, a deflate window of 32 KiB, with its check bits; RFC 1950).
+fn compression_of(head: &[u8]) -> Option<Compression> {
+    match head {
+        [0x1f, 0x8b, ..] => Some(Compression::Gzip),
+        [0x78, flg, ..] if (0x7800 | u16::from(*flg)) % 31 == 0 => Some(Compression::Zlib),
+        _ => None,
+    }
+}
+
 impl<S> Stream for TFRecordFrames<S>
 where
     S: Stream<Item = std::io::Result<Bytes>> + Unpin,
@@ -266,8 +299,12 @@ impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
 /// `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
 /// `DataLossError` "inflate() failed ..."), after the records before the damage: it names the
 /// record being read and its offset in the decompressed stream (offsets in a compressed file
-/// are always decompressed offsets, as TensorFlow counts them). A file that cannot be opened
-/// is an error element naming it.
+/// are always decompressed offsets, as TensorFlow counts them). A file whose first header
+/// fails its CRC is TensorFlow's "corrupted record at 0 (Is this even a TFRecord file?)";
+/// when it was read without decompression (the default, [`Compression::None`]) and starts
+/// as a GZIP or ZLIB stream, the error goes on "the file looks GZIP-compressed: set
+/// .compression(Compression::Gzip)" (its `looks_compressed` field says which). A file that
+/// cannot be opened is an error element naming it.
 ///
 /// ```
 /// use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
@@ -355,7 +392,10 @@ impl TFRecordDataset {
             stage: "tfrecord",
             decode: Arc::new(|file, name, start| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(TFRecordFrames::with_cursor(cursor, name).starting_at(start))
+                Box::pin(
+                    TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
+                        .starting_at(start),
+                )
             }),
             resumable: true,
             compression: self.compression,

@@ -31,7 +31,7 @@
 //! # ::image::RgbImage::from_fn(32, 24, |x, y| ::image::Rgb([x as u8 * 8, y as u8 * 10, 128])).save(&path)?;
 //! let files = Dataset::from_vec(vec![(path.clone(), 0i64), (path, 1)]);
 //! let images = files
-//!     .map_parallel(AUTOTUNE, |(path, label)| {
+//!     .try_map_parallel(AUTOTUNE, |(path, label)| {
 //!         let pixels = image::read_image(&path)?; // names the file if it is not an image
 //!         Ok((image::resize(image::convert_image_dtype(&pixels), 16, 16)?, label))
 //!     })
@@ -39,7 +39,7 @@
 //!         let img = image::random_flip_left_right(img, rng);
 //!         let img = image::random_brightness(img, 32.0 / 255.0, rng);
 //!         let img = image::random_saturation(img, 0.5, 1.5, rng);
-//!         Ok((image::clip_by_value(img, 0.0, 1.0), label))
+//!         (image::clip_by_value(img, 0.0, 1.0), label)
 //!     })
 //!     .batch(32);
 //! let batch = &images.collect().await?[0];

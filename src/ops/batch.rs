@@ -1,5 +1,6 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, Stream, StreamExt};
@@ -64,19 +65,28 @@ pub(crate) fn build<T: Send + 'static>(
     let mut batch = Batch::new(restored, size, drop_remainder, ctx);
     if !state.held.is_empty() {
         // The members gathered before the checkpoint, read again at their positions.
-        batch.refill = Some(input.build(&ctx.for_input(0).with_replay(state.held.clone().into())).fuse());
+        batch.refill = Some(
+            input
+                .build(&ctx.for_input(0).with_replay(state.held.clone().into()))
+                .fuse(),
+        );
     }
     batch
 }
 
-/// Stream for the [`batch`](crate::Dataset::batch) method.
+/// Stream for the [`batch`](crate::Dataset::batch) method, and the last step of
+/// [`rebatch`](crate::Dataset::rebatch) and [`rebatch_sizes`](crate::Dataset::rebatch_sizes).
 #[pin_project(project = BatchProj)]
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Batch<St, T> {
     #[pin]
     input: Fuse<St>,
     buf: Vec<T>,
+    /// The size of the batch being filled.
     size: usize,
+    /// The sizes taken in turn (`rebatch_sizes`), and the index of the current one; `None`
+    /// for one size.
+    sizes: Option<(Arc<[usize]>, usize)>,
     drop_remainder: bool,
     /// The input's state before the first member of the batch being filled (small inputs).
     mark: Option<State>,
@@ -101,6 +111,7 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
             input: input.fuse(),
             buf: Vec::with_capacity(size.min(4096)),
             size,
+            sizes: None,
             drop_remainder,
             mark: None,
             provs: None,
@@ -118,12 +129,30 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
             input: input.fuse(),
             buf: Vec::with_capacity(size.min(4096)),
             size,
+            sizes: None,
             drop_remainder,
             mark: None,
             provs: record.then(Vec::new),
             last: None,
             refill: None,
             replay_sizes: None,
+        }
+    }
+
+    /// Batches of `sizes[0]`, `sizes[1]`, ..., then `sizes[0]` again (none of them 0).
+    pub(crate) fn cycling(input: St, sizes: Arc<[usize]>, drop_remainder: bool) -> Self {
+        let mut batch = Self::plain(input, sizes[0], drop_remainder);
+        batch.sizes = Some((sizes, 0));
+        batch
+    }
+
+    /// The smallest and largest batch sizes.
+    fn size_range(&self) -> (usize, usize) {
+        match &self.sizes {
+            Some((sizes, _)) => sizes
+                .iter()
+                .fold((usize::MAX, 0), |(lo, hi), &n| (lo.min(n), hi.max(n))),
+            None => (self.size, self.size),
         }
     }
 }
@@ -208,12 +237,14 @@ where
     fn size_hint(&self) -> (usize, Option<usize>) {
         let (lo, hi) = self.input.size_hint();
         let pending = self.buf.len();
+        // Each batch takes between the smallest and the largest size.
+        let (smallest, largest) = self.size_range();
         let lo = if self.drop_remainder {
-            (lo + pending) / self.size
+            (lo + pending) / largest
         } else {
-            (lo + pending).div_ceil(self.size)
+            (lo + pending).div_ceil(largest)
         };
-        let hi = hi.map(|h| (h + pending).div_ceil(self.size));
+        let hi = hi.map(|h| (h + pending).div_ceil(smallest));
         (lo, hi)
     }
 }
@@ -221,6 +252,10 @@ where
 /// Hands over the gathered batch (and its members' positions, when recorded).
 fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T> {
     *this.mark = None;
+    if let Some((sizes, i)) = this.sizes {
+        *i = (*i + 1) % sizes.len();
+        *this.size = sizes[*i];
+    }
     if let Some(provs) = this.provs.as_mut() {
         *this.last = Some(Prov::Group(std::mem::take(provs)));
     }
@@ -231,7 +266,10 @@ impl<St: Resumable, T> Resumable for Batch<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         if this.refill.is_some() {
-            return Err(unsupported(STAGE, "a checkpoint before the first batch after a restore"));
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before the first batch after a restore",
+            ));
         }
         let input = this.input.get_pin_mut();
         if !input.is_small() {

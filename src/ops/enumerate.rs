@@ -1,9 +1,9 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::Stream;
 use crate::checkpoint::{Prov, Resumable, State};
 use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use futures::stream::Stream;
 use pin_project::pin_project;
 
 /// Stream for the [`enumerate`](crate::Dataset::enumerate) method.
@@ -35,8 +35,7 @@ pub(crate) fn build<T: Send + 'static>(
     start: i64,
 ) -> Enumerate<BoxStream<T>> {
     if let Some(provs) = ctx.replaying() {
-        let popped: anyhow::Result<(Vec<u64>, Vec<Prov>)> =
-            provs.iter().map(|p| p.pop()).collect();
+        let popped: anyhow::Result<(Vec<u64>, Vec<Prov>)> = provs.iter().map(|p| p.pop()).collect();
         return match popped {
             Ok((indices, inner)) => Enumerate {
                 input: input.build(&ctx.for_input(0).with_replay(inner.into())),
@@ -91,7 +90,9 @@ impl<St: Resumable> Resumable for Enumerate<St> {
 
     /// The input's position, with the index this stage gave the element.
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()?.push(self.next.wrapping_sub(1) as u64)
+        self.input
+            .last_prov()?
+            .push(self.next.wrapping_sub(1) as u64)
     }
 
     fn is_small(&self) -> bool {

@@ -2,8 +2,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::Stream;
 use crate::checkpoint::{Prov, Resumable, State};
+use futures::stream::Stream;
 use pin_project::{pin_project, pinned_drop};
 
 use crate::stats::StageCounters;

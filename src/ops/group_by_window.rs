@@ -5,16 +5,23 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, Stream, StreamExt};
 
+use crate::Error;
 use crate::dataset::{BoxStream, Ctx, Dataset};
 use crate::runtime::catch_panic;
 
-/// Stream for the [`group_by_window`](crate::Dataset::group_by_window) method.
+/// The user functions of a [`group_by_window`](crate::Dataset::group_by_window_with) stage.
+pub(crate) struct Funcs<KF, RF, WF> {
+    pub(crate) key: KF,
+    pub(crate) reduce: RF,
+    pub(crate) window_size: WF,
+}
+
+/// Stream for the [`group_by_window`](crate::Dataset::group_by_window) and
+/// [`group_by_window_with`](crate::Dataset::group_by_window_with) methods.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct GroupByWindow<T, K, U, KF, RF> {
+pub(crate) struct GroupByWindow<T, K, U, F> {
     input: Fuse<BoxStream<T>>,
-    key_func: Arc<KF>,
-    reduce_func: Arc<RF>,
-    window_size: usize,
+    funcs: Arc<F>,
     ctx: Ctx,
     windows: BTreeMap<K, Vec<T>>,
     /// The reduced dataset being drained.
@@ -22,25 +29,19 @@ pub(crate) struct GroupByWindow<T, K, U, KF, RF> {
     input_done: bool,
 }
 
-impl<T, K, U, KF, RF> GroupByWindow<T, K, U, KF, RF>
+impl<T, K, U, KF, RF, WF> GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
     U: Send + 'static,
+    KF: Fn(&T) -> K,
     RF: Fn(K, Dataset<T>) -> Dataset<U>,
+    WF: Fn(&K) -> usize,
 {
-    pub(crate) fn new(
-        input: BoxStream<T>,
-        key_func: Arc<KF>,
-        reduce_func: Arc<RF>,
-        window_size: usize,
-        ctx: Ctx,
-    ) -> Self {
+    pub(crate) fn new(input: BoxStream<T>, funcs: Arc<Funcs<KF, RF, WF>>, ctx: Ctx) -> Self {
         GroupByWindow {
             input: input.fuse(),
-            key_func,
-            reduce_func,
-            window_size,
+            funcs,
             ctx,
             windows: BTreeMap::new(),
             current: None,
@@ -49,22 +50,44 @@ where
     }
 
     fn reduce(&mut self, key: K, window: Vec<T>) -> anyhow::Result<()> {
-        let reduce_func = &*self.reduce_func;
+        let reduce = &self.funcs.reduce;
         let ds = catch_panic("group_by_window", || {
-            Ok(reduce_func(key, Dataset::from_vec(window)))
+            Ok(reduce(key, Dataset::from_vec(window)))
         })?;
         self.current = Some(ds.build(&self.ctx));
         Ok(())
     }
+
+    /// Puts `x` in its key's window, and reduces the window once it is full.
+    fn add(&mut self, x: T) -> anyhow::Result<()> {
+        let funcs = &*self.funcs;
+        let key = catch_panic("group_by_window", || Ok((funcs.key)(&x)))?;
+        let size = catch_panic("group_by_window", || Ok((funcs.window_size)(&key)))?;
+        if size == 0 {
+            return Err(Error::InvalidArgument(
+                "group_by_window: Window size must be greater than zero, but got 0.".into(),
+            )
+            .into());
+        }
+        let window = self.windows.entry(key.clone()).or_default();
+        window.push(x);
+        // `>=`: a window size function may answer less for a key than it did before.
+        if window.len() >= size {
+            let window = self.windows.remove(&key).unwrap_or_default();
+            self.reduce(key, window)?;
+        }
+        Ok(())
+    }
 }
 
-impl<T, K, U, KF, RF> Stream for GroupByWindow<T, K, U, KF, RF>
+impl<T, K, U, KF, RF, WF> Stream for GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
     U: Send + 'static,
     KF: Fn(&T) -> K,
     RF: Fn(K, Dataset<T>) -> Dataset<U>,
+    WF: Fn(&K) -> usize,
 {
     type Item = anyhow::Result<U>;
 
@@ -89,18 +112,8 @@ where
             }
             match ready!(this.input.poll_next_unpin(cx)) {
                 Some(Ok(x)) => {
-                    let key_func = &*this.key_func;
-                    let key = match catch_panic("group_by_window", || Ok(key_func(&x))) {
-                        Ok(k) => k,
-                        Err(e) => return Poll::Ready(Some(Err(e))),
-                    };
-                    let window = this.windows.entry(key.clone()).or_default();
-                    window.push(x);
-                    if window.len() == this.window_size {
-                        let window = this.windows.remove(&key).unwrap_or_default();
-                        if let Err(e) = this.reduce(key, window) {
-                            return Poll::Ready(Some(Err(e)));
-                        }
+                    if let Err(e) = this.add(x) {
+                        return Poll::Ready(Some(Err(e)));
                     }
                 }
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),

@@ -193,7 +193,13 @@ where
         return replay(ctx, input, f, nested, stage);
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave = Interleave::new(upstream, Arc::clone(f), nested.fresh(), cycle_length, block_length);
+    let mut interleave = Interleave::new(
+        upstream,
+        Arc::clone(f),
+        nested.fresh(),
+        cycle_length,
+        block_length,
+    );
     interleave.stage = stage;
     if let Some(state) = ctx.restoring() {
         if let Err(e) = interleave.restore(ctx, input, state) {
@@ -214,7 +220,10 @@ pub(crate) struct Interleave<T, U, F> {
     cycle: Cycle<Keyed<BoxStream<U>>>,
     /// After a restore: the open inputs' elements (replayed) and, for each, its slot and its
     /// inner stream's saved state, opened before anything else.
-    reopen: Option<(Fuse<BoxStream<T>>, std::collections::VecDeque<(usize, u64, State)>)>,
+    reopen: Option<(
+        Fuse<BoxStream<T>>,
+        std::collections::VecDeque<(usize, u64, State)>,
+    )>,
     /// `interleave` or `flat_map`.
     stage: &'static str,
 }
@@ -257,7 +266,11 @@ where
         let mut open = 0;
         for i in 0..slots as usize {
             if state.word(3 + i)? == 1 {
-                let key = state.held.get(open).ok_or_else(|| state.malformed())?.single()?;
+                let key = state
+                    .held
+                    .get(open)
+                    .ok_or_else(|| state.malformed())?
+                    .single()?;
                 let inner = state.input_state(1 + open)?.clone();
                 reopen.push_back((i, key, inner));
                 open += 1;
@@ -281,10 +294,13 @@ where
                 Poll::Ready(Some(Ok(x))) => {
                     let ctx = self.ctx.with_restore(Some(inner));
                     let stream = open(&*self.f, x, &ctx, "interleave")?;
-                    self.cycle.open(slot, Keyed {
-                        stream,
-                        key: Some(key),
-                    });
+                    self.cycle.open(
+                        slot,
+                        Keyed {
+                            stream,
+                            key: Some(key),
+                        },
+                    );
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
                 Poll::Ready(None) => {
@@ -330,7 +346,11 @@ where
                 return Poll::Ready(None);
             }
             Poll::Ready(ready!(input.poll_next_unpin(cx)).map(|x| {
-                let key = input.get_ref().last_prov().ok().and_then(|p| p.single().ok());
+                let key = input
+                    .get_ref()
+                    .last_prov()
+                    .ok()
+                    .and_then(|p| p.single().ok());
                 x.and_then(|x| open(&**f, x, ctx, "interleave"))
                     .map(|stream| Keyed { stream, key })
             }))
@@ -346,7 +366,10 @@ where
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.reopen.is_some() {
-            return Err(unsupported("interleave", "a checkpoint before its inputs were reopened after a restore"));
+            return Err(unsupported(
+                "interleave",
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
         }
         let (slot, taken) = this.cycle.cursor();
         let mut words = vec![slot as u64, taken as u64, this.cycle.slots.len() as u64];
@@ -355,9 +378,12 @@ where
         for open in this.cycle.slots.iter_mut() {
             words.push(u64::from(open.is_some()));
             if let Some(open) = open {
-                let key = open
-                    .key
-                    .ok_or_else(|| unsupported("interleave", "its input cannot say where its elements come from"))?;
+                let key = open.key.ok_or_else(|| {
+                    unsupported(
+                        "interleave",
+                        "its input cannot say where its elements come from",
+                    )
+                })?;
                 held.push(Prov::at(key));
                 inputs.push(open.stream.as_mut().save()?);
             }
@@ -369,11 +395,18 @@ where
 
     /// The inner position, with the input element's position as its last word.
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        let open = self.cycle.slots.get(self.cycle.last).and_then(Option::as_ref);
+        let open = self
+            .cycle
+            .slots
+            .get(self.cycle.last)
+            .and_then(Option::as_ref);
         let open = open.ok_or_else(|| unsupported("interleave", "no element yielded yet"))?;
-        let key = open
-            .key
-            .ok_or_else(|| unsupported("interleave", "its input cannot say where its elements come from"))?;
+        let key = open.key.ok_or_else(|| {
+            unsupported(
+                "interleave",
+                "its input cannot say where its elements come from",
+            )
+        })?;
         open.stream.last_prov()?.push(key)
     }
 }
@@ -509,7 +542,9 @@ where
             }
             None => {
                 this.next = this.route.len();
-                let e = crate::Error::Checkpoint("an inner dataset gave fewer elements than saved".into());
+                let e = crate::Error::Checkpoint(
+                    "an inner dataset gave fewer elements than saved".into(),
+                );
                 Poll::Ready(Some(Err(e.into())))
             }
         }
@@ -518,7 +553,10 @@ where
 
 impl<T, U, F> Resumable for Replay<T, U, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported("interleave", "a stream replaying saved positions is not saved"))
+        Err(unsupported(
+            "interleave",
+            "a stream replaying saved positions is not saved",
+        ))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -36,6 +36,9 @@ where
     if deterministic {
         Box::pin(Opaque::new(calls.buffered(parallelism), "map_async"))
     } else {
-        Box::pin(Opaque::new(calls.buffer_unordered(parallelism), "map_async"))
+        Box::pin(Opaque::new(
+            calls.buffer_unordered(parallelism),
+            "map_async",
+        ))
     }
 }

@@ -3,24 +3,24 @@
 //! | file | tf.data name |
 //! |---|---|
 //! | `map.rs` | `map` (no parallelism), `try_map` |
-//! | `parallel_map.rs` | `map(num_parallel_calls=...)` on blocking threads: `map_parallel` |
-//! | `random_map.rs` | a parallel map with per-element randomness (Grain's `RandomMapTransform`): `random_map` |
-//! | `map_async.rs` | `map` of an async function as spawned tasks: `map_async` |
+//! | `parallel_map.rs` | `map(num_parallel_calls=...)` on blocking threads: `map_parallel`, `try_map_parallel` |
+//! | `random_map.rs` | a parallel map with per-element randomness (Grain's `RandomMapTransform`): `random_map`, `try_random_map` |
+//! | `map_async.rs` | `map` of an async function as spawned tasks: `map_async`, `try_map_async` |
 //! | `filter.rs` | `filter` |
 //! | `interleave.rs` | `interleave`, `flat_map` |
 //! | `parallel_interleave.rs` | `interleave(num_parallel_calls=...)` |
-//! | `batch.rs` | `batch`, `rebatch` |
+//! | `batch.rs` | `batch`, `rebatch` (one size or a list of sizes in turn: `rebatch_sizes`) |
 //! | `collate.rs` | stacking batches into arrays (`batch` of tensors): `collate` |
 //! | `padded_batch.rs`, `ragged_batch.rs` | `padded_batch`, `ragged_batch` |
 //! | `bucket_by_sequence_length.rs` | `bucket_by_sequence_length` |
-//! | `unbatch.rs` | `unbatch` |
+//! | `unbatch.rs` | `unbatch` (of `Vec`s and tensors: `tensor::Unbatch`) |
 //! | `shuffle.rs` | `shuffle` |
-//! | `repeat.rs` | `repeat` |
+//! | `repeat.rs` | `repeat()` (forever), `repeat(count)`: `repeat`, `repeat_n` |
 //! | `take.rs`, `skip.rs`, `take_while.rs` | `take`, `skip`, `take_while` |
 //! | `shard.rs`, `enumerate.rs` | `shard`, `enumerate` |
-//! | `window.rs` | `window` |
+//! | `window.rs` | `window` (each window a `Vec`; as a dataset: `window_datasets`) |
 //! | `scan.rs`, `unique.rs` | `scan`, `unique` |
-//! | `group_by_window.rs` | `group_by_window` |
+//! | `group_by_window.rs` | `group_by_window` (`window_size_func`: `group_by_window_with`) |
 //! | `cache.rs` | `cache()` (in memory) |
 //! | `prefetch.rs` | `prefetch` |
 //! | `ignore_errors.rs` | `ignore_errors` |

@@ -160,7 +160,11 @@ where
 
     /// The position of the input element just taken, as a key.
     fn key(&self) -> Option<u64> {
-        self.input.get_ref().last_prov().ok().and_then(|p| p.single().ok())
+        self.input
+            .get_ref()
+            .last_prov()
+            .ok()
+            .and_then(|p| p.single().ok())
     }
 
     /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
@@ -246,7 +250,11 @@ where
         let mut open = 0;
         for i in 0..slots as usize {
             if state.word(3 + i)? == 1 {
-                let key = state.held.get(open).ok_or_else(|| state.malformed())?.single()?;
+                let key = state
+                    .held
+                    .get(open)
+                    .ok_or_else(|| state.malformed())?
+                    .single()?;
                 let inner = state.input_state(1 + open)?.clone();
                 reopen.push_back((i, key, inner));
                 open += 1;
@@ -419,7 +427,10 @@ where
             ));
         }
         if this.reopen.is_some() {
-            return Err(unsupported(STAGE, "a checkpoint before its inputs were reopened after a restore"));
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
         }
         let input = match this.opener.ahead.front() {
             Some((_, Some(mark))) => mark.clone(),
@@ -435,9 +446,9 @@ where
         for open in this.cycle.slots.iter() {
             words.push(u64::from(open.is_some()));
             if let Some(reader) = open {
-                let key = reader
-                    .key
-                    .ok_or_else(|| unsupported(STAGE, "its input cannot say where its elements come from"))?;
+                let key = reader.key.ok_or_else(|| {
+                    unsupported(STAGE, "its input cannot say where its elements come from")
+                })?;
                 held.push(Prov::at(key));
                 // `[skip]` over the inner stream's mark: restored from the mark, it skips
                 // what was passed on since.
@@ -452,11 +463,15 @@ where
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        let reader = self.cycle.slots.get(self.cycle.last).and_then(Option::as_ref);
+        let reader = self
+            .cycle
+            .slots
+            .get(self.cycle.last)
+            .and_then(Option::as_ref);
         let reader = reader.ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        let key = reader
-            .key
-            .ok_or_else(|| unsupported(STAGE, "its input cannot say where its elements come from"))?;
+        let key = reader.key.ok_or_else(|| {
+            unsupported(STAGE, "its input cannot say where its elements come from")
+        })?;
         reader
             .last
             .clone()

@@ -532,10 +532,9 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
         if this.small {
             let (mark, skip) = match this.groups.front() {
                 Some(front) => (
-                    front
-                        .mark
-                        .clone()
-                        .ok_or_else(|| unsupported(this.stage, "its input cannot save its position"))?,
+                    front.mark.clone().ok_or_else(|| {
+                        unsupported(this.stage, "its input cannot save its position")
+                    })?,
                     front.base + this.yielded as u64,
                 ),
                 None => match this.restored.clone() {
@@ -546,20 +545,28 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
             return Ok(state.words([skip]).input(mark));
         }
         if !this.provs {
-            return Err(unsupported(this.stage, "its input cannot say where its elements come from"));
+            return Err(unsupported(
+                this.stage,
+                "its input cannot say where its elements come from",
+            ));
         }
         let mut held = Vec::new();
         for (i, group) in this.groups.iter().enumerate() {
             let from = if i == 0 { this.yielded } else { 0 };
             held.extend(group.provs.iter().skip(from).cloned());
         }
-        Ok(state.held(held).input(this.input.get_mut().as_mut().save()?))
+        Ok(state
+            .held(held)
+            .input(this.input.get_mut().as_mut().save()?))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.last
-            .clone()
-            .ok_or_else(|| unsupported(self.stage, "the position of its last element was not recorded"))
+        self.last.clone().ok_or_else(|| {
+            unsupported(
+                self.stage,
+                "the position of its last element was not recorded",
+            )
+        })
     }
 
     fn is_small(&self) -> bool {
@@ -613,7 +620,10 @@ impl<T> Resumable for Chain<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.front.is_some() {
-            return Err(unsupported(STAGE, "a checkpoint while the elements in flight at the last restore are made again"));
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint while the elements in flight at the last restore are made again",
+            ));
         }
         this.back.as_mut().save()
     }

@@ -36,17 +36,32 @@ pub(crate) fn build<T: Send + 'static>(
             let skip = state.word(0)?;
             let mark = state.input_state(0)?.clone();
             let skipping = Box::pin(crate::checkpoint::Skipping::new(upstream, skip));
-            let prefetch = Prefetch::new(skipping, buffer, knob.clone(), gauge.clone(), ctx.provenance());
+            let prefetch = Prefetch::new(
+                skipping,
+                buffer,
+                knob.clone(),
+                gauge.clone(),
+                ctx.provenance(),
+            );
             return Ok(prefetch.restored(Some((mark, skip)), None));
         }
         let upstream = if state.word(1)? == 1 {
-            Box::pin(crate::checkpoint::Opaque::new(futures::stream::empty(), STAGE))
+            Box::pin(crate::checkpoint::Opaque::new(
+                futures::stream::empty(),
+                STAGE,
+            ))
         } else {
             upstream
         };
         let front = (!state.held.is_empty())
             .then(|| input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
-        let prefetch = Prefetch::new(upstream, buffer, knob.clone(), gauge.clone(), ctx.provenance());
+        let prefetch = Prefetch::new(
+            upstream,
+            buffer,
+            knob.clone(),
+            gauge.clone(),
+            ctx.provenance(),
+        );
         Ok(prefetch.restored(None, front))
     })();
     restored.unwrap_or_else(|e: anyhow::Error| {
@@ -618,7 +633,11 @@ impl<T: Send + 'static> Future for Producer<T> {
 impl<T: Send + 'static> Prefetch<T> {
     /// Goes on from a restored state (see [`Resumable for Prefetch`](Prefetch)): the marker
     /// (over a small input), or the held elements' replay (over one that is not).
-    pub(crate) fn restored(mut self, marker: Option<(State, u64)>, front: Option<BoxStream<T>>) -> Self {
+    pub(crate) fn restored(
+        mut self,
+        marker: Option<(State, u64)>,
+        front: Option<BoxStream<T>>,
+    ) -> Self {
         if let Some((mark, skip)) = marker {
             self.marker.set(mark);
             self.marker.skip = skip;
@@ -637,7 +656,10 @@ impl<T: Send + 'static> Resumable for Prefetch<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.front.is_some() {
-            return Err(unsupported(STAGE, "a checkpoint before the elements held at the last restore were passed on"));
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before the elements held at the last restore were passed on",
+            ));
         }
         if this.small {
             return this.marker.save(STAGE);
@@ -716,21 +738,24 @@ mod tests {
     fn upstream(n: u64, cost: u64, produced: Arc<AtomicUsize>) -> BoxStream<u64> {
         let mut next = 0;
         let mut paused = false;
-        Box::pin(crate::checkpoint::Opaque::new(futures::stream::poll_fn(move |cx| {
-            if next == n {
-                return Poll::Ready(None);
-            }
-            if next % 3 == 0 && !paused {
-                paused = true;
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            paused = false;
-            spin(cost);
-            produced.fetch_add(1, Ordering::SeqCst);
-            next += 1;
-            Poll::Ready(Some(Ok(next - 1)))
-        }), "test"))
+        Box::pin(crate::checkpoint::Opaque::new(
+            futures::stream::poll_fn(move |cx| {
+                if next == n {
+                    return Poll::Ready(None);
+                }
+                if next % 3 == 0 && !paused {
+                    paused = true;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                paused = false;
+                spin(cost);
+                produced.fetch_add(1, Ordering::SeqCst);
+                next += 1;
+                Poll::Ready(Some(Ok(next - 1)))
+            }),
+            "test",
+        ))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -739,8 +764,13 @@ mod tests {
         // producer runs ahead), with an upstream that pauses: every element once, in order.
         for buffer in [1, 3] {
             let produced = Arc::new(AtomicUsize::new(0));
-            let mut prefetch =
-                Prefetch::new(upstream(600, 60, Arc::clone(&produced)), buffer, None, None, false);
+            let mut prefetch = Prefetch::new(
+                upstream(600, 60, Arc::clone(&produced)),
+                buffer,
+                None,
+                None,
+                false,
+            );
             let mut got = Vec::new();
             while let Some(x) = prefetch.next().await {
                 got.push(x.unwrap_or(u64::MAX));
@@ -771,28 +801,32 @@ mod tests {
             }
         });
         let (mut next, mut ready, mut rng) = (0, false, seed);
-        Box::pin(crate::checkpoint::Opaque::new(futures::stream::poll_fn(move |cx| {
-            if next == n {
-                return Poll::Ready(None);
-            }
-            if !ready {
-                *waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-                if wake_tx.send(0).is_ok() {
-                    ready = true;
+        Box::pin(crate::checkpoint::Opaque::new(
+            futures::stream::poll_fn(move |cx| {
+                if next == n {
+                    return Poll::Ready(None);
                 }
-                return Poll::Pending;
-            }
-            // xorshift: the next wake-up comes after 0-63 us; an element costs 60 us (so
-            // running ahead pays while the consumer is away).
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            spin(60);
-            ready = false;
-            let _ = wake_tx.send(rng % 64);
-            next += 1;
-            Poll::Ready(Some(Ok(next - 1)))
-        }), "test"))
+                if !ready {
+                    *waker.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(cx.waker().clone());
+                    if wake_tx.send(0).is_ok() {
+                        ready = true;
+                    }
+                    return Poll::Pending;
+                }
+                // xorshift: the next wake-up comes after 0-63 us; an element costs 60 us (so
+                // running ahead pays while the consumer is away).
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                spin(60);
+                ready = false;
+                let _ = wake_tx.send(rng % 64);
+                next += 1;
+                Poll::Ready(Some(Ok(next - 1)))
+            }),
+            "test",
+        ))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -802,8 +836,13 @@ mod tests {
         // late and only its last poller: every run ends, with every element once, in order.
         for run in 0..24u64 {
             let buffer = 1 + (run % 3) as usize;
-            let mut prefetch =
-                Prefetch::new(late_waking_upstream(300, run + 1), buffer, None, None, false);
+            let mut prefetch = Prefetch::new(
+                late_waking_upstream(300, run + 1),
+                buffer,
+                None,
+                None,
+                false,
+            );
             let mut got = Vec::new();
             let drained = tokio::time::timeout(Duration::from_secs(20), async {
                 while let Some(x) = prefetch.next().await {
@@ -827,7 +866,13 @@ mod tests {
         // Elements cost 200 us, the consumer is away 10 ms per element: overlapping pays, so
         // the producer fills the buffer while the consumer is away, and never more.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch = Prefetch::new(upstream(1000, 200, Arc::clone(&produced)), 2, None, None, false);
+        let mut prefetch = Prefetch::new(
+            upstream(1000, 200, Arc::clone(&produced)),
+            2,
+            None,
+            None,
+            false,
+        );
         let (mut consumed, mut most_ahead) = (0, 0);
         for _ in 0..30 {
             assert!(matches!(prefetch.next().await, Some(Ok(_))));
@@ -845,8 +890,13 @@ mod tests {
         // Nothing to overlap: the consumer polls the upstream, so at most the element the
         // producer was polling when the consumer came back is produced ahead.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch =
-            Prefetch::new(upstream(100_000, 0, Arc::clone(&produced)), 4, None, None, false);
+        let mut prefetch = Prefetch::new(
+            upstream(100_000, 0, Arc::clone(&produced)),
+            4,
+            None,
+            None,
+            false,
+        );
         let mut consumed = 0;
         while let Some(x) = prefetch.next().await {
             assert_eq!(x.ok(), Some(consumed as u64));
@@ -896,11 +946,11 @@ mod tests {
             let ds = crate::Dataset::range(0, 100)
                 .map_async(1, |x| async move {
                     tokio::time::sleep(Duration::from_millis(1)).await;
-                    anyhow::Ok(x)
+                    x
                 })
                 .map(|x| {
                     spin(1000);
-                    anyhow::Ok(x)
+                    x
                 })
                 .prefetch(1)
                 .with_options(crate::Options::new().stats_timing(timing));

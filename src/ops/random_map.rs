@@ -48,30 +48,35 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
     let fallback: u64 = rand::random();
     let depth = input.depth() + 1;
     input
-        .unary_with(STAGE, input.cardinality(), Counting::Wrapped, move |ctx, upstream| {
-            // [seed, epoch] first in its saved state; restored ones win.
-            let saved = ctx
-                .restoring()
-                .filter(|_| ctx.replaying().is_none())
-                .and_then(|s| Some((s.word(0).ok()?, s.word(1).ok()?)));
-            let (seed, epoch) =
-                saved.unwrap_or_else(|| (ctx.seed_for(seed, depth, fallback), ctx.epoch()));
-            let key = epoch_key(seed, epoch);
-            let f = Arc::clone(&f);
-            let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =
-                Arc::new(move |(index, x)| f(x, &mut element_rng(key, index as u64)));
-            // Elements are numbered in input order before they are handed to the workers
-            // (errors take an index too, so an element's index is its position in the input);
-            // the number is part of its saved position.
-            let numbered = |ctx: &Ctx| -> BoxStream<(i64, T)> {
-                Box::pin(crate::ops::enumerate::build(ctx, upstream, 0))
-            };
-            let input = Input {
-                build: &numbered,
-                small: upstream.is_small(),
-            };
-            parallel_map::build(ctx, &input, call, parallelism, STAGE, vec![seed, epoch])
-        })
+        .unary_with(
+            STAGE,
+            input.cardinality(),
+            Counting::Wrapped,
+            move |ctx, upstream| {
+                // [seed, epoch] first in its saved state; restored ones win.
+                let saved = ctx
+                    .restoring()
+                    .filter(|_| ctx.replaying().is_none())
+                    .and_then(|s| Some((s.word(0).ok()?, s.word(1).ok()?)));
+                let (seed, epoch) =
+                    saved.unwrap_or_else(|| (ctx.seed_for(seed, depth, fallback), ctx.epoch()));
+                let key = epoch_key(seed, epoch);
+                let f = Arc::clone(&f);
+                let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =
+                    Arc::new(move |(index, x)| f(x, &mut element_rng(key, index as u64)));
+                // Elements are numbered in input order before they are handed to the workers
+                // (errors take an index too, so an element's index is its position in the input);
+                // the number is part of its saved position.
+                let numbered = |ctx: &Ctx| -> BoxStream<(i64, T)> {
+                    Box::pin(crate::ops::enumerate::build(ctx, upstream, 0))
+                };
+                let input = Input {
+                    build: &numbered,
+                    small: upstream.is_small(),
+                };
+                parallel_map::build(ctx, &input, call, parallelism, STAGE, vec![seed, epoch])
+            },
+        )
         .keyed(seed.map_or(0, crate::dataset::mix64))
 }
 

@@ -9,15 +9,15 @@ use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset};
 
 const STAGE: &str = "repeat";
 
-pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, count: i64) -> Dataset<T> {
+/// `times`: `None` repeats forever, `Some(n)` `n` times.
+pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>) -> Dataset<T> {
     // tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
-    let card = match (count, input.cardinality()) {
-        (0, _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
-        (c, _) if c < 0 => Cardinality::Infinite,
-        (c, Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c as u64)),
-        (_, other) => other,
+    let card = match (times, input.cardinality()) {
+        (Some(0), _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
+        (None, _) => Cardinality::Infinite,
+        (Some(c), Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c)),
+        (Some(_), other) => other,
     };
-    let times = u64::try_from(count).ok();
     input
         .unary_with(STAGE, card, Counting::Wrapped, move |ctx, upstream| {
             let mut repeat = Repeat {
@@ -41,7 +41,7 @@ pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, count: i64) -> Data
             }
             repeat
         })
-        .keyed(count as u64)
+        .keyed(times.map_or(u64::MAX, |t| t))
 }
 
 /// Stream for the [`repeat`](crate::Dataset::repeat) method: builds the upstream anew for
@@ -153,7 +153,10 @@ impl<T: Send + 'static> Resumable for Repeat<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.replay.is_some() {
-            return Err(unsupported(STAGE, "a stream replaying saved positions is not saved"));
+            return Err(unsupported(
+                STAGE,
+                "a stream replaying saved positions is not saved",
+            ));
         }
         let state = State::new(STAGE).words([this.started]);
         Ok(match this.current.as_mut() {

@@ -30,8 +30,15 @@ pub(crate) fn dataset<T: Send + 'static>(
             input.cardinality(),
             Counting::Wrapped,
             move |ctx, input| -> BoxStream<T> {
-                match build(ctx, input, buffer_size, seed, fallback, depth, reshuffle_each_iteration)
-                {
+                match build(
+                    ctx,
+                    input,
+                    buffer_size,
+                    seed,
+                    fallback,
+                    depth,
+                    reshuffle_each_iteration,
+                ) {
                     Ok(stream) => Box::pin(stream),
                     Err(e) => error_stream(e),
                 }
@@ -65,7 +72,13 @@ fn build<T: Send + 'static>(
         let epoch = if reshuffle { ctx.epoch() } else { 0 };
         let upstream = input.build(&ctx.with_provenance());
         let record = upstream.resumable();
-        let mut shuffle = Shuffle::new(upstream, buffer_size, rng(base, epoch), ctx.stats_handle(), record);
+        let mut shuffle = Shuffle::new(
+            upstream,
+            buffer_size,
+            rng(base, epoch),
+            ctx.stats_handle(),
+            record,
+        );
         shuffle.seed = (base, epoch);
         return Ok(shuffle);
     };
@@ -79,7 +92,13 @@ fn build<T: Send + 'static>(
     shuffle.seed = (base, epoch);
     if !state.held.is_empty() {
         let held: Arc<[Prov]> = state.held.clone().into();
-        shuffle.refill = Some((input.build(&ctx.for_input(0).with_replay(Arc::clone(&held))).fuse(), held, 0));
+        shuffle.refill = Some((
+            input
+                .build(&ctx.for_input(0).with_replay(Arc::clone(&held)))
+                .fuse(),
+            held,
+            0,
+        ));
     }
     Ok(shuffle)
 }
@@ -170,7 +189,10 @@ where
                 }
             }
             if *n != held.len() {
-                let e = unsupported(STAGE, "replaying its saved buffer gave fewer elements than saved");
+                let e = unsupported(
+                    STAGE,
+                    "replaying its saved buffer gave fewer elements than saved",
+                );
                 *this.refill = None;
                 return Poll::Ready(Some(Err(e)));
             }
@@ -219,12 +241,14 @@ impl<St: Resumable, T> Resumable for Shuffle<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         if this.refill.is_some() {
-            return Err(unsupported(STAGE, "a checkpoint before its first element after a restore"));
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
         }
-        let held = this
-            .provs
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "its input cannot say where its elements come from"))?;
+        let held = this.provs.clone().ok_or_else(|| {
+            unsupported(STAGE, "its input cannot say where its elements come from")
+        })?;
         let pos = this.rng.get_word_pos();
         Ok(State::new(STAGE)
             .words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64])

@@ -1,8 +1,8 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::Stream;
 use crate::checkpoint::{Prov, Resumable, State};
+use futures::stream::Stream;
 use pin_project::pin_project;
 
 /// Stream for the [`skip`](crate::Dataset::skip) method.

@@ -128,11 +128,6 @@ pub(crate) struct ChunkSender<T> {
 }
 
 impl<T> ChunkSender<T> {
-    /// The most elements a chunk holds.
-    pub(crate) fn max_chunk(&self) -> usize {
-        self.max_chunk
-    }
-
     /// Hands over a whole chunk, waiting for room; `Err` once the receiver is gone. The
     /// chunk's elements count in the gauge while they wait (as [`forward`]'s do).
     pub(crate) async fn send_chunk(&mut self, chunk: Vec<T>) -> Result<(), Closed> {

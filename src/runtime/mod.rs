@@ -3,12 +3,15 @@
 //! Every task handle aborts its task when dropped ([`AbortOnDropHandle`]), so dropping an epoch's
 //! stream stops everything that epoch started. Async work (prefetch producers, interleave
 //! readers, `map_async` calls) runs as tokio tasks; CPU-bound user functions run on tokio's
-//! blocking threads, never on the async workers.
+//! blocking threads, never on the async workers. Epochs iterated without a runtime of the
+//! caller's ([`Dataset::iter_blocking`](crate::Dataset::iter_blocking)) run on one streamload
+//! owns (`shared.rs`).
 
 mod autotune;
 mod chunks;
 mod coop;
 mod prefetch;
+mod shared;
 pub(crate) use autotune::{
     Budget, INITIAL_BUFFER, Knob, KnobKind, MAX_BUFFER, Tuner, physical_memory,
 };
@@ -17,6 +20,7 @@ pub(crate) use chunks::{
 };
 pub(crate) use coop::Coop;
 pub(crate) use prefetch::prefetch_element;
+pub(crate) use shared::spawn_shared;
 
 use std::future::Future;
 use std::sync::Arc;

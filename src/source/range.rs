@@ -32,12 +32,14 @@ fn source(ctx: &Ctx, start: i64, step: i64, len: Option<u64>) -> BoxStream<i64> 
     let value = move |i: u64| start.wrapping_add((i as i64).wrapping_mul(step));
     if let Some(provs) = ctx.replaying() {
         let stage = if len.is_some() { "range" } else { "counter" };
-        return Box::pin(ReplaySource::new(Arc::clone(provs), stage, move |i| {
-            match len {
+        return Box::pin(ReplaySource::new(
+            Arc::clone(provs),
+            stage,
+            move |i| match len {
                 Some(n) if i >= n => Err(unsupported(stage, "a saved position is past its end")),
                 _ => Ok(value(i)),
-            }
-        }));
+            },
+        ));
     }
     let mut range = Range::new(start, step, len, ctx.own_counters());
     if let Some(state) = ctx.restoring() {

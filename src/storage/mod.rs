@@ -11,13 +11,26 @@
 //!   A store is built once per bucket from the usual environment variables (`AWS_*`,
 //!   `GOOGLE_*`, `AZURE_*`), or registered explicitly with [`register`] /
 //!   [`register_with`] (custom endpoints and credentials, read options, `memory://` stores).
+//! - Retries: one policy, streamload's ([`ReadOptions`]'s [Retries](ReadOptions#retries));
+//!   stores built from URLs and the environment have `object_store`'s own retries off, so
+//!   no layer retries inside another. Transient faults (5xx, 408, 429, resets, stalls) back
+//!   off with jitter from 100 ms up to 10 s until [`ReadOptions::retry_deadline`] (5 minutes
+//!   by default) has passed since the first fault in a row, per request, and a broken body
+//!   resumes where it stopped; listings resume after the last key listed. Permanent faults
+//!   fail at once, naming the URL: other 4xx answers, missing credentials, and on a first
+//!   request a refused connection, an unknown host or a failed TLS handshake (a wrong URL or
+//!   endpoint fails in milliseconds, not minutes).
+//! - Credentials: where the environment configures none (no `AWS_ACCESS_KEY_ID`, web
+//!   identity, container credentials or `AWS_SKIP_SIGNATURE`; likewise for GCS and Azure),
+//!   the cloud's metadata service (an instance role) is asked once, for at most 2 s, and a
+//!   failure names the variables to set; `AWS_EC2_METADATA_DISABLED=true` skips it. Errors
+//!   show each cause once.
 //! - Timeouts: a store built from the environment has no whole-request timeout (object_store's
 //!   default 30 s covers the whole body, so a slow 8 MiB block would be cut every 30 s), only
 //!   a connect timeout; a body that sends no byte for [`ReadOptions::read_timeout`] counts as
 //!   broken and is resumed. A store you register keeps the timeouts you built it with (turn
-//!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`). A block's
-//!   retry count starts again whenever a try brought some bytes, so a long body on a flaky
-//!   link is not given up after [`ReadOptions::retries`] partial reads.
+//!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`, and its
+//!   retries with `RetryConfig { max_retries: 0, .. }`, so that one retry policy runs).
 //! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
 //!   password or a query string (a pre-signed URL, an Azure SAS token) is refused rather than
 //!   sent: pass credentials through the environment or [`register_with`].
@@ -197,7 +210,8 @@ impl From<url::Url> for Location {
 /// # Errors
 ///
 /// When the file or object cannot be opened (not found, forbidden, a permanent fault or
-/// transient ones past the retries), naming the location; reads fail the same way later.
+/// transient ones past the retry deadline), naming the location; reads fail the same way
+/// later.
 pub async fn open(
     location: impl Into<Location>,
 ) -> anyhow::Result<impl tokio::io::AsyncBufRead + Send + Unpin> {
@@ -208,12 +222,8 @@ pub async fn open(
         .await
         .map_err(|e| e.context(format!("opening {location}")))?;
     let shown = location.to_string();
-    // Object errors name the URL already; a local file's are given its path.
-    let local = location.as_path().is_some();
-    let blocks = blocks.map_err(move |e| match local {
-        true => std::io::Error::new(e.kind(), format!("reading {shown}: {e}")),
-        false => e,
-    });
+    let blocks =
+        blocks.map_err(move |e| std::io::Error::new(e.kind(), format!("reading {shown}: {e}")));
     Ok(tokio_util::io::StreamReader::new(blocks))
 }
 
@@ -240,7 +250,7 @@ pub async fn open(
 /// # Errors
 ///
 /// A range starting past the end, a missing file or object, a permanent fault or transient
-/// ones past the retries, each naming the location.
+/// ones past the retry deadline, each naming the location.
 pub async fn read_range(
     location: impl Into<Location>,
     range: std::ops::Range<u64>,
@@ -252,6 +262,27 @@ pub async fn read_range(
             .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
         Location::Url(url) => remote::read_range(url, range).await,
     }
+}
+
+/// `e` and its sources as one message, each cause once: a source whose message its error's
+/// message already holds (object_store's errors show their source, "Generic S3 error:
+/// Error performing GET ... - HTTP error: ...") is not shown again, one that adds something
+/// (reqwest's "error sending request" hides "Connection refused") follows after `: `.
+///
+/// Errors from object stores enter `anyhow` through this, as a message: kept as sources,
+/// `{:#}` would show each cause as often as it is repeated down the chain.
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut shown = e.to_string();
+    let mut source = e.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !text.is_empty() && !shown.contains(&text) {
+            shown.push_str(": ");
+            shown.push_str(&text);
+        }
+        source = e.source();
+    }
+    shown
 }
 
 /// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
@@ -267,5 +298,60 @@ pub(crate) async fn open_blocks(
         Location::Local(path) if memory_map => Ok(local::map_ahead(path, block, read_ahead).await?),
         Location::Local(path) => Ok((local::read_ahead(path, block, read_ahead).await?, false)),
         Location::Url(url) => Ok((remote::open(url).await?, false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An error whose message shows its source's, as object_store's do.
+    #[derive(Debug)]
+    struct Shows(&'static str, Option<Box<Shows>>);
+
+    impl std::fmt::Display for Shows {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match &self.1 {
+                Some(source) => write!(f, "{}: {source}", self.0),
+                None => f.write_str(self.0),
+            }
+        }
+    }
+
+    impl std::error::Error for Shows {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn describe_shows_each_cause_once() {
+        let inner = Shows("Account must be specified", None);
+        let e = Shows("Generic error", Some(Box::new(inner)));
+        assert_eq!(
+            super::describe(&e),
+            "Generic error: Account must be specified"
+        );
+        // A source its error does not show follows it.
+        let io = std::io::Error::other(Shows("Connection refused", None));
+        let e = std::io::Error::other(Wrapped(io));
+        assert_eq!(
+            super::describe(&e),
+            "error sending request: Connection refused"
+        );
+    }
+
+    /// An error that hides its source's message, as reqwest's do.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
     }
 }

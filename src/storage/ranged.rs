@@ -9,9 +9,9 @@
 //! block is fetched by a task of its own (stopped when the stream is dropped), so a body is
 //! drained and its connection given back even while the consumer reads other objects.
 //! Blocks are yielded in order, so the reader above sees one byte stream. When the first GET
-//! fails with anything but a permanent fault (an empty object has no byte to range over; a
+//! fails with a transient fault or a 416 (an empty object has no byte to range over; a
 //! server may be throttling), the size and ETag come from a HEAD instead and every block is
-//! fetched as below.
+//! fetched as below; a first GET that fails with a permanent fault is the error, with no HEAD.
 //!
 //! Later blocks and resumed bodies never come from another version of the object: they are
 //! conditional on the first response's ETag (`If-Match`) or, from a server that sends none,
@@ -20,16 +20,22 @@
 //! can be checked: an object is read only as far as its first response goes unbroken, then
 //! fails ("changed or cannot be validated") rather than mix versions.
 //!
-//! A transient fault (5xx, throttling, a reset connection, a body that stops or stalls past
-//! [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter; the retry
-//! asks only for the bytes not yet received, so nothing is lost or read twice. A permanent
-//! fault (not found, forbidden, bad credentials, the object changed since its first block)
-//! fails at once, naming the URL and never a credential.
+//! This is the one retry policy of the stores streamload reads (see [`ReadOptions`]): a
+//! transient fault (5xx, 408, 429, a reset or dropped connection, a body that stops or stalls
+//! past [`ReadOptions::read_timeout`]) is retried with exponential backoff and jitter until
+//! [`ReadOptions::retry_deadline`] has passed since the first fault in a row; the retry asks
+//! only for the bytes not yet received, so nothing is lost or read twice. A permanent fault
+//! fails at once, naming the URL and never a credential: not found, forbidden, bad or missing
+//! credentials, any other 4xx, a request that cannot be built, the object changed since its
+//! first block, and a connection that cannot be made on an object's first request (refused,
+//! an unknown host, a failed TLS handshake: a wrong URL or endpoint, which waiting does not
+//! mend; once the object has answered, a failed connection is transient).
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as StorePath;
@@ -40,42 +46,68 @@ use super::Location;
 use crate::format::Blocks;
 use crate::runtime::{self, Task};
 
-/// How objects are read from a store (see [`register_with`](super::register_with)).
+/// How objects are read from a store (see [`register_with`](super::register_with)), and
+/// how their faults are retried.
+///
+/// # Retries
+///
+/// This is streamload's one retry policy for object stores. Stores built from URLs and the
+/// environment have `object_store`'s own retries turned off (`RetryConfig::max_retries` 0), so
+/// nothing retries underneath it; turn them off in a store you [`register`](super::register)
+/// too, or both layers retry, one inside the other.
+///
+/// - A *transient* fault (a 5xx answer, 408, 429, a reset or dropped connection, no response
+///   or no byte for [`read_timeout`](ReadOptions::read_timeout)) is retried after a delay
+///   that starts at the first [`backoff`](ReadOptions::backoff) (100 ms) and doubles up to
+///   its maximum (10 s), with random jitter, until
+///   [`retry_deadline`](ReadOptions::retry_deadline) (5 minutes) has passed since the first
+///   fault in a row: throttling storms of minutes are ridden out. The deadline counts per
+///   request (the HEAD or GET that opens an object, each block's GET); a try that brought
+///   bytes ends the row, and the retry resumes the body where it stopped. Past the deadline
+///   the error says how long it retried, how many tries, and the last fault (its HTTP status).
+/// - A *permanent* fault fails at once: 4xx answers but 408 and 429 (not found, forbidden,
+///   bad credentials, a range past the end), missing credentials, a request that cannot be
+///   built, a changed object, and a connection that cannot be made on an object's first
+///   request (refused, an unknown host, a failed TLS handshake); after the object has
+///   answered once, a failed connection is transient.
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// use streamload::storage::ReadOptions;
 ///
 /// let options = ReadOptions::default()
 ///     .block_size(16 << 20)
 ///     .read_ahead(2)
 ///     .max_connections(32)
-///     .retries(5)
+///     .backoff(Duration::from_millis(50), Duration::from_secs(5))
+///     .retry_deadline(Duration::from_secs(600))
 ///     .read_timeout(Duration::from_secs(10));
 /// assert_eq!(options.get_block_size(), 16 << 20);
+/// assert_eq!(options.get_retry_deadline(), Duration::from_secs(600));
+/// assert_eq!(ReadOptions::default().get_retry_deadline(), Duration::from_secs(300));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
     block_size: u64,
     read_ahead: usize,
     max_connections: usize,
-    retries: u32,
     backoff: Duration,
     max_backoff: Duration,
+    retry_deadline: Duration,
     read_timeout: Duration,
 }
 
 impl Default for ReadOptions {
-    /// 8 MiB blocks, 4 read ahead per object, 64 requests per store, 8 retries from 100 ms
-    /// backoff up to 10 s, 30 s without a byte is a stall.
+    /// 8 MiB blocks, 4 read ahead per object, 64 requests per store, transient faults retried
+    /// from 100 ms backoff up to 10 s for up to 5 minutes, 30 s without a byte is a stall.
     fn default() -> Self {
         ReadOptions {
             block_size: 8 << 20,
             read_ahead: 4,
             max_connections: 64,
-            retries: 8,
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
+            retry_deadline: Duration::from_secs(5 * 60),
             read_timeout: Duration::from_secs(30),
         }
     }
@@ -101,14 +133,17 @@ impl ReadOptions {
         self
     }
 
-    /// Retries of a transient fault per block before its error is returned; a try that
-    /// brought some bytes before it broke starts the count again.
-    pub fn retries(mut self, n: u32) -> Self {
-        self.retries = n;
+    /// How long transient faults of one request (an object's HEAD or first GET, a block's
+    /// GET and its resumes) are retried, from the first fault in a row, before its error is
+    /// returned (default 5 minutes; zero: no retry). A try that brought some bytes before it
+    /// broke ends the row. See [Retries](ReadOptions#retries).
+    pub fn retry_deadline(mut self, deadline: Duration) -> Self {
+        self.retry_deadline = deadline;
         self
     }
 
-    /// The first retry's delay, doubled per retry up to `max` (each with random jitter).
+    /// The first retry's delay, doubled per retry up to `max` (each with random jitter in its
+    /// upper half, so readers do not retry in lockstep).
     pub fn backoff(mut self, first: Duration, max: Duration) -> Self {
         self.backoff = first;
         self.max_backoff = max.max(first);
@@ -126,6 +161,11 @@ impl ReadOptions {
     /// The block size.
     pub fn get_block_size(&self) -> u64 {
         self.block_size
+    }
+
+    /// The retry deadline (see [`retry_deadline`](ReadOptions::retry_deadline)).
+    pub fn get_retry_deadline(&self) -> Duration {
+        self.retry_deadline
     }
 }
 
@@ -148,7 +188,8 @@ impl Reader {
     }
 }
 
-/// The object at `path` as a stream of blocks; `shown` names it in errors.
+/// The object at `path` as a stream of blocks; `shown` names it in the errors of its reads
+/// (the caller names it in an error opening it).
 pub(crate) async fn open(
     reader: Reader,
     path: StorePath,
@@ -161,22 +202,7 @@ pub(crate) async fn open(
             (meta, Some((permit, response.into_stream())))
         }
         // An empty object has no byte to range over: its size comes from a HEAD.
-        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
-            return Err(anyhow::anyhow!("reading {shown}: {e}"));
-        }
-        Err(Fault::Changed(message)) => return Err(anyhow::anyhow!("reading {shown}: {message}")),
-        Err(fault) => {
-            let meta = head(&reader, &path, &shown).await.map_err(|e| {
-                let get = match fault {
-                    Fault::Transient(message) | Fault::Changed(message) => message,
-                    Fault::Permanent(e) => e.to_string(),
-                };
-                e.context(format!(
-                    "reading {shown}: the GET failed ({get}), then the HEAD"
-                ))
-            })?;
-            (meta, None)
-        }
+        Err(fault) => (head_after(&reader, &path, fault).await?, None),
     };
     let size = meta.size;
     let read_ahead = reader.options.read_ahead;
@@ -216,17 +242,20 @@ pub(crate) async fn read_range(
     if range.is_empty() {
         return Ok(Bytes::new());
     }
-    // As in `open`: a first GET that fails with anything but a permanent fault (a range
-    // past the end is one, for some stores) is followed by a HEAD, for the size.
+    // As in `open`: a first GET that fails with a transient fault or a 416 (a range past
+    // the end, for some stores) is followed by a HEAD, for the size.
     let (meta, opened) = match request(&reader, &path, range.clone(), None).await {
         Ok((permit, response)) => {
             let meta = response.meta.clone();
             (meta, Some((permit, response.into_stream())))
         }
-        Err(Fault::Permanent(e)) if status_of_chain(&e) != Some(416) => {
-            return Err(anyhow::anyhow!("reading {shown}: {e}"));
+        Err(fault) => {
+            let meta = head_after(&reader, &path, fault).await;
+            (
+                meta.with_context(|| format!("reading {shown} at {range:?}"))?,
+                None,
+            )
         }
-        Err(_) => (head(&reader, &path, &shown).await?, None),
     };
     anyhow::ensure!(
         range.start <= meta.size,
@@ -243,7 +272,10 @@ pub(crate) async fn read_range(
         first: meta,
         shown,
     };
-    let parts = object.fetch(range.start..end, opened).await?;
+    let parts = object
+        .fetch(range.start..end, opened)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading {} at {range:?}: {e}", object.shown))?;
     Ok(match <[Bytes; 1]>::try_from(parts) {
         Ok([one]) => one,
         Err(parts) => parts.concat().into(),
@@ -271,25 +303,44 @@ impl Fetch {
     }
 }
 
-/// The object's size and ETag from a HEAD, retried on transient faults.
-async fn head(
-    reader: &Reader,
-    path: &StorePath,
-    shown: &Location,
-) -> anyhow::Result<object_store::ObjectMeta> {
-    let mut failures = 0;
+/// After the object's first GET failed with `fault`: the error, when the fault is permanent
+/// (but a 416, a range over an empty object); otherwise the object's size and ETag from a
+/// HEAD, retried on transient faults within the deadline that began with the GET's fault.
+async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::Result<ObjectMeta> {
+    let mut retrying = Retrying::default();
+    let get = match fault {
+        Fault::Permanent(e) if status_of(&e) != Some(416) => {
+            return Err(anyhow::anyhow!(e));
+        }
+        Fault::Changed(message) => return Err(anyhow::anyhow!(message)),
+        Fault::Permanent(message) => message,
+        Fault::Transient(message) => {
+            // The GET's fault starts the deadline; the HEAD is its retry, after the backoff.
+            tokio::time::sleep(retrying.fault(&reader.options, message.clone())?).await;
+            message
+        }
+    };
+    let failed = |e: anyhow::Error| e.context(format!("the GET failed ({get}), then the HEAD"));
     loop {
         let head = {
-            let _permit = reader.connections.acquire().await?;
+            let _permit = reader
+                .connections
+                .acquire()
+                .await
+                .map_err(|e| failed(e.into()))?;
             reader.store.head(path).await
         };
-        match head {
+        let delay = match head {
             Ok(meta) => return Ok(meta),
-            Err(e) => {
-                let delay = retry_or_fail(&reader.options, &mut failures, classify(e), shown)?;
-                tokio::time::sleep(delay).await;
-            }
-        }
+            // The object answered the GET: a failed connection now is transient.
+            Err(e) => match classify(e, true) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        tokio::time::sleep(delay.map_err(failed)?).await;
     }
 }
 
@@ -303,7 +354,8 @@ type Body = (
 /// response's headers (at most the read timeout). With `first` (the object as its first
 /// response described it), the GET is conditional on its ETag, or without one on its
 /// Last-Modified date, and the response must describe the same object: the same size, and
-/// the same ETag (or without one, the same date).
+/// the same ETag (or without one, the same date). Without `first` (the object has not
+/// answered yet), a connection that cannot be made is a permanent fault.
 async fn request(
     reader: &Reader,
     path: &StorePath,
@@ -326,7 +378,7 @@ async fn request(
     let response = tokio::time::timeout(timeout, reader.store.get_opts(path, get))
         .await
         .map_err(|_| Fault::Transient(format!("no response in {timeout:?}")))?
-        .map_err(classify)?;
+        .map_err(|e| classify(e, first.is_some()))?;
     if let Some(first) = first {
         let now = &response.meta;
         // The date is the validator only without an ETag (a HEAD and a GET may give it at
@@ -365,22 +417,24 @@ struct Object {
     shown: Location,
 }
 
-/// Why a request failed, and whether trying again can help.
-enum Fault {
+/// Why a request failed, and whether trying again can help; each with the failure's
+/// message (every cause of its chain once, see [`describe`](super::describe)).
+pub(crate) enum Fault {
     Transient(String),
-    Permanent(object_store::Error),
+    Permanent(String),
     /// The object changed since its first response, or cannot be shown not to have.
     Changed(String),
 }
 
 impl Object {
     /// The bytes of `range`, as the body chunks they arrived in, reading `opened` first if
-    /// the block's GET was already sent; retried and resumed.
+    /// the block's GET was already sent; retried and resumed. Errors say what failed and at
+    /// which byte, not the object (the reader above names it).
     async fn fetch(&self, range: Range<u64>, opened: Option<Body>) -> std::io::Result<Vec<Bytes>> {
         let options = &self.reader.options;
         let mut parts = Vec::new();
         let mut at = range.start;
-        let mut failures = 0;
+        let mut retrying = Retrying::default();
         let mut opened = opened;
         loop {
             let before = at;
@@ -397,12 +451,18 @@ impl Object {
                 Err(fault) => fault,
             };
             if at > before {
-                // Bytes arrived: a long body on a flaky link is not cut off after so many
-                // partial reads, only after so many tries in a row that bring nothing.
-                failures = 0;
+                // Bytes arrived: a long body on a flaky link is not cut off after so long in
+                // partial reads, only after the deadline of tries in a row that bring nothing.
+                retrying = Retrying::default();
             }
-            let delay = retry_or_fail(options, &mut failures, fault, &self.shown)
-                .map_err(|e| std::io::Error::other(format!("{e} (at byte {at})")))?;
+            let delay = match fault {
+                Fault::Transient(message) => retrying.fault(options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            };
+            let delay =
+                delay.map_err(|e| std::io::Error::other(format!("{e:#} (at byte {at})")))?;
             tokio::time::sleep(delay).await;
         }
     }
@@ -444,7 +504,7 @@ impl Object {
                 .map_err(|_| Fault::Transient(format!("no byte in {timeout:?}")))?;
             match chunk {
                 None => return Ok(()),
-                Some(Err(e)) => return Err(classify(e)),
+                Some(Err(e)) => return Err(classify(e, true)),
                 Some(Ok(mut chunk)) => {
                     // Never more than was asked for, whatever the server sends.
                     chunk.truncate((end - *at) as usize);
@@ -461,88 +521,133 @@ impl Object {
     }
 }
 
-/// The delay before the next try after `fault`, or the error to give up with.
-fn retry_or_fail(
-    options: &ReadOptions,
-    failures: &mut u32,
-    fault: Fault,
-    shown: &Location,
-) -> anyhow::Result<Duration> {
-    match fault {
-        Fault::Permanent(e) => Err(anyhow::anyhow!("reading {shown}: {e}")),
-        Fault::Changed(message) => Err(anyhow::anyhow!("reading {shown}: {message}")),
-        Fault::Transient(message) => {
-            *failures += 1;
-            if *failures > options.retries {
-                return Err(anyhow::anyhow!(
-                    "reading {shown}: gave up after {} retries: {message}",
-                    options.retries
-                ));
-            }
-            Ok(backoff(options, *failures))
+/// The transient faults of one request in a row: when the first came, how many, and the
+/// last one's message.
+#[derive(Default)]
+pub(crate) struct Retrying {
+    since: Option<Instant>,
+    faults: u32,
+}
+
+impl Retrying {
+    /// After the transient fault `message`: the delay before the next try, or (past the
+    /// deadline) the error to give up with, saying how long and how often it was tried (the
+    /// caller names the object).
+    pub(crate) fn fault(
+        &mut self,
+        options: &ReadOptions,
+        message: String,
+    ) -> anyhow::Result<Duration> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        self.faults += 1;
+        let elapsed = since.elapsed();
+        if elapsed >= options.retry_deadline {
+            let status = match status_of(&message) {
+                Some(status) => format!("the last with HTTP status {status}"),
+                None => "the last".to_string(),
+            };
+            return Err(anyhow::anyhow!(
+                "gave up after {} of transient faults ({} tries, retry \
+                 deadline {:?}); {status}: {message}",
+                Seconds(elapsed),
+                self.faults,
+                options.retry_deadline,
+            ));
         }
+        // The last try comes at the deadline, not a backoff past it.
+        Ok(backoff(options, self.faults).min(options.retry_deadline - elapsed))
     }
 }
 
-/// Not found, forbidden, bad credentials, a changed object, any other 4xx answer but 408
-/// (timeout) and 429 (throttling), and a request that could not be built (a bad URL, plain
-/// http refused, a configuration error) are permanent; 5xx answers, 408, 429, broken
-/// connections and timeouts may pass.
-fn classify(e: object_store::Error) -> Fault {
+/// A duration shown in seconds, to a tenth (`12.3 s`).
+struct Seconds(Duration);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.1} s", self.0.as_secs_f64())
+    }
+}
+
+/// Why `e` failed and whether trying again can help; `reached`: whether the object has
+/// answered a request before (then a connection that cannot be made is transient: the
+/// network or the server failed mid-read; before, it is a wrong URL or endpoint).
+///
+/// Permanent: not found, forbidden, bad or missing credentials, a changed object, any other
+/// 4xx answer but 408 (timeout) and 429 (throttling), a request that could not be built (a
+/// bad URL, plain http refused, a configuration error), and before `reached`, a connection
+/// refused, an unknown host or a failed TLS handshake. Transient: 5xx answers, 408, 429,
+/// broken connections and timeouts.
+pub(crate) fn classify(e: object_store::Error, reached: bool) -> Fault {
     use object_store::Error as E;
-    match e {
+    let permanent = matches!(
+        e,
         E::NotFound { .. }
-        | E::PermissionDenied { .. }
-        | E::Unauthenticated { .. }
-        | E::Precondition { .. }
-        | E::InvalidPath { .. }
-        | E::NotSupported { .. }
-        | E::NotImplemented { .. }
-        | E::UnknownConfigurationKey { .. } => Fault::Permanent(e),
-        other if is_permanent(&other) => Fault::Permanent(other),
-        other => Fault::Transient(other.to_string()),
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::Precondition { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::NotImplemented { .. }
+            | E::UnknownConfigurationKey { .. }
+    );
+    if permanent || is_permanent(&e) {
+        return Fault::Permanent(super::describe(&e));
     }
+    if !reached && cannot_connect(&e) {
+        return Fault::Permanent(format!(
+            "cannot connect (not retried: on the first request, a refused connection, an \
+             unknown host or a failed TLS handshake means a wrong URL or endpoint): {}",
+            super::describe(&e)
+        ));
+    }
+    Fault::Transient(super::describe(&e))
 }
 
-/// Whether `e`'s chain of sources holds a permanent HTTP status or a request that could
-/// not be built.
+/// The sources of `e`, from `e` itself.
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |e| e.source())
+}
+
+/// Whether `e`'s chain of sources holds a permanent HTTP status, a request that could not
+/// be built, or missing credentials.
 fn is_permanent(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current = Some(e);
-    while let Some(e) = current {
-        if let Some(status) = status_of(e) {
+    for e in chain(e) {
+        if let Some(status) = status_of(&e.to_string()) {
             return (400..500).contains(&status) && status != 408 && status != 429;
         }
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && e.is_builder()
+        if e.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_builder)
+            || e.is::<super::remote::MissingCredentials>()
         {
             return true;
         }
-        current = e.source();
     }
     false
 }
 
-/// The HTTP status somewhere in `e`'s chain of sources.
-fn status_of_chain(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
-    let mut current = Some(e);
-    while let Some(e) = current {
-        if let Some(status) = status_of(e) {
-            return Some(status);
-        }
-        current = e.source();
-    }
-    None
+/// Whether `e` is a connection that could not be made: refused, an unknown host (DNS), a
+/// failed TLS handshake (object_store's `HttpErrorKind::Connect`, reqwest's `is_connect`), but
+/// not a connect timeout (transient).
+fn cannot_connect(e: &(dyn std::error::Error + 'static)) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    chain(e).any(|e| {
+        e.downcast_ref::<HttpError>()
+            .is_some_and(|e| e.kind() == HttpErrorKind::Connect)
+            || e.downcast_ref::<reqwest::Error>()
+                .is_some_and(|e| e.is_connect() && !e.is_timeout())
+    })
 }
 
-/// The HTTP status a store's request failed with, when `e` is that failure.
+/// The HTTP status in a store's error message.
 ///
 /// object_store 0.14 keeps its `RetryError` (which has `status()`) private, so the status
 /// is read from its message, "... Server returned non-2xx status code: 400 Bad Request: ...".
-fn status_of(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+fn status_of(message: &str) -> Option<u16> {
     const MARK: &str = "non-2xx status code: ";
-    let text = e.to_string();
-    let at = text.find(MARK)? + MARK.len();
-    text.get(at..at + 3)?.parse().ok()
+    let at = message.find(MARK)? + MARK.len();
+    message.get(at..at + 3)?.parse().ok()
 }
 
 /// The delay before retry `n` (1-based): exponential, capped, with full jitter in its
@@ -553,4 +658,49 @@ fn backoff(options: &ReadOptions, n: u32) -> Duration {
         .saturating_mul(1u32 << (n - 1).min(16))
         .min(options.max_backoff);
     exp / 2 + exp.mul_f64(rand::random::<f64>() / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error as object_store's HTTP client gives a failed connection.
+    fn refused() -> object_store::Error {
+        use object_store::client::{HttpError, HttpErrorKind};
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        object_store::Error::Generic {
+            store: "test",
+            source: Box::new(HttpError::new(HttpErrorKind::Connect, io)),
+        }
+    }
+
+    #[test]
+    fn a_failed_connection_is_permanent_only_before_the_object_answered() {
+        assert!(matches!(classify(refused(), false), Fault::Permanent(_)));
+        assert!(matches!(classify(refused(), true), Fault::Transient(_)));
+    }
+
+    #[test]
+    fn past_the_deadline_the_error_says_how_long_how_often_and_the_last_status() {
+        let options = ReadOptions::default()
+            .backoff(Duration::from_millis(1), Duration::from_millis(4))
+            .retry_deadline(Duration::from_millis(30));
+        let mut retrying = Retrying::default();
+        let status = "Server returned non-2xx status code: 503 Service Unavailable: ";
+        let err = loop {
+            match retrying.fault(&options, status.to_string()) {
+                Ok(delay) => {
+                    assert!(delay <= Duration::from_millis(4));
+                    std::thread::sleep(delay);
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(retrying.faults > 1, "{err}");
+        assert!(err.starts_with("gave up after 0."), "{err}");
+        assert!(err.contains("HTTP status 503") && err.contains("retry deadline 30ms"));
+        // No deadline: no retry.
+        let none = ReadOptions::default().retry_deadline(Duration::ZERO);
+        assert!(Retrying::default().fault(&none, String::new()).is_err());
+    }
 }

@@ -3,13 +3,13 @@
 
 use std::sync::{Arc, LazyLock, RwLock};
 
-use futures::TryStreamExt;
+use futures::StreamExt;
 use object_store::path::Path as StorePath;
 use object_store::{ClientConfigKey, ClientOptions, ObjectStore};
 use url::Url;
 
 use super::Location;
-use super::ranged::{ReadOptions, Reader};
+use super::ranged::{Fault, ReadOptions, Reader, Retrying, classify};
 use crate::Error;
 
 /// Stores by URL prefix (`scheme://authority/optional/path/`), longest prefix first.
@@ -28,6 +28,10 @@ fn normalize(prefix: &str) -> String {
 /// with paths relative to the prefix, read with the default [`ReadOptions`]. Use it for
 /// explicit endpoints and credentials (build the store with `object_store`'s builders) and
 /// for `memory://` stores; it replaces a store registered before under the same prefix.
+///
+/// streamload retries and resumes reads itself (see [`ReadOptions`]): build the store with
+/// `object_store`'s own retries off (`with_retry(RetryConfig { max_retries: 0, .. })`), or
+/// each of streamload's tries is retried again inside by the store.
 ///
 /// # Errors
 ///
@@ -108,34 +112,93 @@ fn resolve(url: &Url) -> anyhow::Result<(Reader, String, StorePath)> {
     Ok((store, base, path))
 }
 
-/// A store for `url`'s bucket, configured from the environment.
+/// A store for `url`'s bucket, configured from the environment, with `object_store`'s own
+/// retries off (streamload's are the one retry policy, see [`ReadOptions`]). Where no
+/// credentials are configured, the cloud's metadata service is asked once for them, for at
+/// most [`METADATA_WAIT`], and a failure names the variables to set.
 fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
     let shown = Location::Url(url.clone());
+    let built = |e: object_store::Error, hint: &str| {
+        anyhow::anyhow!("{shown}: {}{hint}", super::describe(&e))
+    };
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         "s3" | "s3a" => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
             let builder = AmazonS3Builder::from_env().with_url(base);
-            let client = streaming(|key| builder.get_config_value(&AmazonS3ConfigKey::Client(key)));
-            Arc::new(builder.with_client_options(client).build()?)
+            let client = streaming(|key| builder.get_config_value(&K::Client(key)));
+            let builder = builder.with_client_options(client).with_retry(no_retries());
+            let env = |name: &str| std::env::var(name).ok();
+            let builder = match aws_credentials(&|key| builder.get_config_value(&key), &env) {
+                Credentials::Configured => builder,
+                Credentials::Metadata { hint } => {
+                    let metadata = builder
+                        .clone()
+                        .with_client_options(metadata_client(|key| {
+                            builder.get_config_value(&K::Client(key))
+                        }))
+                        .build()
+                        .map_err(|e| built(e, AWS_HINT))?;
+                    let provider = FromMetadata::new("S3", metadata.credentials(), hint);
+                    builder.with_credentials(Arc::new(provider))
+                }
+                Credentials::Missing { hint } => {
+                    return Err(anyhow::Error::new(MissingCredentials(hint))
+                        .context(format!("{shown}: no credentials")));
+                }
+            };
+            Arc::new(builder.build().map_err(|e| built(e, AWS_HINT))?)
         }
         "gs" => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
             let builder = GoogleCloudStorageBuilder::from_env().with_url(base);
-            let client = streaming(|key| builder.get_config_value(&GoogleConfigKey::Client(key)));
-            Arc::new(builder.with_client_options(client).build()?)
+            let client = streaming(|key| builder.get_config_value(&K::Client(key)));
+            let builder = builder.with_client_options(client).with_retry(no_retries());
+            let builder = match gcp_credentials(&|key| builder.get_config_value(&key)) {
+                Credentials::Metadata { hint } => {
+                    let metadata = builder
+                        .clone()
+                        .with_client_options(metadata_client(|key| {
+                            builder.get_config_value(&K::Client(key))
+                        }))
+                        .build()
+                        .map_err(|e| built(e, GCP_HINT))?;
+                    let provider = FromMetadata::new("GCS", metadata.credentials(), hint);
+                    builder.with_credentials(Arc::new(provider))
+                }
+                _ => builder,
+            };
+            Arc::new(builder.build().map_err(|e| built(e, GCP_HINT))?)
         }
         "az" | "adl" | "azure" | "abfs" | "abfss" => {
-            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
             let builder = MicrosoftAzureBuilder::from_env().with_url(base);
-            let client = streaming(|key| builder.get_config_value(&AzureConfigKey::Client(key)));
-            Arc::new(builder.with_client_options(client).build()?)
+            let client = streaming(|key| builder.get_config_value(&K::Client(key)));
+            let builder = builder.with_client_options(client).with_retry(no_retries());
+            let builder = match azure_credentials(&|key| builder.get_config_value(&key)) {
+                Credentials::Metadata { hint } => {
+                    let metadata = builder
+                        .clone()
+                        .with_client_options(metadata_client(|key| {
+                            builder.get_config_value(&K::Client(key))
+                        }))
+                        .build()
+                        .map_err(|e| built(e, AZURE_HINT))?;
+                    let provider =
+                        FromMetadata::new("MicrosoftAzure", metadata.credentials(), hint);
+                    builder.with_credentials(Arc::new(provider))
+                }
+                _ => builder,
+            };
+            Arc::new(builder.build().map_err(|e| built(e, AZURE_HINT))?)
         }
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(base.trim_end_matches('/'))
                 // object_store refuses plain http unless told: an `http://` URL asks for it.
                 .with_client_options(streaming(|_| None).with_allow_http(url.scheme() == "http"))
-                .build()?,
+                .with_retry(no_retries())
+                .build()
+                .map_err(|e| built(e, ""))?,
         ),
         "memory" => {
             return Err(Error::InvalidArgument(format!(
@@ -152,6 +215,238 @@ fn from_env(url: &Url, base: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
         }
     };
     Ok(store)
+}
+
+/// `object_store`'s retries off: streamload's own policy (see [`ReadOptions`]) is the one
+/// layer of retries, not a second one inside it.
+fn no_retries() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 0,
+        retry_timeout: std::time::Duration::ZERO,
+        ..Default::default()
+    }
+}
+
+/// How long the cloud's metadata service (an EC2 instance role, a GCE service account, an
+/// Azure managed identity) may take to give the first credentials, when no others are
+/// configured: on a cloud machine it answers in milliseconds; elsewhere nobody answers.
+pub(crate) const METADATA_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the environment says about a store's credentials.
+#[derive(Debug, PartialEq, Eq)]
+enum Credentials {
+    /// Keys, tokens, a role, anonymous access: object_store uses them.
+    Configured,
+    /// None: the metadata service is asked (for [`METADATA_WAIT`]); `hint` names what to
+    /// set, should it fail.
+    Metadata { hint: String },
+    /// None, and the metadata service is turned off (`AWS_EC2_METADATA_DISABLED`).
+    Missing { hint: String },
+}
+
+const AWS_HINT: &str = " (S3 stores are configured by AWS_ACCESS_KEY_ID, \
+    AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT, AWS_ALLOW_HTTP, \
+    AWS_SKIP_SIGNATURE, or an AmazonS3Builder given to streamload::storage::register_with)";
+const GCP_HINT: &str = " (GCS stores are configured by GOOGLE_SERVICE_ACCOUNT (a service \
+    account file), GOOGLE_SERVICE_ACCOUNT_KEY, GOOGLE_APPLICATION_CREDENTIALS, \
+    GOOGLE_SKIP_SIGNATURE, or a GoogleCloudStorageBuilder given to \
+    streamload::storage::register_with)";
+const AZURE_HINT: &str = " (Azure stores are configured by AZURE_STORAGE_ACCOUNT_NAME (the \
+    account; required), AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_KEY, \
+    AZURE_STORAGE_CLIENT_ID with AZURE_STORAGE_CLIENT_SECRET and AZURE_STORAGE_TENANT_ID, \
+    AZURE_USE_AZURE_CLI, AZURE_SKIP_SIGNATURE, or a MicrosoftAzureBuilder given to \
+    streamload::storage::register_with)";
+
+/// Whether `value` is a configured boolean's true.
+fn is_true(value: Option<String>) -> bool {
+    value.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+}
+
+/// The credentials an S3 builder has, by its configuration (`value` by key), as
+/// `AmazonS3Builder::build` picks them; and by the environment (`env`),
+/// `AWS_EC2_METADATA_DISABLED` and `AWS_PROFILE` (which object_store does not read).
+fn aws_credentials(
+    value: &dyn Fn(object_store::aws::AmazonS3ConfigKey) -> Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Credentials {
+    use object_store::aws::AmazonS3ConfigKey as K;
+    let has = |key| value(key).is_some();
+    let configured = has(K::AccessKeyId)
+        || has(K::SecretAccessKey)
+        || (has(K::WebIdentityTokenFile) && has(K::RoleArn))
+        || has(K::ContainerCredentialsRelativeUri)
+        || (has(K::ContainerCredentialsFullUri) && has(K::ContainerAuthorizationTokenFile))
+        || is_true(value(K::SkipSignature));
+    if configured {
+        return Credentials::Configured;
+    }
+    let endpoint = value(K::MetadataEndpoint).unwrap_or_else(|| "http://169.254.169.254".into());
+    let profile = match env("AWS_PROFILE") {
+        Some(_) => " (AWS_PROFILE is set, but profiles in ~/.aws are not read)",
+        None => "",
+    };
+    let hint = format!(
+        "no AWS credentials are configured{profile}: set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN for temporary ones), AWS_REGION, and \
+         AWS_ENDPOINT (with AWS_ALLOW_HTTP=true for http://) for a server other than AWS; \
+         or AWS_SKIP_SIGNATURE=true for a public bucket; or register_with a store built with \
+         AmazonS3Builder"
+    );
+    if is_true(env("AWS_EC2_METADATA_DISABLED")) {
+        return Credentials::Missing {
+            hint: format!(
+                "{hint}; the instance metadata service is off (AWS_EC2_METADATA_DISABLED)"
+            ),
+        };
+    }
+    Credentials::Metadata {
+        hint: format!(
+            "{hint}; and the instance metadata service ({endpoint}, for an EC2 instance role) \
+             gave none (asked once, for at most {METADATA_WAIT:?})"
+        ),
+    }
+}
+
+/// The credentials a GCS builder has, by its configuration, as
+/// `GoogleCloudStorageBuilder::build` picks them (an application default credentials file
+/// where gcloud writes it counts).
+fn gcp_credentials(
+    value: &dyn Fn(object_store::gcp::GoogleConfigKey) -> Option<String>,
+) -> Credentials {
+    use object_store::gcp::GoogleConfigKey as K;
+    let gcloud = std::env::var_os("HOME").map(|home| {
+        std::path::Path::new(&home).join(".config/gcloud/application_default_credentials.json")
+    });
+    let configured = [
+        K::ServiceAccount,
+        K::ServiceAccountKey,
+        K::ApplicationCredentials,
+        K::BearerToken,
+    ]
+    .into_iter()
+    .any(|key| value(key).is_some())
+        || is_true(value(K::SkipSignature))
+        || gcloud.is_some_and(|path| path.exists());
+    match configured {
+        true => Credentials::Configured,
+        false => Credentials::Metadata {
+            hint: format!(
+                "no Google Cloud credentials are configured: set GOOGLE_SERVICE_ACCOUNT (a \
+                 service account file) or GOOGLE_SERVICE_ACCOUNT_KEY (its contents), or \
+                 GOOGLE_APPLICATION_CREDENTIALS; or GOOGLE_SKIP_SIGNATURE=true for a public \
+                 bucket; or register_with a store built with GoogleCloudStorageBuilder; and \
+                 the metadata service (for a GCE service account) gave none (asked once, \
+                 for at most {METADATA_WAIT:?})"
+            ),
+        },
+    }
+}
+
+/// The credentials an Azure builder has, by its configuration, as
+/// `MicrosoftAzureBuilder::build` picks them.
+fn azure_credentials(
+    value: &dyn Fn(object_store::azure::AzureConfigKey) -> Option<String>,
+) -> Credentials {
+    use object_store::azure::AzureConfigKey as K;
+    let configured = [
+        K::AccessKey,
+        K::SasKey,
+        K::Token,
+        K::ClientSecret,
+        K::FederatedTokenFile,
+        K::FabricTokenServiceUrl,
+        K::CredentialType,
+    ]
+    .into_iter()
+    .any(|key| value(key).is_some())
+        || [K::UseAzureCli, K::SkipSignature, K::UseEmulator]
+            .into_iter()
+            .any(|key| is_true(value(key)));
+    match configured {
+        true => Credentials::Configured,
+        false => Credentials::Metadata {
+            hint: format!(
+                "no Azure credentials are configured: set AZURE_STORAGE_ACCOUNT_KEY, or \
+                 AZURE_STORAGE_SAS_KEY, or AZURE_STORAGE_CLIENT_ID with \
+                 AZURE_STORAGE_CLIENT_SECRET and AZURE_STORAGE_TENANT_ID, or \
+                 AZURE_USE_AZURE_CLI=true; or AZURE_SKIP_SIGNATURE=true for a public \
+                 container; or register_with a store built with MicrosoftAzureBuilder; and \
+                 the managed identity endpoint gave none (asked once, for at most \
+                 {METADATA_WAIT:?})"
+            ),
+        },
+    }
+}
+
+/// Client options for the metadata service: those `configured`, with a 1 s connect timeout
+/// and [`METADATA_WAIT`] for the whole request.
+fn metadata_client(configured: impl Fn(ClientConfigKey) -> Option<String>) -> ClientOptions {
+    streaming(configured)
+        .with_connect_timeout(std::time::Duration::from_secs(1))
+        .with_timeout(METADATA_WAIT)
+}
+
+/// No credentials, and where to set them: a permanent fault (never retried).
+#[derive(Debug)]
+pub(crate) struct MissingCredentials(String);
+
+impl std::fmt::Display for MissingCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MissingCredentials {}
+
+/// Credentials from the cloud's metadata service, where none are configured: the first
+/// must come within [`METADATA_WAIT`], at the first try, or the store's requests fail with
+/// [`MissingCredentials`] naming what to set (a laptop never waits on the metadata address).
+/// Once some came, a failed refresh is the store's usual fault (retried when transient).
+#[derive(Debug)]
+struct FromMetadata<C> {
+    store: &'static str,
+    inner: Arc<dyn object_store::CredentialProvider<Credential = C>>,
+    hint: String,
+    fetched: std::sync::atomic::AtomicBool,
+}
+
+impl<C> FromMetadata<C> {
+    fn new(
+        store: &'static str,
+        inner: &Arc<dyn object_store::CredentialProvider<Credential = C>>,
+        hint: String,
+    ) -> Self {
+        FromMetadata {
+            store,
+            inner: Arc::clone(inner),
+            hint,
+            fetched: false.into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<C: std::fmt::Debug + Send + Sync> object_store::CredentialProvider for FromMetadata<C> {
+    type Credential = C;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<C>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.fetched.load(Relaxed) {
+            return self.inner.get_credential().await;
+        }
+        let cause = match tokio::time::timeout(METADATA_WAIT, self.inner.get_credential()).await {
+            Ok(Ok(credential)) => {
+                self.fetched.store(true, Relaxed);
+                return Ok(credential);
+            }
+            Ok(Err(e)) => super::describe(&e),
+            Err(_) => "no answer".to_string(),
+        };
+        Err(object_store::Error::Generic {
+            store: self.store,
+            source: Box::new(MissingCredentials(format!("{}: {cause}", self.hint))),
+        })
+    }
 }
 
 /// HTTP client options for streaming bodies: those `configured` (from the environment, by
@@ -256,21 +551,38 @@ pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
         require_literal_separator: true,
         ..Default::default()
     };
-    let mut found: Vec<Location> = store
-        .list(prefix.as_ref())
-        .map_err(|e| anyhow::Error::new(e).context(format!("listing {shown}")))
-        .try_filter_map(|meta| {
-            let key = meta.location.to_string();
-            let hit = matcher.matches_with(&key, options);
-            let url = Url::parse(&format!("{base}{}", meta.location.as_ref()));
-            futures::future::ready(match (hit, url) {
-                (true, Ok(url)) => Ok(Some(Location::Url(url))),
-                (true, Err(e)) => Err(anyhow::anyhow!("listing {shown}: {e}")),
-                (false, _) => Ok(None),
-            })
-        })
-        .try_collect()
-        .await?;
+    let mut found = Vec::new();
+    // Retried as a read is (one policy, see `ReadOptions`), resumed after the last key
+    // listed (stores list in key order).
+    let mut last: Option<StorePath> = None;
+    let mut retrying = Retrying::default();
+    loop {
+        let mut listing = match &last {
+            None => store.list(prefix.as_ref()),
+            Some(key) => store.list_with_offset(prefix.as_ref(), key),
+        };
+        let fault = loop {
+            let meta = match listing.next().await {
+                None => break None,
+                Some(Err(e)) => break Some(e),
+                Some(Ok(meta)) => meta,
+            };
+            retrying = Retrying::default();
+            if matcher.matches_with(meta.location.as_ref(), options) {
+                let url = Url::parse(&format!("{base}{}", meta.location.as_ref()))
+                    .map_err(|e| anyhow::anyhow!("listing {shown}: {e}"))?;
+                found.push(Location::Url(url));
+            }
+            last = Some(meta.location);
+        };
+        let Some(e) = fault else { break };
+        // Before the store's first answer, a failed connection is a wrong URL or endpoint.
+        let delay = match classify(e, last.is_some()) {
+            Fault::Transient(message) => retrying.fault(&reader.options, message),
+            Fault::Permanent(message) | Fault::Changed(message) => Err(anyhow::anyhow!(message)),
+        };
+        tokio::time::sleep(delay.map_err(|e| e.context(format!("listing {shown}")))?).await;
+    }
     found.sort();
     anyhow::ensure!(!found.is_empty(), "no files matched pattern {shown}");
     Ok(found)
@@ -329,5 +641,48 @@ mod tests {
                 .get_config_value(&ClientConfigKey::ConnectTimeout)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn credentials_are_configured_or_asked_of_the_metadata_service() {
+        use object_store::aws::AmazonS3ConfigKey as K;
+        let none = |_: &str| None;
+        let given = |keys: &'static [K]| move |key: K| keys.contains(&key).then(String::new);
+        let configured = [
+            &[K::AccessKeyId, K::SecretAccessKey][..],
+            &[K::WebIdentityTokenFile, K::RoleArn],
+            &[K::ContainerCredentialsRelativeUri],
+        ];
+        for keys in configured {
+            assert_eq!(
+                aws_credentials(&given(keys), &none),
+                Credentials::Configured
+            );
+        }
+        let public = |key: K| (key == K::SkipSignature).then(|| "true".to_string());
+        assert_eq!(aws_credentials(&public, &none), Credentials::Configured);
+        // A region and an endpoint are no credentials; a role without its token file either.
+        let nothing = given(&[K::Region, K::Endpoint, K::RoleArn]);
+        let Credentials::Metadata { hint } = aws_credentials(&nothing, &none) else {
+            panic!("the metadata service is asked");
+        };
+        assert!(hint.contains("AWS_ACCESS_KEY_ID") && hint.contains("169.254.169.254"));
+        let off = |name: &str| (name == "AWS_EC2_METADATA_DISABLED").then(|| "true".into());
+        assert!(matches!(
+            aws_credentials(&nothing, &off),
+            Credentials::Missing { .. }
+        ));
+
+        use object_store::azure::AzureConfigKey as A;
+        let key = |key: A| (key == A::AccessKey).then(String::new);
+        assert_eq!(azure_credentials(&key), Credentials::Configured);
+        let account = |key: A| (key == A::AccountName).then(String::new);
+        assert!(matches!(
+            azure_credentials(&account),
+            Credentials::Metadata { .. }
+        ));
+        use object_store::gcp::GoogleConfigKey as G;
+        let file = |key: G| (key == G::ServiceAccount).then(String::new);
+        assert_eq!(gcp_credentials(&file), Credentials::Configured);
     }
 }

@@ -41,6 +41,23 @@ pub trait Scalar: Clone + Send + Sync + 'static {}
 /// assert_eq!(images.shape(), [2, 2, 2, 3]);
 /// assert_eq!(images[[1, 0, 0, 0]], 1.0);
 /// assert_eq!(labels, array![7, 9]);
+/// # anyhow::Ok(())
+/// ```
+///
+/// Elements that differ in shape fail with tf.data's `batch` message word for word, shapes
+/// printed as TensorFlow prints them (`Cannot batch tensors with different shapes in
+/// component 0. First element had shape [2,3] and element 1 had shape [3,3].`); as a stage,
+/// [`Dataset::collate`](crate::Dataset::collate) puts `collate: batch N: ` before it (where
+/// TensorFlow puts its op after it, ` [Op:IteratorGetNext]`). The other messages of
+/// `Collate`, [`PaddedCollate`] and [`RaggedCollate`] are the crate's own, for what
+/// TensorFlow rules out before a batch is made (its element types and ranks are fixed by the
+/// dataset's `element_spec`, and its batches are never empty): two [`Tensor`]s of different
+/// types, elements of different ranks in `padded_batch`, an empty batch, and the shapes
+/// `ragged_batch` cannot join.
+///
+/// ```
+/// use ndarray::Array2;
+/// use streamload::tensor::Collate;
 ///
 /// // Shapes must agree; the error names the component, the element and both shapes.
 /// let err = <Vec<i64>>::collate(&[vec![1, 2], vec![1, 2, 3]]).unwrap_err();
@@ -49,7 +66,13 @@ pub trait Scalar: Clone + Send + Sync + 'static {}
 ///     "Cannot batch tensors with different shapes in component 0. \
 ///      First element had shape [2] and element 1 had shape [3]."
 /// );
-/// # anyhow::Ok(())
+/// let err = <(i64, Array2<f32>)>::collate(&[(0, Array2::zeros((2, 3))), (1, Array2::zeros((3, 3)))])
+///     .unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "Cannot batch tensors with different shapes in component 1. \
+///      First element had shape [2,3] and element 1 had shape [3,3]."
+/// );
 /// ```
 pub trait Collate: Sized {
     /// The stacked batch.
@@ -419,13 +442,7 @@ impl Collate for Tensor {
                 .into());
             }
             if t.shape() != first.shape() {
-                return Err(Error::InvalidArgument(format!(
-                    "Cannot batch tensors with different shapes in component {component}. \
-                     First element had shape {:?} and element {i} had shape {:?}.",
-                    first.shape(),
-                    t.shape()
-                ))
-                .into());
+                return Err(different_shapes(component, first.shape(), i, t.shape()));
             }
         }
         let mut values = Values::with_capacity(first.dtype(), n * first.values().len());
@@ -532,6 +549,24 @@ tuples! {
 // The copies.
 // ---------------------------------------------------------------------------------------------
 
+/// tf.data's `batch` error for elements that differ in shape, word for word, with shapes as
+/// TensorFlow's `TensorShape::DebugString` prints them: `[2,3]`, `[]` for a scalar.
+fn different_shapes(component: usize, first: &[usize], i: usize, shape: &[usize]) -> anyhow::Error {
+    Error::InvalidArgument(format!(
+        "Cannot batch tensors with different shapes in component {component}. \
+         First element had shape {} and element {i} had shape {}.",
+        tf_shape(first),
+        tf_shape(shape)
+    ))
+    .into()
+}
+
+/// A shape as TensorFlow's `TensorShape::DebugString`: `[2,3]` (no spaces).
+fn tf_shape(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    format!("[{}]", dims.join(","))
+}
+
 fn empty_batch(component: usize) -> anyhow::Error {
     Error::InvalidArgument(format!(
         "cannot batch an empty list of tensors (component {component}): an empty batch has no shape"
@@ -576,13 +611,7 @@ where
     };
     for (i, v) in rest {
         if v.shape() != first.shape() {
-            return Err(Error::InvalidArgument(format!(
-                "Cannot batch tensors with different shapes in component {component}. \
-                 First element had shape {:?} and element {i} had shape {:?}.",
-                first.shape(),
-                v.shape()
-            ))
-            .into());
+            return Err(different_shapes(component, first.shape(), i, v.shape()));
         }
     }
     let mut data = Vec::with_capacity(n * first.len());

@@ -376,9 +376,28 @@ pub struct Faults {
     /// Cuts, resets and stalls that happened (a connection given one may end before its
     /// limit).
     pub fired: AtomicUsize,
+    /// While set (see [`Faults::start_storm`]), every connection is answered `503 Slow Down`.
+    pub storming: AtomicBool,
+    /// Connections answered 503 during storms.
+    pub storm_answers: AtomicUsize,
+    /// Cuts every open connection when a storm starts (public only so that `Faults { ..,
+    /// ..Default::default() }` can be written).
+    pub storm_starts: tokio::sync::Notify,
 }
 
 impl Faults {
+    /// Starts a throttling storm: every open connection is cut, and every connection made
+    /// until [`Faults::end_storm`] is answered `503 Slow Down`, as S3 does under load.
+    pub fn start_storm(&self) {
+        self.storming.store(true, Ordering::SeqCst);
+        self.storm_starts.notify_waiters();
+    }
+
+    /// Ends the storm: connections are forwarded again.
+    pub fn end_storm(&self) {
+        self.storming.store(false, Ordering::SeqCst);
+    }
+
     fn take(budget: &AtomicUsize) -> bool {
         budget
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -411,7 +430,13 @@ async fn relay(
     faults: Arc<Faults>,
 ) -> std::io::Result<()> {
     client.set_nodelay(true)?;
-    if Faults::take(&faults.slow_downs) {
+    // Created first, so a storm starting from here on cuts this connection.
+    let storm = faults.storm_starts.notified();
+    let storming = faults.storming.load(Ordering::SeqCst);
+    if storming {
+        faults.storm_answers.fetch_add(1, Ordering::SeqCst);
+    }
+    if storming || Faults::take(&faults.slow_downs) {
         // Read the request, answer 503 as S3 does when throttling, and close.
         let mut buf = [0u8; 4096];
         let _ = client.read(&mut buf).await?;
@@ -481,10 +506,11 @@ async fn relay(
             }
         }
     };
-    // Either side ending (or a cut) ends the connection.
+    // Either side ending (or a cut, or a storm) ends the connection.
     tokio::select! {
         r = requests => r,
         r = responses => r,
+        () = storm => Err(std::io::Error::other("a storm began")),
     }
 }
 

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::Error;
-use crate::tensor::{DType, SparseTensor, Tensor, Values};
+use crate::tensor::{DType, Element, SparseTensor, Tensor, Values};
 
 mod view;
 mod wire;
@@ -385,6 +385,66 @@ impl ParsedExample {
         match self.lookup(name)? {
             Parsed::Sparse(t) => Ok(t),
             Parsed::Dense(_) => Err(invalid(format!("feature {name} is dense"))),
+        }
+    }
+
+    /// The one value of the feature called `name`, as `i64`, `f32` or [`Bytes`]: the way to
+    /// read a label or an id (a `FixedLen` feature of shape `[]` or `[1]`, or a `VarLen` one
+    /// that holds one value).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use streamload::format::{Example, FeatureSpec, ParseSpec, parse_single_example};
+    /// use streamload::tensor::DType;
+    ///
+    /// let spec = ParseSpec::new([
+    ///     ("label", FeatureSpec::fixed_len([], DType::Int64)),
+    ///     ("weight", FeatureSpec::fixed_len([1], DType::Float32)),
+    ///     ("id", FeatureSpec::fixed_len([], DType::String)),
+    ///     ("pixels", FeatureSpec::fixed_len([2], DType::Float32)),
+    /// ])?;
+    /// let record = Example::new()
+    ///     .with_int64("label", [7])
+    ///     .with_floats("weight", [0.5])
+    ///     .with_bytes("id", ["img-1"])
+    ///     .with_floats("pixels", [0.1, 0.2])
+    ///     .encode_to_bytes();
+    /// let parsed = parse_single_example(&record, &spec)?;
+    /// let label: i64 = parsed.scalar("label")?;
+    /// assert_eq!(label, 7);
+    /// assert_eq!(parsed.scalar::<f32>("weight")?, 0.5);
+    /// assert_eq!(parsed.scalar::<Bytes>("id")?, "img-1");
+    /// // Another type, or more than one value, is an error that says what the feature holds.
+    /// let err = parsed.scalar::<f32>("label").unwrap_err();
+    /// assert_eq!(err.to_string(), "feature label holds int64 values, not float");
+    /// let err = parsed.scalar::<f32>("pixels").unwrap_err();
+    /// assert_eq!(err.to_string(), "feature pixels holds 2 values (shape [2]), not one");
+    /// # anyhow::Ok(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] naming the feature: when the spec has no such feature, it
+    /// was taken out, it holds another data type, or it holds other than one value (a batch
+    /// from `parse_example`, a longer shape, an empty or longer `VarLen` list).
+    pub fn scalar<T: Element + Clone>(&self, name: &str) -> anyhow::Result<T> {
+        let (values, shape) = match self.lookup(name)? {
+            Parsed::Dense(t) => (t.values(), t.shape()),
+            Parsed::Sparse(t) => (t.values(), t.dense_shape()),
+        };
+        let Some(slice) = T::slice(values) else {
+            return Err(invalid(format!(
+                "feature {name} holds {} values, not {}",
+                values.dtype(),
+                T::DTYPE
+            )));
+        };
+        match slice {
+            [one] => Ok(one.clone()),
+            _ => Err(invalid(format!(
+                "feature {name} holds {} values (shape {shape:?}), not one",
+                slice.len()
+            ))),
         }
     }
 
