@@ -1001,6 +1001,42 @@ where
     }
 }
 
+impl<S: Resumable, const WAIT: bool> Resumable for Counted<S, WAIT> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
+impl<S: Resumable> Resumable for Timed<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
@@ -1065,41 +1101,5 @@ mod tests {
             .find(|l| l.starts_with("bottleneck: "))
             .unwrap_or_default();
         assert!(bottleneck.contains("map_parallel"), "{report}");
-    }
-}
-
-impl<S: Resumable, const WAIT: bool> Resumable for Counted<S, WAIT> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        self.project().inner.save()
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.inner.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
-    }
-}
-
-impl<S: Resumable> Resumable for Timed<S> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        self.project().inner.save()
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.inner.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
     }
 }

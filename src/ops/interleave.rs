@@ -145,6 +145,100 @@ impl<S> Cycle<S> {
     }
 }
 
+/// After a restore, the slots of an interleave's cycle that were open at the checkpoint: each
+/// open input's element, read again from its saved position (its key), with its slot and its
+/// inner stream's saved state. Shared by both interleaves, which save the same layout:
+/// `[slot, taken from its block, slots, then a 0/1 per slot: open]`, the open slots' keys
+/// (`held`), then the input's state and each open slot's inner state.
+pub(crate) struct Reopen<T> {
+    elements: Fuse<BoxStream<T>>,
+    pending: std::collections::VecDeque<(usize, u64, State)>,
+}
+
+impl<T: Send + 'static> Reopen<T> {
+    /// Reads the layout: puts the cycle's cursor back and returns the slots to reopen.
+    pub(crate) fn restore<S>(
+        ctx: &Ctx,
+        input: &Dataset<T>,
+        state: &State,
+        cycle: &mut Cycle<S>,
+    ) -> anyhow::Result<Option<Self>> {
+        let (slot, taken, slots) = (state.word(0)?, state.word(1)?, state.word(2)?);
+        if slots as usize != cycle.slots.len() {
+            return Err(state.malformed());
+        }
+        cycle.set_cursor(slot as usize, taken as usize);
+        let mut pending = std::collections::VecDeque::new();
+        for i in 0..slots as usize {
+            if state.word(3 + i)? == 1 {
+                let n = pending.len();
+                let key = state
+                    .held
+                    .get(n)
+                    .ok_or_else(|| state.malformed())?
+                    .single()?;
+                pending.push_back((i, key, state.input_state(1 + n)?.clone()));
+            }
+        }
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let keys: Vec<Prov> = pending.iter().map(|(_, key, _)| Prov::at(*key)).collect();
+        let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
+        Ok(Some(Reopen {
+            elements: elements.fuse(),
+            pending,
+        }))
+    }
+
+    /// The next slot to reopen: `(slot, key, inner state, input element)`; `None` when all are.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<(usize, u64, State, T)>>> {
+        if self.pending.is_empty() {
+            return Poll::Ready(None);
+        }
+        let x = match ready!(self.elements.poll_next_unpin(cx)) {
+            Some(x) => x,
+            None => Err(crate::Error::Checkpoint(
+                "an input element of an open slot could not be read again".into(),
+            )
+            .into()),
+        };
+        let (slot, key, inner) = self
+            .pending
+            .pop_front()
+            .unwrap_or((0, 0, State::new("(none)")));
+        Poll::Ready(Some(x.map(|x| (slot, key, inner, x))))
+    }
+}
+
+/// The layout [`Reopen`] reads, from the cursor, the input's state and each slot (open:
+/// its key and inner state).
+pub(crate) fn save_cycle(
+    stage: &'static str,
+    cursor: (usize, usize),
+    input: State,
+    slots: impl ExactSizeIterator<Item = Option<anyhow::Result<(u64, State)>>>,
+) -> anyhow::Result<State> {
+    let mut words = vec![cursor.0 as u64, cursor.1 as u64, slots.len() as u64];
+    let mut held = Vec::new();
+    let mut inputs = vec![input];
+    for slot in slots {
+        words.push(u64::from(slot.is_some()));
+        if let Some(slot) = slot {
+            let (key, inner) = slot?;
+            held.push(Prov::at(key));
+            inputs.push(inner);
+        }
+    }
+    let mut state = State::new(stage).words(words).held(held);
+    state.inputs = inputs;
+    Ok(state)
+}
+
 /// An open inner stream and the position of the input element it was made from (its key, a
 /// one-word position), when the input can say.
 pub(crate) struct Keyed<S> {
@@ -202,8 +296,9 @@ where
     );
     interleave.stage = stage;
     if let Some(state) = ctx.restoring() {
-        if let Err(e) = interleave.restore(ctx, input, state) {
-            return crate::dataset::error_stream(e);
+        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
+            Ok(reopen) => interleave.reopen = reopen,
+            Err(e) => return crate::dataset::error_stream(e),
         }
     }
     Box::pin(interleave)
@@ -220,10 +315,7 @@ pub(crate) struct Interleave<T, U, F> {
     cycle: Cycle<Keyed<BoxStream<U>>>,
     /// After a restore: the open inputs' elements (replayed) and, for each, its slot and its
     /// inner stream's saved state, opened before anything else.
-    reopen: Option<(
-        Fuse<BoxStream<T>>,
-        std::collections::VecDeque<(usize, u64, State)>,
-    )>,
+    reopen: Option<Reopen<T>>,
     /// `interleave` or `flat_map`.
     stage: &'static str,
 }
@@ -253,67 +345,22 @@ where
     U: Send + 'static,
     F: Fn(T) -> Dataset<U>,
 {
-    /// Saved state: `[slot, taken from its block, slots, then a 0/1 per slot: open]`; the open
-    /// slots' input elements' positions (`held`); the input's state, then each open slot's
-    /// inner state.
-    fn restore(&mut self, ctx: &Ctx, input: &Dataset<T>, state: &State) -> anyhow::Result<()> {
-        let (slot, taken, slots) = (state.word(0)?, state.word(1)?, state.word(2)?);
-        if slots as usize != self.cycle.slots.len() {
-            return Err(state.malformed());
-        }
-        self.cycle.set_cursor(slot as usize, taken as usize);
-        let mut reopen = std::collections::VecDeque::new();
-        let mut open = 0;
-        for i in 0..slots as usize {
-            if state.word(3 + i)? == 1 {
-                let key = state
-                    .held
-                    .get(open)
-                    .ok_or_else(|| state.malformed())?
-                    .single()?;
-                let inner = state.input_state(1 + open)?.clone();
-                reopen.push_back((i, key, inner));
-                open += 1;
-            }
-        }
-        if !reopen.is_empty() {
-            let keys: Vec<Prov> = reopen.iter().map(|(_, key, _)| Prov::at(*key)).collect();
-            let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
-            self.reopen = Some((elements.fuse(), reopen));
-        }
-        Ok(())
-    }
-
     /// Opens the slots that were open at the checkpoint, each restored.
     fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
-        let Some((elements, pending)) = self.reopen.as_mut() else {
+        let Some(reopen) = self.reopen.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        while let Some((slot, key, inner)) = pending.pop_front() {
-            match elements.poll_next_unpin(cx) {
-                Poll::Ready(Some(Ok(x))) => {
-                    let ctx = self.ctx.with_restore(Some(inner));
-                    let stream = open(&*self.f, x, &ctx, "interleave")?;
-                    self.cycle.open(
-                        slot,
-                        Keyed {
-                            stream,
-                            key: Some(key),
-                        },
-                    );
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                Poll::Ready(None) => {
-                    return Poll::Ready(Err(crate::Error::Checkpoint(
-                        "an input element of an open slot could not be read again".into(),
-                    )
-                    .into()));
-                }
-                Poll::Pending => {
-                    pending.push_front((slot, key, inner));
-                    return Poll::Pending;
-                }
-            }
+        while let Some(next) = ready!(reopen.poll_next(cx)) {
+            let (slot, key, inner, x) = next?;
+            let ctx = self.ctx.with_restore(Some(inner));
+            let stream = open(&*self.f, x, &ctx, "interleave")?;
+            self.cycle.open(
+                slot,
+                Keyed {
+                    stream,
+                    key: Some(key),
+                },
+            );
         }
         self.reopen = None;
         Poll::Ready(Ok(()))
@@ -358,6 +405,7 @@ where
     }
 }
 
+/// Saved state: the layout of [`save_cycle`], each open slot's inner stream's own state.
 impl<T, U, F> Resumable for Interleave<T, U, F>
 where
     T: Send + 'static,
@@ -367,30 +415,22 @@ where
         let this = self.get_mut();
         if this.reopen.is_some() {
             return Err(unsupported(
-                "interleave",
+                this.stage,
                 "a checkpoint before its inputs were reopened after a restore",
             ));
         }
-        let (slot, taken) = this.cycle.cursor();
-        let mut words = vec![slot as u64, taken as u64, this.cycle.slots.len() as u64];
-        let mut held = Vec::new();
-        let mut inputs = vec![this.input.get_mut().as_mut().save()?];
-        for open in this.cycle.slots.iter_mut() {
-            words.push(u64::from(open.is_some()));
-            if let Some(open) = open {
+        let stage = this.stage;
+        let input = this.input.get_mut().as_mut().save()?;
+        let cursor = this.cycle.cursor();
+        let slots = this.cycle.slots.iter_mut().map(|open| {
+            open.as_mut().map(|open| {
                 let key = open.key.ok_or_else(|| {
-                    unsupported(
-                        "interleave",
-                        "its input cannot say where its elements come from",
-                    )
+                    unsupported(stage, "its input cannot say where its elements come from")
                 })?;
-                held.push(Prov::at(key));
-                inputs.push(open.stream.as_mut().save()?);
-            }
-        }
-        let mut state = State::new(this.stage).words(words).held(held);
-        state.inputs = inputs;
-        Ok(state)
+                Ok((key, open.stream.as_mut().save()?))
+            })
+        });
+        save_cycle(stage, cursor, input, slots)
     }
 
     /// The inner position, with the input element's position as its last word.
@@ -400,10 +440,10 @@ where
             .slots
             .get(self.cycle.last)
             .and_then(Option::as_ref);
-        let open = open.ok_or_else(|| unsupported("interleave", "no element yielded yet"))?;
+        let open = open.ok_or_else(|| unsupported(self.stage, "no element yielded yet"))?;
         let key = open.key.ok_or_else(|| {
             unsupported(
-                "interleave",
+                self.stage,
                 "its input cannot say where its elements come from",
             )
         })?;
@@ -508,21 +548,16 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(elements) = this.elements.as_mut() {
-            loop {
-                match ready!(elements.poll_next_unpin(cx)) {
-                    Some(x) => {
-                        let list = this.lists.pop_front().unwrap_or_default();
-                        let ctx = this.nested.with_replay(list.into());
-                        match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
-                            Ok(inner) => this.inners.push(inner),
-                            Err(e) => {
-                                this.elements = None;
-                                this.next = this.route.len();
-                                return Poll::Ready(Some(Err(e)));
-                            }
-                        }
+            while let Some(x) = ready!(elements.poll_next_unpin(cx)) {
+                let list = this.lists.pop_front().unwrap_or_default();
+                let ctx = this.nested.with_replay(list.into());
+                match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
+                    Ok(inner) => this.inners.push(inner),
+                    Err(e) => {
+                        this.elements = None;
+                        this.next = this.route.len();
+                        return Poll::Ready(Some(Err(e)));
                     }
-                    None => break,
                 }
             }
             this.elements = None;

@@ -7,7 +7,7 @@ use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
 use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
-use crate::ops::interleave::{Cycle, Slot, open};
+use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
 use crate::stats::StageCounters;
@@ -211,7 +211,7 @@ pub(crate) struct ParallelInterleave<T, U, F> {
     cycle: Cycle<Reader<U>>,
     /// After a restore: the open inputs' elements (replayed) and, for each, its slot, key
     /// and inner state, reopened before anything else.
-    reopen: Option<(Fuse<BoxStream<T>>, VecDeque<(usize, u64, State)>)>,
+    reopen: Option<Reopen<T>>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -239,72 +239,29 @@ where
         }
     }
 
-    /// The same layout as the sequential interleave's (see `interleave::Interleave`).
-    fn restore(&mut self, ctx: &Ctx, input: &Dataset<T>, state: &State) -> anyhow::Result<()> {
-        let (slot, taken, slots) = (state.word(0)?, state.word(1)?, state.word(2)?);
-        if slots as usize != self.cycle.slots.len() {
-            return Err(state.malformed());
-        }
-        self.cycle.set_cursor(slot as usize, taken as usize);
-        let mut reopen = VecDeque::new();
-        let mut open = 0;
-        for i in 0..slots as usize {
-            if state.word(3 + i)? == 1 {
-                let key = state
-                    .held
-                    .get(open)
-                    .ok_or_else(|| state.malformed())?
-                    .single()?;
-                let inner = state.input_state(1 + open)?.clone();
-                reopen.push_back((i, key, inner));
-                open += 1;
-            }
-        }
-        if !reopen.is_empty() {
-            let keys: Vec<Prov> = reopen.iter().map(|(_, key, _)| Prov::at(*key)).collect();
-            let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
-            self.reopen = Some((elements.fuse(), reopen));
-        }
-        Ok(())
-    }
-
     /// Opens the slots that were open at the checkpoint, each restored in a reader of its own.
     fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
-        let Some((elements, pending)) = self.reopen.as_mut() else {
+        let Some(reopen) = self.reopen.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        while let Some((slot, key, inner)) = pending.pop_front() {
-            match elements.poll_next_unpin(cx) {
-                Poll::Ready(Some(Ok(x))) => {
-                    // `[skip]` over the inner stream's mark (see `save`).
-                    let skip = inner.word(0)?;
-                    let mark = inner.input_state(0)?.clone();
-                    let ctx = self.opener.ctx.with_restore(Some(mark.clone()));
-                    let stream = open(&*self.opener.f, x, &ctx, STAGE)?;
-                    let stream = Box::pin(crate::checkpoint::Skipping::new(stream, skip));
-                    let mut reader = Reader::spawn(
-                        stream,
-                        self.opener.config.buffer_output_elements,
-                        self.opener.ctx.stats_handle(),
-                        Some(key),
-                        self.opener.provs,
-                    )?;
-                    reader.marker.set(mark);
-                    reader.marker.skip = skip;
-                    self.cycle.open(slot, reader);
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                Poll::Ready(None) => {
-                    return Poll::Ready(Err(crate::Error::Checkpoint(
-                        "an input element of an open slot could not be read again".into(),
-                    )
-                    .into()));
-                }
-                Poll::Pending => {
-                    pending.push_front((slot, key, inner));
-                    return Poll::Pending;
-                }
-            }
+        while let Some(next) = ready!(reopen.poll_next(cx)) {
+            let (slot, key, inner, x) = next?;
+            // `[skip]` over the inner stream's mark (see `save`).
+            let skip = inner.word(0)?;
+            let mark = inner.input_state(0)?.clone();
+            let ctx = self.opener.ctx.with_restore(Some(mark.clone()));
+            let stream = open(&*self.opener.f, x, &ctx, STAGE)?;
+            let stream = Box::pin(crate::checkpoint::Skipping::new(stream, skip));
+            let mut reader = Reader::spawn(
+                stream,
+                self.opener.config.buffer_output_elements,
+                self.opener.ctx.stats_handle(),
+                Some(key),
+                self.opener.provs,
+            )?;
+            reader.marker.set(mark);
+            reader.marker.skip = skip;
+            self.cycle.open(slot, reader);
         }
         self.reopen = None;
         Poll::Ready(Ok(()))
@@ -400,10 +357,11 @@ where
     let upstream = input.build(&ctx.for_input(0).with_provenance());
     let mut interleave = ParallelInterleave::new(upstream, Arc::clone(f), nested.fresh(), config);
     interleave.opener.provs = ctx.provenance();
-    if let Some(state) = ctx.restoring()
-        && let Err(e) = interleave.restore(ctx, input, state)
-    {
-        return crate::dataset::error_stream(e);
+    if let Some(state) = ctx.restoring() {
+        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
+            Ok(reopen) => interleave.reopen = reopen,
+            Err(e) => return crate::dataset::error_stream(e),
+        }
     }
     Box::pin(interleave)
 }
@@ -439,27 +397,19 @@ where
             }
             None => this.opener.input.get_mut().as_mut().save()?,
         };
-        let (slot, taken) = this.cycle.cursor();
-        let mut words = vec![slot as u64, taken as u64, this.cycle.slots.len() as u64];
-        let mut held = Vec::new();
-        let mut inputs = vec![input];
-        for open in this.cycle.slots.iter() {
-            words.push(u64::from(open.is_some()));
-            if let Some(reader) = open {
+        let slots = this.cycle.slots.iter().map(|open| {
+            open.as_ref().map(|reader| {
                 let key = reader.key.ok_or_else(|| {
                     unsupported(STAGE, "its input cannot say where its elements come from")
                 })?;
-                held.push(Prov::at(key));
                 // `[skip]` over the inner stream's mark: restored from the mark, it skips
                 // what was passed on since.
                 let mut inner = reader.marker.save(STAGE)?;
                 inner.stage = "(reader)".into();
-                inputs.push(inner);
-            }
-        }
-        let mut state = State::new(STAGE).words(words).held(held);
-        state.inputs = inputs;
-        Ok(state)
+                Ok((key, inner))
+            })
+        });
+        save_cycle(STAGE, this.cycle.cursor(), input, slots)
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -103,6 +103,10 @@ fn build<T: Send + 'static>(
     Ok(shuffle)
 }
 
+/// After a restore: the buffer's members replayed from their saved positions, those
+/// positions, and how many were read.
+type Refill<T> = (Fuse<BoxStream<T>>, Arc<[Prov]>, usize);
+
 /// The generator of one epoch's order.
 fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix64(base ^ mix64(epoch.wrapping_add(0x5EED))))
@@ -127,7 +131,7 @@ pub(crate) struct Shuffle<St, T> {
     stats: Option<Arc<StageCounters>>,
     /// After a restore: the buffer's members replayed from their saved positions (and those
     /// positions), read before anything else.
-    refill: Option<(Fuse<BoxStream<T>>, Arc<[Prov]>, usize)>,
+    refill: Option<Refill<T>>,
     /// In replay: elements pass through in order.
     passthrough: bool,
 }
