@@ -8,6 +8,12 @@ use std::time::Duration;
 pub(crate) struct StageCounters {
     pub(super) name: &'static str,
     pub(super) nested: bool,
+    /// The scope it sits in: 0 at the top level, else one more than the registry position
+    /// of the stage that builds the datasets it belongs to (its *owner*).
+    pub(super) scope: u64,
+    /// Plumbing the user did not write (a file dataset's list of names and its interleave):
+    /// the report merges it into the user's stage.
+    pub(super) hidden: bool,
     pub(super) depth: u64,
     /// Position in the registry; `consumer` is the position of the stage that built it.
     pub(super) index: usize,
@@ -20,6 +26,9 @@ pub(crate) struct StageCounters {
     pub(super) parallelism: AtomicU64,
     /// Its nested datasets are polled in tasks of their own.
     pub(super) nested_detached: AtomicBool,
+    /// How many of its nested datasets run at once (readers, counting those opened ahead):
+    /// their busy and wait times add up over these copies.
+    pub(super) copies: AtomicU64,
     /// Its inputs run in a task of its own as well as inside its poll (prefetch): their busy
     /// time is not bounded by its own.
     pub(super) inputs_shared: AtomicBool,
@@ -56,9 +65,11 @@ impl StageCounters {
         self.parallelism.store(n as u64, Ordering::Relaxed);
     }
 
-    /// The stage polls its nested datasets in tasks of their own (parallel_interleave).
-    pub(crate) fn set_nested_detached(&self) {
+    /// The stage polls its nested datasets in tasks of their own (parallel_interleave),
+    /// `copies` of them at once.
+    pub(crate) fn set_nested_detached(&self, copies: usize) {
         self.nested_detached.store(true, Ordering::Relaxed);
+        self.copies.store(copies as u64, Ordering::Relaxed);
     }
 
     /// The stage's inputs run in a task of its own as well as inside its poll (prefetch).
@@ -136,5 +147,12 @@ impl StageCounters {
 
     pub(crate) fn index(&self) -> usize {
         self.index
+    }
+
+    /// The scope of the datasets this stage builds inside itself (interleave's inner
+    /// datasets): derived from its place in the registry, so every inner dataset it builds,
+    /// for any element of any epoch, counts in the same rows.
+    pub(crate) fn inner_scope(&self) -> u64 {
+        self.index as u64 + 1
     }
 }

@@ -1,101 +1,302 @@
-//! The bottleneck: which stage limits throughput, and why.
+//! The bottleneck: which stage limits throughput, and what to do about it.
+//!
+//! The diagnosis reads the figures of a [`View`] as shares of the epoch's time (0 to 1,
+//! measurement noise clamped), and applies [`RULES`], a table read top to bottom: the first
+//! rule that some stage meets names the bottleneck (among the stages that meet it, the one
+//! with the highest figure). Before the table, one question about the pipeline as a whole:
+//! does the consumer spend most of its time inside the pipeline at all? If not, the consumer
+//! is the bottleneck. After it, when no stage is saturated, the busiest one is named.
+//!
+//! The thresholds leave wide margins: a saturated stage shows 90% or more on a loaded
+//! machine, an idle one little, so that identical runs give the same verdict.
 
-use std::time::Duration;
+use std::fmt;
 
-use super::StageSnapshot;
-use super::report::{instances, percent};
+use super::{Row, View};
 
-pub(super) fn bottleneck(stages: &[StageSnapshot], wall: Duration) -> String {
-    // The last stage: the one nothing consumes (the first built at the top level).
-    let Some(last) = stages.iter().find(|s| s.consumer.is_none() && !s.nested) else {
-        return "no stages yet".into();
-    };
-    let waited = percent(last.wait, wall);
-    if waited < 10.0 {
-        return format!(
-            "the consumer: it waited on the pipeline only {waited:.0}% of the time, so the input pipeline keeps up"
-        );
+/// The consumer spends less than this share of its time inside the pipeline (polling or
+/// waiting on it): the pipeline keeps up, the consumer is the bottleneck.
+const CONSUMER_BOUND: f64 = 0.25;
+
+/// What a stage does, as far as the diagnosis is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// `from_generator`: the user's iterator on a thread of its own.
+    Generator,
+    /// Runs the user's function on workers of its own (`map_parallel`, `map_async`).
+    Parallel,
+    /// Reads files or objects (a file dataset's reader).
+    Reader,
+    /// Runs the user's function inline, on the task that polls it.
+    UserFunction,
+    /// Anything else, run inline.
+    Other,
+}
+
+/// The stages that read files or objects.
+const READERS: [&str; 4] = ["tfrecord", "text_line", "fixed_length_record", "csv"];
+
+/// The stages that run a user's function inline on their consumer's task.
+const USER_FUNCTIONS: [&str; 6] = [
+    "map",
+    "filter",
+    "scan",
+    "take_while",
+    "random_map",
+    "flat_map",
+];
+
+/// One stage's figures, as shares of the epoch's time per copy and per worker (0..=1).
+#[derive(Debug, Clone)]
+pub(super) struct Stage {
+    /// How the report names it (inner stages say so).
+    pub(super) name: String,
+    pub(super) kind: Kind,
+    /// Its own work on the task that polls it.
+    pub(super) own: f64,
+    /// Its workers' average busy share (`map_parallel`, a generator's thread); 0 without.
+    pub(super) workers: f64,
+    /// How many workers or readers it runs.
+    pub(super) parallelism: u64,
+    /// How long its consumer waited on it (for a reader: on storage).
+    pub(super) wait: f64,
+}
+
+/// A share of `whole`, per copy, clamped to 0..=1: sampled timings can overshoot a little
+/// (a sampled poll stands for many; a worker's call may straddle the snapshot), and a
+/// share above 1 would only say the measurement is noisy.
+pub(super) fn share(part: std::time::Duration, whole: std::time::Duration, copies: u64) -> f64 {
+    if whole.is_zero() {
+        return 0.0;
     }
-    // All cores busy: the pipeline as a whole is CPU-bound, whatever stage is heaviest.
-    let cores = crate::available_cores() as f64;
-    let cpu: Duration = stages.iter().map(|s| s.busy + s.worker_busy).sum();
-    let used = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
-    if used >= 0.85 * cores {
-        let heaviest = stages
-            .iter()
-            .max_by_key(|s| s.busy + s.worker_busy)
-            .map_or_else(|| "?".to_string(), StageSnapshot::display_name);
-        return format!(
-            "CPU: the stages keep {used:.1} of {cores:.0} cores busy (heaviest: {heaviest}); the consumer waited {waited:.0}% of the time. Add cores, or make the heaviest stage cheaper"
-        );
-    }
-    let mut worst: Option<(f64, String)> = None;
-    let mut consider = |score: f64, why: String| {
-        if worst.as_ref().is_none_or(|(s, _)| score > *s) {
-            worst = Some((score, why));
-        }
-    };
-    for s in stages {
+    (part.as_secs_f64() / whole.as_secs_f64() / copies.max(1) as f64).clamp(0.0, 1.0)
+}
+
+impl Stage {
+    pub(super) fn of(row: &Row, view: &View) -> Stage {
+        let s = &row.snap;
+        let kind = if s.name == "from_generator" {
+            Kind::Generator
+        } else if s.name == "map_parallel" || s.name == "map_async" {
+            Kind::Parallel
+        } else if READERS.contains(&s.name) {
+            Kind::Reader
+        } else if USER_FUNCTIONS.contains(&s.name) {
+            Kind::UserFunction
+        } else {
+            Kind::Other
+        };
         let name = if s.nested {
             format!("{} (inside interleave)", s.display_name())
         } else {
             s.display_name()
         };
-        if s.parallelism > 0 && !s.worker_busy.is_zero() {
-            let busy = percent(s.worker_busy, wall) / s.parallelism as f64;
-            if busy >= 80.0 {
-                consider(
-                    busy,
-                    format!(
-                        "{name} is busy {busy:.0}% with {p}/{p} workers: CPU-bound; add cores or simplify the function",
-                        p = s.parallelism
-                    ),
-                );
-            }
-        }
-        let busy = percent(s.busy, wall);
-        if busy >= 50.0 && s.nested {
-            let copies = instances(s, stages);
-            consider(
-                busy / copies,
-                format!(
-                    "{name} is busy {busy:.0}% of a core across its {copies:.0} readers: reading and decoding are CPU-bound; more parallel reads help only while cores are idle"
-                ),
-            );
-        } else if busy >= 50.0 {
-            consider(
-                busy,
-                format!(
-                    "{name} is busy {busy:.0}% on the task that polls it: move its work into map_parallel"
-                ),
-            );
-        }
-        if s.nested && s.depth == 0 {
-            let wait = percent(s.wait, wall) / instances(s, stages);
-            if wait >= 50.0 {
-                consider(
-                    wait,
-                    format!("{name} waits {wait:.0}% on its source (storage): raise cycle_length"),
-                );
-            }
+        Stage {
+            name,
+            kind,
+            own: share(s.busy, view.wall, row.copies),
+            workers: share(s.worker_busy, view.wall, row.copies * s.parallelism.max(1)),
+            parallelism: s.parallelism,
+            wait: share(s.wait, view.wall, row.copies),
         }
     }
-    if let Some((_, why)) = worst {
-        return why;
+}
+
+/// The pipeline as a whole: what the verdicts quote beside the stage.
+#[derive(Debug, Clone)]
+pub(super) struct Pipeline {
+    /// Share of the time the consumer spent inside the pipeline.
+    pub(super) in_pipeline: f64,
+    /// Cores the stages keep busy (clamped to the machine's), and the machine's.
+    pub(super) cores_busy: f64,
+    pub(super) cores: usize,
+}
+
+/// A row of the table: a condition on one stage's figures, and the verdict it leads to.
+pub(super) struct Rule {
+    /// What the rule diagnoses.
+    pub(super) what: &'static str,
+    /// The figure it judges a stage by (`None`: the rule does not apply to that stage).
+    pub(super) figure: fn(&Stage) -> Option<f64>,
+    /// The least figure that makes the stage the bottleneck.
+    pub(super) at_least: f64,
+    /// The verdict and the advice.
+    pub(super) says: fn(&Stage, &Pipeline) -> String,
+}
+
+/// The diagnosis, read top to bottom (after the consumer check).
+pub(super) const RULES: [Rule; 4] = [
+    Rule {
+        what: "a generator's thread is busy nearly all the time",
+        figure: |s| (s.kind == Kind::Generator).then_some(s.workers),
+        at_least: 0.6,
+        says: |s, _| {
+            format!(
+                "{} is busy {:.0}% of its thread: the generator is the bottleneck (it runs on one thread); \
+                 make it yield cheap items (paths, ids, raw bytes) and move its work into map_parallel",
+                s.name,
+                100.0 * s.workers
+            )
+        },
+    },
+    Rule {
+        what: "a parallel stage's workers are busy nearly all the time",
+        figure: |s| (s.kind == Kind::Parallel).then_some(s.workers),
+        at_least: 0.7,
+        says: |s, p| {
+            let cores = p.cores as f64;
+            if p.cores_busy >= 0.85 * cores {
+                format!(
+                    "{} is busy {:.0}% with {n}/{n} workers, and the stages keep {:.1} of {cores:.0} cores busy: \
+                     CPU-bound; add cores or make the function cheaper",
+                    s.name,
+                    100.0 * s.workers,
+                    p.cores_busy,
+                    n = s.parallelism
+                )
+            } else {
+                format!(
+                    "{} is busy {:.0}% with {n}/{n} workers while cores are idle ({:.1} of {cores:.0} busy): \
+                     raise its num_parallel_calls (or use AUTOTUNE)",
+                    s.name,
+                    100.0 * s.workers,
+                    p.cores_busy,
+                    n = s.parallelism
+                )
+            }
+        },
+    },
+    Rule {
+        what: "a stage's own work fills the task that polls it",
+        figure: |s| (s.kind != Kind::Generator && s.kind != Kind::Parallel).then_some(s.own),
+        at_least: 0.5,
+        says: |s, _| {
+            let busy = 100.0 * s.own;
+            match s.kind {
+                Kind::Reader => format!(
+                    "{} is busy {busy:.0}% per reader: reading and decoding are CPU-bound; \
+                     more parallel reads help only while cores are idle",
+                    s.name
+                ),
+                Kind::UserFunction => format!(
+                    "{} is busy {busy:.0}% on the task that polls it: its function runs one element at a time; \
+                     move its work into map_parallel",
+                    s.name
+                ),
+                _ => format!(
+                    "{} is busy {busy:.0}% on the task that polls it: it is CPU-bound there; \
+                     make it cheaper, or put a prefetch after it so it overlaps with what follows",
+                    s.name
+                ),
+            }
+        },
+    },
+    Rule {
+        what: "a file reader waits on storage most of the time",
+        figure: |s| (s.kind == Kind::Reader).then_some(s.wait),
+        at_least: 0.5,
+        says: |s, _| {
+            format!(
+                "{} waits {:.0}% of the time on storage (per reader): I/O-bound; read more files at once \
+                 (num_parallel_reads, or the interleave's cycle_length)",
+                s.name,
+                100.0 * s.wait
+            )
+        },
+    },
+];
+
+/// The bottleneck, and the rule that named it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Verdict {
+    /// The rule's `what`, or the check that came before or after the table.
+    pub(super) rule: &'static str,
+    /// The stage named, if any.
+    pub(super) stage: Option<String>,
+    pub(super) text: String,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
     }
-    // Nothing saturated: name the busiest stage (its own time, or its workers' average).
-    let share = |s: &StageSnapshot| {
-        let own = percent(s.busy, wall);
-        let workers = percent(s.worker_busy, wall) / s.parallelism.max(1) as f64;
-        own.max(workers)
+}
+
+pub(super) const NO_STAGES: &str = "no stages yet";
+pub(super) const CONSUMER: &str = "the consumer spends most of its time outside the pipeline";
+pub(super) const NOTHING_SATURATED: &str = "no stage is saturated";
+
+/// The cores the stages keep busy: each stage's own time and its workers', clamped to the
+/// machine's cores (the sum of sampled estimates may overshoot).
+pub(super) fn cores_busy(view: &View) -> f64 {
+    let secs = view.wall.as_secs_f64();
+    if secs <= 0.0 {
+        return 0.0;
+    }
+    let cpu: f64 = view
+        .rows
+        .iter()
+        .map(|r| (r.snap.busy + r.snap.worker_busy).as_secs_f64())
+        .sum();
+    (cpu / secs).clamp(0.0, view.cores as f64)
+}
+
+/// Judges `view`.
+pub(super) fn diagnose(view: &View) -> Verdict {
+    if view.rows.is_empty() {
+        return Verdict {
+            rule: NO_STAGES,
+            stage: None,
+            text: NO_STAGES.into(),
+        };
+    }
+    let pipeline = Pipeline {
+        in_pipeline: view.in_pipeline.clamp(0.0, 1.0),
+        cores_busy: cores_busy(view),
+        cores: view.cores,
     };
-    match stages.iter().max_by(|a, b| share(a).total_cmp(&share(b))) {
-        Some(s) => format!(
-            "no stage is saturated (the consumer waited {waited:.0}% of the time); the busiest is {} at {:.0}%: \
-             stages wait on each other or on CPU taken by other work; try prefetch or more parallelism",
-            s.display_name(),
-            share(s)
+    if pipeline.in_pipeline < CONSUMER_BOUND {
+        return Verdict {
+            rule: CONSUMER,
+            stage: None,
+            text: format!(
+                "the consumer: it spent only {:.0}% of the time waiting on the pipeline, {:.0}% in its own work; \
+                 the input pipeline keeps up",
+                100.0 * pipeline.in_pipeline,
+                100.0 * (1.0 - pipeline.in_pipeline)
+            ),
+        };
+    }
+    let stages: Vec<Stage> = view.rows.iter().map(|r| Stage::of(r, view)).collect();
+    for rule in &RULES {
+        let worst = stages
+            .iter()
+            .filter_map(|s| (rule.figure)(s).map(|f| (f, s)))
+            .filter(|(f, _)| *f >= rule.at_least)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, s)) = worst {
+            return Verdict {
+                rule: rule.what,
+                stage: Some(s.name.clone()),
+                text: (rule.says)(s, &pipeline),
+            };
+        }
+    }
+    // Nothing saturated: name the busiest stage (its own share, or its workers').
+    let busiest = stages
+        .iter()
+        .max_by(|a, b| a.own.max(a.workers).total_cmp(&b.own.max(b.workers)));
+    let (name, busy) = busiest.map_or(("?".to_string(), 0.0), |s| {
+        (s.name.clone(), s.own.max(s.workers))
+    });
+    Verdict {
+        rule: NOTHING_SATURATED,
+        stage: busiest.map(|s| s.name.clone()),
+        text: format!(
+            "no stage is saturated (the consumer waited on the pipeline {:.0}% of the time); the busiest is {name} at {:.0}%: \
+             stages wait on each other, or on CPU taken by other work",
+            100.0 * pipeline.in_pipeline,
+            100.0 * busy
         ),
-        None => "no stages yet".into(),
     }
 }

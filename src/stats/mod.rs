@@ -60,6 +60,8 @@ struct Stages {
 #[derive(Debug, Clone)]
 pub struct Stats {
     registry: Arc<Registry>,
+    /// What the report advises to time the stages, when they were not.
+    timing_advice: Option<Arc<str>>,
 }
 
 impl Stats {
@@ -73,6 +75,7 @@ impl Stats {
                 memory: AtomicU64::new(0),
                 peak_memory: AtomicU64::new(0),
             }),
+            timing_advice: None,
         }
     }
 
@@ -167,29 +170,67 @@ impl StageSnapshot {
     }
 }
 
+/// Where a stage is registered, and how it is shown.
+pub(crate) struct Registration<'a> {
+    pub(crate) key: StageKey,
+    pub(crate) name: &'static str,
+    pub(crate) depth: u64,
+    /// The stage that builds it (its consumer, or the owner of its scope).
+    pub(crate) consumer: Option<&'a StageCounters>,
+    /// Plumbing the user did not write, merged into the user's stage in the report.
+    pub(crate) hidden: bool,
+    /// The user's name for it ([`Dataset::named`](crate::Dataset::named)).
+    pub(crate) label: Option<&'a str>,
+}
+
+/// One registered stage as measured, with what the report needs beyond its snapshot.
+#[derive(Debug, Clone)]
+pub(super) struct Row {
+    pub(super) snap: StageSnapshot,
+    /// How many copies of it run at once (the readers of the parallel interleaves it sits
+    /// in); its busy and wait times add up over them.
+    pub(super) copies: u64,
+}
+
+/// The statistics as the report shows them: one row per stage the user wrote, upstream
+/// stages after their consumers, and the figures the diagnosis judges.
+#[derive(Debug, Clone)]
+pub(super) struct View {
+    pub(super) wall: Duration,
+    /// The machine's cores.
+    pub(super) cores: usize,
+    /// Share of the time (0..=1) the consumer spent inside the pipeline: polling its last
+    /// stage (inline work) or waiting on it. The rest is the consumer's own work.
+    pub(super) in_pipeline: f64,
+    pub(super) rows: Vec<Row>,
+}
+
 impl Stats {
-    pub(crate) fn counters(
-        &self,
-        key: StageKey,
-        name: &'static str,
-        depth: u64,
-        consumer: Option<&StageCounters>,
-    ) -> Arc<StageCounters> {
+    /// The counters of the stage `at` names, registered on first use: stages of datasets
+    /// built inside another stage (interleave's inner datasets) share one entry per
+    /// (scope, depth, name) however many of them are built.
+    pub(crate) fn counters(&self, at: Registration<'_>) -> Arc<StageCounters> {
         let mut guard = self
             .registry
             .stages
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let Stages { list, index } = &mut *guard;
-        if let Some(&i) = index.get(&key) {
+        if let Some(&i) = index.get(&at.key) {
             return Arc::clone(&list[i]);
         }
+        let label = std::sync::OnceLock::new();
+        if let Some(name) = at.label {
+            let _ = label.set(name.to_string());
+        }
         let counters = Arc::new(StageCounters {
-            name,
-            nested: key.0 != 0,
-            depth,
+            name: at.name,
+            nested: at.key.0 != 0,
+            scope: at.key.0,
+            hidden: at.hidden,
+            depth: at.depth,
             index: list.len(),
-            consumer: consumer.map(|c| c.index),
+            consumer: at.consumer.map(|c| c.index),
             elements: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
@@ -197,6 +238,7 @@ impl Stats {
             worker_nanos: AtomicU64::new(0),
             parallelism: AtomicU64::new(0),
             nested_detached: AtomicBool::new(false),
+            copies: AtomicU64::new(1),
             inputs_shared: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
             buffered: AtomicU64::new(0),
@@ -207,38 +249,31 @@ impl Stats {
             blocked_nanos: AtomicU64::new(0),
             autotuned: AtomicBool::new(false),
             by_input: AtomicBool::new(false),
-            label: std::sync::OnceLock::new(),
+            label,
         });
-        index.insert(key, list.len());
+        index.insert(at.key, list.len());
         list.push(Arc::clone(&counters));
         counters
     }
 
-    /// How many stages are registered so far.
-    pub(crate) fn registered(&self) -> usize {
-        self.registry
-            .stages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .list
-            .len()
-    }
-
-    /// Names the stage registered `index`-th (the first time only).
-    pub(crate) fn label(&self, index: usize, label: &str) {
-        let guard = self
-            .registry
-            .stages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(stage) = guard.list.get(index) {
-            let _ = stage.label.set(label.to_string());
-        }
-    }
-
-    /// Every stage's statistics now, in the order the stages were built (consumers before
-    /// their inputs).
+    /// Every stage's statistics now, one per stage of the pipeline as the user wrote it, in
+    /// the order the stages were built (consumers before their inputs). The plumbing of file
+    /// datasets (the list of file names, the interleave over them) is merged into their
+    /// reader's stage, which takes the interleave's parallelism; the inner datasets an
+    /// interleave builds, one per input element, add up in one row per inner stage.
     pub fn snapshot(&self) -> Vec<StageSnapshot> {
+        self.view().rows.into_iter().map(|r| r.snap).collect()
+    }
+
+    /// Every registered stage's statistics, in registry order (positions are
+    /// [`StageCounters::index`]): what the autotuner reads.
+    pub(crate) fn raw_snapshot(&self) -> Vec<StageSnapshot> {
+        self.measure().0.into_iter().map(|r| r.snap).collect()
+    }
+
+    /// Every registered stage's figures, in registry order, and the share of the time the
+    /// consumer spent inside the pipeline.
+    fn measure(&self) -> (Vec<Row>, f64) {
         let list: Vec<Arc<StageCounters>> = self
             .registry
             .stages
@@ -247,39 +282,52 @@ impl Stats {
             .list
             .clone();
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        // Inclusive busy time, minus that of the inputs polled inside the stage's poll.
-        // Sampled polls of nanosecond stages come out slow (the sampled poll is the cold one),
-        // so an estimate may exceed what holds by construction: a stage polled inside its
-        // consumer's poll was busy no longer than its consumer, and a stage at the top of a
-        // task (or of the epoch) no longer than the epoch has run. Consumers are registered
-        // before their inputs, so one pass in order applies both bounds.
         let wall = self.registry.started.elapsed().as_nanos() as u64;
-        let mut inclusive: Vec<u64> = list.iter().map(|c| load(&c.busy_nanos)).collect();
-        // An input is polled inside its consumer's poll unless it belongs to the datasets a
-        // parallel interleave drives in tasks of their own (prefetch's inputs count as inline:
-        // its consumer polls them itself when overlap does not pay).
+        // The stage whose scope a nested stage sits in (its owner), and whether it is the
+        // top of its inner dataset (polled by the owner itself).
+        let owner = |c: &StageCounters| (c.scope > 0).then(|| c.scope as usize - 1);
+        let is_top_of_scope = |c: &StageCounters| owner(c).is_some() && c.consumer == owner(c);
+        // An input is polled inside its consumer's poll unless it is the top of an inner
+        // dataset that a parallel interleave drives in a task of its own (prefetch's inputs
+        // count as inline: its consumer polls them itself when overlap does not pay).
         let inline: Vec<bool> = list
             .iter()
             .map(|c| {
                 c.consumer
                     .and_then(|i| list.get(i))
                     .is_some_and(|consumer| {
-                        !(c.nested
-                            && !consumer.nested
-                            && consumer.nested_detached.load(Ordering::Relaxed))
+                        !(is_top_of_scope(c) && consumer.nested_detached.load(Ordering::Relaxed))
                     })
             })
             .collect();
+        // Copies at once: those of its owner, times the owner's readers when they run in
+        // tasks of their own. Owners are registered before what they build.
+        let mut copies = vec![1u64; list.len()];
+        for (i, c) in list.iter().enumerate() {
+            if let Some(o) = owner(c).filter(|&o| o < i) {
+                let readers = if list[o].nested_detached.load(Ordering::Relaxed) {
+                    load(&list[o].copies).max(1)
+                } else {
+                    1
+                };
+                copies[i] = copies[o].saturating_mul(readers);
+            }
+        }
+        // Inclusive busy time, minus that of the inputs polled inside the stage's poll.
+        // Sampled polls of nanosecond stages come out slow (the sampled poll is the cold one),
+        // so an estimate may exceed what holds by construction: a stage polled inside its
+        // consumer's poll was busy no longer than its consumer, and a stage at the top of a
+        // task (or of the epoch) no longer than the epoch has run, times its copies. Consumers
+        // are registered before their inputs, so one pass in order applies both bounds.
+        let mut inclusive: Vec<u64> = list.iter().map(|c| load(&c.busy_nanos)).collect();
         for (i, c) in list.iter().enumerate() {
             let shared = c
                 .consumer
                 .and_then(|k| list.get(k))
                 .is_some_and(|consumer| consumer.inputs_shared.load(Ordering::Relaxed));
             let bound = match c.consumer {
-                Some(consumer) if inline[i] && !shared => inclusive[consumer],
-                // Nested copies run side by side: their sum is not bounded by one wall.
-                _ if c.nested => u64::MAX,
-                _ => wall,
+                Some(consumer) if inline[i] && !shared && consumer < i => inclusive[consumer],
+                _ => wall.saturating_mul(copies[i]),
             };
             inclusive[i] = inclusive[i].min(bound);
         }
@@ -303,37 +351,73 @@ impl Stats {
             let (elements, errors) = list
                 .iter()
                 .zip(&counts)
-                .filter(|(input, _)| input.consumer == Some(i) && input.nested == c.nested)
+                .filter(|(input, _)| input.consumer == Some(i) && input.scope == c.scope)
                 .fold((0, 0), |(e, r), (_, &(ie, ir))| (e + ie, r + ir));
             counts[i] = (elements.saturating_sub(own_errors), errors + own_errors);
         }
-        list.iter()
-            .zip(own)
-            .zip(counts)
-            .map(|((c, own), (elements, errors))| StageSnapshot {
-                name: c.name,
-                label: c.label.get().cloned(),
-                depth: c.depth,
-                nested: c.nested,
-                consumer: c.consumer,
-                elements,
-                errors,
-                busy: Duration::from_nanos(own),
-                wait: Duration::from_nanos(load(&c.wait_nanos)),
-                worker_busy: Duration::from_nanos(load(&c.worker_nanos)),
-                parallelism: load(&c.parallelism),
-                bytes: load(&c.bytes),
-                buffered: load(&c.buffered),
-                buffered_avg: match load(&c.buffered_samples) {
-                    0 => load(&c.buffered) as f64,
-                    n => load(&c.buffered_sum) as f64 / n as f64,
+        // The consumer's time in the pipeline: the last stage's poll, inline work included,
+        // and its waits on it.
+        let in_pipeline = list
+            .iter()
+            .position(|c| c.consumer.is_none() && c.scope == 0)
+            .map_or(0.0, |last| {
+                let inside = inclusive[last].saturating_add(load(&list[last].wait_nanos));
+                (inside as f64 / wall.max(1) as f64).min(1.0)
+            });
+        let rows = list
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Row {
+                snap: StageSnapshot {
+                    name: c.name,
+                    label: c.label.get().cloned(),
+                    depth: c.depth,
+                    nested: c.nested,
+                    consumer: c.consumer,
+                    elements: counts[i].0,
+                    errors: counts[i].1,
+                    busy: Duration::from_nanos(own[i]),
+                    wait: Duration::from_nanos(load(&c.wait_nanos)),
+                    worker_busy: Duration::from_nanos(load(&c.worker_nanos)),
+                    parallelism: load(&c.parallelism),
+                    bytes: load(&c.bytes),
+                    buffered: load(&c.buffered),
+                    buffered_avg: match load(&c.buffered_samples) {
+                        0 => load(&c.buffered) as f64,
+                        n => load(&c.buffered_sum) as f64 / n as f64,
+                    },
+                    buffer_limit: load(&c.buffer_limit),
+                    full_events: load(&c.full_events),
+                    blocked: Duration::from_nanos(load(&c.blocked_nanos)),
+                    autotuned: c.autotuned.load(Ordering::Relaxed),
                 },
-                buffer_limit: load(&c.buffer_limit),
-                full_events: load(&c.full_events),
-                blocked: Duration::from_nanos(load(&c.blocked_nanos)),
-                autotuned: c.autotuned.load(Ordering::Relaxed),
+                copies: copies[i],
             })
-            .collect()
+            .collect();
+        (rows, in_pipeline)
+    }
+
+    /// The stages as the user wrote them: hidden plumbing merged into the user's stages.
+    pub(super) fn view(&self) -> View {
+        let hidden: Vec<(bool, u64)> = self
+            .registry
+            .stages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .list
+            .iter()
+            .map(|c| (c.hidden, c.scope))
+            .collect();
+        let (rows, in_pipeline) = self.measure();
+        // Registered after `measure` read the list may mean more rows than flags: a stage
+        // registered in between is taken as shown.
+        let flags = |i: usize| hidden.get(i).copied().unwrap_or((false, 0));
+        View {
+            wall: self.elapsed(),
+            cores: crate::available_cores(),
+            in_pipeline,
+            rows: merge_hidden(rows, |i| flags(i).0, |i| flags(i).1),
+        }
     }
 
     /// Time since the epoch was built.
@@ -345,10 +429,140 @@ impl Stats {
     /// [`Options::stats_timing`](crate::Options)).
     pub fn bottleneck(&self) -> String {
         if !self.registry.timing {
-            return "unknown: set Options::stats_timing(true) to time the stages".into();
+            return format!("unknown: {} to time the stages", self.timing_advice());
         }
-        diagnosis::bottleneck(&self.snapshot(), self.elapsed())
+        diagnosis::diagnose(&self.view()).to_string()
     }
+
+    /// What the report tells the user to do to time the stages.
+    fn timing_advice(&self) -> &str {
+        self.timing_advice
+            .as_deref()
+            .unwrap_or("set Options::stats_timing(true)")
+    }
+
+    /// This handle with another piece of advice for turning stage timing on, in the report
+    /// of an epoch that was not timed (by default "set Options::stats_timing(true)"): for a
+    /// program that sets the option from its own flags, name the flag.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let mut epoch = Dataset::range(0, 3).iter();
+    /// while let Some(x) = epoch.next().await { x?; }
+    /// let report = epoch.stats().with_timing_advice("run with --timing").to_string();
+    /// assert!(report.contains("bottleneck: unknown: run with --timing to time the stages"));
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn with_timing_advice(mut self, advice: &str) -> Stats {
+        self.timing_advice = Some(advice.into());
+        self
+    }
+}
+
+/// Merges hidden stages into the user's: a hidden stage that builds inner datasets (the
+/// interleave of a file dataset) is replaced by the top stage of those (the file reader),
+/// which takes its place in the pipeline (its consumer, scope and parallelism); any other
+/// hidden stage (the list of file names) is merged into the stage that stands for its
+/// consumer. Busy and worker times move with them; the rows left are renumbered.
+fn merge_hidden(
+    mut rows: Vec<Row>,
+    hidden: impl Fn(usize) -> bool,
+    scope: impl Fn(usize) -> u64,
+) -> Vec<Row> {
+    let n = rows.len();
+    if !(0..n).any(&hidden) {
+        return rows;
+    }
+    let consumer: Vec<Option<usize>> = rows.iter().map(|r| r.snap.consumer).collect();
+    // The top of the inner dataset a hidden stage builds, itself resolved if hidden.
+    let face_of = |h: usize| -> Option<usize> {
+        let mut at = h;
+        loop {
+            let top =
+                (at + 1..n).find(|&f| scope(f) == at as u64 + 1 && consumer[f] == Some(at))?;
+            if !hidden(top) {
+                return Some(top);
+            }
+            at = top;
+        }
+    };
+    let face: Vec<Option<usize>> = (0..n)
+        .map(|h| if hidden(h) { face_of(h) } else { None })
+        .collect();
+    // The visible stage each stage's figures go to (`None`: dropped).
+    let mut target: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        target[i] = if !hidden(i) {
+            Some(i)
+        } else {
+            face[i].or_else(|| consumer[i].filter(|&c| c < i).and_then(|c| target[c]))
+        };
+    }
+    // A hidden stage with no consumer gets its target only from its face: fill in those
+    // that point upstream (registered later).
+    for i in 0..n {
+        if target[i].is_none() && hidden(i) {
+            target[i] = face[i];
+        }
+    }
+    for h in (0..n).filter(|&h| hidden(h)) {
+        let Some(t) = target[h] else { continue };
+        let (busy, workers) = (rows[h].snap.busy, rows[h].snap.worker_busy);
+        rows[t].snap.busy += busy;
+        rows[t].snap.worker_busy += workers;
+        // The reader takes the place of the outermost hidden stage whose face it is (not of
+        // a hidden stage inside another's inner dataset: that one stands in for nothing).
+        let inner_link = consumer[h]
+            .is_some_and(|c| hidden(c) && scope(h) == c as u64 + 1 && face[c] == Some(t));
+        if face[h] == Some(t) && !inner_link {
+            let outer = rows[h].clone();
+            let row = &mut rows[t];
+            row.snap.consumer = outer.snap.consumer;
+            row.snap.nested = outer.snap.nested;
+            if row.snap.parallelism == 0 {
+                row.snap.parallelism = outer.snap.parallelism;
+            }
+            if row.snap.label.is_none() {
+                row.snap.label = outer.snap.label;
+            }
+        }
+    }
+    // Consumers that are hidden stand for the visible stage that replaces them, or, for the
+    // stage that replaces them, for their own consumer.
+    let mut new_index = vec![None; n];
+    let mut next = 0;
+    for i in 0..n {
+        if !hidden(i) {
+            new_index[i] = Some(next);
+            next += 1;
+        }
+    }
+    let resolve = |i: usize, mut c: usize| -> Option<usize> {
+        for _ in 0..n {
+            if !hidden(c) {
+                return new_index[c];
+            }
+            match target[c] {
+                Some(t) if t != i => return new_index[t],
+                _ => c = consumer[c]?,
+            }
+        }
+        None
+    };
+    let consumers: Vec<Option<usize>> = (0..n)
+        .map(|i| rows[i].snap.consumer.and_then(|c| resolve(i, c)))
+        .collect();
+    rows.into_iter()
+        .zip(consumers)
+        .enumerate()
+        .filter(|(i, _)| !hidden(*i))
+        .map(|(_, (mut row, consumer))| {
+            row.snap.consumer = consumer;
+            row
+        })
+        .collect()
 }
 
 #[cfg(test)]

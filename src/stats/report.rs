@@ -1,40 +1,21 @@
-//! The report: [`Stats`]'s `Display`, one row per stage and the bottleneck.
+//! The report: [`Stats`]'s `Display`, one row per stage as the user wrote the pipeline,
+//! then the buffers and the bottleneck.
+//!
+//! Every figure is per copy and per worker, clamped to what can hold (a stage is busy at
+//! most all the time, the stages keep at most the machine's cores busy): sampled timings
+//! overshoot a little, and a figure past its bound would only show the noise.
 
 use std::fmt;
-use std::time::Duration;
 
-use super::{StageSnapshot, Stats};
-
-/// How many copies of `s` run at once: for the stages of datasets made inside another stage
-/// (interleave's per-file readers), the readers that stage runs; else 1. Their waits add up
-/// over the copies, so the report divides by this.
-pub(super) fn instances(s: &StageSnapshot, stages: &[StageSnapshot]) -> f64 {
-    let mut at = s;
-    while at.nested {
-        match at.consumer.and_then(|i| stages.get(i)) {
-            Some(consumer) => at = consumer,
-            None => return 1.0,
-        }
-    }
-    if std::ptr::eq(at, s) {
-        1.0
-    } else {
-        at.parallelism.max(1) as f64
-    }
-}
-
-pub(super) fn percent(part: Duration, whole: Duration) -> f64 {
-    if whole.is_zero() {
-        0.0
-    } else {
-        100.0 * part.as_secs_f64() / whole.as_secs_f64()
-    }
-}
+use super::Stats;
+use super::diagnosis::{self, share};
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let wall = self.elapsed();
-        let stages = self.snapshot();
+        // One view for the rows and the verdict, so that they agree.
+        let view = self.view();
+        let wall = view.wall;
+        let timed = self.registry.timing;
         writeln!(
             f,
             "{:<32} {:>12} {:>12} {:>9} {:>7} {:>7} {:>8} {:>14} {:>15} {:>6}",
@@ -50,7 +31,8 @@ impl fmt::Display for Stats {
             "errors"
         )?;
         let secs = wall.as_secs_f64().max(1e-9);
-        for s in stages.iter().rev() {
+        for row in view.rows.iter().rev() {
+            let s = &row.snap;
             let name = s.display_name();
             let name = if s.nested {
                 format!("  inner {name}")
@@ -63,11 +45,8 @@ impl fmt::Display for Stats {
             } else if s.worker_busy.is_zero() {
                 format!("{}{auto}", s.parallelism)
             } else {
-                format!(
-                    "{}@{:.0}%{auto}",
-                    s.parallelism,
-                    percent(s.worker_busy, wall) / s.parallelism as f64
-                )
+                let each = share(s.worker_busy, wall, row.copies * s.parallelism);
+                format!("{}@{:.0}%{auto}", s.parallelism, 100.0 * each)
             };
             let buffer = match (s.buffer_limit, s.buffered, s.buffered_avg) {
                 (0, 0, 0.0) => "-".to_string(),
@@ -79,16 +58,22 @@ impl fmt::Display for Stats {
             } else {
                 format!("{:.1}", s.bytes as f64 / 1e6 / secs)
             };
+            // Busy time is measured only with stage timing.
+            let busy = if timed {
+                format!("{:.1}", 100.0 * share(s.busy, wall, row.copies))
+            } else {
+                "-".to_string()
+            };
             writeln!(
                 f,
-                "{:<32} {:>12} {:>12.0} {:>9} {:>7.1} {:>7.1} {:>8.1} {:>14} {:>15} {:>6}",
+                "{:<32} {:>12} {:>12.0} {:>9} {:>7} {:>7.1} {:>8.1} {:>14} {:>15} {:>6}",
                 name,
                 s.elements,
                 s.elements as f64 / secs,
                 mb,
-                percent(s.busy, wall),
-                percent(s.wait, wall) / instances(s, &stages),
-                percent(s.blocked, wall) / s.parallelism.max(1) as f64,
+                busy,
+                100.0 * share(s.wait, wall, row.copies),
+                100.0 * share(s.blocked, wall, row.copies * s.parallelism.max(1)),
                 workers,
                 buffer,
                 s.errors
@@ -108,6 +93,10 @@ impl fmt::Display for Stats {
             budget.ram as f64 / 1e6,
             budget.cpu
         )?;
-        writeln!(f, "bottleneck: {}", self.bottleneck())
+        if timed {
+            writeln!(f, "bottleneck: {}", diagnosis::diagnose(&view))
+        } else {
+            writeln!(f, "bottleneck: {}", self.bottleneck())
+        }
     }
 }
