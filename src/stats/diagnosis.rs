@@ -300,3 +300,307 @@ pub(super) fn diagnose(view: &View) -> Verdict {
         ),
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! Each rule of the table, on synthetic figures: one second of wall time, two cores.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::stats::{Row, StageSnapshot, View};
+
+    /// A stage in a synthetic view; shares of one second.
+    pub(crate) struct S {
+        pub(crate) name: &'static str,
+        pub(crate) consumer: Option<usize>,
+        pub(crate) nested: bool,
+        pub(crate) copies: u64,
+        pub(crate) busy: f64,
+        pub(crate) workers: f64,
+        pub(crate) parallelism: u64,
+        pub(crate) wait: f64,
+    }
+
+    pub(crate) const STAGE: S = S {
+        name: "map",
+        consumer: None,
+        nested: false,
+        copies: 1,
+        busy: 0.0,
+        workers: 0.0,
+        parallelism: 0,
+        wait: 0.0,
+    };
+
+    pub(crate) fn view(in_pipeline: f64, stages: &[S]) -> View {
+        let secs = Duration::from_secs_f64;
+        View {
+            wall: Duration::from_secs(1),
+            cores: 2,
+            in_pipeline,
+            rows: stages
+                .iter()
+                .map(|s| Row {
+                    snap: StageSnapshot {
+                        name: s.name,
+                        label: None,
+                        depth: 0,
+                        nested: s.nested,
+                        consumer: s.consumer,
+                        elements: 100,
+                        errors: 0,
+                        busy: secs(s.busy),
+                        wait: secs(s.wait),
+                        worker_busy: secs(s.workers),
+                        parallelism: s.parallelism,
+                        bytes: 0,
+                        buffered: 0,
+                        buffered_avg: 0.0,
+                        buffer_limit: 0,
+                        full_events: 0,
+                        blocked: Duration::ZERO,
+                        autotuned: false,
+                    },
+                    copies: s.copies,
+                })
+                .collect(),
+        }
+    }
+
+    fn judge(in_pipeline: f64, stages: &[S]) -> Verdict {
+        diagnose(&view(in_pipeline, stages))
+    }
+
+    #[test]
+    fn a_consumer_that_seldom_waits_is_the_bottleneck() {
+        // A busy map, but the consumer spends 95% of its time in its own work.
+        let v = judge(
+            0.05,
+            &[S {
+                busy: 0.04,
+                ..STAGE
+            }],
+        );
+        assert_eq!(v.rule, CONSUMER, "{v}");
+        assert!(v.text.starts_with("the consumer"), "{v}");
+    }
+
+    #[test]
+    fn a_busy_generator_thread_is_named_with_map_parallel_as_the_advice() {
+        // Alone, and under a prefetch that waits on it (no stage is busy on a task).
+        for stages in [
+            vec![S {
+                name: "from_generator",
+                workers: 0.97,
+                parallelism: 1,
+                wait: 0.9,
+                ..STAGE
+            }],
+            vec![
+                S {
+                    name: "prefetch",
+                    wait: 0.9,
+                    busy: 0.01,
+                    ..STAGE
+                },
+                S {
+                    name: "from_generator",
+                    consumer: Some(0),
+                    workers: 0.95,
+                    parallelism: 1,
+                    wait: 0.9,
+                    ..STAGE
+                },
+            ],
+        ] {
+            let v = judge(0.9, &stages);
+            assert_eq!(v.rule, RULES[0].what, "{v}");
+            assert_eq!(v.stage.as_deref(), Some("from_generator"), "{v}");
+            assert!(v.text.contains("move its work into map_parallel"), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_cpu_bound_generator_inside_an_interleave_is_not_storage() {
+        let v = judge(
+            0.95,
+            &[
+                S {
+                    name: "interleave",
+                    wait: 0.95,
+                    ..STAGE
+                },
+                S {
+                    name: "from_generator",
+                    consumer: Some(0),
+                    nested: true,
+                    workers: 1.0,
+                    parallelism: 1,
+                    wait: 1.0,
+                    ..STAGE
+                },
+            ],
+        );
+        assert_eq!(v.rule, RULES[0].what, "{v}");
+        assert_eq!(
+            v.stage.as_deref(),
+            Some("from_generator (inside interleave)"),
+            "{v}"
+        );
+        assert!(!v.text.contains("storage"), "{v}");
+    }
+
+    #[test]
+    fn saturated_workers_are_named_cpu_bound_or_short_of_workers() {
+        let all_cores = judge(
+            0.9,
+            &[S {
+                name: "map_parallel",
+                workers: 1.96,
+                parallelism: 2,
+                ..STAGE
+            }],
+        );
+        assert_eq!(all_cores.rule, RULES[1].what, "{all_cores}");
+        assert!(all_cores.text.contains("CPU-bound"), "{all_cores}");
+        assert!(all_cores.text.contains("2/2 workers"), "{all_cores}");
+        // One worker busy of two cores: more workers would help.
+        let idle_cores = judge(
+            0.9,
+            &[S {
+                name: "map_parallel",
+                workers: 0.98,
+                parallelism: 1,
+                ..STAGE
+            }],
+        );
+        assert_eq!(idle_cores.rule, RULES[1].what, "{idle_cores}");
+        assert!(
+            idle_cores.text.contains("num_parallel_calls"),
+            "{idle_cores}"
+        );
+    }
+
+    #[test]
+    fn a_heavy_inline_map_is_named_even_when_the_consumer_never_waits_pending() {
+        // No prefetch: the consumer runs the map inside its `next()` (the wait is 0), and the
+        // time in the pipeline says so.
+        let v = judge(
+            0.9,
+            &[
+                S {
+                    name: "map",
+                    busy: 0.87,
+                    ..STAGE
+                },
+                S {
+                    name: "range",
+                    consumer: Some(0),
+                    busy: 0.01,
+                    ..STAGE
+                },
+            ],
+        );
+        assert_eq!(v.rule, RULES[2].what, "{v}");
+        assert_eq!(v.stage.as_deref(), Some("map"), "{v}");
+        assert!(v.text.contains("move its work into map_parallel"), "{v}");
+    }
+
+    #[test]
+    fn readers_are_named_storage_bound_or_cpu_bound() {
+        let waiting = judge(
+            0.95,
+            &[S {
+                name: "tfrecord",
+                wait: 0.9,
+                busy: 0.05,
+                ..STAGE
+            }],
+        );
+        assert_eq!(waiting.rule, RULES[3].what, "{waiting}");
+        assert!(waiting.text.contains("storage"), "{waiting}");
+        // Eight readers at once, waiting 7.2 s in all over one second: 90% each.
+        let parallel = judge(
+            0.95,
+            &[S {
+                name: "tfrecord",
+                copies: 8,
+                parallelism: 4,
+                wait: 7.2,
+                ..STAGE
+            }],
+        );
+        assert!(parallel.text.contains("waits 90%"), "{parallel}");
+        let decoding = judge(
+            0.95,
+            &[S {
+                name: "tfrecord",
+                busy: 0.9,
+                wait: 0.05,
+                ..STAGE
+            }],
+        );
+        assert_eq!(decoding.rule, RULES[2].what, "{decoding}");
+        assert!(decoding.text.contains("CPU-bound"), "{decoding}");
+    }
+
+    #[test]
+    fn with_nothing_saturated_the_busiest_stage_is_named() {
+        let v = judge(
+            0.6,
+            &[
+                S {
+                    name: "batch",
+                    busy: 0.45,
+                    ..STAGE
+                },
+                S {
+                    name: "map_parallel",
+                    consumer: Some(0),
+                    workers: 0.8,
+                    parallelism: 2,
+                    ..STAGE
+                },
+            ],
+        );
+        // Its own 45% against the workers' 40% each.
+        assert_eq!(v.rule, NOTHING_SATURATED, "{v}");
+        assert_eq!(v.stage.as_deref(), Some("batch"), "{v}");
+        assert!(v.text.contains("batch at 45%"), "{v}");
+    }
+
+    #[test]
+    fn figures_past_their_bounds_are_clamped() {
+        // 2.6 cores busy on a 2-core machine, one worker at 107%: noise, not news.
+        let v = view(
+            0.9,
+            &[
+                S {
+                    name: "map_parallel",
+                    workers: 1.07,
+                    parallelism: 1,
+                    ..STAGE
+                },
+                S {
+                    name: "map",
+                    consumer: Some(0),
+                    busy: 1.53,
+                    ..STAGE
+                },
+            ],
+        );
+        assert_eq!(cores_busy(&v), 2.0);
+        let stages: Vec<Stage> = v.rows.iter().map(|r| Stage::of(r, &v)).collect();
+        assert_eq!(stages[0].workers, 1.0);
+        assert_eq!(stages[1].own, 1.0);
+        let verdict = diagnose(&v);
+        assert!(verdict.text.contains("2.0 of 2 cores"), "{verdict}");
+        assert!(verdict.text.contains("busy 100%"), "{verdict}");
+    }
+
+    #[test]
+    fn no_stages_no_verdict() {
+        assert_eq!(judge(0.0, &[]).rule, NO_STAGES);
+    }
+}
