@@ -63,3 +63,108 @@ async fn rows_do_not_grow_with_files_or_epochs() -> anyhow::Result<()> {
     assert_eq!(few, one, "{few_report}\n{one_report}");
     Ok(())
 }
+
+/// Runs `ds` (timed) to its end with `consume` called on every element, three times, and
+/// returns each run's verdict (the report's last line) with its report.
+async fn verdicts<T: Send + 'static>(
+    ds: &Dataset<T>,
+    consume: impl Fn(),
+) -> anyhow::Result<Vec<(String, String)>> {
+    let ds = ds.with_options(Options::new().stats_timing(true));
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let mut epoch = ds.iter();
+        while let Some(item) = epoch.next().await {
+            item?;
+            consume();
+        }
+        let report = epoch.stats().to_string();
+        let verdict = report
+            .lines()
+            .find_map(|l| l.strip_prefix("bottleneck: "))
+            .unwrap_or_default()
+            .to_string();
+        out.push((verdict, report));
+    }
+    Ok(out)
+}
+
+fn sleep_ms(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+/// Asserts every verdict starts with `stage` and says `advice`.
+fn assert_named(runs: &[(String, String)], stage: &str, advice: &str) {
+    for (verdict, report) in runs {
+        assert!(
+            verdict.starts_with(stage) && verdict.contains(advice),
+            "expected {stage:?} ... {advice:?}, got:\n{report}"
+        );
+    }
+}
+
+fn slow_generator() -> Dataset<u64> {
+    Dataset::from_generator(4, || {
+        (0..40u64).map(|i| {
+            sleep_ms(3);
+            i
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_generator_is_named_with_or_without_prefetch() -> anyhow::Result<()> {
+    let advice = "move its work into map_parallel";
+    let runs = verdicts(&slow_generator().map(|x| x + 1), || {}).await?;
+    assert_named(&runs, "from_generator is busy", advice);
+    let runs = verdicts(&slow_generator().map(|x| x + 1).prefetch(2), || {}).await?;
+    assert_named(&runs, "from_generator is busy", advice);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_generator_inside_an_interleave_is_not_called_storage() -> anyhow::Result<()> {
+    let ds = Dataset::range(0, 2).interleave(2, 1, |_| slow_generator());
+    let runs = verdicts(&ds, || {}).await?;
+    assert_named(
+        &runs,
+        "from_generator (inside interleave) is busy",
+        "move its work into map_parallel",
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_inline_map_is_named_without_prefetch() -> anyhow::Result<()> {
+    // The consumer never waits on a pending stream: it runs the map inside `next()`.
+    let ds = Dataset::range(0, 50)
+        .map(|x| {
+            sleep_ms(3);
+            x
+        })
+        .named("slow");
+    let runs = verdicts(&ds, || {}).await?;
+    assert_named(&runs, "map (slow) is busy", "move its work into map_parallel");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_map_parallel_is_named() -> anyhow::Result<()> {
+    let ds = Dataset::range(0, 100).map_parallel(2, |x| {
+        sleep_ms(3);
+        Ok(x)
+    });
+    let runs = verdicts(&ds, || {}).await?;
+    assert_named(&runs, "map_parallel is busy", "2/2 workers");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_is_named_with_or_without_prefetch() -> anyhow::Result<()> {
+    let ds = Dataset::range(0, 60).map(|x| x * 2);
+    for ds in [ds.clone(), ds.prefetch(2)] {
+        let runs = verdicts(&ds, || sleep_ms(3)).await?;
+        assert_named(&runs, "the consumer", "the input pipeline keeps up");
+    }
+    Ok(())
+}
