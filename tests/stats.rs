@@ -2,9 +2,15 @@
 //! however many files its interleaves open and however many epochs `repeat` runs; the two
 //! spellings of one file pipeline report alike.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
+use streamload::storage::{self, ReadOptions};
 use streamload::{AUTOTUNE, Dataset, Epoch, Options};
+
+#[path = "support/s3.rs"]
+mod s3;
 
 /// `n` tiny TFRecord files (`records` records each) in a temporary directory.
 async fn shards(n: usize, records: usize) -> anyhow::Result<tempfile::TempDir> {
@@ -144,7 +150,11 @@ async fn a_slow_inline_map_is_named_without_prefetch() -> anyhow::Result<()> {
         })
         .named("slow");
     let runs = verdicts(&ds, || {}).await?;
-    assert_named(&runs, "map (slow) is busy", "move its work into map_parallel");
+    assert_named(
+        &runs,
+        "map (slow) is busy",
+        "move its work into map_parallel",
+    );
     Ok(())
 }
 
@@ -165,6 +175,92 @@ async fn a_slow_consumer_is_named_with_or_without_prefetch() -> anyhow::Result<(
     for ds in [ds.clone(), ds.prefetch(2)] {
         let runs = verdicts(&ds, || sleep_ms(3)).await?;
         assert_named(&runs, "the consumer", "the input pipeline keeps up");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_storage_is_named() -> anyhow::Result<()> {
+    // Small shards on an S3 server behind a proxy that holds each response's first byte for
+    // 20 ms: reading is waiting.
+    let dir = tempfile::tempdir()?;
+    let local = shards(4, 20).await?;
+    std::fs::create_dir_all(dir.path().join("slow"))?;
+    for entry in std::fs::read_dir(local.path())? {
+        let entry = entry?;
+        std::fs::copy(
+            entry.path(),
+            dir.path().join("slow").join(entry.file_name()),
+        )?;
+    }
+    let server = s3::s3_server(dir.path(), "AKIDTEST", "s3cr3t-test-key").await;
+    let faults = Arc::new(s3::Faults {
+        first_byte_delay: std::time::Duration::from_millis(20),
+        ..Default::default()
+    });
+    let proxy = s3::fault_proxy(server, Arc::clone(&faults)).await;
+    let store = s3::s3_store_retrying(proxy, "slow", "AKIDTEST", "s3cr3t-test-key", 0);
+    storage::register_with("s3://slow", store, ReadOptions::default())?;
+    let files: Vec<String> = (0..4)
+        .map(|i| format!("s3://slow/shard-{i:04}.tfrecord"))
+        .collect();
+    let ds = TFRecordDataset::new(files).build();
+    let runs = verdicts(&ds, || {}).await?;
+    assert_named(&runs, "tfrecord waits", "on storage");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_two_spellings_of_a_file_pipeline_report_alike() -> anyhow::Result<()> {
+    let dir = shards(12, 5).await?;
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.sort();
+    let per_file =
+        Dataset::list_files(&pattern(&dir), None)
+            .parallel_interleave(4, 1, AUTOTUNE, |f| TFRecordDataset::new([f]).build());
+    let built_in = TFRecordDataset::new(files).num_parallel_reads(4).build();
+    for (ds, expect) in [
+        (
+            per_file,
+            ["list_files", "tfrecord", "parallel_interleave"].as_slice(),
+        ),
+        (built_in, ["tfrecord"].as_slice()),
+    ] {
+        let mut epoch = ds.iter();
+        assert_eq!(drain(&mut epoch).await?, 60);
+        let report = epoch.stats().to_string();
+        // No plumbing the user did not write: one reader row, with all the records.
+        let stages = epoch.stats().snapshot();
+        let mut names: Vec<&str> = stages.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        let mut want = expect.to_vec();
+        want.sort_unstable();
+        assert_eq!(names, want, "{report}");
+        let reader = stages
+            .iter()
+            .find(|s| s.name == "tfrecord")
+            .expect("a reader row");
+        assert_eq!(reader.elements, 60, "{report}");
+        // The readers as the user asked for them: 4 (AUTOTUNE opens 4 more ahead).
+        let readers = stages
+            .iter()
+            .find(|s| s.name == "parallel_interleave")
+            .unwrap_or(reader);
+        assert_eq!(readers.parallelism, 4, "{report}");
+        // Upstream first: the reader's line before its consumer's.
+        let line = |name: &str| {
+            report
+                .lines()
+                .position(|l| l.trim_start().starts_with(name))
+        };
+        if expect.len() > 1 {
+            assert!(
+                line("inner tfrecord") < line("parallel_interleave"),
+                "{report}"
+            );
+        }
     }
     Ok(())
 }

@@ -1,20 +1,27 @@
 //! Per-stage statistics and the report.
 //!
 //! Every stage of an epoch is wrapped, at the one place stages are built
-//! (`Dataset::stage`), in [`Counted`], which records:
+//! (`Dataset::stage_counted`), in a counter ([`wrap`]: `Counted`, or `Timed` with stage
+//! timing), which records:
 //! - elements and errors yielded (local counters flushed to shared atomics every
-//!   [`FLUSH_EVERY`] elements and at the end: an increment and a branch per element);
+//!   `FLUSH_EVERY` elements and at the end: an increment and a branch per element);
 //! - *wait*: how long the stage's consumer waited on it (the clock is read only when the
 //!   stage turns from pending to ready, never per element);
 //! - *busy*: time spent in its `poll_next`, measured on every one of its first
-//!   [`TIME_ALL_FIRST`] polls and then on one in [`SAMPLE_EVERY`], scaled, including the
-//!   stages it polls inline (the report subtracts those).
+//!   `TIME_ALL_FIRST` polls and then on one in `SAMPLE_EVERY`, scaled, including the
+//!   stages it polls inline (the snapshot subtracts those).
 //!
-//! Stages add their own gauges through [`Ctx`](crate::dataset): `map_parallel` reports its
-//! workers and their busy time, `prefetch` and `parallel_interleave` say which inputs run in
-//! tasks of their own. [`Epoch::stats`](crate::Epoch::stats) hands out a [`Stats`] handle that
-//! can be read while the epoch runs and after it ends; its `Display` is the report, ending with
-//! the bottleneck and why.
+//! Stages add their own gauges through [`Ctx`](crate::dataset) on their
+//! [`StageCounters`] ([`counters`]): `map_parallel` reports its workers and their busy time,
+//! `from_generator` its thread's, `prefetch` and `parallel_interleave` say which inputs run
+//! in tasks of their own. The registry here keeps one entry per stage: stages of the datasets
+//! an interleave builds, one per input element, are keyed by their owner's place in the
+//! registry, their depth and their name, so they add up in one row per inner stage however
+//! many files and epochs run. [`Epoch::stats`](crate::Epoch::stats) hands out a [`Stats`]
+//! handle that can be read while the epoch runs and after it ends; its snapshot shows the
+//! stages as the user wrote them (a file dataset's plumbing merged into its reader), its
+//! `Display` is the report ([`report`]), ending with the bottleneck ([`diagnosis`]: a table
+//! of rules).
 
 mod counters;
 mod diagnosis;
@@ -29,10 +36,12 @@ use std::time::{Duration, Instant};
 pub(crate) use counters::StageCounters;
 pub(crate) use wrap::{Counted, Timed};
 
-/// Where a stage sits: `(scope, key)`. Top-level stages are keyed by their unique stage id;
-/// stages of datasets built inside another stage (interleave's inner datasets, made afresh for
-/// every input element) by their name and depth within that stage, so their counts add up
-/// instead of growing the registry.
+/// Where a stage sits: `(scope, id or depth, name)`. Top-level stages (scope 0) are keyed by
+/// their unique stage id; stages of datasets built inside another stage (interleave's inner
+/// datasets, made afresh for every input element, each with stage ids of its own) by the
+/// scope of that stage (one more than its registry position, see
+/// [`StageCounters::inner_scope`]) and their depth and name within it, so their counts add
+/// up instead of growing the registry.
 pub(crate) type StageKey = (u64, u64, &'static str);
 
 #[derive(Debug)]
@@ -133,14 +142,17 @@ pub struct StageSnapshot {
     /// Error elements the stage has yielded.
     pub errors: u64,
     /// Time spent in the stage's own work on the task that polls it (its inline inputs'
-    /// time subtracted; estimated from sampled polls).
+    /// time subtracted; estimated from sampled polls). For an inner stage, summed over the
+    /// copies that run at once (a parallel interleave's readers).
     pub busy: Duration,
-    /// How long the stage's consumer waited on it.
+    /// How long the stage's consumer waited on it (for a file reader, how long its readers
+    /// waited on storage); for an inner stage, summed over its copies.
     pub wait: Duration,
-    /// Time the stage's workers spent in user code (`map_parallel`).
+    /// Time the stage's workers spent in user code (`map_parallel`; `from_generator`'s
+    /// thread, less its waits for room in its channel).
     pub worker_busy: Duration,
-    /// Workers or readers the stage runs (0: it runs on its consumer's task); for an
-    /// autotuned stage, the value the tuner chose last.
+    /// Workers or readers the stage runs as configured (0: it runs on its consumer's task);
+    /// for an autotuned stage, the value the tuner chose last.
     pub parallelism: u64,
     /// Bytes of the elements yielded, where the stage knows them (file readers); 0 otherwise.
     pub bytes: u64,
