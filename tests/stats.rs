@@ -110,12 +110,7 @@ fn assert_named(runs: &[(String, String)], stage: &str, advice: &str) {
 }
 
 fn slow_generator() -> Dataset<u64> {
-    Dataset::from_generator(4, || {
-        (0..40u64).map(|i| {
-            sleep_ms(3);
-            i
-        })
-    })
+    Dataset::from_generator(4, || (0..40u64).inspect(|_| sleep_ms(3)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

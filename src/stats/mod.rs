@@ -543,14 +543,15 @@ fn merge_hidden(
     }
     // Consumers that are hidden stand for the visible stage that replaces them, or, for the
     // stage that replaces them, for their own consumer.
-    let mut new_index = vec![None; n];
     let mut next = 0;
-    for i in 0..n {
-        if !hidden(i) {
-            new_index[i] = Some(next);
-            next += 1;
-        }
-    }
+    let new_index: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            (!hidden(i)).then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
     let resolve = |i: usize, mut c: usize| -> Option<usize> {
         for _ in 0..n {
             if !hidden(c) {
