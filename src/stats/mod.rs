@@ -26,6 +26,7 @@
 mod counters;
 mod diagnosis;
 mod report;
+mod view;
 mod wrap;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 pub(crate) use counters::StageCounters;
+use view::{Row, View};
 pub(crate) use wrap::{Counted, Timed};
 
 /// Where a stage sits: `(scope, id or depth, name)`. Top-level stages (scope 0) are keyed by
@@ -195,28 +197,6 @@ pub(crate) struct Registration<'a> {
     pub(crate) label: Option<&'a str>,
 }
 
-/// One registered stage as measured, with what the report needs beyond its snapshot.
-#[derive(Debug, Clone)]
-pub(super) struct Row {
-    pub(super) snap: StageSnapshot,
-    /// How many copies of it run at once (the readers of the parallel interleaves it sits
-    /// in); its busy and wait times add up over them.
-    pub(super) copies: u64,
-}
-
-/// The statistics as the report shows them: one row per stage the user wrote, upstream
-/// stages after their consumers, and the figures the diagnosis judges.
-#[derive(Debug, Clone)]
-pub(super) struct View {
-    pub(super) wall: Duration,
-    /// The machine's cores.
-    pub(super) cores: usize,
-    /// Share of the time (0..=1) the consumer spent inside the pipeline: polling its last
-    /// stage (inline work) or waiting on it. The rest is the consumer's own work.
-    pub(super) in_pipeline: f64,
-    pub(super) rows: Vec<Row>,
-}
-
 impl Stats {
     /// The counters of the stage `at` names, registered on first use: stages of datasets
     /// built inside another stage (interleave's inner datasets) share one entry per
@@ -283,9 +263,9 @@ impl Stats {
         self.measure().0.into_iter().map(|r| r.snap).collect()
     }
 
-    /// Every registered stage's figures, in registry order, and the share of the time the
-    /// consumer spent inside the pipeline.
-    fn measure(&self) -> (Vec<Row>, f64) {
+    /// Every registered stage's figures, in registry order, the share of the time the
+    /// consumer spent inside the pipeline, and each stage's (hidden, scope).
+    fn measure(&self) -> (Vec<Row>, f64, Vec<(bool, u64)>) {
         let list: Vec<Arc<StageCounters>> = self
             .registry
             .stages
@@ -406,30 +386,8 @@ impl Stats {
                 copies: copies[i],
             })
             .collect();
-        (rows, in_pipeline)
-    }
-
-    /// The stages as the user wrote them: hidden plumbing merged into the user's stages.
-    pub(super) fn view(&self) -> View {
-        let hidden: Vec<(bool, u64)> = self
-            .registry
-            .stages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .list
-            .iter()
-            .map(|c| (c.hidden, c.scope))
-            .collect();
-        let (rows, in_pipeline) = self.measure();
-        // Registered after `measure` read the list may mean more rows than flags: a stage
-        // registered in between is taken as shown.
-        let flags = |i: usize| hidden.get(i).copied().unwrap_or((false, 0));
-        View {
-            wall: self.elapsed(),
-            cores: crate::available_cores(),
-            in_pipeline,
-            rows: merge_hidden(rows, |i| flags(i).0, |i| flags(i).1),
-        }
+        let flags = list.iter().map(|c| (c.hidden, c.scope)).collect();
+        (rows, in_pipeline, flags)
     }
 
     /// Time since the epoch was built.
@@ -471,111 +429,6 @@ impl Stats {
         self.timing_advice = Some(advice.into());
         self
     }
-}
-
-/// Merges hidden stages into the user's: a hidden stage that builds inner datasets (the
-/// interleave of a file dataset) is replaced by the top stage of those (the file reader),
-/// which takes its place in the pipeline (its consumer, scope and parallelism); any other
-/// hidden stage (the list of file names) is merged into the stage that stands for its
-/// consumer. Busy and worker times move with them; the rows left are renumbered.
-fn merge_hidden(
-    mut rows: Vec<Row>,
-    hidden: impl Fn(usize) -> bool,
-    scope: impl Fn(usize) -> u64,
-) -> Vec<Row> {
-    let n = rows.len();
-    if !(0..n).any(&hidden) {
-        return rows;
-    }
-    let consumer: Vec<Option<usize>> = rows.iter().map(|r| r.snap.consumer).collect();
-    // The top of the inner dataset a hidden stage builds, itself resolved if hidden.
-    let face_of = |h: usize| -> Option<usize> {
-        let mut at = h;
-        loop {
-            let top =
-                (at + 1..n).find(|&f| scope(f) == at as u64 + 1 && consumer[f] == Some(at))?;
-            if !hidden(top) {
-                return Some(top);
-            }
-            at = top;
-        }
-    };
-    let face: Vec<Option<usize>> = (0..n)
-        .map(|h| if hidden(h) { face_of(h) } else { None })
-        .collect();
-    // The visible stage each stage's figures go to (`None`: dropped).
-    let mut target: Vec<Option<usize>> = vec![None; n];
-    for i in 0..n {
-        target[i] = if !hidden(i) {
-            Some(i)
-        } else {
-            face[i].or_else(|| consumer[i].filter(|&c| c < i).and_then(|c| target[c]))
-        };
-    }
-    // A hidden stage with no consumer gets its target only from its face: fill in those
-    // that point upstream (registered later).
-    for i in 0..n {
-        if target[i].is_none() && hidden(i) {
-            target[i] = face[i];
-        }
-    }
-    for h in (0..n).filter(|&h| hidden(h)) {
-        let Some(t) = target[h] else { continue };
-        let (busy, workers) = (rows[h].snap.busy, rows[h].snap.worker_busy);
-        rows[t].snap.busy += busy;
-        rows[t].snap.worker_busy += workers;
-        // The reader takes the place of the outermost hidden stage whose face it is (not of
-        // a hidden stage inside another's inner dataset: that one stands in for nothing).
-        let inner_link = consumer[h]
-            .is_some_and(|c| hidden(c) && scope(h) == c as u64 + 1 && face[c] == Some(t));
-        if face[h] == Some(t) && !inner_link {
-            let outer = rows[h].clone();
-            let row = &mut rows[t];
-            row.snap.consumer = outer.snap.consumer;
-            row.snap.nested = outer.snap.nested;
-            if row.snap.parallelism == 0 {
-                row.snap.parallelism = outer.snap.parallelism;
-            }
-            if row.snap.label.is_none() {
-                row.snap.label = outer.snap.label;
-            }
-        }
-    }
-    // Consumers that are hidden stand for the visible stage that replaces them, or, for the
-    // stage that replaces them, for their own consumer.
-    let mut next = 0;
-    let new_index: Vec<Option<usize>> = (0..n)
-        .map(|i| {
-            (!hidden(i)).then(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
-    let resolve = |i: usize, mut c: usize| -> Option<usize> {
-        for _ in 0..n {
-            if !hidden(c) {
-                return new_index[c];
-            }
-            match target[c] {
-                Some(t) if t != i => return new_index[t],
-                _ => c = consumer[c]?,
-            }
-        }
-        None
-    };
-    let consumers: Vec<Option<usize>> = (0..n)
-        .map(|i| rows[i].snap.consumer.and_then(|c| resolve(i, c)))
-        .collect();
-    rows.into_iter()
-        .zip(consumers)
-        .enumerate()
-        .filter(|(i, _)| !hidden(*i))
-        .map(|(_, (mut row, consumer))| {
-            row.snap.consumer = consumer;
-            row
-        })
-        .collect()
 }
 
 #[cfg(test)]
