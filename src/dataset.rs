@@ -88,6 +88,10 @@ pub(crate) struct Ctx {
     tuner: Tuner,
     /// How the stage being built is counted.
     counting: Counting,
+    /// The next stage built with this context is plumbing the user did not write
+    /// ([`Dataset::hidden`]), or has a name the user gave it ([`Dataset::named`]).
+    hide_next: bool,
+    label_next: Option<Arc<str>>,
 }
 
 /// How a stage's element and error counts are kept (its other statistics do not depend on it).
@@ -124,6 +128,8 @@ impl Ctx {
             current: None,
             tuner,
             counting: Counting::Wrapped,
+            hide_next: false,
+            label_next: None,
         }
     }
 
@@ -165,10 +171,12 @@ impl Ctx {
         self.current.clone()
     }
 
-    /// The context for datasets a stage builds inside itself, whose counts add up under `scope`.
-    pub(crate) fn nested(&self, scope: u64) -> Ctx {
+    /// The context for datasets the stage being built builds inside itself (interleave's
+    /// inner datasets, one per input element): their stages count in one row per (depth,
+    /// name) within the stage, however many are built, in any epoch.
+    pub(crate) fn nested(&self) -> Ctx {
         Ctx {
-            scope,
+            scope: self.current.as_ref().map_or(0, |c| c.inner_scope()),
             ..self.clone()
         }
     }
@@ -296,12 +304,21 @@ impl<T: Send + 'static> Dataset<T> {
             } else {
                 (ctx.scope, depth, name)
             };
-            let counters = ctx.stats.counters(key, name, depth, ctx.stage_counters());
+            let counters = ctx.stats.counters(crate::stats::Registration {
+                key,
+                name,
+                depth,
+                consumer: ctx.stage_counters(),
+                hidden: ctx.hide_next,
+                label: ctx.label_next.as_deref(),
+            });
             let timing = ctx.options.stats_timing == Some(true);
             let counting = if timing { Counting::Wrapped } else { counting };
             let inner = Ctx {
                 current: Some(Arc::clone(&counters)),
                 counting,
+                hide_next: false,
+                label_next: None,
                 ..ctx.clone()
             };
             let stream = build(&inner);
@@ -1216,12 +1233,11 @@ impl<T: Send + 'static> Dataset<T> {
         } else {
             "interleave"
         };
-        let scope = next_id();
         self.unary(name, Cardinality::Unknown, move |ctx, input| {
             ops::interleave::Interleave::new(
                 input,
                 Arc::clone(&f),
-                ctx.nested(scope),
+                ctx.nested(),
                 cycle_length.resolve(),
                 block_length,
             )
@@ -1284,7 +1300,6 @@ impl<T: Send + 'static> Dataset<T> {
             "parallel_interleave: block_length must be greater than zero."
         );
         let f = Arc::new(f);
-        let scope = next_id();
         self.unary(
             "parallel_interleave",
             Cardinality::Unknown,
@@ -1295,13 +1310,18 @@ impl<T: Send + 'static> Dataset<T> {
                     Parallelism::Autotune => 2 * cycle,
                 };
                 if let Some(stats) = ctx.stage_counters() {
-                    stats.set_nested_detached();
-                    stats.set_parallelism(parallel.max(cycle));
+                    stats.set_nested_detached(parallel.max(cycle));
+                    // The readers as the user asked for them: AUTOTUNE's readers opened
+                    // ahead of the cycle are not shown as workers of their own.
+                    stats.set_parallelism(match num_parallel_calls {
+                        Parallelism::Fixed(_) => parallel.max(cycle),
+                        Parallelism::Autotune => cycle,
+                    });
                 }
                 ops::parallel_interleave::ParallelInterleave::new(
                     input,
                     Arc::clone(&f),
-                    ctx.nested(scope),
+                    ctx.nested(),
                     ops::parallel_interleave::Config {
                         cycle_length: cycle,
                         block_length,
@@ -1762,13 +1782,35 @@ impl<T: Send + 'static> Dataset<T> {
                 cardinality: self.stage.cardinality,
                 options: self.stage.options.clone(),
                 depth: self.stage.depth,
+                // The stage's statistics take the label when they are registered.
                 build: Box::new(move |ctx| {
-                    // The stage registers its statistics first, before its inputs: the first
-                    // new entry is this stage's (none when it is a copy already registered).
-                    let first = ctx.stats.registered();
-                    let stream = inner.build(ctx);
-                    ctx.stats.label(first, &label);
-                    stream
+                    let ctx = Ctx {
+                        label_next: Some(Arc::clone(&label)),
+                        ..ctx.clone()
+                    };
+                    inner.build(&ctx)
+                }),
+            }),
+        }
+    }
+
+    /// This dataset's last stage as plumbing the user did not write (a file dataset's list of
+    /// names and its interleave): the statistics merge it into the user's stage (see
+    /// [`Stats::snapshot`](crate::Stats::snapshot)).
+    pub(crate) fn hidden(&self) -> Dataset<T> {
+        let inner = self.clone();
+        Dataset {
+            stage: Arc::new(Stage {
+                name: self.stage.name,
+                cardinality: self.stage.cardinality,
+                options: self.stage.options.clone(),
+                depth: self.stage.depth,
+                build: Box::new(move |ctx| {
+                    let ctx = Ctx {
+                        hide_next: true,
+                        ..ctx.clone()
+                    };
+                    inner.build(&ctx)
                 }),
             }),
         }
@@ -1983,16 +2025,11 @@ impl<T: Send + 'static> Dataset<T> {
             reduce: reduce_func,
             window_size: window_size_func,
         });
-        let scope = next_id();
         self.unary(
             "group_by_window",
             Cardinality::Unknown,
             move |ctx, input| {
-                ops::group_by_window::GroupByWindow::new(
-                    input,
-                    Arc::clone(&funcs),
-                    ctx.nested(scope),
-                )
+                ops::group_by_window::GroupByWindow::new(input, Arc::clone(&funcs), ctx.nested())
             },
         )
     }
