@@ -64,6 +64,9 @@ struct Cli {
     /// Print each file's stage report (records, MB/s, waits) to stderr (count, verify).
     #[arg(long, global = true)]
     report: bool,
+    /// Time each stage, so that --report can name the bottleneck (costs a little speed).
+    #[arg(long, global = true)]
+    timing: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -219,11 +222,21 @@ fn compression_flag(e: &anyhow::Error) -> String {
     }
 }
 
-fn records(path: &Location, compression: Compression) -> streamload::Epoch<bytes::Bytes> {
+fn records(
+    path: &Location,
+    compression: Compression,
+    timing: bool,
+) -> streamload::Epoch<bytes::Bytes> {
     TFRecordDataset::new([path.clone()])
         .compression(compression)
         .build()
+        .with_options(streamload::Options::new().stats_timing(timing))
         .iter()
+}
+
+/// The stage report of `epoch`, whose advice for timing the stages names this tool's flag.
+fn report<T>(epoch: &streamload::Epoch<T>) -> streamload::Stats {
+    epoch.stats().with_timing_advice("run with --timing")
 }
 
 /// An Example as JSON: `{"name": {"int64_list": [...]}}`; bytes as text when UTF-8, else base64.
@@ -401,7 +414,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let paths = expand(paths).await?;
             let mut total = 0u64;
             for path in &paths {
-                let mut epoch = records(path, compression);
+                let mut epoch = records(path, compression, cli.timing);
                 let mut n = 0u64;
                 let mut failure = None;
                 while let Some(record) = epoch.next().await {
@@ -411,7 +424,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     }
                 }
                 if cli.report {
-                    eprintln!("{path}:\n{}", epoch.stats());
+                    eprintln!("{path}:\n{}", report(&epoch));
                 }
                 if let Some(e) = failure {
                     failed += 1;
@@ -435,7 +448,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let paths = expand(paths).await?;
             let mut damaged = 0;
             for path in &paths {
-                let mut epoch = records(path, compression);
+                let mut epoch = records(path, compression, cli.timing);
                 let mut n = 0u64;
                 let mut failure = None;
                 while let Some(record) = epoch.next().await {
@@ -445,7 +458,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     }
                 }
                 if cli.report {
-                    eprintln!("{path}:\n{}", epoch.stats());
+                    eprintln!("{path}:\n{}", report(&epoch));
                 }
                 match failure {
                     None => writeln!(out, "ok\t{n} records\t{}", path)?,
@@ -488,7 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             sequence_example,
             path,
         } => {
-            let mut epoch = records(&path, compression);
+            let mut epoch = records(&path, compression, cli.timing);
             let mut shown = 0;
             while shown < n {
                 let Some(record) = epoch.next().await else {
@@ -508,7 +521,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cat { base64, paths } => {
             let paths = expand(paths).await?;
             for path in &paths {
-                let mut epoch = records(path, compression);
+                let mut epoch = records(path, compression, cli.timing);
                 while let Some(record) = epoch.next().await {
                     let record = match record {
                         Ok(record) => record,

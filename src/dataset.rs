@@ -101,6 +101,10 @@ pub(crate) struct Ctx {
     /// Which epoch of the recipe this is, and which repetition of a `repeat` (mixed in):
     /// random stages key their draws by it.
     epoch: u64,
+    /// The next stage built with this context is plumbing the user did not write
+    /// ([`Dataset::hidden`]), or has a name the user gave it ([`Dataset::named`]).
+    hide_next: bool,
+    label_next: Option<Arc<str>>,
 }
 
 /// How a stage's element and error counts are kept (its other statistics do not depend on it).
@@ -141,6 +145,8 @@ impl Ctx {
             replay: None,
             provenance: false,
             epoch: 0,
+            hide_next: false,
+            label_next: None,
         }
     }
 
@@ -269,10 +275,12 @@ impl Ctx {
         self.current.clone()
     }
 
-    /// The context for datasets a stage builds inside itself, whose counts add up under `scope`.
-    pub(crate) fn nested(&self, scope: u64) -> Ctx {
+    /// The context for datasets the stage being built builds inside itself (interleave's
+    /// inner datasets, one per input element): their stages count in one row per (depth,
+    /// name) within the stage, however many are built, in any epoch.
+    pub(crate) fn nested(&self) -> Ctx {
         Ctx {
-            scope,
+            scope: self.current.as_ref().map_or(0, |c| c.inner_scope()),
             ..self.clone()
         }
     }
@@ -446,12 +454,21 @@ impl<T: Send + 'static> Dataset<T> {
             } else {
                 (ctx.scope, depth, name)
             };
-            let counters = ctx.stats.counters(key, name, depth, ctx.stage_counters());
+            let counters = ctx.stats.counters(crate::stats::Registration {
+                key,
+                name,
+                depth,
+                consumer: ctx.stage_counters(),
+                hidden: ctx.hide_next,
+                label: ctx.label_next.as_deref(),
+            });
             let timing = ctx.options.stats_timing == Some(true);
             let counting = if timing { Counting::Wrapped } else { counting };
             let inner = Ctx {
                 current: Some(Arc::clone(&counters)),
                 counting,
+                hide_next: false,
+                label_next: None,
                 ..ctx.clone()
             };
             let stream = build(&inner);
@@ -1557,7 +1574,6 @@ impl<T: Send + 'static> Dataset<T> {
         } else {
             "interleave"
         };
-        let scope = next_id();
         self.unary_with(
             name,
             Cardinality::Unknown,
@@ -1567,7 +1583,7 @@ impl<T: Send + 'static> Dataset<T> {
                     ctx,
                     input,
                     &f,
-                    ctx.nested(scope),
+                    ctx.nested(),
                     cycle_length.resolve(),
                     block_length,
                     name,
@@ -1633,7 +1649,6 @@ impl<T: Send + 'static> Dataset<T> {
             "parallel_interleave: block_length must be greater than zero."
         );
         let f = Arc::new(f);
-        let scope = next_id();
         self.unary_with(
             "parallel_interleave",
             Cardinality::Unknown,
@@ -1645,14 +1660,19 @@ impl<T: Send + 'static> Dataset<T> {
                     Parallelism::Autotune => 2 * cycle,
                 };
                 if let Some(stats) = ctx.stage_counters() {
-                    stats.set_nested_detached();
-                    stats.set_parallelism(parallel.max(cycle));
+                    stats.set_nested_detached(parallel.max(cycle));
+                    // The readers as the user asked for them: AUTOTUNE's readers opened
+                    // ahead of the cycle are not shown as workers of their own.
+                    stats.set_parallelism(match num_parallel_calls {
+                        Parallelism::Fixed(_) => parallel.max(cycle),
+                        Parallelism::Autotune => cycle,
+                    });
                 }
                 ops::parallel_interleave::build(
                     ctx,
                     input,
                     &f,
-                    ctx.nested(scope),
+                    ctx.nested(),
                     ops::parallel_interleave::Config {
                         cycle_length: cycle,
                         block_length,
@@ -2133,26 +2153,50 @@ impl<T: Send + 'static> Dataset<T> {
     pub fn named(&self, label: &str) -> Dataset<T> {
         let inner = self.clone();
         let label: Arc<str> = label.into();
+        // The stage's statistics take the label when they are registered.
+        self.same_stage(self.stage.options.clone(), move |ctx| {
+            let ctx = Ctx {
+                label_next: Some(Arc::clone(&label)),
+                ..ctx.clone()
+            };
+            inner.build(&ctx)
+        })
+    }
+
+    /// This stage again (the same name, fingerprint and properties), with `options` and built
+    /// by `build` (which builds this stage with a context of its own).
+    fn same_stage(
+        &self,
+        options: Options,
+        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
+    ) -> Dataset<T> {
         Dataset {
             stage: Arc::new(Stage {
                 name: self.stage.name,
                 cardinality: self.stage.cardinality,
-                options: self.stage.options.clone(),
+                options,
                 depth: self.stage.depth,
                 fingerprint: self.stage.fingerprint,
                 epochs: AtomicU64::new(0),
                 resumable: self.stage.resumable,
                 small: self.stage.small,
-                build: Box::new(move |ctx| {
-                    // The stage registers its statistics first, before its inputs: the first
-                    // new entry is this stage's (none when it is a copy already registered).
-                    let first = ctx.stats.registered();
-                    let stream = inner.build(ctx);
-                    ctx.stats.label(first, &label);
-                    stream
-                }),
+                build: Box::new(build),
             }),
         }
+    }
+
+    /// This dataset's last stage as plumbing the user did not write (a file dataset's list of
+    /// names and its interleave): the statistics merge it into the user's stage (see
+    /// [`Stats::snapshot`](crate::Stats::snapshot)).
+    pub(crate) fn hidden(&self) -> Dataset<T> {
+        let inner = self.clone();
+        self.same_stage(self.stage.options.clone(), move |ctx| {
+            let ctx = Ctx {
+                hide_next: true,
+                ..ctx.clone()
+            };
+            inner.build(&ctx)
+        })
     }
 
     /// Applies a transformation function to the whole dataset (tf.data's `apply`).
@@ -2171,20 +2215,7 @@ impl<T: Send + 'static> Dataset<T> {
         let merged = self.stage.options.merge(&options);
         let input = self.clone();
         // Not a stage of its own: it only changes the options, so it is not counted.
-        let stage = Stage {
-            name: self.stage.name,
-            cardinality: self.cardinality(),
-            options: merged,
-            depth: self.depth(),
-            fingerprint: self.stage.fingerprint,
-            epochs: AtomicU64::new(0),
-            resumable: self.stage.resumable,
-            small: self.stage.small,
-            build: Box::new(move |ctx: &Ctx| input.build(ctx)),
-        };
-        Dataset {
-            stage: Arc::new(stage),
-        }
+        self.same_stage(merged, move |ctx| input.build(ctx))
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
@@ -2368,16 +2399,11 @@ impl<T: Send + 'static> Dataset<T> {
             reduce: reduce_func,
             window_size: window_size_func,
         });
-        let scope = next_id();
         self.unary(
             "group_by_window",
             Cardinality::Unknown,
             move |ctx, input| {
-                ops::group_by_window::GroupByWindow::new(
-                    input,
-                    Arc::clone(&funcs),
-                    ctx.nested(scope),
-                )
+                ops::group_by_window::GroupByWindow::new(input, Arc::clone(&funcs), ctx.nested())
             },
         )
     }

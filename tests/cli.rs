@@ -84,6 +84,41 @@ fn count_and_verify_tensorflows_files() {
     assert!(damaged.ends_with("corrupt_data_crc.tfrecord"), "{damaged}");
 }
 
+/// `--report` without `--timing` tells how to time the stages in the tool's own terms (the
+/// library's `Options::stats_timing` is out of a command-line user's reach); with it, the
+/// report names a bottleneck.
+#[test]
+fn the_report_advises_the_timing_flag_and_the_flag_times_the_stages() {
+    let out = run(&["count", "--report", &data("plain.tfrecord")], None);
+    assert!(out.status.success(), "{out:?}");
+    let report = stderr(&out);
+    let verdict = report
+        .lines()
+        .find(|l| l.starts_with("bottleneck: "))
+        .unwrap_or_default();
+    assert_eq!(
+        verdict, "bottleneck: unknown: run with --timing to time the stages",
+        "{report}"
+    );
+    assert!(!report.contains("Options::"), "{report}");
+
+    let out = run(
+        &["count", "--report", "--timing", &data("plain.tfrecord")],
+        None,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let report = stderr(&out);
+    let verdict = report
+        .lines()
+        .find(|l| l.starts_with("bottleneck: "))
+        .unwrap_or_default();
+    assert!(
+        !verdict.is_empty() && !verdict.contains("unknown"),
+        "{report}"
+    );
+    assert!(report.contains("tfrecord "), "{report}");
+}
+
 #[test]
 fn head_prints_examples_as_json_and_write_round_trips() {
     let out = run(

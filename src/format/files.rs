@@ -76,13 +76,19 @@ pub(crate) fn read_files<T: Send + 'static>(
     format: FileFormat<T>,
     num_parallel_reads: Option<Parallelism>,
 ) -> Dataset<T> {
-    let files = Dataset::from_vec(files);
+    // The list of names and the interleave over them are plumbing: the statistics show the
+    // readers as one stage, with the interleave's parallelism, as if the user had written
+    // `list_files(..).parallel_interleave(n, 1, AUTOTUNE, |f| read(f))`.
+    let files = Dataset::from_vec(files).hidden();
     let read = move |path: Location| file_elements(path, format.clone());
     match num_parallel_reads {
-        None => files.flat_map(read),
+        None => files.flat_map(read).hidden(),
         Some(n) => {
+            // AUTOTUNE opens `n` more ahead of the cycle (`2 * n` readers).
             let n = n.resolve().max(1);
-            files.parallel_interleave(n, 1, 2 * n, read)
+            files
+                .parallel_interleave(n, 1, Parallelism::Autotune, read)
+                .hidden()
         }
     }
 }

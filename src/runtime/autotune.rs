@@ -241,7 +241,7 @@ impl Tuner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let stages = stats.snapshot();
+        let stages = stats.raw_snapshot();
         let per_element = bytes_per_element(&stages);
         // What the buffers hold now, and what they may come to hold (a buffer with a limit
         // counts at its limit): growth must fit in the budget at the limit, not at today's fill.

@@ -49,6 +49,7 @@ pub(crate) fn chunk_channel<T>(max_chunk: usize) -> (ChunkSender<T>, ChunkReceiv
             first_at: None,
             max_chunk: max_chunk.max(1),
             gauge: None,
+            work: None,
         },
         ChunkReceiver {
             rx,
@@ -125,6 +126,8 @@ pub(crate) struct ChunkSender<T> {
     first_at: Option<Instant>,
     max_chunk: usize,
     gauge: Option<Arc<StageCounters>>,
+    /// A blocking producer's stage, and since when its thread has worked unaccounted.
+    work: Option<(Arc<StageCounters>, Instant)>,
 }
 
 impl<T> ChunkSender<T> {
@@ -146,6 +149,13 @@ impl<T> ChunkSender<T> {
         Ok(())
     }
 
+    /// Counts the calling thread's time, from now on, as `stage`'s worker time, less the
+    /// time it waits for room in the channel: a blocking producer's busy time (the clock
+    /// is read twice per chunk, never per element).
+    pub(crate) fn time_work(&mut self, stage: Arc<StageCounters>) {
+        self.work = Some((stage, Instant::now()));
+    }
+
     /// Adds `item` from a blocking thread (never from async code); sends the gathered chunk
     /// when it is full or its first element has waited [`MAX_DELAY`], waiting for room.
     pub(crate) fn blocking_send(&mut self, item: T) -> Result<(), Closed> {
@@ -160,11 +170,20 @@ impl<T> ChunkSender<T> {
     /// Sends what is gathered (from a blocking thread), waiting for room.
     pub(crate) fn blocking_flush(&mut self) -> Result<(), Closed> {
         self.first_at = None;
+        if let Some((stage, since)) = &mut self.work {
+            let now = Instant::now();
+            stage.add_worker_time(now - *since);
+            *since = now;
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
         let chunk = std::mem::take(&mut self.pending);
-        self.tx.blocking_send(chunk).map_err(|_| Closed)
+        let sent = self.tx.blocking_send(chunk).map_err(|_| Closed);
+        if let Some((_, since)) = &mut self.work {
+            *since = Instant::now();
+        }
+        sent
     }
 }
 

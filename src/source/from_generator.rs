@@ -31,8 +31,13 @@ where
         }
         let _ = tx.blocking_flush();
     });
-    Dataset::source(STAGE, Cardinality::Unknown, move |_| {
-        Generator::new(Arc::clone(&run), buffer)
+    Dataset::source(STAGE, Cardinality::Unknown, move |ctx| {
+        // One thread runs the generator: its busy time is the stage's worker time.
+        let stats = ctx.stats_handle();
+        if let Some(stats) = &stats {
+            stats.set_parallelism(1);
+        }
+        Generator::new(Arc::clone(&run), buffer, stats)
     })
 }
 
@@ -50,6 +55,7 @@ enum State<T> {
 pub(crate) struct Generator<T> {
     state: State<T>,
     buffer: usize,
+    stats: Option<Arc<crate::stats::StageCounters>>,
 }
 
 // Elements are never pinned in place.
@@ -64,10 +70,15 @@ impl<T> std::fmt::Debug for Generator<T> {
 }
 
 impl<T> Generator<T> {
-    fn new(run: Arc<RunFn<T>>, buffer: usize) -> Self {
+    fn new(
+        run: Arc<RunFn<T>>,
+        buffer: usize,
+        stats: Option<Arc<crate::stats::StageCounters>>,
+    ) -> Self {
         Generator {
             state: State::Idle(run),
             buffer,
+            stats,
         }
     }
 }
@@ -82,7 +93,11 @@ impl<T: Send + 'static> Stream for Generator<T> {
                 State::Idle(run) => {
                     let run = Arc::clone(run);
                     let (mut tx, rx) = chunk_channel(this.buffer.div_ceil(2));
+                    let stats = this.stats.take();
                     let job = move || {
+                        if let Some(stats) = stats {
+                            tx.time_work(stats);
+                        }
                         // A panic in the generator becomes its last element, never a quiet end.
                         let result =
                             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut tx)));
