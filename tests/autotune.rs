@@ -13,6 +13,10 @@ use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
 use streamload::{AUTOTUNE, Dataset, Epoch, Options, StageSnapshot};
 
 /// Drains `epoch` for `run`, calling `consume` on every element.
+/// The tuner decides from measured busy and wait times: tests in this binary run one at a
+/// time, so one test's spinning workers do not change what another's tuner measures.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn drain_for<T>(epoch: &mut Epoch<T>, run: Duration, mut consume: impl FnMut(u64)) {
     let start = Instant::now();
     let mut n = 0u64;
@@ -57,6 +61,7 @@ fn costly<T: Send + 'static>(ds: Dataset<T>) -> Dataset<T> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autotuned_prefetch_grows_while_the_consumer_waits_on_a_producer_that_keeps_up() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let ds = costly(Dataset::counter(0, 1).batch(16)).prefetch(AUTOTUNE);
     let mut epoch = ds.iter();
     drain_for(&mut epoch, Duration::from_millis(1500), bursty).await;
@@ -72,6 +77,7 @@ async fn autotuned_prefetch_grows_while_the_consumer_waits_on_a_producer_that_ke
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_prefetch_is_left_alone() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let mut epoch = costly(Dataset::counter(0, 1).batch(16)).prefetch(3).iter();
     drain_for(&mut epoch, Duration::from_millis(400), bursty).await;
     let prefetch = stage(&epoch, "prefetch");
@@ -115,6 +121,7 @@ async fn prefetch_of_big_records(budget: u64) -> anyhow::Result<(StageSnapshot, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_budget_caps_autotuned_buffers() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
     // A budget of 3 records: the buffer may not grow past what fits (2 -> 4 would need 4).
     let budget = 3 * (64 << 10) + 1024;
     let (tight, report, peak) = prefetch_of_big_records(budget).await?;
@@ -128,6 +135,7 @@ async fn the_memory_budget_caps_autotuned_buffers() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autotuned_map_parallel_sets_idle_workers_aside() {
+    let _one = ONE_AT_A_TIME.lock().await;
     // A cheap function and a slow consumer: the workers are idle nearly all the time.
     let ds = Dataset::counter(0, 1)
         .map_parallel(AUTOTUNE, |x| x + 1)
@@ -151,6 +159,7 @@ fn spin(micros: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autotuned_map_parallel_keeps_busy_workers() {
+    let _one = ONE_AT_A_TIME.lock().await;
     // CPU-bound calls and a consumer that takes everything at once: the map is the bottleneck.
     let ds = Dataset::counter(0, 1)
         .map_parallel(AUTOTUNE, |x| {
@@ -166,6 +175,7 @@ async fn autotuned_map_parallel_keeps_busy_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autotuned_stages_share_the_cpu_budget() {
+    let _one = ONE_AT_A_TIME.lock().await;
     // Two CPU-bound stages each start with the whole budget (2 + 2 workers, all busy): the
     // tuner takes workers from them until the cores they keep busy fit the budget.
     let ds = Dataset::counter(0, 1)
@@ -192,6 +202,7 @@ async fn autotuned_stages_share_the_cpu_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_order_does_not_depend_on_the_tuner() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
     // Calls of uneven cost, a consumer that pauses now and then: the tuner changes the
     // number of workers while the epoch runs; the output stays in input order.
     let n = 20_000;
@@ -218,6 +229,7 @@ async fn output_order_does_not_depend_on_the_tuner() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_shows_what_the_tuner_chose() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let ds = Dataset::counter(0, 1)
         .shuffle(100, Some(1))
         .map_parallel(AUTOTUNE, |x| x + 1)
