@@ -25,6 +25,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
 
+use crate::checkpoint::{Checkpoint, Opaque, Prov, StageStream, State};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
@@ -32,8 +33,9 @@ use crate::source;
 use crate::stats::{Counted, StageCounters, Stats, Timed};
 use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
 
-/// The stream type every stage produces: elements or errors, boxed once per stage.
-pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = anyhow::Result<T>> + Send + 'static>>;
+/// The stream type every stage produces: elements or errors, boxed once per stage, with its
+/// position ([`Resumable`]).
+pub(crate) type BoxStream<T> = Pin<Box<dyn StageStream<T>>>;
 
 /// How many elements a dataset yields, as far as is known before iterating it
 /// (tf.data's `cardinality()`).
@@ -88,6 +90,17 @@ pub(crate) struct Ctx {
     tuner: Tuner,
     /// How the stage being built is counted.
     counting: Counting,
+    /// The state to restore the stage being built from (a checkpoint's), if any.
+    restore: Option<Arc<State>>,
+    /// Replay: the stage being built yields exactly the elements at these positions, in
+    /// this order (to refill a buffer after a restore), if any.
+    replay: Option<Arc<[Prov]>>,
+    /// A stage downstream holds elements by position: stages that move elements between
+    /// tasks carry each one's position along.
+    provenance: bool,
+    /// Which epoch of the recipe this is, and which repetition of a `repeat` (mixed in):
+    /// random stages key their draws by it.
+    epoch: u64,
     /// The next stage built with this context is plumbing the user did not write
     /// ([`Dataset::hidden`]), or has a name the user gave it ([`Dataset::named`]).
     hide_next: bool,
@@ -128,8 +141,99 @@ impl Ctx {
             current: None,
             tuner,
             counting: Counting::Wrapped,
+            restore: None,
+            replay: None,
+            provenance: false,
+            epoch: 0,
             hide_next: false,
             label_next: None,
+        }
+    }
+
+    /// The state to restore the stage being built from.
+    pub(crate) fn restoring(&self) -> Option<&State> {
+        self.restore.as_deref()
+    }
+
+    /// The positions the stage being built must yield, in replay.
+    pub(crate) fn replaying(&self) -> Option<&Arc<[Prov]>> {
+        self.replay.as_ref()
+    }
+
+    /// Whether a stage downstream holds elements by position.
+    pub(crate) fn provenance(&self) -> bool {
+        self.provenance
+    }
+
+    /// The epoch number random stages key their draws by.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The context to build input `i` of the stage being built with: restored from input
+    /// `i` of its saved state; replaying the same positions.
+    pub(crate) fn for_input(&self, i: usize) -> Ctx {
+        let restore = self.restore.as_ref().map(|s| {
+            Arc::new(
+                s.inputs
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| State::new("(missing)")),
+            )
+        });
+        Ctx {
+            restore,
+            ..self.clone()
+        }
+    }
+
+    /// This context, restoring the stage being built from `state` (or from nothing).
+    pub(crate) fn with_restore(&self, state: Option<State>) -> Ctx {
+        Ctx {
+            restore: state.map(Arc::new),
+            ..self.clone()
+        }
+    }
+
+    /// This context, replaying `provs`. The saved state stays in reach (a replaying stage
+    /// takes its seed from it), but replay comes first: a stage in replay restores nothing.
+    pub(crate) fn with_replay(&self, provs: Arc<[Prov]>) -> Ctx {
+        Ctx {
+            replay: Some(provs),
+            // What is replayed is held again by position.
+            provenance: true,
+            ..self.clone()
+        }
+    }
+
+    /// This context, neither restoring nor replaying.
+    pub(crate) fn fresh(&self) -> Ctx {
+        Ctx {
+            restore: None,
+            replay: None,
+            ..self.clone()
+        }
+    }
+
+    /// This context, with positions asked for.
+    pub(crate) fn with_provenance(&self) -> Ctx {
+        Ctx {
+            provenance: true,
+            ..self.clone()
+        }
+    }
+
+    /// This context for repetition `n` of a `repeat`: the first is the epoch itself (as in
+    /// tf.data, a dataset's first repetition draws what the dataset alone draws), the others
+    /// derive from (epoch, n).
+    pub(crate) fn repetition(&self, n: u64) -> Ctx {
+        let epoch = match n {
+            0 => self.epoch,
+            n => mix64(self.epoch ^ mix64(n.wrapping_add(0x4E9E_A7ED))),
+        };
+        Ctx {
+            epoch,
+            ..self.clone()
         }
     }
 
@@ -194,6 +298,17 @@ impl Ctx {
     }
 }
 
+/// The state of an epoch checkpointed after its end.
+const ENDED: &str = "(ended)";
+
+/// A stage's stream that yields `e` and ends.
+pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> {
+    Box::pin(Opaque::new(
+        futures::stream::once(futures::future::ready(Err(e))),
+        "(error)",
+    ))
+}
+
 /// SplitMix64's finaliser: a cheap, well-mixed hash of a 64-bit value, used to derive seeds.
 pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -212,6 +327,15 @@ struct Stage<T> {
     options: Options,
     /// Number of stages upstream of this one (seeds derive from it).
     depth: u64,
+    /// A hash of this stage, its parameters and its inputs' fingerprints: a checkpoint names
+    /// the recipe it belongs to by it.
+    fingerprint: u64,
+    /// Epochs started ([`Dataset::iter`]) with this stage at the top.
+    epochs: AtomicU64,
+    /// Its stream can save its position, and the state it saves is a few words (no element
+    /// held by position): see [`Resumable`].
+    resumable: bool,
+    small: bool,
     build: Box<BuildFn<T>>,
 }
 
@@ -284,7 +408,8 @@ impl<T: Send + 'static> Dataset<T> {
         Self::stage_counted(name, cardinality, options, depth, Counting::Wrapped, build)
     }
 
-    /// A stage whose statistics are kept as `counting` says.
+    /// A stage whose statistics are kept as `counting` says, for an operation that does not
+    /// save its position: a checkpoint through it is an error naming it.
     pub(crate) fn stage_counted<S>(
         name: &'static str,
         cardinality: Cardinality,
@@ -296,9 +421,34 @@ impl<T: Send + 'static> Dataset<T> {
     where
         S: Stream<Item = anyhow::Result<T>> + Send + 'static,
     {
+        Self::stage_resumable(name, cardinality, options, depth, counting, move |ctx| {
+            Opaque::new(build(ctx), name)
+        })
+        .resumable(false)
+    }
+
+    /// A stage whose stream saves its position ([`Resumable`]), its statistics kept as
+    /// `counting` says.
+    pub(crate) fn stage_resumable<S>(
+        name: &'static str,
+        cardinality: Cardinality,
+        options: Options,
+        depth: u64,
+        counting: Counting,
+        build: impl Fn(&Ctx) -> S + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: StageStream<T> + 'static,
+    {
         let id = next_id();
         // The one place every stage's stream is made: count what it yields.
         let counted = move |ctx: &Ctx| -> BoxStream<T> {
+            if let Some(state) = ctx.restoring()
+                && ctx.replaying().is_none()
+                && state.stage != name
+            {
+                return error_stream(state.malformed());
+            }
             let key = if ctx.scope == 0 {
                 (0, id, name)
             } else {
@@ -337,15 +487,64 @@ impl<T: Send + 'static> Dataset<T> {
                 Box::pin(Counted::<_, false>::new(stream, counters))
             }
         };
+        let mut fingerprint = mix64(name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+        }));
+        fingerprint = mix64(fingerprint ^ mix64(depth) ^ cardinality.as_i64() as u64);
         Dataset {
             stage: Arc::new(Stage {
                 name,
                 cardinality,
                 options,
                 depth,
+                fingerprint,
+                epochs: AtomicU64::new(0),
+                resumable: true,
+                small: true,
                 build: Box::new(counted),
             }),
         }
+    }
+
+    /// Mixes `key` (a parameter, or an input's fingerprint) into this fresh stage's
+    /// fingerprint.
+    pub(crate) fn keyed(mut self, key: u64) -> Self {
+        match Arc::get_mut(&mut self.stage) {
+            Some(stage) => stage.fingerprint = mix64(stage.fingerprint ^ mix64(key)),
+            None => debug_assert!(false, "keyed on a shared stage"),
+        }
+        self
+    }
+
+    /// Sets whether this fresh stage's stream can save its position.
+    pub(crate) fn resumable(mut self, on: bool) -> Self {
+        if let Some(stage) = Arc::get_mut(&mut self.stage) {
+            stage.resumable = on;
+        }
+        self
+    }
+
+    /// Sets whether this fresh stage's saved state is a few words (see [`Resumable`]).
+    pub(crate) fn small(mut self, on: bool) -> Self {
+        if let Some(stage) = Arc::get_mut(&mut self.stage) {
+            stage.small = on;
+        }
+        self
+    }
+
+    /// Whether this recipe's streams can save their position.
+    pub(crate) fn is_resumable(&self) -> bool {
+        self.stage.resumable
+    }
+
+    /// Whether this recipe's saved state is a few words.
+    pub(crate) fn is_small(&self) -> bool {
+        self.stage.small
+    }
+
+    /// This recipe's fingerprint (see [`Checkpoint`]).
+    pub(crate) fn fingerprint(&self) -> u64 {
+        self.stage.fingerprint
     }
 
     /// A stage that transforms this dataset's stream.
@@ -361,7 +560,8 @@ impl<T: Send + 'static> Dataset<T> {
         self.unary_counted(name, cardinality, Counting::Wrapped, op)
     }
 
-    /// A stage that transforms this dataset's stream, its statistics kept as `counting` says.
+    /// A stage that transforms this dataset's stream, its statistics kept as `counting` says
+    /// (an operation that does not save its position).
     pub(crate) fn unary_counted<U: Send + 'static, S>(
         &self,
         name: &'static str,
@@ -372,15 +572,53 @@ impl<T: Send + 'static> Dataset<T> {
     where
         S: Stream<Item = anyhow::Result<U>> + Send + 'static,
     {
+        self.unary_resumable(name, cardinality, counting, move |ctx, input| {
+            Opaque::new(op(ctx, input), name)
+        })
+        .resumable(false)
+    }
+
+    /// A stage that transforms this dataset's stream and saves its position. Its input is
+    /// built with [`Ctx::for_input`]`(0)`: restored from input 0 of the stage's state.
+    pub(crate) fn unary_resumable<U: Send + 'static, S>(
+        &self,
+        name: &'static str,
+        cardinality: Cardinality,
+        counting: Counting,
+        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: StageStream<U> + 'static,
+    {
+        self.unary_with(name, cardinality, counting, move |ctx, input| {
+            op(ctx, input.build(&ctx.for_input(0)))
+        })
+    }
+
+    /// A stage over this dataset that builds its input itself (to restore or replay it in
+    /// its own way), and saves its position.
+    pub(crate) fn unary_with<U: Send + 'static, S>(
+        &self,
+        name: &'static str,
+        cardinality: Cardinality,
+        counting: Counting,
+        op: impl Fn(&Ctx, &Dataset<T>) -> S + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: StageStream<U> + 'static,
+    {
         let input = self.clone();
-        Dataset::stage_counted(
+        Dataset::stage_resumable(
             name,
             cardinality,
             self.stage.options.clone(),
             self.stage.depth + 1,
             counting,
-            move |ctx| op(ctx, input.build(ctx)),
+            move |ctx| op(ctx, &input),
         )
+        .keyed(self.fingerprint())
+        .resumable(self.is_resumable())
+        .small(self.is_small())
     }
 
     /// Builds this stage's stream (and so every stage upstream of it) for one epoch.
@@ -430,12 +668,79 @@ impl<T: Send + 'static> Dataset<T> {
     /// Dropping the [`Epoch`] stops every task it spawned: async tasks are aborted, queued
     /// blocking jobs are cancelled, and a running blocking job stops at its next element.
     pub fn iter(&self) -> Epoch<T> {
-        let ctx = Ctx::new(self.stage.options.clone());
+        let epoch = self.stage.epochs.fetch_add(1, Ordering::Relaxed);
+        self.start(epoch, None)
+    }
+
+    /// Goes on with an epoch from where [`Epoch::checkpoint`] saved it: the first element is
+    /// the one after the last the checkpointed epoch's consumer received. The recipe must be
+    /// the same (built by the same code, with the same parameters); the process may be
+    /// another one.
+    ///
+    /// The buffers that were full at the checkpoint (a shuffle's) are refilled first by
+    /// reading the records at their saved positions again; what was read or computed ahead of
+    /// the consumer is made again. Later [`iter`](Dataset::iter) calls go on with the next
+    /// epochs (so a reshuffle each epoch continues as it would have).
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::{Checkpoint, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(0, 100).shuffle(10, Some(1)).batch(8);
+    /// let all = ds.collect().await?; // the uninterrupted epoch
+    ///
+    /// let ds = Dataset::range(0, 100).shuffle(10, Some(1)).batch(8); // the same recipe
+    /// let mut epoch = ds.iter();
+    /// let mut seen = vec![epoch.next().await.unwrap()?, epoch.next().await.unwrap()?];
+    /// let bytes = epoch.checkpoint()?.to_bytes();
+    /// drop(epoch);
+    ///
+    /// // Later, maybe in another process:
+    /// let mut resumed = ds.iter_from(&Checkpoint::from_bytes(&bytes)?)?;
+    /// while let Some(batch) = resumed.next().await {
+    ///     seen.push(batch?);
+    /// }
+    /// assert_eq!(seen, all);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Checkpoint`](crate::Error) when the checkpoint belongs to another recipe.
+    /// Errors met while restoring (a file that changed or vanished) are the epoch's first
+    /// element.
+    pub fn iter_from(&self, checkpoint: &Checkpoint) -> anyhow::Result<Epoch<T>> {
+        if checkpoint.fingerprint != self.fingerprint() {
+            return Err(crate::Error::Checkpoint(format!(
+                "it was taken from another recipe (fingerprint {:016x}, this recipe's is {:016x}): \
+                 resume with the dataset built the same way",
+                checkpoint.fingerprint,
+                self.fingerprint()
+            ))
+            .into());
+        }
+        self.stage
+            .epochs
+            .fetch_max(checkpoint.epoch.saturating_add(1), Ordering::Relaxed);
+        if checkpoint.state.stage == ENDED {
+            let mut epoch = self.start(checkpoint.epoch, None);
+            epoch.done = true;
+            return Ok(epoch);
+        }
+        Ok(self.start(checkpoint.epoch, Some(checkpoint.state.clone())))
+    }
+
+    fn start(&self, epoch: u64, restore: Option<State>) -> Epoch<T> {
+        let mut ctx = Ctx::new(self.stage.options.clone());
+        ctx.epoch = epoch;
+        let ctx = ctx.with_restore(restore);
         Epoch {
             stream: self.build(&ctx),
             stats: ctx.stats,
             tuner: TunerState::Idle(ctx.tuner),
             done: false,
+            fingerprint: self.fingerprint(),
+            epoch,
         }
     }
 
@@ -553,6 +858,9 @@ pub struct Epoch<T> {
     stats: Stats,
     tuner: TunerState,
     done: bool,
+    /// The recipe's fingerprint and the epoch's number, for checkpoints.
+    fingerprint: u64,
+    epoch: u64,
 }
 
 /// The epoch's tuning task: started at the first poll if any stage asked for it, aborted when
@@ -580,6 +888,33 @@ impl<T> Epoch<T> {
     /// ```
     pub fn stats(&self) -> Stats {
         self.stats.clone()
+    }
+
+    /// The position of this epoch after the last element it yielded, to go on from later with
+    /// [`Dataset::iter_from`] (in this process or another).
+    ///
+    /// The checkpoint holds positions, not elements: a source's byte offset or index, a
+    /// shuffle's random state and the positions of the elements in its buffer (a few bytes
+    /// each), a batch's start. What stages read or computed ahead of the consumer is not in
+    /// it; it is made again after the restore. The epoch goes on unchanged after a
+    /// checkpoint. See the table in the README's "Checkpoints" section for what each
+    /// operation saves.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotResumable`](crate::Error) naming the first stage that cannot save its
+    /// position (a plain generator, a `from_stream`, an operation not made resumable yet).
+    pub fn checkpoint(&mut self) -> anyhow::Result<Checkpoint> {
+        let state = if self.done {
+            State::new(ENDED)
+        } else {
+            self.stream.as_mut().save()?
+        };
+        Ok(Checkpoint {
+            fingerprint: self.fingerprint,
+            epoch: self.epoch,
+            state,
+        })
     }
 }
 
@@ -962,7 +1297,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// ```
     pub fn map<U: Send + 'static>(&self, f: impl Fn(T) -> U + Send + Sync + 'static) -> Dataset<U> {
         let f = Arc::new(f);
-        self.unary_counted(
+        self.unary_resumable(
             "map",
             self.cardinality(),
             Counting::ByInput,
@@ -990,7 +1325,7 @@ impl<T: Send + 'static> Dataset<T> {
     ) -> Dataset<U> {
         let f = Arc::new(f);
         let card = self.cardinality();
-        self.unary_counted("map", card, Counting::ByInput, move |ctx, input| {
+        self.unary_resumable("map", card, Counting::ByInput, move |ctx, input| {
             let f = Arc::clone(&f);
             ops::map::Map::new(input, move |x| f(x), ctx.own_counters())
         })
@@ -1079,17 +1414,23 @@ impl<T: Send + 'static> Dataset<T> {
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "map_parallel");
         let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
-        self.unary("map_parallel", self.cardinality(), move |ctx, input| {
-            let (workers, knob) = ops::parallel_map::workers(parallelism, ctx);
-            ops::parallel_map::ParallelMap::new(
-                input,
-                Arc::clone(&f),
-                workers,
-                knob,
-                ctx.options().is_deterministic(),
-                ctx,
-            )
-        })
+        self.unary_with(
+            "map_parallel",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| {
+                let build = |ctx: &Ctx| input.build(ctx);
+                let input = ops::parallel_map::Input::of(input, &build);
+                ops::parallel_map::build(
+                    ctx,
+                    &input,
+                    Arc::clone(&f),
+                    parallelism,
+                    "map_parallel",
+                    Vec::new(),
+                )
+            },
+        )
     }
 
     /// Applies an async function to every element, up to `parallelism` calls at once, each
@@ -1172,7 +1513,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// pass through.
     pub fn filter(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
         let p = Arc::new(predicate);
-        self.unary_counted(
+        self.unary_resumable(
             "filter",
             Cardinality::Unknown,
             Counting::ByStage,
@@ -1233,15 +1574,23 @@ impl<T: Send + 'static> Dataset<T> {
         } else {
             "interleave"
         };
-        self.unary(name, Cardinality::Unknown, move |ctx, input| {
-            ops::interleave::Interleave::new(
-                input,
-                Arc::clone(&f),
-                ctx.nested(),
-                cycle_length.resolve(),
-                block_length,
-            )
-        })
+        self.unary_with(
+            name,
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                ops::interleave::build(
+                    ctx,
+                    input,
+                    &f,
+                    ctx.nested(),
+                    cycle_length.resolve(),
+                    block_length,
+                    name,
+                )
+            },
+        )
+        .keyed(cycle_length.resolve() as u64 ^ ((block_length as u64) << 32))
     }
 
     /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
@@ -1300,9 +1649,10 @@ impl<T: Send + 'static> Dataset<T> {
             "parallel_interleave: block_length must be greater than zero."
         );
         let f = Arc::new(f);
-        self.unary(
+        self.unary_with(
             "parallel_interleave",
             Cardinality::Unknown,
+            Counting::Wrapped,
             move |ctx, input| {
                 let cycle = cycle_length.resolve();
                 let parallel = match num_parallel_calls {
@@ -1318,9 +1668,10 @@ impl<T: Send + 'static> Dataset<T> {
                         Parallelism::Autotune => cycle,
                     });
                 }
-                ops::parallel_interleave::ParallelInterleave::new(
+                ops::parallel_interleave::build(
+                    ctx,
                     input,
-                    Arc::clone(&f),
+                    &f,
                     ctx.nested(),
                     ops::parallel_interleave::Config {
                         cycle_length: cycle,
@@ -1365,9 +1716,10 @@ impl<T: Send + 'static> Dataset<T> {
             "batch: Batch size must be greater than zero."
         );
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary("batch", card, move |_, input| {
-            ops::batch::Batch::new(input, batch_size, drop_remainder)
+        self.unary_with("batch", card, Counting::Wrapped, move |ctx, input| {
+            ops::batch::build(ctx, input, batch_size, drop_remainder)
         })
+        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Splits every element into its rows (tf.data's `unbatch`): the items of a `Vec` batch,
@@ -1445,8 +1797,8 @@ impl<T: Send + 'static> Dataset<T> {
             "rebatch: Batch size must be greater than zero."
         );
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            ops::batch::Batch::new(
-                ops::unbatch::Unbatch::new(input, "rebatch"),
+            ops::batch::Batch::plain(
+                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
                 batch_size,
                 drop_remainder,
             )
@@ -1492,7 +1844,7 @@ impl<T: Send + 'static> Dataset<T> {
         let sizes: Arc<[usize]> = batch_sizes.into();
         self.unary("rebatch", Cardinality::Unknown, move |_, input| {
             ops::batch::Batch::cycling(
-                ops::unbatch::Unbatch::new(input, "rebatch"),
+                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
                 Arc::clone(&sizes),
                 drop_remainder,
             )
@@ -1590,9 +1942,16 @@ impl<T: Send + 'static> Dataset<T> {
             }
         };
         let limit = if count < 0 { u64::MAX } else { count as u64 };
-        self.unary("take", card, move |_, input| {
+        self.unary_resumable("take", card, Counting::Wrapped, move |ctx, input| {
+            // In replay the elements are ones it passed on: none is held back.
+            let limit = match (ctx.replaying(), ctx.restoring()) {
+                (Some(_), _) => u64::MAX,
+                (None, Some(state)) => state.word(0).unwrap_or(limit),
+                (None, None) => limit,
+            };
             ops::take::Take::new(input, limit)
         })
+        .keyed(limit)
     }
 
     /// Everything after the first `count` elements; a negative `count` skips everything
@@ -1602,7 +1961,16 @@ impl<T: Send + 'static> Dataset<T> {
         let n = if count < 0 { u64::MAX } else { count as u64 };
         // As tf.data: an infinite or unknown input keeps its cardinality.
         let card = self.cardinality().map_finite(|m| m.saturating_sub(n));
-        self.unary("skip", card, move |_, input| ops::skip::Skip::new(input, n))
+        self.unary_resumable("skip", card, Counting::Wrapped, move |ctx, input| {
+            // In replay the elements are ones it passed on: none is skipped.
+            let remaining = match (ctx.replaying(), ctx.restoring()) {
+                (Some(_), _) => 0,
+                (None, Some(state)) => state.word(0).unwrap_or(n),
+                (None, None) => n,
+            };
+            ops::skip::Skip::new(input, n).remaining(remaining)
+        })
+        .keyed(n)
     }
 
     /// Elements while `predicate` holds; ends at the first that fails it (tf.data's `take_while`).
@@ -1647,9 +2015,13 @@ impl<T: Send + 'static> Dataset<T> {
     /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`). An
     /// error element takes an index too, as in tf.data (a zip with a counter).
     pub fn enumerate(&self, start: i64) -> Dataset<(i64, T)> {
-        self.unary("enumerate", self.cardinality(), move |_, input| {
-            ops::enumerate::Enumerate::new(input, start)
-        })
+        self.unary_with(
+            "enumerate",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::enumerate::build(ctx, input, start),
+        )
+        .keyed(start as u64)
     }
 
     /// Appends the elements of `other` (tf.data's `concatenate`).
@@ -1737,25 +2109,30 @@ impl<T: Send + 'static> Dataset<T> {
         if buffer_size == Parallelism::Fixed(0) {
             return self.clone();
         }
-        self.unary("prefetch", self.cardinality(), move |ctx, input| {
-            // Not detached: the consumer polls the upstream itself when overlap does not pay,
-            // so the upstream's busy time is taken out of prefetch's own; but it also runs in
-            // the producer task, so prefetch's own time does not bound it.
-            if let Some(stats) = ctx.stage_counters() {
-                stats.set_inputs_shared();
-            }
-            ctx.gauge();
-            let knob = match buffer_size {
-                Parallelism::Autotune => ctx.knob(
-                    KnobKind::Buffer,
-                    runtime::INITIAL_BUFFER,
-                    runtime::MAX_BUFFER,
-                ),
-                Parallelism::Fixed(_) => None,
-            };
-            let fixed = buffer_size.resolve().max(1);
-            ops::prefetch::Prefetch::new(input, fixed, knob, ctx.stats_handle())
-        })
+        self.unary_with(
+            "prefetch",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| {
+                // Not detached: the consumer polls the upstream itself when overlap does not pay,
+                // so the upstream's busy time is taken out of prefetch's own; but it also runs in
+                // the producer task, so prefetch's own time does not bound it.
+                if let Some(stats) = ctx.stage_counters() {
+                    stats.set_inputs_shared();
+                }
+                ctx.gauge();
+                let knob = match buffer_size {
+                    Parallelism::Autotune => ctx.knob(
+                        KnobKind::Buffer,
+                        runtime::INITIAL_BUFFER,
+                        runtime::MAX_BUFFER,
+                    ),
+                    Parallelism::Fixed(_) => None,
+                };
+                let fixed = buffer_size.resolve().max(1);
+                ops::prefetch::build(ctx, input, fixed, knob)
+            },
+        )
     }
 
     /// Names this stage in the statistics and the report (tf.data's `name=` argument of
@@ -1776,20 +2153,34 @@ impl<T: Send + 'static> Dataset<T> {
     pub fn named(&self, label: &str) -> Dataset<T> {
         let inner = self.clone();
         let label: Arc<str> = label.into();
+        // The stage's statistics take the label when they are registered.
+        self.same_stage(self.stage.options.clone(), move |ctx| {
+            let ctx = Ctx {
+                label_next: Some(Arc::clone(&label)),
+                ..ctx.clone()
+            };
+            inner.build(&ctx)
+        })
+    }
+
+    /// This stage again (the same name, fingerprint and properties), with `options` and built
+    /// by `build` (which builds this stage with a context of its own).
+    fn same_stage(
+        &self,
+        options: Options,
+        build: impl Fn(&Ctx) -> BoxStream<T> + Send + Sync + 'static,
+    ) -> Dataset<T> {
         Dataset {
             stage: Arc::new(Stage {
                 name: self.stage.name,
                 cardinality: self.stage.cardinality,
-                options: self.stage.options.clone(),
+                options,
                 depth: self.stage.depth,
-                // The stage's statistics take the label when they are registered.
-                build: Box::new(move |ctx| {
-                    let ctx = Ctx {
-                        label_next: Some(Arc::clone(&label)),
-                        ..ctx.clone()
-                    };
-                    inner.build(&ctx)
-                }),
+                fingerprint: self.stage.fingerprint,
+                epochs: AtomicU64::new(0),
+                resumable: self.stage.resumable,
+                small: self.stage.small,
+                build: Box::new(build),
             }),
         }
     }
@@ -1799,21 +2190,13 @@ impl<T: Send + 'static> Dataset<T> {
     /// [`Stats::snapshot`](crate::Stats::snapshot)).
     pub(crate) fn hidden(&self) -> Dataset<T> {
         let inner = self.clone();
-        Dataset {
-            stage: Arc::new(Stage {
-                name: self.stage.name,
-                cardinality: self.stage.cardinality,
-                options: self.stage.options.clone(),
-                depth: self.stage.depth,
-                build: Box::new(move |ctx| {
-                    let ctx = Ctx {
-                        hide_next: true,
-                        ..ctx.clone()
-                    };
-                    inner.build(&ctx)
-                }),
-            }),
-        }
+        self.same_stage(self.stage.options.clone(), move |ctx| {
+            let ctx = Ctx {
+                hide_next: true,
+                ..ctx.clone()
+            };
+            inner.build(&ctx)
+        })
     }
 
     /// Applies a transformation function to the whole dataset (tf.data's `apply`).
@@ -1832,16 +2215,7 @@ impl<T: Send + 'static> Dataset<T> {
         let merged = self.stage.options.merge(&options);
         let input = self.clone();
         // Not a stage of its own: it only changes the options, so it is not counted.
-        let stage = Stage {
-            name: self.stage.name,
-            cardinality: self.cardinality(),
-            options: merged,
-            depth: self.depth(),
-            build: Box::new(move |ctx: &Ctx| input.build(ctx)),
-        };
-        Dataset {
-            stage: Arc::new(stage),
-        }
+        self.same_stage(merged, move |ctx| input.build(ctx))
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,

@@ -24,6 +24,19 @@ pub enum Error {
         /// The stage that needed to spawn.
         stage: &'static str,
     },
+    /// A checkpoint cannot be taken through this stage: it does not save its position (a
+    /// plain generator, a stream made by user code, or an operation not made resumable yet).
+    #[error("cannot checkpoint stage `{stage}`: {reason}")]
+    NotResumable {
+        /// The stage, by its tf.data name (or the name given with `Dataset::named`).
+        stage: String,
+        /// Why, and what to use instead.
+        reason: String,
+    },
+    /// A checkpoint cannot be restored: it belongs to another recipe, another version of the
+    /// format, or files that changed since it was taken; or its bytes are damaged.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     /// An argument or an element is out of the range an operation accepts.
     #[error("{0}")]
     InvalidArgument(String),

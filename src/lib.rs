@@ -49,6 +49,7 @@
 #![deny(unsafe_code)]
 
 mod blocking;
+mod checkpoint;
 mod dataset;
 
 // The README's examples include the image pipeline, so they run with the `image` feature (a
@@ -73,6 +74,7 @@ pub mod text;
 mod trace;
 
 pub use blocking::BlockingEpoch;
+pub use checkpoint::Checkpoint;
 pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
 pub use ops::bucket_by_sequence_length::BucketOptions;

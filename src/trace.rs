@@ -66,6 +66,24 @@ where
     }
 }
 
+impl<S: crate::checkpoint::Resumable> crate::checkpoint::Resumable for Traced<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -812,16 +812,20 @@ impl CsvDataset {
         });
         let format = FileFormat {
             stage: "csv",
-            decode: Arc::new(move |file, name| {
+            decode: Arc::new(move |file, name, _start| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
                 let compressed = compression.for_extension(Location::parse(name).extension())
                     != Compression::None;
                 let config = Arc::clone(&config);
-                Box::pin(csv_rows(reader, name, config, buffer_size, compressed))
+                Box::pin(crate::checkpoint::Opaque::new(
+                    csv_rows(reader, name, config, buffer_size, compressed),
+                    "csv",
+                ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
+            resumable: false,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -293,7 +293,7 @@ impl FixedLengthRecordDataset {
         let compression = self.compression;
         let format = FileFormat {
             stage: "fixed_length_record",
-            decode: Arc::new(move |file, name| {
+            decode: Arc::new(move |file, name, _start| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
                 // A local regular file read as it is has a size to check first, as
                 // TensorFlow does.
@@ -323,11 +323,15 @@ impl FixedLengthRecordDataset {
                         }
                     }
                 };
-                Box::pin(futures::stream::once(records).flatten())
+                Box::pin(crate::checkpoint::Opaque::new(
+                    futures::stream::once(records).flatten(),
+                    "fixed_length_record",
+                ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
+            resumable: false,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

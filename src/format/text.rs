@@ -319,10 +319,16 @@ impl TextLineDataset {
         };
         let format = FileFormat {
             stage: STAGE,
-            decode: Arc::new(|file, name| Box::pin(Lines::new(file.blocks, name))),
+            decode: Arc::new(|file, name, _start| {
+                Box::pin(crate::checkpoint::Opaque::new(
+                    Lines::new(file.blocks, name),
+                    "text_line",
+                ))
+            }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
+            resumable: false,
         };
         read_files(self.files, format, Some(n))
     }

@@ -81,6 +81,10 @@ pub(crate) struct TFRecordFrames<S> {
     /// like a compressed stream's is reported as such.
     raw: bool,
     done: bool,
+    /// Where the last record yielded starts, and where it ends (its saved position: the
+    /// cursor may be inside the next record).
+    last_start: u64,
+    last_end: u64,
 }
 
 impl<S> TFRecordFrames<S>
@@ -98,7 +102,19 @@ where
             record: 0,
             raw,
             done: false,
+            last_start: 0,
+            last_end: 0,
         }
+    }
+
+    /// Reads from `start` on: the blocks begin at that (decompressed) offset, which is where
+    /// record `start.record` begins.
+    pub(crate) fn starting_at(mut self, start: crate::format::files::Start) -> Self {
+        self.cursor.offset = start.offset;
+        self.record = start.record;
+        self.last_end = start.offset;
+        self.last_start = start.offset;
+        self
     }
 
     fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
@@ -238,12 +254,30 @@ where
         if this.done {
             return Poll::Ready(None);
         }
+        // The record in progress starts here (`carry` is counted once it is taken).
+        let start = this.cursor.offset;
         let next = ready!(this.poll_record(cx));
         if !matches!(next, Ok(Some(_))) {
             this.done = true;
             this.cursor.clear();
         }
+        this.last_start = start;
+        if matches!(next, Ok(Some(_))) {
+            this.last_end = this.cursor.offset;
+        }
         Poll::Ready(next.transpose())
+    }
+}
+
+/// Saved state: `[offset, record]` after the last record yielded (the offset in the
+/// decompressed stream for a compressed file); a record's position is its start offset.
+impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
+        Ok(crate::checkpoint::State::new("tfrecord").words([self.last_end, self.record]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
+        Ok(crate::checkpoint::Prov::at(self.last_start))
     }
 }
 
@@ -356,14 +390,14 @@ impl TFRecordDataset {
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {
             stage: "tfrecord",
-            decode: Arc::new(|file, name| {
+            decode: Arc::new(|file, name, start| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(TFRecordFrames::with_cursor(
-                    cursor,
-                    name,
-                    !file.decompressed,
-                ))
+                Box::pin(
+                    TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
+                        .starting_at(start),
+                )
             }),
+            resumable: true,
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,

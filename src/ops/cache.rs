@@ -5,6 +5,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
+use crate::checkpoint::Opaque;
 use crate::dataset::Dataset;
 use crate::source::from_iter::FromIter;
 
@@ -22,16 +23,20 @@ pub(crate) fn dataset<T: Clone + Send + Sync + 'static>(input: &Dataset<T>) -> D
             match store.get() {
                 Some(items) => {
                     let items = Arc::clone(items);
-                    Box::pin(FromIter::new(
-                        (0..items.len()).map(move |i| items[i].clone()),
+                    Box::pin(Opaque::new(
+                        FromIter::new((0..items.len()).map(move |i| items[i].clone())),
+                        "cache",
                     ))
                 }
-                None => Box::pin(Fill {
-                    input: upstream.build(ctx),
-                    store: Arc::clone(&store),
-                    items: Vec::new(),
-                    clean: true,
-                }),
+                None => Box::pin(Opaque::new(
+                    Fill {
+                        input: upstream.build(ctx),
+                        store: Arc::clone(&store),
+                        items: Vec::new(),
+                        clean: true,
+                    },
+                    "cache",
+                )),
             }
         },
     )

@@ -2,6 +2,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+use crate::checkpoint::{Prov, Resumable, State};
 use futures::stream::Stream;
 use pin_project::{pin_project, pinned_drop};
 
@@ -108,5 +109,23 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (0, self.input.size_hint().1)
+    }
+}
+
+impl<St: Resumable, P> Resumable for Filter<St, P> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new("filter").input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

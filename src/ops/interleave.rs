@@ -4,6 +4,7 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
 use crate::runtime::catch_panic;
 
@@ -29,6 +30,8 @@ pub(crate) struct Cycle<S> {
     /// Whether an inner error element takes a place in its block (tf.data's parallel
     /// interleave) or not (its sequential interleave).
     errors_in_blocks: bool,
+    /// The slot the last element came from.
+    pub(crate) last: usize,
 }
 
 impl<S> Cycle<S> {
@@ -40,7 +43,19 @@ impl<S> Cycle<S> {
             block_length,
             num_open: 0,
             errors_in_blocks: false,
+            last: 0,
         }
+    }
+
+    /// Where the cursor stands: `(slot, elements taken from its current block)`.
+    pub(crate) fn cursor(&self) -> (usize, usize) {
+        (self.cycle_index, self.block_index)
+    }
+
+    /// Puts the cursor back where a checkpoint saved it.
+    pub(crate) fn set_cursor(&mut self, slot: usize, taken: usize) {
+        self.cycle_index = slot % self.slots.len().max(1);
+        self.block_index = taken;
     }
 
     /// Counts inner error elements in their blocks, as tf.data's parallel interleave does
@@ -99,10 +114,12 @@ impl<S> Cycle<S> {
             if let Some(slot) = &mut self.slots[ci] {
                 match ready!(slot.poll_slot(cx)) {
                     Some(Ok(x)) => {
+                        self.last = ci;
                         self.advance_position(ci);
                         return Poll::Ready(Some(Ok(x)));
                     }
                     Some(Err(e)) => {
+                        self.last = ci;
                         if self.errors_in_blocks {
                             self.advance_position(ci);
                         }
@@ -128,6 +145,113 @@ impl<S> Cycle<S> {
     }
 }
 
+/// After a restore, the slots of an interleave's cycle that were open at the checkpoint: each
+/// open input's element, read again from its saved position (its key), with its slot and its
+/// inner stream's saved state. Shared by both interleaves, which save the same layout:
+/// `[slot, taken from its block, slots, then a 0/1 per slot: open]`, the open slots' keys
+/// (`held`), then the input's state and each open slot's inner state.
+pub(crate) struct Reopen<T> {
+    elements: Fuse<BoxStream<T>>,
+    pending: std::collections::VecDeque<(usize, u64, State)>,
+}
+
+impl<T: Send + 'static> Reopen<T> {
+    /// Reads the layout: puts the cycle's cursor back and returns the slots to reopen.
+    pub(crate) fn restore<S>(
+        ctx: &Ctx,
+        input: &Dataset<T>,
+        state: &State,
+        cycle: &mut Cycle<S>,
+    ) -> anyhow::Result<Option<Self>> {
+        let (slot, taken, slots) = (state.word(0)?, state.word(1)?, state.word(2)?);
+        if slots as usize != cycle.slots.len() {
+            return Err(state.malformed());
+        }
+        cycle.set_cursor(slot as usize, taken as usize);
+        let mut pending = std::collections::VecDeque::new();
+        for i in 0..slots as usize {
+            if state.word(3 + i)? == 1 {
+                let n = pending.len();
+                let key = state
+                    .held
+                    .get(n)
+                    .ok_or_else(|| state.malformed())?
+                    .single()?;
+                pending.push_back((i, key, state.input_state(1 + n)?.clone()));
+            }
+        }
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let keys: Vec<Prov> = pending.iter().map(|(_, key, _)| Prov::at(*key)).collect();
+        let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
+        Ok(Some(Reopen {
+            elements: elements.fuse(),
+            pending,
+        }))
+    }
+
+    /// The next slot to reopen: `(slot, key, inner state, input element)`; `None` when all are.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<(usize, u64, State, T)>>> {
+        if self.pending.is_empty() {
+            return Poll::Ready(None);
+        }
+        let x = match ready!(self.elements.poll_next_unpin(cx)) {
+            Some(x) => x,
+            None => Err(crate::Error::Checkpoint(
+                "an input element of an open slot could not be read again".into(),
+            )
+            .into()),
+        };
+        let (slot, key, inner) = self
+            .pending
+            .pop_front()
+            .unwrap_or((0, 0, State::new("(none)")));
+        Poll::Ready(Some(x.map(|x| (slot, key, inner, x))))
+    }
+}
+
+/// The layout [`Reopen`] reads, from the cursor, the input's state and each slot (open:
+/// its key and inner state).
+pub(crate) fn save_cycle(
+    stage: &'static str,
+    cursor: (usize, usize),
+    input: State,
+    slots: impl ExactSizeIterator<Item = Option<anyhow::Result<(u64, State)>>>,
+) -> anyhow::Result<State> {
+    let mut words = vec![cursor.0 as u64, cursor.1 as u64, slots.len() as u64];
+    let mut held = Vec::new();
+    let mut inputs = vec![input];
+    for slot in slots {
+        words.push(u64::from(slot.is_some()));
+        if let Some(slot) = slot {
+            let (key, inner) = slot?;
+            held.push(Prov::at(key));
+            inputs.push(inner);
+        }
+    }
+    let mut state = State::new(stage).words(words).held(held);
+    state.inputs = inputs;
+    Ok(state)
+}
+
+/// An open inner stream and the position of the input element it was made from (its key, a
+/// one-word position), when the input can say.
+pub(crate) struct Keyed<S> {
+    pub(crate) stream: S,
+    pub(crate) key: Option<u64>,
+}
+
+impl<U> Slot<U> for Keyed<BoxStream<U>> {
+    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
+        self.stream.as_mut().poll_next(cx)
+    }
+}
+
 /// Opens the inner dataset for one input element, turning a panic in `f` into an error.
 pub(crate) fn open<T, U, F>(
     f: &F,
@@ -142,6 +266,44 @@ where
     catch_panic(stage, || Ok(f(x))).map(|ds| ds.build(ctx))
 }
 
+/// The interleave of one epoch: fresh, restored (its input, its cursor, and each open
+/// input's element replayed from its saved position and its inner stream restored), or in
+/// replay (each saved position's last word names the input element).
+pub(crate) fn build<T, U, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    cycle_length: usize,
+    block_length: usize,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    if ctx.replaying().is_some() {
+        return replay(ctx, input, f, nested, stage);
+    }
+    let upstream = input.build(&ctx.for_input(0).with_provenance());
+    let mut interleave = Interleave::new(
+        upstream,
+        Arc::clone(f),
+        nested.fresh(),
+        cycle_length,
+        block_length,
+    );
+    interleave.stage = stage;
+    if let Some(state) = ctx.restoring() {
+        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
+            Ok(reopen) => interleave.reopen = reopen,
+            Err(e) => return crate::dataset::error_stream(e),
+        }
+    }
+    Box::pin(interleave)
+}
+
 /// Stream for the [`interleave`](crate::Dataset::interleave) and
 /// [`flat_map`](crate::Dataset::flat_map) methods: [`Cycle::poll_in_order`] over inner
 /// streams polled in place.
@@ -150,7 +312,12 @@ pub(crate) struct Interleave<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
-    cycle: Cycle<BoxStream<U>>,
+    cycle: Cycle<Keyed<BoxStream<U>>>,
+    /// After a restore: the open inputs' elements (replayed) and, for each, its slot and its
+    /// inner stream's saved state, opened before anything else.
+    reopen: Option<Reopen<T>>,
+    /// `interleave` or `flat_map`.
+    stage: &'static str,
 }
 
 impl<T, U, F> Interleave<T, U, F> {
@@ -166,7 +333,37 @@ impl<T, U, F> Interleave<T, U, F> {
             f,
             ctx,
             cycle: Cycle::new(cycle_length, block_length),
+            reopen: None,
+            stage: "interleave",
         }
+    }
+}
+
+impl<T, U, F> Interleave<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U>,
+{
+    /// Opens the slots that were open at the checkpoint, each restored.
+    fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
+        let Some(reopen) = self.reopen.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while let Some(next) = ready!(reopen.poll_next(cx)) {
+            let (slot, key, inner, x) = next?;
+            let ctx = self.ctx.with_restore(Some(inner));
+            let stream = open(&*self.f, x, &ctx, "interleave")?;
+            self.cycle.open(
+                slot,
+                Keyed {
+                    stream,
+                    key: Some(key),
+                },
+            );
+        }
+        self.reopen = None;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -179,20 +376,229 @@ where
     type Item = anyhow::Result<U>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Err(e) = ready!(this.poll_reopen(cx)) {
+            this.reopen = None;
+            return Poll::Ready(Some(Err(e)));
+        }
         let Interleave {
             input,
             f,
             ctx,
             cycle,
-        } = self.get_mut();
+            ..
+        } = this;
         cycle.poll_in_order(cx, |cx| {
             if input.is_terminated() {
                 return Poll::Ready(None);
             }
-            Poll::Ready(
-                ready!(input.poll_next_unpin(cx))
-                    .map(|x| x.and_then(|x| open(&**f, x, ctx, "interleave"))),
-            )
+            Poll::Ready(ready!(input.poll_next_unpin(cx)).map(|x| {
+                let key = input
+                    .get_ref()
+                    .last_prov()
+                    .ok()
+                    .and_then(|p| p.single().ok());
+                x.and_then(|x| open(&**f, x, ctx, "interleave"))
+                    .map(|stream| Keyed { stream, key })
+            }))
         })
+    }
+}
+
+/// Saved state: the layout of [`save_cycle`], each open slot's inner stream's own state.
+impl<T, U, F> Resumable for Interleave<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+{
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.reopen.is_some() {
+            return Err(unsupported(
+                this.stage,
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
+        }
+        let stage = this.stage;
+        let input = this.input.get_mut().as_mut().save()?;
+        let cursor = this.cycle.cursor();
+        let slots = this.cycle.slots.iter_mut().map(|open| {
+            open.as_mut().map(|open| {
+                let key = open.key.ok_or_else(|| {
+                    unsupported(stage, "its input cannot say where its elements come from")
+                })?;
+                Ok((key, open.stream.as_mut().save()?))
+            })
+        });
+        save_cycle(stage, cursor, input, slots)
+    }
+
+    /// The inner position, with the input element's position as its last word.
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let open = self
+            .cycle
+            .slots
+            .get(self.cycle.last)
+            .and_then(Option::as_ref);
+        let open = open.ok_or_else(|| unsupported(self.stage, "no element yielded yet"))?;
+        let key = open.key.ok_or_else(|| {
+            unsupported(
+                self.stage,
+                "its input cannot say where its elements come from",
+            )
+        })?;
+        open.stream.last_prov()?.push(key)
+    }
+}
+
+/// An interleave (sequential or parallel) in replay, as a stage's stream.
+pub(crate) fn replay<T, U, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    let Some(provs) = ctx.replaying() else {
+        return crate::dataset::error_stream(unsupported(stage, "not in replay"));
+    };
+    match Replay::new(ctx, input, Arc::clone(f), nested, provs) {
+        Ok(replay) => Box::pin(replay),
+        Err(e) => crate::dataset::error_stream(e),
+    }
+}
+
+/// An interleave in replay: the elements at saved positions, in order; each position's last
+/// word is the input element it came from, the rest its place in that element's inner
+/// dataset. Each input element is read again once, and its inner dataset replays its
+/// positions in order.
+struct Replay<T, U, F> {
+    provs: Arc<[Prov]>,
+    /// For each position, which inner replay stream yields it.
+    route: Vec<usize>,
+    /// The input elements' replay, until every inner dataset is open.
+    elements: Option<Fuse<BoxStream<T>>>,
+    /// The inner positions of each input element, in the order they are read again.
+    lists: std::collections::VecDeque<Vec<Prov>>,
+    f: Arc<F>,
+    nested: Ctx,
+    inners: Vec<BoxStream<U>>,
+    next: usize,
+}
+
+impl<T, U, F> Replay<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    fn new(
+        ctx: &Ctx,
+        input: &Dataset<T>,
+        f: Arc<F>,
+        nested: Ctx,
+        provs: &Arc<[Prov]>,
+    ) -> anyhow::Result<Self> {
+        let mut keys: Vec<u64> = Vec::new();
+        let mut lists: Vec<Vec<Prov>> = Vec::new();
+        let mut route = Vec::with_capacity(provs.len());
+        for prov in provs.iter() {
+            let (key, rest) = prov.pop()?;
+            let k = match keys.iter().position(|&k| k == key) {
+                Some(k) => k,
+                None => {
+                    keys.push(key);
+                    lists.push(Vec::new());
+                    keys.len() - 1
+                }
+            };
+            lists[k].push(rest);
+            route.push(k);
+        }
+        let wanted: Vec<Prov> = keys.iter().map(|&k| Prov::at(k)).collect();
+        let elements = input.build(&ctx.for_input(0).with_replay(wanted.into()));
+        Ok(Replay {
+            provs: Arc::clone(provs),
+            route,
+            elements: Some(elements.fuse()),
+            lists: lists.into(),
+            f,
+            nested: nested.fresh(),
+            inners: Vec::new(),
+            next: 0,
+        })
+    }
+}
+
+impl<T, U, F> Unpin for Replay<T, U, F> {}
+
+impl<T, U, F> Stream for Replay<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    type Item = anyhow::Result<U>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(elements) = this.elements.as_mut() {
+            while let Some(x) = ready!(elements.poll_next_unpin(cx)) {
+                let list = this.lists.pop_front().unwrap_or_default();
+                let ctx = this.nested.with_replay(list.into());
+                match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
+                    Ok(inner) => this.inners.push(inner),
+                    Err(e) => {
+                        this.elements = None;
+                        this.next = this.route.len();
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            this.elements = None;
+        }
+        let Some(&k) = this.route.get(this.next) else {
+            return Poll::Ready(None);
+        };
+        let Some(inner) = this.inners.get_mut(k) else {
+            this.next = this.route.len();
+            let e = crate::Error::Checkpoint("an input element could not be read again".into());
+            return Poll::Ready(Some(Err(e.into())));
+        };
+        match ready!(inner.as_mut().poll_next(cx)) {
+            Some(item) => {
+                this.next += 1;
+                Poll::Ready(Some(item))
+            }
+            None => {
+                this.next = this.route.len();
+                let e = crate::Error::Checkpoint(
+                    "an inner dataset gave fewer elements than saved".into(),
+                );
+                Poll::Ready(Some(Err(e.into())))
+            }
+        }
+    }
+}
+
+impl<T, U, F> Resumable for Replay<T, U, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Err(unsupported(
+            "interleave",
+            "a stream replaying saved positions is not saved",
+        ))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.next
+            .checked_sub(1)
+            .and_then(|i| self.provs.get(i))
+            .cloned()
+            .ok_or_else(|| unsupported("interleave", "no element yielded yet"))
     }
 }

@@ -1,6 +1,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use crate::checkpoint::{Prov, Resumable, State};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
@@ -56,5 +57,23 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.input.size_hint()
+    }
+}
+
+impl<St: Resumable, F> Resumable for Map<St, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new("map").input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::stream::StreamExt;
 
+use crate::checkpoint::Opaque;
 use crate::dataset::BoxStream;
 use crate::runtime::{self, catch_panic};
 
@@ -33,8 +34,11 @@ where
         }
     });
     if deterministic {
-        Box::pin(calls.buffered(parallelism))
+        Box::pin(Opaque::new(calls.buffered(parallelism), "map_async"))
     } else {
-        Box::pin(calls.buffer_unordered(parallelism))
+        Box::pin(Opaque::new(
+            calls.buffer_unordered(parallelism),
+            "map_async",
+        ))
     }
 }

@@ -18,7 +18,7 @@ where
     T: PaddedCollate,
 {
     CollateBatches::new(
-        Batch::new(input, batch_size, drop_remainder),
+        Batch::plain(input, batch_size, drop_remainder),
         "padded_batch",
         move |batch: Vec<T>| {
             T::padded_collate_components(batch.iter(), shapes.as_ref(), &values, None, 0)

@@ -5,10 +5,11 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
+use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
-use crate::ops::interleave::{Cycle, Slot, open};
+use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
-use crate::runtime::{self, ChunkReceiver, Task, forward, gauged_chunk_channel};
+use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
 use crate::stats::StageCounters;
 
 const STAGE: &str = "parallel_interleave";
@@ -25,11 +26,22 @@ pub(crate) struct Config {
     pub(crate) deterministic: bool,
 }
 
+/// An element with what a checkpoint needs to know of it: a mark of the inner stream before
+/// it (on the first element of each chunk), and its position (when asked for).
+type Tagged<U> = (anyhow::Result<U>, Option<Box<State>>, Option<Prov>);
+
 /// One inner dataset, driven by a task of its own that hands over chunks of ready elements.
 struct Reader<U> {
-    rx: ChunkReceiver<anyhow::Result<U>>,
+    rx: ChunkReceiver<Tagged<U>>,
     /// `Some` until the task has been joined.
     task: Option<Task<()>>,
+    /// The inner stream's state before the oldest element not passed on (a mark before its
+    /// chunk and how many of the chunk were passed on).
+    marker: Marker,
+    /// Where the input element it reads came from (a one-word position), when known.
+    key: Option<u64>,
+    /// Where its last element passed on came from.
+    last: Option<Prov>,
 }
 
 impl<U: Send + 'static> Reader<U> {
@@ -37,20 +49,35 @@ impl<U: Send + 'static> Reader<U> {
     /// `buffer / 2` (see `runtime::chunks`), plus what is left of the chunk being read. The
     /// elements it holds count in `gauge` (the stage's buffer fill, summed over its readers).
     fn spawn(
-        inner: BoxStream<U>,
+        mut inner: BoxStream<U>,
         buffer: usize,
         gauge: Option<Arc<StageCounters>>,
+        key: Option<u64>,
+        provs: bool,
     ) -> anyhow::Result<Self> {
+        let marks = inner.is_small() && inner.resumable();
+        let mut marker = Marker::default();
+        if marks && let Ok(start) = inner.as_mut().save() {
+            marker.set(start);
+        }
         let (tx, rx) = gauged_chunk_channel(buffer, gauge);
-        let task = runtime::spawn(STAGE, forward(inner, tx))?;
+        let task = runtime::spawn(STAGE, forward_tagged(inner, tx, marks, provs))?;
         Ok(Reader {
             rx,
             task: Some(task),
+            marker,
+            key,
+            last: None,
         })
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        if let Some(item) = ready!(self.rx.poll_recv(cx)) {
+        if let Some((item, mark, prov)) = ready!(self.rx.poll_recv(cx)) {
+            if let Some(mark) = mark {
+                self.marker.set(*mark);
+            }
+            self.marker.skip += 1;
+            self.last = prov;
             return Poll::Ready(Some(item));
         }
         // The task ended: cleanly, or by a panic that must not pass for an end.
@@ -72,14 +99,43 @@ where
     }
 }
 
+/// `runtime::forward_with`: each chunk's first element tagged with a mark of the stream
+/// before it (`marks`), each element with its position (`provs`).
+async fn forward_tagged<U: Send + 'static>(
+    input: BoxStream<U>,
+    tx: ChunkSender<Tagged<U>>,
+    marks: bool,
+    provs: bool,
+) {
+    forward_with(
+        input,
+        tx,
+        |input| {
+            if marks {
+                input.as_mut().save().ok().map(Box::new)
+            } else {
+                None
+            }
+        },
+        |input, item, mark| {
+            let prov = if provs { input.last_prov().ok() } else { None };
+            (item, mark.flatten(), prov)
+        },
+    )
+    .await;
+}
+
 /// The input side: turns input elements into reader tasks, some of them ahead of the cursor.
 struct Opener<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
     config: Config,
-    /// Readers opened ahead of the cursor, in input order (or the error met opening one).
-    ahead: VecDeque<anyhow::Result<Reader<U>>>,
+    /// Readers opened ahead of the cursor, in input order (or the error met opening one),
+    /// each with the input's state from before its element (a mark of a small input).
+    ahead: VecDeque<(anyhow::Result<Reader<U>>, Option<State>)>,
+    /// Elements' positions are asked for downstream.
+    provs: bool,
 }
 
 impl<T, U, F> Opener<T, U, F>
@@ -92,22 +148,40 @@ where
         !self.input.is_terminated() || !self.ahead.is_empty()
     }
 
-    fn start(&self, x: T) -> anyhow::Result<Reader<U>> {
+    fn start(&self, x: T, key: Option<u64>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
         Reader::spawn(
-            open(&*self.f, x, &self.ctx, STAGE)?,
+            open(&*self.f, x, ctx, STAGE)?,
             self.config.buffer_output_elements,
             self.ctx.stats_handle(),
+            key,
+            self.provs,
         )
+    }
+
+    /// The position of the input element just taken, as a key.
+    fn key(&self) -> Option<u64> {
+        self.input
+            .get_ref()
+            .last_prov()
+            .ok()
+            .and_then(|p| p.single().ok())
     }
 
     /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
     fn fill_ahead(&mut self, cx: &mut Context<'_>) {
         while self.ahead.len() < self.config.prefetch_input_elements && !self.input.is_terminated()
         {
+            let mark = if self.config.deterministic && self.input.get_ref().is_small() {
+                self.input.get_mut().as_mut().save().ok()
+            } else {
+                None
+            };
             match self.input.poll_next_unpin(cx) {
                 Poll::Ready(Some(x)) => {
-                    let reader = x.and_then(|x| self.start(x));
-                    self.ahead.push_back(reader);
+                    let key = self.key();
+                    let ctx = self.ctx.clone();
+                    let reader = x.and_then(|x| self.start(x, key, &ctx));
+                    self.ahead.push_back((reader, mark));
                 }
                 Poll::Ready(None) | Poll::Pending => break,
             }
@@ -117,9 +191,13 @@ where
     /// The next reader in input order; `Ready(None)` once the input has ended.
     fn next_reader(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<Reader<U>>>> {
         let next = match self.ahead.pop_front() {
-            Some(r) => Some(r),
+            Some((r, _)) => Some(r),
             None if self.input.is_terminated() => None,
-            None => ready!(self.input.poll_next_unpin(cx)).map(|x| x.and_then(|x| self.start(x))),
+            None => ready!(self.input.poll_next_unpin(cx)).map(|x| {
+                let key = self.key();
+                let ctx = self.ctx.clone();
+                x.and_then(|x| self.start(x, key, &ctx))
+            }),
         };
         self.fill_ahead(cx);
         Poll::Ready(next)
@@ -131,6 +209,9 @@ where
 pub(crate) struct ParallelInterleave<T, U, F> {
     opener: Opener<T, U, F>,
     cycle: Cycle<Reader<U>>,
+    /// After a restore: the open inputs' elements (replayed) and, for each, its slot, key
+    /// and inner state, reopened before anything else.
+    reopen: Option<Reopen<T>>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -151,15 +232,45 @@ where
                 ctx,
                 config,
                 ahead: VecDeque::new(),
+                provs: false,
             },
             cycle: Cycle::new(config.cycle_length, config.block_length).counting_errors_in_blocks(),
+            reopen: None,
         }
+    }
+
+    /// Opens the slots that were open at the checkpoint, each restored in a reader of its own.
+    fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
+        let Some(reopen) = self.reopen.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while let Some(next) = ready!(reopen.poll_next(cx)) {
+            let (slot, key, inner, x) = next?;
+            // `[skip]` over the inner stream's mark (see `save`).
+            let skip = inner.word(0)?;
+            let mark = inner.input_state(0)?.clone();
+            let ctx = self.opener.ctx.with_restore(Some(mark.clone()));
+            let stream = open(&*self.opener.f, x, &ctx, STAGE)?;
+            let stream = Box::pin(crate::checkpoint::Skipping::new(stream, skip));
+            let mut reader = Reader::spawn(
+                stream,
+                self.opener.config.buffer_output_elements,
+                self.opener.ctx.stats_handle(),
+                Some(key),
+                self.opener.provs,
+            )?;
+            reader.marker.set(mark);
+            reader.marker.skip = skip;
+            self.cycle.open(slot, reader);
+        }
+        self.reopen = None;
+        Poll::Ready(Ok(()))
     }
 
     /// First ready: fill every free slot at once, then take from the first slot, from the
     /// cursor on, that has an element ready.
     fn poll_first_ready(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        let Self { opener, cycle } = self;
+        let Self { opener, cycle, .. } = self;
         let len = cycle.slots.len();
         loop {
             for i in 0..len {
@@ -183,6 +294,7 @@ where
                 };
                 match reader.poll_next(cx) {
                     Poll::Ready(Some(item)) => {
+                        cycle.last = i;
                         if item.is_ok() {
                             cycle.advance_position(i);
                         }
@@ -212,11 +324,108 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if let Err(e) = ready!(this.poll_reopen(cx)) {
+            this.reopen = None;
+            return Poll::Ready(Some(Err(e)));
+        }
         this.opener.fill_ahead(cx);
         if !this.opener.config.deterministic {
             return this.poll_first_ready(cx);
         }
-        let ParallelInterleave { opener, cycle } = this;
+        let ParallelInterleave { opener, cycle, .. } = this;
         cycle.poll_in_order(cx, |cx| opener.next_reader(cx))
+    }
+}
+
+/// The parallel interleave of one epoch: fresh, restored, or in replay (sequentially, as the
+/// interleave's replay: the elements at saved positions, in order).
+pub(crate) fn build<T, U, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    config: Config,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    if ctx.replaying().is_some() {
+        return crate::ops::interleave::replay(ctx, input, f, nested, STAGE);
+    }
+    let upstream = input.build(&ctx.for_input(0).with_provenance());
+    let mut interleave = ParallelInterleave::new(upstream, Arc::clone(f), nested.fresh(), config);
+    interleave.opener.provs = ctx.provenance();
+    if let Some(state) = ctx.restoring() {
+        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
+            Ok(reopen) => interleave.reopen = reopen,
+            Err(e) => return crate::dataset::error_stream(e),
+        }
+    }
+    Box::pin(interleave)
+}
+
+/// Saved state (deterministic order only), laid out as the sequential interleave's: `[slot,
+/// taken from its block, slots, a 0/1 per slot: open]`, the open slots' input elements'
+/// positions (`held`), the input's state (from before the inputs opened ahead of the cycle:
+/// they are opened again), then each open slot's reader's inner state as of what was passed
+/// on (what the reader task read ahead is read again).
+impl<T, U, F> Resumable for ParallelInterleave<T, U, F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+{
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if !this.opener.config.deterministic {
+            return Err(unsupported(
+                STAGE,
+                "its order is not deterministic (Options::deterministic(false))",
+            ));
+        }
+        if this.reopen.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
+        }
+        let input = match this.opener.ahead.front() {
+            Some((_, Some(mark))) => mark.clone(),
+            Some((_, None)) => {
+                return Err(unsupported(STAGE, "its input cannot save its position"));
+            }
+            None => this.opener.input.get_mut().as_mut().save()?,
+        };
+        let slots = this.cycle.slots.iter().map(|open| {
+            open.as_ref().map(|reader| {
+                let key = reader.key.ok_or_else(|| {
+                    unsupported(STAGE, "its input cannot say where its elements come from")
+                })?;
+                // `[skip]` over the inner stream's mark: restored from the mark, it skips
+                // what was passed on since.
+                let mut inner = reader.marker.save(STAGE)?;
+                inner.stage = "(reader)".into();
+                Ok((key, inner))
+            })
+        });
+        save_cycle(STAGE, this.cycle.cursor(), input, slots)
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let reader = self
+            .cycle
+            .slots
+            .get(self.cycle.last)
+            .and_then(Option::as_ref);
+        let reader = reader.ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
+        let key = reader.key.ok_or_else(|| {
+            unsupported(STAGE, "its input cannot say where its elements come from")
+        })?;
+        reader
+            .last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))?
+            .push(key)
     }
 }

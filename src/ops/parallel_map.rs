@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::dataset::{BoxStream, Ctx};
+use crate::checkpoint::{Prov, Resumable, Skipping, State, unsupported};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
 use crate::options::Parallelism;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Knob, KnobKind, Task, catch_panic};
 use crate::stats::StageCounters;
@@ -162,6 +163,88 @@ pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc
     }
 }
 
+/// The parallel map of one epoch over `input`: fresh, restored (from a mark of a small input
+/// and the number of its elements already passed on, or over an input that is not small by
+/// replaying the positions of the elements in flight at the checkpoint, then going on with
+/// the input's state), or in replay. `words` are the stage's own saved words (a random map's
+/// seed and epoch), kept first in its state.
+pub(crate) fn build<T: Send + 'static, U: Send + 'static>(
+    ctx: &Ctx,
+    input: &Input<'_, T>,
+    f: UserFn<T, U>,
+    parallelism: Parallelism,
+    stage: &'static str,
+    words: Vec<u64>,
+) -> ParallelMap<T, U> {
+    let (workers, knob) = workers(parallelism, ctx);
+    let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
+    let own = words.len();
+    let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
+        None => ((input.build)(ctx), None),
+        Some(state) => match restore(ctx, input, state, own) {
+            Ok(restored) => restored,
+            Err(e) => (error_stream(e), None),
+        },
+    };
+    let mut map = ParallelMap::new(upstream, f, workers, knob, deterministic, ctx);
+    map.stage = stage;
+    map.words = words;
+    if let Some((mark, base)) = restored {
+        map.restored = Some((mark, base));
+    }
+    map
+}
+
+/// The input to go on with after a restore, and (over a small input) the mark and the count
+/// already passed on since it.
+#[allow(clippy::type_complexity)]
+fn restore<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Input<'_, T>,
+    state: &State,
+    own: usize,
+) -> anyhow::Result<(BoxStream<T>, Option<(State, u64)>)> {
+    let upstream = (input.build)(&ctx.for_input(0));
+    if input.small {
+        let skip = state.word(own)?;
+        let mark = state.input_state(0)?.clone();
+        return Ok((Box::pin(Skipping::new(upstream, skip)), Some((mark, skip))));
+    }
+    if state.held.is_empty() {
+        return Ok((upstream, None));
+    }
+    let replay = (input.build)(&ctx.for_input(0).with_replay(state.held.clone().into()));
+    Ok((Box::pin(Chain::new(replay, upstream)), None))
+}
+
+/// How to build a parallel map's input for an epoch (fresh, restored or replaying, as the
+/// context says), and whether its state is small.
+pub(crate) struct Input<'a, T> {
+    pub(crate) build: &'a dyn Fn(&Ctx) -> BoxStream<T>,
+    pub(crate) small: bool,
+}
+
+impl<'a, T: Send + 'static> Input<'a, T> {
+    /// A dataset as the input.
+    pub(crate) fn of(dataset: &'a Dataset<T>, build: &'a dyn Fn(&Ctx) -> BoxStream<T>) -> Self {
+        Input {
+            build,
+            small: dataset.is_small(),
+        }
+    }
+}
+
+/// What a checkpoint needs to know of a group handed over (deterministic order only).
+struct GroupInfo {
+    /// The input's state before its first element (small inputs).
+    mark: Option<State>,
+    /// Elements passed on before the mark's first one (after a restore: the skip).
+    base: u64,
+    /// Its elements' positions (inputs that are not small, or when asked for).
+    provs: Vec<Prov>,
+    len: usize,
+}
+
 /// Stream for the [`map_parallel`](crate::Dataset::map_parallel) method.
 ///
 /// `parallelism` blocking threads (started at the first poll) take groups of consecutive
@@ -199,6 +282,21 @@ pub(crate) struct ParallelMap<T, U> {
     failed: bool,
     /// This stage's statistics: the workers' busy time is added here.
     stats: Option<Arc<StageCounters>>,
+    /// For checkpoints (deterministic order): the groups not yet wholly passed on, oldest
+    /// first, and how many of the oldest's elements were passed on.
+    groups: VecDeque<GroupInfo>,
+    yielded: usize,
+    /// Take a mark of the input before each group / record each element's position.
+    marks: bool,
+    provs: bool,
+    small: bool,
+    /// Where the last element passed on came from (when recorded).
+    last: Option<Prov>,
+    /// After a restore over a small input: the mark restored from, and the count to skip.
+    restored: Option<(State, u64)>,
+    /// The stage name and own words in its saved state.
+    stage: &'static str,
+    words: Vec<u64>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -219,7 +317,17 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             stats.set_parallelism(parallelism.max(1));
         }
         ctx.gauge();
+        let small = input.is_small();
         ParallelMap {
+            marks: deterministic && small && input.resumable(),
+            provs: deterministic && (!small || ctx.provenance()),
+            small,
+            groups: VecDeque::new(),
+            yielded: 0,
+            last: None,
+            restored: None,
+            stage: STAGE,
+            words: Vec::new(),
             input: input.fuse(),
             f,
             pool: None,
@@ -238,6 +346,21 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             cancel,
             failed: false,
             stats,
+        }
+    }
+
+    /// One more element passed on: move the checkpoint bookkeeping along.
+    fn passed_on(&mut self) {
+        let Some(front) = self.groups.front() else {
+            return;
+        };
+        if self.provs {
+            self.last = front.provs.get(self.yielded).cloned();
+        }
+        self.yielded += 1;
+        if self.yielded >= front.len {
+            self.groups.pop_front();
+            self.yielded = 0;
         }
     }
 
@@ -274,15 +397,48 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
     fn fill(&mut self, cx: &mut Context<'_>) -> anyhow::Result<()> {
         let workers = self.knob.as_ref().map_or(self.parallelism, |k| k.get());
         while self.in_flight < GROUPS_PER_WORKER * workers && !self.input.is_terminated() {
+            let mut info = GroupInfo {
+                mark: None,
+                base: 0,
+                provs: Vec::new(),
+                len: 0,
+            };
+            if self.marks {
+                info.mark = self.input.get_mut().as_mut().save().ok();
+                if info.mark.is_none()
+                    && let Some((mark, skip)) = self.restored.take()
+                {
+                    // Still skipping what was passed on before the restore.
+                    info.mark = Some(mark);
+                    info.base = skip;
+                }
+            }
             let mut items = Vec::new();
             while items.len() < self.group_size {
                 match self.input.poll_next_unpin(cx) {
-                    Poll::Ready(Some(item)) => items.push(item),
+                    Poll::Ready(Some(item)) => {
+                        if self.provs {
+                            match self.input.get_ref().last_prov() {
+                                Ok(p) => info.provs.push(p),
+                                Err(_) => self.provs = false,
+                            }
+                        }
+                        items.push(item);
+                    }
                     Poll::Ready(None) | Poll::Pending => break,
                 }
             }
             if items.is_empty() {
+                if info.base > 0
+                    && let Some(mark) = info.mark
+                {
+                    self.restored = Some((mark, info.base));
+                }
                 return Ok(());
+            }
+            info.len = items.len();
+            if self.marks || self.provs {
+                self.groups.push_back(info);
             }
             let pool = match &mut self.pool {
                 Some(pool) => pool,
@@ -320,6 +476,7 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
         loop {
             if let Some(item) = this.ready.pop_front() {
                 this.held -= 1;
+                this.passed_on();
                 return Poll::Ready(Some(item));
             }
             if this.failed {
@@ -354,5 +511,135 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+/// Saved state: the stage's own words (a random map's), then over a small input `[skip]` with
+/// the mark before the oldest group not wholly passed on as the input; over an input that is
+/// not small, the positions of the elements handed over and not passed on (`held`) and the
+/// input's state now. Calls in flight are made again after a restore.
+impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if !this.deterministic {
+            return Err(unsupported(
+                this.stage,
+                "its order is not deterministic (Options::deterministic(false)): the elements \
+                 in flight cannot be placed",
+            ));
+        }
+        let state = State::new(this.stage).words(this.words.iter().copied());
+        if this.small {
+            let (mark, skip) = match this.groups.front() {
+                Some(front) => (
+                    front.mark.clone().ok_or_else(|| {
+                        unsupported(this.stage, "its input cannot save its position")
+                    })?,
+                    front.base + this.yielded as u64,
+                ),
+                None => match this.restored.clone() {
+                    Some(restored) => restored,
+                    None => (this.input.get_mut().as_mut().save()?, 0),
+                },
+            };
+            return Ok(state.words([skip]).input(mark));
+        }
+        if !this.provs {
+            return Err(unsupported(
+                this.stage,
+                "its input cannot say where its elements come from",
+            ));
+        }
+        let mut held = Vec::new();
+        for (i, group) in this.groups.iter().enumerate() {
+            let from = if i == 0 { this.yielded } else { 0 };
+            held.extend(group.provs.iter().skip(from).cloned());
+        }
+        Ok(state
+            .held(held)
+            .input(this.input.get_mut().as_mut().save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.last.clone().ok_or_else(|| {
+            unsupported(
+                self.stage,
+                "the position of its last element was not recorded",
+            )
+        })
+    }
+
+    fn is_small(&self) -> bool {
+        self.small
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
+    }
+}
+
+/// After a restore over an input that is not small: the elements in flight at the checkpoint
+/// (replayed from their positions), then the restored input.
+struct Chain<T> {
+    front: Option<BoxStream<T>>,
+    back: BoxStream<T>,
+    /// The element last yielded came from `front`.
+    from_front: bool,
+}
+
+impl<T> Chain<T> {
+    fn new(front: BoxStream<T>, back: BoxStream<T>) -> Self {
+        Chain {
+            front: Some(front),
+            back,
+            from_front: false,
+        }
+    }
+}
+
+impl<T> Stream for Chain<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(front) = this.front.as_mut() {
+            match std::task::ready!(front.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.from_front = true;
+                    return Poll::Ready(Some(item));
+                }
+                None => this.front = None,
+            }
+        }
+        this.from_front = false;
+        this.back.as_mut().poll_next(cx)
+    }
+}
+
+impl<T> Resumable for Chain<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.front.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint while the elements in flight at the last restore are made again",
+            ));
+        }
+        this.back.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match (&self.front, self.from_front) {
+            (Some(front), true) => front.last_prov(),
+            _ => self.back.last_prov(),
+        }
+    }
+
+    fn is_small(&self) -> bool {
+        self.back.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.back.resumable()
     }
 }

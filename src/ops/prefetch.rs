@@ -11,12 +11,63 @@ use futures::task::AtomicWaker;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
+use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
 use crate::dataset::BoxStream;
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
 use crate::stats::StageCounters;
 
 const STAGE: &str = "prefetch";
+
+/// The prefetch of one epoch: fresh, or restored (see [`Resumable for Prefetch`](Prefetch)).
+pub(crate) fn build<T: Send + 'static>(
+    ctx: &crate::dataset::Ctx,
+    input: &crate::dataset::Dataset<T>,
+    buffer: usize,
+    knob: Option<Arc<Knob>>,
+) -> Prefetch<T> {
+    let gauge = ctx.stats_handle();
+    let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) else {
+        return Prefetch::new(input.build(ctx), buffer, knob, gauge, ctx.provenance());
+    };
+    let restored = (|| {
+        let upstream = input.build(&ctx.for_input(0));
+        if input.is_small() {
+            let skip = state.word(0)?;
+            let mark = state.input_state(0)?.clone();
+            let skipping = Box::pin(crate::checkpoint::Skipping::new(upstream, skip));
+            let prefetch = Prefetch::new(
+                skipping,
+                buffer,
+                knob.clone(),
+                gauge.clone(),
+                ctx.provenance(),
+            );
+            return Ok(prefetch.restored(Some((mark, skip)), None));
+        }
+        let upstream = if state.word(1)? == 1 {
+            Box::pin(crate::checkpoint::Opaque::new(
+                futures::stream::empty(),
+                STAGE,
+            ))
+        } else {
+            upstream
+        };
+        let front = (!state.held.is_empty())
+            .then(|| input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
+        let prefetch = Prefetch::new(
+            upstream,
+            buffer,
+            knob.clone(),
+            gauge.clone(),
+            ctx.provenance(),
+        );
+        Ok(prefetch.restored(None, front))
+    })();
+    restored.unwrap_or_else(|e: anyhow::Error| {
+        Prefetch::new(crate::dataset::error_stream(e), buffer, knob, gauge, false)
+    })
+}
 
 /// Below this gain per element (the shorter of the time the consumer spends away between
 /// elements and the time the upstream takes to produce one), running the upstream in the
@@ -49,9 +100,22 @@ const MAX_CHANNEL: usize = 1 << 24;
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Prefetch<T> {
     shared: Arc<Shared<T>>,
-    rx: mpsc::Receiver<anyhow::Result<T>>,
+    rx: mpsc::Receiver<Tagged<T>>,
     /// The sender, until the producer takes it at the first poll.
-    tx: Option<mpsc::Sender<anyhow::Result<T>>>,
+    tx: Option<mpsc::Sender<Tagged<T>>>,
+    /// Over a small input: its state before the oldest element not yet passed on (or a mark
+    /// before it) and how many were passed on since that mark.
+    marker: Marker,
+    /// Where the last element passed on came from (when positions are recorded).
+    last: Option<Prov>,
+    /// The upstream's state is small: checkpoints save marks, not positions.
+    small: bool,
+    /// After a checkpoint over an input that is not small: the elements taken out of the
+    /// channel to save their positions, passed on before the channel's.
+    held: std::collections::VecDeque<Tagged<T>>,
+    /// After such a restore: the elements held at the checkpoint, replayed from their
+    /// positions, passed on first.
+    front: Option<BoxStream<T>>,
     /// The producer task; aborted when the stream is dropped or ends.
     task: Option<Task<()>>,
     done: bool,
@@ -71,10 +135,65 @@ const CONSUMER_WAITS: u8 = 2;
 /// The producer waits for the baton.
 const PRODUCER_WAITS: u8 = 4;
 
+/// An element with what a checkpoint needs to know of it.
+type Tagged<T> = (anyhow::Result<T>, Tag);
+
+/// What the poller of the upstream records with each element for checkpoints.
+#[derive(Debug, Default)]
+struct Tag {
+    /// The upstream's state before this element (taken every [`MARK_EVERY`] elements).
+    mark: Option<Box<State>>,
+    /// Where it came from.
+    prov: Option<Prov>,
+}
+
+/// A mark of a small upstream is taken before one element in this many: a restore redoes
+/// fewer than this many elements.
+const MARK_EVERY: u64 = 32;
+
+/// The upstream and what its poller records for checkpoints.
+struct Upstream<T> {
+    /// `None` once the upstream ended or panicked.
+    stream: Option<BoxStream<T>>,
+    /// Take marks of the upstream (it is small and can save its position).
+    marks: bool,
+    /// Record each element's position (the upstream is not small, or a stage downstream
+    /// asked for positions).
+    provs: bool,
+    /// Elements taken from the upstream.
+    pulled: u64,
+    /// A mark taken before the element being produced.
+    mark: Option<Box<State>>,
+}
+
+impl<T> Upstream<T> {
+    /// Before polling for an element.
+    fn before(&mut self) {
+        if self.marks
+            && self.mark.is_none()
+            && self.pulled % MARK_EVERY == 0
+            && let Some(stream) = self.stream.as_mut()
+        {
+            self.mark = stream.as_mut().save().ok().map(Box::new);
+        }
+    }
+
+    /// After the upstream yielded an element: its tag.
+    fn after(&mut self) -> Tag {
+        self.pulled += 1;
+        Tag {
+            mark: self.mark.take(),
+            prov: match (&self.stream, self.provs) {
+                (Some(stream), true) => stream.last_prov().ok(),
+                _ => None,
+            },
+        }
+    }
+}
+
 struct Shared<T> {
-    /// Only touched by the holder of the baton (the lock is never contended); `None` once the
-    /// upstream ended or panicked.
-    upstream: Mutex<Option<BoxStream<T>>>,
+    /// Only touched by the holder of the baton (the lock is never contended).
+    upstream: Mutex<Upstream<T>>,
     /// [`HELD`], [`CONSUMER_WAITS`], [`PRODUCER_WAITS`].
     baton: AtomicU8,
     ended: AtomicBool,
@@ -93,7 +212,7 @@ struct Shared<T> {
 }
 
 impl<T> Shared<T> {
-    fn upstream(&self) -> MutexGuard<'_, Option<BoxStream<T>>> {
+    fn upstream(&self) -> MutexGuard<'_, Upstream<T>> {
         // Nothing panics while holding the lock (polls are caught); a poisoned lock's state is
         // still consistent.
         self.upstream.lock().unwrap_or_else(PoisonError::into_inner)
@@ -188,7 +307,17 @@ impl<T> Prefetch<T> {
         buffer: usize,
         knob: Option<Arc<Knob>>,
         gauge: Option<Arc<StageCounters>>,
+        provenance: bool,
     ) -> Self {
+        let mut input = input;
+        let small = input.is_small();
+        let _ = &small;
+        let marks = small && input.resumable();
+        let mut marker = Marker::default();
+        if marks && let Ok(start) = input.as_mut().save() {
+            // Before anything is taken from it.
+            marker.set(start);
+        }
         let buffer = buffer.max(1);
         if let Some(gauge) = &gauge {
             gauge.set_buffer_limit(knob.as_ref().map_or(buffer, |k| k.get()));
@@ -201,7 +330,13 @@ impl<T> Prefetch<T> {
         let (tx, rx) = mpsc::channel(capacity);
         Prefetch {
             shared: Arc::new(Shared {
-                upstream: Mutex::new(Some(input)),
+                upstream: Mutex::new(Upstream {
+                    stream: Some(input),
+                    marks,
+                    provs: !small || provenance,
+                    pulled: 0,
+                    mark: None,
+                }),
                 baton: AtomicU8::new(0),
                 ended: AtomicBool::new(false),
                 overlap: AtomicBool::new(false),
@@ -215,6 +350,11 @@ impl<T> Prefetch<T> {
             }),
             rx,
             tx: Some(tx),
+            marker,
+            last: None,
+            small,
+            held: std::collections::VecDeque::new(),
+            front: None,
             task: None,
             done: false,
             left_at: None,
@@ -225,7 +365,12 @@ impl<T> Prefetch<T> {
 
     /// The consumer leaves with `item` (from the channel when `queued`): remembers when, and
     /// lets the producer run ahead (or into the room just made) if it should.
-    fn leave(&mut self, item: anyhow::Result<T>, queued: bool) -> Poll<Option<anyhow::Result<T>>> {
+    fn leave(&mut self, (item, tag): Tagged<T>, queued: bool) -> Poll<Option<anyhow::Result<T>>> {
+        if let Some(mark) = tag.mark {
+            self.marker.set(*mark);
+        }
+        self.marker.skip += 1;
+        self.last = tag.prov;
         if queued {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             if let Some(gauge) = &self.shared.gauge {
@@ -280,6 +425,19 @@ impl<T: Send + 'static> Prefetch<T> {
         if this.done {
             return Poll::Ready(None);
         }
+        if let Some(front) = this.front.as_mut() {
+            // The elements held at the checkpoint this epoch was restored from.
+            match ready!(front.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.last = front.last_prov().ok();
+                    return Poll::Ready(Some(item));
+                }
+                None => this.front = None,
+            }
+        }
+        if let Some(tagged) = this.held.pop_front() {
+            return this.leave(tagged, true);
+        }
         if let Some(tx) = this.tx.take() {
             let producer = Producer {
                 shared: Arc::clone(&this.shared),
@@ -330,7 +488,8 @@ impl<T: Send + 'static> Prefetch<T> {
             Err(TryRecvError::Empty) => {}
         }
         let mut upstream = shared.upstream();
-        let Some(stream) = upstream.as_mut() else {
+        upstream.before();
+        let Some(stream) = upstream.stream.as_mut() else {
             drop(upstream);
             shared.give_baton();
             return this.finish(cx);
@@ -344,11 +503,15 @@ impl<T: Send + 'static> Prefetch<T> {
             // (after a `Pending`, the wrapper's timing of the wait already holds this poll).
             gauge.add_wait(took);
         }
-        shared.polled(&mut upstream, &polled, panicked, took);
+        let tag = match &polled {
+            Poll::Ready(Some(_)) => upstream.after(),
+            _ => Tag::default(),
+        };
+        shared.polled(&mut upstream.stream, &polled, panicked, took);
         drop(upstream);
         shared.give_baton();
         match polled {
-            Poll::Ready(Some(item)) => this.leave(item, false),
+            Poll::Ready(Some(item)) => this.leave((item, tag), false),
             Poll::Ready(None) => {
                 this.end();
                 Poll::Ready(None)
@@ -363,7 +526,7 @@ impl<T: Send + 'static> Prefetch<T> {
 /// The spawned half of [`Prefetch`]: fills the channel while the consumer is away.
 struct Producer<T> {
     shared: Arc<Shared<T>>,
-    tx: mpsc::Sender<anyhow::Result<T>>,
+    tx: mpsc::Sender<Tagged<T>>,
     /// Whether the upstream's last `Pending` was ours (it then wakes us, not the consumer).
     in_upstream: bool,
     /// Since when the producer has found the buffer full (its output waiting on the consumer).
@@ -427,13 +590,18 @@ impl<T: Send + 'static> Future for Producer<T> {
                 return Poll::Pending;
             }
             let mut upstream = shared.upstream();
-            let Some(stream) = upstream.as_mut() else {
+            upstream.before();
+            let Some(stream) = upstream.stream.as_mut() else {
                 drop(upstream);
                 shared.give_baton();
                 return Poll::Ready(());
             };
             let (polled, panicked, took) = poll_upstream(stream, cx);
-            shared.polled(&mut upstream, &polled, panicked, took);
+            let tag = match &polled {
+                Poll::Ready(Some(_)) => upstream.after(),
+                _ => Tag::default(),
+            };
+            shared.polled(&mut upstream.stream, &polled, panicked, took);
             this.in_upstream = polled.is_pending();
             match polled {
                 Poll::Ready(Some(item)) => {
@@ -442,7 +610,7 @@ impl<T: Send + 'static> Future for Producer<T> {
                         gauge.add_buffered(1);
                     }
                     // Sent before the baton goes back (see `Prefetch`).
-                    permit.send(item);
+                    permit.send((item, tag));
                     drop(upstream);
                     shared.give_baton();
                 }
@@ -459,6 +627,81 @@ impl<T: Send + 'static> Future for Producer<T> {
                 }
             }
         }
+    }
+}
+
+impl<T: Send + 'static> Prefetch<T> {
+    /// Goes on from a restored state (see [`Resumable for Prefetch`](Prefetch)): the marker
+    /// (over a small input), or the held elements' replay (over one that is not).
+    pub(crate) fn restored(
+        mut self,
+        marker: Option<(State, u64)>,
+        front: Option<BoxStream<T>>,
+    ) -> Self {
+        if let Some((mark, skip)) = marker {
+            self.marker.set(mark);
+            self.marker.skip = skip;
+        }
+        self.front = front;
+        self
+    }
+}
+
+/// Saved state: over a small upstream, `[skip]` and the mark (its state before the oldest
+/// element not passed on, or a mark fewer than [`MARK_EVERY`] elements before it, with the
+/// number to skip); over one that is not small, `[0, ended]`, the positions of the elements
+/// not passed on (`held`), and the upstream's state now (taken while holding the baton, so the
+/// producer is not in the upstream and everything it took is in the channel).
+impl<T: Send + 'static> Resumable for Prefetch<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.front.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before the elements held at the last restore were passed on",
+            ));
+        }
+        if this.small {
+            return this.marker.save(STAGE);
+        }
+        let shared = Arc::clone(&this.shared);
+        // The producer holds the baton for one poll of the upstream at most.
+        while !shared.take_baton(CONSUMER_WAITS) {
+            std::thread::yield_now();
+        }
+        let saved = (|| {
+            let mut upstream = shared.upstream();
+            let (input, ended) = match upstream.stream.as_mut() {
+                Some(stream) => (stream.as_mut().save()?, 0),
+                None => (State::new("(ended)"), 1),
+            };
+            drop(upstream);
+            while let Ok(tagged) = this.rx.try_recv() {
+                this.held.push_back(tagged);
+            }
+            let held = this
+                .held
+                .iter()
+                .map(|(_, tag)| {
+                    tag.prov
+                        .clone()
+                        .ok_or_else(|| unsupported(STAGE, "an element's position was not recorded"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(State::new(STAGE).words([0, ended]).held(held).input(input))
+        })();
+        shared.give_baton();
+        saved
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))
+    }
+
+    fn is_small(&self) -> bool {
+        self.small
     }
 }
 
@@ -495,21 +738,24 @@ mod tests {
     fn upstream(n: u64, cost: u64, produced: Arc<AtomicUsize>) -> BoxStream<u64> {
         let mut next = 0;
         let mut paused = false;
-        Box::pin(futures::stream::poll_fn(move |cx| {
-            if next == n {
-                return Poll::Ready(None);
-            }
-            if next % 3 == 0 && !paused {
-                paused = true;
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            paused = false;
-            spin(cost);
-            produced.fetch_add(1, Ordering::SeqCst);
-            next += 1;
-            Poll::Ready(Some(Ok(next - 1)))
-        }))
+        Box::pin(crate::checkpoint::Opaque::new(
+            futures::stream::poll_fn(move |cx| {
+                if next == n {
+                    return Poll::Ready(None);
+                }
+                if next % 3 == 0 && !paused {
+                    paused = true;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                paused = false;
+                spin(cost);
+                produced.fetch_add(1, Ordering::SeqCst);
+                next += 1;
+                Poll::Ready(Some(Ok(next - 1)))
+            }),
+            "test",
+        ))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -518,8 +764,13 @@ mod tests {
         // producer runs ahead), with an upstream that pauses: every element once, in order.
         for buffer in [1, 3] {
             let produced = Arc::new(AtomicUsize::new(0));
-            let mut prefetch =
-                Prefetch::new(upstream(600, 60, Arc::clone(&produced)), buffer, None, None);
+            let mut prefetch = Prefetch::new(
+                upstream(600, 60, Arc::clone(&produced)),
+                buffer,
+                None,
+                None,
+                false,
+            );
             let mut got = Vec::new();
             while let Some(x) = prefetch.next().await {
                 got.push(x.unwrap_or(u64::MAX));
@@ -550,28 +801,32 @@ mod tests {
             }
         });
         let (mut next, mut ready, mut rng) = (0, false, seed);
-        Box::pin(futures::stream::poll_fn(move |cx| {
-            if next == n {
-                return Poll::Ready(None);
-            }
-            if !ready {
-                *waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-                if wake_tx.send(0).is_ok() {
-                    ready = true;
+        Box::pin(crate::checkpoint::Opaque::new(
+            futures::stream::poll_fn(move |cx| {
+                if next == n {
+                    return Poll::Ready(None);
                 }
-                return Poll::Pending;
-            }
-            // xorshift: the next wake-up comes after 0-63 us; an element costs 60 us (so
-            // running ahead pays while the consumer is away).
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            spin(60);
-            ready = false;
-            let _ = wake_tx.send(rng % 64);
-            next += 1;
-            Poll::Ready(Some(Ok(next - 1)))
-        }))
+                if !ready {
+                    *waker.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(cx.waker().clone());
+                    if wake_tx.send(0).is_ok() {
+                        ready = true;
+                    }
+                    return Poll::Pending;
+                }
+                // xorshift: the next wake-up comes after 0-63 us; an element costs 60 us (so
+                // running ahead pays while the consumer is away).
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                spin(60);
+                ready = false;
+                let _ = wake_tx.send(rng % 64);
+                next += 1;
+                Poll::Ready(Some(Ok(next - 1)))
+            }),
+            "test",
+        ))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -581,8 +836,13 @@ mod tests {
         // late and only its last poller: every run ends, with every element once, in order.
         for run in 0..24u64 {
             let buffer = 1 + (run % 3) as usize;
-            let mut prefetch =
-                Prefetch::new(late_waking_upstream(300, run + 1), buffer, None, None);
+            let mut prefetch = Prefetch::new(
+                late_waking_upstream(300, run + 1),
+                buffer,
+                None,
+                None,
+                false,
+            );
             let mut got = Vec::new();
             let drained = tokio::time::timeout(Duration::from_secs(20), async {
                 while let Some(x) = prefetch.next().await {
@@ -606,7 +866,13 @@ mod tests {
         // Elements cost 200 us, the consumer is away 10 ms per element: overlapping pays, so
         // the producer fills the buffer while the consumer is away, and never more.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch = Prefetch::new(upstream(1000, 200, Arc::clone(&produced)), 2, None, None);
+        let mut prefetch = Prefetch::new(
+            upstream(1000, 200, Arc::clone(&produced)),
+            2,
+            None,
+            None,
+            false,
+        );
         let (mut consumed, mut most_ahead) = (0, 0);
         for _ in 0..30 {
             assert!(matches!(prefetch.next().await, Some(Ok(_))));
@@ -624,8 +890,13 @@ mod tests {
         // Nothing to overlap: the consumer polls the upstream, so at most the element the
         // producer was polling when the consumer came back is produced ahead.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch =
-            Prefetch::new(upstream(100_000, 0, Arc::clone(&produced)), 4, None, None);
+        let mut prefetch = Prefetch::new(
+            upstream(100_000, 0, Arc::clone(&produced)),
+            4,
+            None,
+            None,
+            false,
+        );
         let mut consumed = 0;
         while let Some(x) = prefetch.next().await {
             assert_eq!(x.ok(), Some(consumed as u64));

@@ -16,7 +16,7 @@ where
     T: RaggedCollate,
 {
     CollateBatches::new(
-        Batch::new(input, batch_size, drop_remainder),
+        Batch::plain(input, batch_size, drop_remainder),
         "ragged_batch",
         |batch: Vec<T>| T::ragged_collate(&batch),
     )

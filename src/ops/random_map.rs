@@ -7,15 +7,15 @@
 //! output is the same at every parallelism level and on every run with a seed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::StreamExt;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::dataset::{Dataset, mix64};
-use crate::ops::parallel_map::ParallelMap;
+use crate::dataset::{BoxStream, Counting, Ctx, Dataset, mix64};
+use crate::ops::parallel_map::{self, Input};
 use crate::options::Parallelism;
+
+const STAGE: &str = "random_map";
 
 type RandomFn<T, U> = dyn Fn(T, &mut ChaCha8Rng) -> anyhow::Result<U> + Send + Sync;
 
@@ -44,32 +44,40 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
     seed: Option<u64>,
     f: Arc<RandomFn<T, U>>,
 ) -> Dataset<U> {
-    // Drawn once per recipe, as for an unseeded shuffle.
+    // Drawn once per recipe, as for an unseeded shuffle; a checkpoint saves the seed in use.
     let fallback: u64 = rand::random();
-    let iterations = Arc::new(AtomicU64::new(0));
     let depth = input.depth() + 1;
-    input.unary("random_map", input.cardinality(), move |ctx, upstream| {
-        let seed = ctx.seed_for(seed, depth, fallback);
-        let epoch = iterations.fetch_add(1, Ordering::Relaxed);
-        let key = epoch_key(seed, epoch);
-        // Number the elements in input order before they are handed to the workers (errors
-        // take an index too, so an element's index is its position in the input).
-        let numbered = upstream
-            .enumerate()
-            .map(|(i, item)| item.map(|x| (i as u64, x)));
-        let f = Arc::clone(&f);
-        let call: Arc<dyn Fn((u64, T)) -> anyhow::Result<U> + Send + Sync> =
-            Arc::new(move |(index, x)| f(x, &mut element_rng(key, index)));
-        let (workers, knob) = crate::ops::parallel_map::workers(parallelism, ctx);
-        ParallelMap::new(
-            Box::pin(numbered),
-            call,
-            workers,
-            knob,
-            ctx.options().is_deterministic(),
-            ctx,
+    input
+        .unary_with(
+            STAGE,
+            input.cardinality(),
+            Counting::Wrapped,
+            move |ctx, upstream| {
+                // [seed, epoch] first in its saved state; restored ones win.
+                let saved = ctx
+                    .restoring()
+                    .filter(|_| ctx.replaying().is_none())
+                    .and_then(|s| Some((s.word(0).ok()?, s.word(1).ok()?)));
+                let (seed, epoch) =
+                    saved.unwrap_or_else(|| (ctx.seed_for(seed, depth, fallback), ctx.epoch()));
+                let key = epoch_key(seed, epoch);
+                let f = Arc::clone(&f);
+                let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =
+                    Arc::new(move |(index, x)| f(x, &mut element_rng(key, index as u64)));
+                // Elements are numbered in input order before they are handed to the workers
+                // (errors take an index too, so an element's index is its position in the input);
+                // the number is part of its saved position.
+                let numbered = |ctx: &Ctx| -> BoxStream<(i64, T)> {
+                    Box::pin(crate::ops::enumerate::build(ctx, upstream, 0))
+                };
+                let input = Input {
+                    build: &numbered,
+                    small: upstream.is_small(),
+                };
+                parallel_map::build(ctx, &input, call, parallelism, STAGE, vec![seed, epoch])
+            },
         )
-    })
+        .keyed(seed.map_or(0, crate::dataset::mix64))
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
-use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset};
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+
+const STAGE: &str = "repeat";
 
 /// `times`: `None` repeats forever, `Some(n)` `n` times.
 pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>) -> Dataset<T> {
@@ -14,36 +18,92 @@ pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>)
         (Some(c), Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c)),
         (Some(_), other) => other,
     };
-    let upstream = input.clone();
-    Dataset::stage(
-        "repeat",
-        card,
-        input.options().clone(),
-        input.depth() + 1,
-        move |ctx| {
-            Box::pin(Repeat {
+    input
+        .unary_with(STAGE, card, Counting::Wrapped, move |ctx, upstream| {
+            let mut repeat = Repeat {
                 dataset: upstream.clone(),
-                ctx: ctx.clone(),
+                ctx: ctx.fresh(),
                 remaining: times,
+                started: 0,
                 current: None,
                 produced: false,
-            })
-        },
-    )
+                replay: None,
+            };
+            if let Some(provs) = ctx.replaying() {
+                // Each saved position ends with the repetition it came from.
+                repeat.replay = Some((Arc::clone(provs), 0));
+                repeat.remaining = None;
+            } else if let Some(state) = ctx.restoring() {
+                if let Err(e) = repeat.restore(state) {
+                    repeat.current = Some(crate::dataset::error_stream(e));
+                    repeat.remaining = Some(0);
+                }
+            }
+            repeat
+        })
+        .keyed(times.map_or(u64::MAX, |t| t))
 }
 
-/// Stream for the [`repeat`](crate::Dataset::repeat) and [`repeat_n`](crate::Dataset::repeat_n)
-/// methods: builds the upstream anew for
-/// each repetition.
+/// Stream for the [`repeat`](crate::Dataset::repeat) method: builds the upstream anew for
+/// each repetition, each with an epoch number of its own (so shuffles inside reshuffle).
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Repeat<T> {
     dataset: Dataset<T>,
     ctx: Ctx,
     /// Repetitions left to start; `None` repeats forever.
     remaining: Option<u64>,
+    /// Repetitions started.
+    started: u64,
     current: Option<BoxStream<T>>,
     /// Whether the current repetition has yielded anything.
     produced: bool,
+    /// In replay: the positions to make again, and how far it got.
+    replay: Option<(Arc<[Prov]>, usize)>,
+}
+
+impl<T: Send + 'static> Repeat<T> {
+    /// Goes on from a saved state: `[repetitions started]`, and the current one's state.
+    fn restore(&mut self, state: &State) -> anyhow::Result<()> {
+        let started = state.word(0)?;
+        self.started = started;
+        if let Some(left) = self.remaining.as_mut() {
+            *left = left.saturating_sub(started);
+        }
+        if let Some(current) = state.inputs.first() {
+            let n = started.saturating_sub(1);
+            let ctx = self.ctx.repetition(n).with_restore(Some(current.clone()));
+            self.current = Some(self.dataset.build(&ctx));
+            self.produced = true;
+        }
+        Ok(())
+    }
+
+    /// In replay: the next run of positions from one repetition, built as that repetition.
+    fn next_replay_run(&mut self) -> Option<anyhow::Result<BoxStream<T>>> {
+        let (provs, next) = self.replay.as_mut()?;
+        if *next >= provs.len() {
+            return None;
+        }
+        let run = (|| {
+            let (rep, _) = provs[*next].pop()?;
+            let mut inner = Vec::new();
+            while let Some(p) = provs.get(*next) {
+                let (r, rest) = p.pop()?;
+                if r != rep {
+                    break;
+                }
+                inner.push(rest);
+                *next += 1;
+            }
+            self.started = rep + 1;
+            let ctx = self.ctx.repetition(rep).with_replay(inner.into());
+            Ok(self.dataset.build(&ctx))
+        })();
+        if run.is_err() {
+            *next = provs.len();
+        }
+        Some(run)
+    }
 }
 
 impl<T: Send + 'static> Stream for Repeat<T> {
@@ -54,6 +114,11 @@ impl<T: Send + 'static> Stream for Repeat<T> {
         loop {
             let current = match &mut this.current {
                 Some(s) => s,
+                None if this.replay.is_some() => match this.next_replay_run() {
+                    Some(Ok(s)) => this.current.insert(s),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => return Poll::Ready(None),
+                },
                 None => {
                     match &mut this.remaining {
                         Some(0) => return Poll::Ready(None),
@@ -61,7 +126,9 @@ impl<T: Send + 'static> Stream for Repeat<T> {
                         None => {}
                     }
                     this.produced = false;
-                    this.current.insert(this.dataset.build(&this.ctx))
+                    let ctx = this.ctx.repetition(this.started);
+                    this.started += 1;
+                    this.current.insert(this.dataset.build(&ctx))
                 }
             };
             match ready!(current.as_mut().poll_next(cx)) {
@@ -71,12 +138,47 @@ impl<T: Send + 'static> Stream for Repeat<T> {
                 }
                 None => {
                     this.current = None;
-                    if this.remaining.is_none() && !this.produced {
+                    if this.remaining.is_none() && !this.produced && this.replay.is_none() {
                         // An empty repetition: repeating forever would spin.
                         this.remaining = Some(0);
                     }
                 }
             }
         }
+    }
+}
+
+impl<T: Send + 'static> Resumable for Repeat<T> {
+    /// `[repetitions started]`, and the current repetition's state (none between two).
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.replay.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a stream replaying saved positions is not saved",
+            ));
+        }
+        let state = State::new(STAGE).words([this.started]);
+        Ok(match this.current.as_mut() {
+            Some(current) => state.input(current.as_mut().save()?),
+            None => state,
+        })
+    }
+
+    /// The current repetition's position, with the repetition's number.
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let current = self
+            .current
+            .as_ref()
+            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
+        current.last_prov()?.push(self.started.saturating_sub(1))
+    }
+
+    fn is_small(&self) -> bool {
+        self.dataset.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.dataset.is_resumable()
     }
 }

@@ -1,6 +1,5 @@
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
@@ -8,8 +7,11 @@ use pin_project::pin_project;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::dataset::{Dataset, mix64};
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Counting, Ctx, Dataset, error_stream, mix64};
 use crate::stats::StageCounters;
+
+const STAGE: &str = "shuffle";
 
 pub(crate) fn dataset<T: Send + 'static>(
     input: &Dataset<T>,
@@ -18,21 +20,96 @@ pub(crate) fn dataset<T: Send + 'static>(
     reshuffle_each_iteration: bool,
 ) -> Dataset<T> {
     // Drawn once per recipe, as tf.data does for an unseeded shuffle, so that
-    // `reshuffle_each_iteration = false` repeats one order even without a seed.
+    // `reshuffle_each_iteration = false` repeats one order even without a seed. A checkpoint
+    // saves the seed in use, so an unseeded shuffle resumes exactly too.
     let fallback: u64 = rand::random();
-    let iterations = Arc::new(AtomicU64::new(0));
     let depth = input.depth() + 1;
-    input.unary("shuffle", input.cardinality(), move |ctx, upstream| {
+    input
+        .unary_with(
+            STAGE,
+            input.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| -> BoxStream<T> {
+                match build(
+                    ctx,
+                    input,
+                    buffer_size,
+                    seed,
+                    fallback,
+                    depth,
+                    reshuffle_each_iteration,
+                ) {
+                    Ok(stream) => Box::pin(stream),
+                    Err(e) => error_stream(e),
+                }
+            },
+        )
+        .keyed(buffer_size as u64 ^ seed.map_or(0, mix64) ^ u64::from(reshuffle_each_iteration))
+        .small(false)
+}
+
+/// The shuffle of one epoch: its order drawn from (seed, epoch); restored from a checkpoint
+/// (the random generator's position, and the buffer refilled by replaying its members'
+/// saved positions); or, in replay, passing the replayed elements through in order.
+fn build<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    buffer_size: usize,
+    seed: Option<u64>,
+    fallback: u64,
+    depth: u64,
+    reshuffle: bool,
+) -> anyhow::Result<Shuffle<BoxStream<T>, T>> {
+    if ctx.replaying().is_some() {
+        // The replayed elements are ones it held or passed on: it keeps their order.
+        let mut shuffle = Shuffle::new(input.build(ctx), 1, rng(0, 0), None, false);
+        shuffle.passthrough = true;
+        return Ok(shuffle);
+    }
+    ctx.gauge();
+    let Some(state) = ctx.restoring() else {
         let base = ctx.seed_for(seed, depth, fallback);
-        let iteration = if reshuffle_each_iteration {
-            iterations.fetch_add(1, Ordering::Relaxed)
-        } else {
-            0
-        };
-        let rng = ChaCha8Rng::seed_from_u64(mix64(base ^ mix64(iteration.wrapping_add(0x5EED))));
-        ctx.gauge();
-        Box::pin(Shuffle::new(upstream, buffer_size, rng, ctx.stats_handle()))
-    })
+        let epoch = if reshuffle { ctx.epoch() } else { 0 };
+        let upstream = input.build(&ctx.with_provenance());
+        let record = upstream.resumable();
+        let mut shuffle = Shuffle::new(
+            upstream,
+            buffer_size,
+            rng(base, epoch),
+            ctx.stats_handle(),
+            record,
+        );
+        shuffle.seed = (base, epoch);
+        return Ok(shuffle);
+    };
+    // [seed, epoch, word position (low, high)], the members' positions, the input.
+    let (base, epoch) = (state.word(0)?, state.word(1)?);
+    let pos = u128::from(state.word(2)?) | (u128::from(state.word(3)?) << 64);
+    let mut generator = rng(base, epoch);
+    generator.set_word_pos(pos);
+    let upstream = input.build(&ctx.for_input(0).with_provenance());
+    let mut shuffle = Shuffle::new(upstream, buffer_size, generator, ctx.stats_handle(), true);
+    shuffle.seed = (base, epoch);
+    if !state.held.is_empty() {
+        let held: Arc<[Prov]> = state.held.clone().into();
+        shuffle.refill = Some((
+            input
+                .build(&ctx.for_input(0).with_replay(Arc::clone(&held)))
+                .fuse(),
+            held,
+            0,
+        ));
+    }
+    Ok(shuffle)
+}
+
+/// After a restore: the buffer's members replayed from their saved positions, those
+/// positions, and how many were read.
+type Refill<T> = (Fuse<BoxStream<T>>, Arc<[Prov]>, usize);
+
+/// The generator of one epoch's order.
+fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix64(base ^ mix64(epoch.wrapping_add(0x5EED))))
 }
 
 /// Stream for the [`shuffle`](crate::Dataset::shuffle) method.
@@ -42,10 +119,21 @@ pub(crate) struct Shuffle<St, T> {
     #[pin]
     input: Fuse<St>,
     buffer: Vec<T>,
+    /// Where each buffered element came from, beside it (when the input can say).
+    provs: Option<Vec<Prov>>,
+    /// Where the last element yielded came from.
+    last: Option<Prov>,
     buffer_size: usize,
     rng: ChaCha8Rng,
+    /// The seed and epoch the generator was made from (saved by checkpoints).
+    seed: (u64, u64),
     /// The stage's statistics: the buffer's fill is reported there.
     stats: Option<Arc<StageCounters>>,
+    /// After a restore: the buffer's members replayed from their saved positions (and those
+    /// positions), read before anything else.
+    refill: Option<Refill<T>>,
+    /// In replay: elements pass through in order.
+    passthrough: bool,
 }
 
 impl<St: Stream, T> Shuffle<St, T> {
@@ -54,6 +142,7 @@ impl<St: Stream, T> Shuffle<St, T> {
         buffer_size: usize,
         rng: ChaCha8Rng,
         stats: Option<Arc<StageCounters>>,
+        record: bool,
     ) -> Self {
         if let Some(stats) = &stats {
             stats.set_buffer_limit(buffer_size);
@@ -61,25 +150,72 @@ impl<St: Stream, T> Shuffle<St, T> {
         Shuffle {
             input: input.fuse(),
             buffer: Vec::with_capacity(buffer_size.min(1 << 16)),
+            provs: record.then(|| Vec::with_capacity(buffer_size.min(1 << 16))),
+            last: None,
             buffer_size,
             rng,
+            seed: (0, 0),
             stats,
+            refill: None,
+            passthrough: false,
         }
     }
 }
 
-impl<St, T> Stream for Shuffle<St, T>
+impl<St, T: Send + 'static> Stream for Shuffle<St, T>
 where
-    St: Stream<Item = anyhow::Result<T>>,
+    St: Stream<Item = anyhow::Result<T>> + Resumable,
 {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
+        if *this.passthrough {
+            let item = std::task::ready!(this.input.as_mut().poll_next(cx));
+            if item.is_some() {
+                *this.last = this.input.get_ref().last_prov().ok();
+            }
+            return Poll::Ready(item);
+        }
+        if let Some((refill, held, n)) = this.refill {
+            // The members the buffer held at the checkpoint, in their saved order.
+            loop {
+                match std::task::ready!(refill.poll_next_unpin(cx)) {
+                    Some(Ok(x)) => {
+                        this.buffer.push(x);
+                        if let Some(provs) = this.provs.as_mut() {
+                            provs.push(held.get(*n).cloned().unwrap_or(Prov::Group(Vec::new())));
+                        }
+                        *n += 1;
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => break,
+                }
+            }
+            if *n != held.len() {
+                let e = unsupported(
+                    STAGE,
+                    "replaying its saved buffer gave fewer elements than saved",
+                );
+                *this.refill = None;
+                return Poll::Ready(Some(Err(e)));
+            }
+            *this.refill = None;
+        }
         // Fill the buffer before each output (the whole buffer before the first one).
         while this.buffer.len() < *this.buffer_size && !this.input.is_terminated() {
             match this.input.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(x))) => this.buffer.push(x),
+                Poll::Ready(Some(Ok(x))) => {
+                    if let Some(provs) = this.provs.as_mut() {
+                        match this.input.get_ref().last_prov() {
+                            Ok(p) => provs.push(p),
+                            // The input cannot say where its elements come from: no
+                            // checkpoint can hold this buffer.
+                            Err(_) => *this.provs = None,
+                        }
+                    }
+                    this.buffer.push(x);
+                }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => break,
                 Poll::Pending => return Poll::Pending,
@@ -92,6 +228,9 @@ where
             return Poll::Ready(None);
         }
         let i = this.rng.random_range(0..this.buffer.len());
+        if let Some(provs) = this.provs.as_mut() {
+            *this.last = Some(provs.swap_remove(i));
+        }
         Poll::Ready(Some(Ok(this.buffer.swap_remove(i))))
     }
 
@@ -99,5 +238,39 @@ where
         let (lo, hi) = self.input.size_hint();
         let n = self.buffer.len();
         (lo.saturating_add(n), hi.and_then(|h| h.checked_add(n)))
+    }
+}
+
+impl<St: Resumable, T> Resumable for Shuffle<St, T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        if this.refill.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
+        }
+        let held = this.provs.clone().ok_or_else(|| {
+            unsupported(STAGE, "its input cannot say where its elements come from")
+        })?;
+        let pos = this.rng.get_word_pos();
+        Ok(State::new(STAGE)
+            .words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64])
+            .held(held)
+            .input(this.input.get_pin_mut().save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "its input cannot say where its elements come from"))
+    }
+
+    fn is_small(&self) -> bool {
+        false
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
     }
 }

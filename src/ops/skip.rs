@@ -1,6 +1,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use crate::checkpoint::{Prov, Resumable, State};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
@@ -21,6 +22,12 @@ impl<St> Skip<St> {
             count,
             remaining: count,
         }
+    }
+
+    /// Starts with `remaining` elements left to skip (restored).
+    pub(crate) fn remaining(mut self, remaining: u64) -> Self {
+        self.remaining = remaining;
+        self
     }
 }
 
@@ -47,5 +54,26 @@ where
                 other => return Poll::Ready(other),
             }
         }
+    }
+}
+
+impl<St: Resumable> Resumable for Skip<St> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let remaining = self.remaining;
+        Ok(State::new("skip")
+            .words([remaining])
+            .input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

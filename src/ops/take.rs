@@ -1,6 +1,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use crate::checkpoint::{Prov, Resumable, State};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
@@ -44,5 +45,26 @@ where
         let cap = usize::try_from(self.remaining).unwrap_or(usize::MAX);
         let (lo, hi) = self.input.size_hint();
         (lo.min(cap), Some(hi.map_or(cap, |h| h.min(cap))))
+    }
+}
+
+impl<St: Resumable> Resumable for Take<St> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let remaining = self.remaining;
+        Ok(State::new("take")
+            .words([remaining])
+            .input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

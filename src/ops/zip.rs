@@ -3,6 +3,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{Stream, StreamExt};
 
+use crate::checkpoint::Opaque;
 use crate::dataset::{BoxStream, Cardinality, Dataset};
 
 fn min_cardinality(cards: impl IntoIterator<Item = Cardinality>) -> Cardinality {
@@ -29,8 +30,8 @@ pub(crate) fn zip<A: Send + 'static, B: Send + 'static>(
     let depth = a.depth().max(b.depth()) + 1;
     Dataset::stage("zip", card, options, depth, move |ctx| {
         let zipped = ZipAll::new(vec![
-            a.build(ctx).map(|r| r.map(Either::A)).boxed(),
-            b.build(ctx).map(|r| r.map(Either::B)).boxed(),
+            Box::pin(Opaque::new(a.build(ctx).map(|r| r.map(Either::A)), "zip")),
+            Box::pin(Opaque::new(b.build(ctx).map(|r| r.map(Either::B)), "zip")),
         ]);
         Box::pin(zipped.map(|r| {
             r.and_then(|mut v| match (v.pop(), v.pop()) {

@@ -71,20 +71,39 @@ pub(crate) fn gauged_chunk_channel<T>(
     (tx, rx)
 }
 
-/// Runs `input` to its end, sending its elements in chunks of what is ready at once.
-/// Returns early when the consumer has gone.
-pub(crate) async fn forward<S>(mut input: S, tx: ChunkSender<S::Item>)
+/// Forwards `input` into `tx` in chunks: each chunk holds what is ready at once (up to the
+/// chunk size), so a fast input is handed over in few wake-ups and a slow one without delay.
+#[cfg(test)]
+pub(crate) async fn forward<S>(input: S, tx: ChunkSender<S::Item>)
 where
     S: Stream + Unpin,
 {
-    while let Some(first) = input.next().await {
+    forward_with(input, tx, |_| (), |_, item, _| item).await;
+}
+
+/// [`forward`], with `before` called before the first element of each chunk is taken and
+/// `wrap` making what is sent of each element (given the stream, and for a chunk's first
+/// element what `before` returned).
+pub(crate) async fn forward_with<S, B, X>(
+    mut input: S,
+    mut tx: ChunkSender<X>,
+    mut before: impl FnMut(&mut S) -> B,
+    mut wrap: impl FnMut(&S, S::Item, Option<B>) -> X,
+) where
+    S: Stream + Unpin,
+{
+    loop {
+        let first_tag = before(&mut input);
+        let Some(first) = input.next().await else {
+            return;
+        };
         let max_chunk = tx.max_chunk;
         let mut chunk = Vec::with_capacity(max_chunk.min(64));
-        chunk.push(first);
+        chunk.push(wrap(&input, first, Some(first_tag)));
         let mut ended = false;
         while chunk.len() < max_chunk {
             match input.next().now_or_never() {
-                Some(Some(item)) => chunk.push(item),
+                Some(Some(item)) => chunk.push(wrap(&input, item, None)),
                 Some(None) => {
                     ended = true;
                     break;
@@ -92,19 +111,8 @@ where
                 None => break, // nothing more ready now: hand over what there is
             }
         }
-        let len = chunk.len();
-        let full_since = match &tx.gauge {
-            Some(gauge) => {
-                gauge.add_buffered(len);
-                (tx.tx.capacity() == 0).then(Instant::now)
-            }
-            None => None,
-        };
-        if tx.tx.send(chunk).await.is_err() || ended {
+        if tx.send_chunk(chunk).await.is_err() || ended {
             return;
-        }
-        if let (Some(since), Some(gauge)) = (full_since, &tx.gauge) {
-            gauge.add_full_wait(since.elapsed());
         }
     }
 }
@@ -123,6 +131,24 @@ pub(crate) struct ChunkSender<T> {
 }
 
 impl<T> ChunkSender<T> {
+    /// Hands over a whole chunk, waiting for room; `Err` once the receiver is gone. The
+    /// chunk's elements count in the gauge while they wait (as [`forward`]'s do).
+    pub(crate) async fn send_chunk(&mut self, chunk: Vec<T>) -> Result<(), Closed> {
+        let len = chunk.len();
+        let full_since = match &self.gauge {
+            Some(gauge) => {
+                gauge.add_buffered(len);
+                (self.tx.capacity() == 0).then(Instant::now)
+            }
+            None => None,
+        };
+        self.tx.send(chunk).await.map_err(|_| Closed)?;
+        if let (Some(since), Some(gauge)) = (full_since, &self.gauge) {
+            gauge.add_full_wait(since.elapsed());
+        }
+        Ok(())
+    }
+
     /// Counts the calling thread's time, from now on, as `stage`'s worker time, less the
     /// time it waits for room in the channel: a blocking producer's busy time (the clock
     /// is read twice per chunk, never per element).

@@ -6,17 +6,85 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::dataset::{Cardinality, Dataset};
+use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::options::Options;
 use crate::runtime::Coop;
 
 pub(crate) fn from_vec<T: Clone + Send + Sync + 'static>(items: Vec<T>) -> Dataset<T> {
     let items: Arc<[T]> = items.into();
-    let card = Cardinality::Finite(items.len() as u64);
-    Dataset::source("from_tensor_slices", card, move |_| {
-        let items = Arc::clone(&items);
-        let len = items.len();
-        FromIter::new((0..len).map(move |i| items[i].clone()))
-    })
+    let len = items.len() as u64;
+    let card = Cardinality::Finite(len);
+    Dataset::stage_resumable(
+        STAGE,
+        card,
+        Options::default(),
+        0,
+        Counting::Wrapped,
+        move |ctx| -> BoxStream<T> {
+            let items = Arc::clone(&items);
+            if let Some(provs) = ctx.replaying() {
+                return Box::pin(ReplaySource::new(Arc::clone(provs), STAGE, move |i| {
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| items.get(i).cloned())
+                        .ok_or_else(|| unsupported(STAGE, "a saved position is past its end"))
+                }));
+            }
+            let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
+                Ok(next) => next.unwrap_or(0),
+                Err(e) => return crate::dataset::error_stream(e),
+            };
+            Box::pin(FromVec {
+                items,
+                next: usize::try_from(next).unwrap_or(usize::MAX),
+                coop: Coop::default(),
+            })
+        },
+    )
+    .keyed(len)
+}
+
+/// tf.data's name for a dataset of a vector's elements.
+const STAGE: &str = "from_tensor_slices";
+
+/// Stream for [`Dataset::from_vec`]: clones each element out of the shared copy.
+#[must_use = "streams do nothing unless polled"]
+struct FromVec<T> {
+    items: Arc<[T]>,
+    next: usize,
+    coop: Coop,
+}
+
+impl<T> Unpin for FromVec<T> {}
+
+impl<T: Clone> Stream for FromVec<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        std::task::ready!(this.coop.poll_proceed(cx));
+        let item = this.items.get(this.next).cloned();
+        if item.is_some() {
+            this.next += 1;
+        }
+        Poll::Ready(item.map(Ok))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.items.len().saturating_sub(self.next);
+        (n, Some(n))
+    }
+}
+
+impl<T> Resumable for FromVec<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(STAGE).words([self.next as u64]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.next.wrapping_sub(1) as u64))
+    }
 }
 
 pub(crate) fn from_iter<T, I>(items: I) -> Dataset<T>

@@ -6,7 +6,8 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream};
 
-use crate::dataset::{Cardinality, Counting, Dataset};
+use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, mix64};
 use crate::options::Options;
 use crate::runtime::Coop;
 use crate::stats::StageCounters;
@@ -15,14 +16,39 @@ pub(crate) fn dataset(start: i64, stop: i64, step: i64) -> Dataset<i64> {
     assert!(step != 0, "range: step must be a non-zero integer");
     let len = range_len(start, stop, step);
     let card = Cardinality::Finite(len);
-    Dataset::stage_counted(
+    Dataset::stage_resumable(
         "range",
         card,
         Options::default(),
         0,
         Counting::ByStage,
-        move |ctx| Range::new(start, step, Some(len), ctx.own_counters()),
+        move |ctx| source(ctx, start, step, Some(len)),
     )
+    .keyed(mix64(start as u64) ^ mix64(stop as u64 ^ 0x5707) ^ step as u64)
+}
+
+/// A range or counter for one epoch: fresh, restored, or replaying saved positions.
+fn source(ctx: &Ctx, start: i64, step: i64, len: Option<u64>) -> BoxStream<i64> {
+    let value = move |i: u64| start.wrapping_add((i as i64).wrapping_mul(step));
+    if let Some(provs) = ctx.replaying() {
+        let stage = if len.is_some() { "range" } else { "counter" };
+        return Box::pin(ReplaySource::new(
+            Arc::clone(provs),
+            stage,
+            move |i| match len {
+                Some(n) if i >= n => Err(unsupported(stage, "a saved position is past its end")),
+                _ => Ok(value(i)),
+            },
+        ));
+    }
+    let mut range = Range::new(start, step, len, ctx.own_counters());
+    if let Some(state) = ctx.restoring() {
+        match state.word(0) {
+            Ok(done) => range.resume_at(done, value(done)),
+            Err(e) => return crate::dataset::error_stream(e),
+        }
+    }
+    Box::pin(range)
 }
 
 pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
@@ -30,23 +56,36 @@ pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
     if step == 0 {
         // The same number forever (as tf.data): the distance walked says nothing about how
         // many were yielded, so a wrapper counts them.
-        return Dataset::stage_counted(
+        return Dataset::stage_resumable(
             "counter",
             card,
             Options::default(),
             0,
             Counting::Wrapped,
-            move |_| Range::new(start, 0, None, None),
-        );
+            move |ctx| -> BoxStream<i64> {
+                if let Some(provs) = ctx.replaying() {
+                    return Box::pin(ReplaySource::new(Arc::clone(provs), "counter", move |_| {
+                        Ok(start)
+                    }));
+                }
+                let mut range = Range::new(start, 0, None, None);
+                if let Some(done) = ctx.restoring().and_then(|s| s.word(0).ok()) {
+                    range.resume_at(done, start);
+                }
+                Box::pin(range)
+            },
+        )
+        .keyed(mix64(start as u64));
     }
-    Dataset::stage_counted(
+    Dataset::stage_resumable(
         "counter",
         card,
         Options::default(),
         0,
         Counting::ByStage,
-        move |ctx| Range::new(start, step, None, ctx.own_counters()),
+        move |ctx| source(ctx, start, step, None),
     )
+    .keyed(mix64(start as u64) ^ step as u64)
 }
 
 fn range_len(start: i64, stop: i64, step: i64) -> u64 {
@@ -77,6 +116,10 @@ pub(crate) struct Range {
     counters: Option<Arc<StageCounters>>,
     start: i64,
     flushed: u64,
+    /// Elements of the whole range before `next` (its position, saved by checkpoints).
+    done: u64,
+    /// `range` or `counter`.
+    stage: &'static str,
 }
 
 impl Range {
@@ -89,6 +132,18 @@ impl Range {
             counters,
             start,
             flushed: 0,
+            done: 0,
+            stage: if len.is_some() { "range" } else { "counter" },
+        }
+    }
+
+    /// Goes on after `done` elements, at `next`.
+    fn resume_at(&mut self, done: u64, next: i64) {
+        self.next = next;
+        self.start = next;
+        self.done = done;
+        if let Some(left) = self.remaining.as_mut() {
+            *left = left.saturating_sub(done);
         }
     }
 
@@ -136,6 +191,7 @@ impl Stream for Range {
         };
         let x = this.next;
         this.next = x.wrapping_add(this.step);
+        this.done += 1;
         if lapped {
             this.flush();
         }
@@ -147,6 +203,16 @@ impl Stream for Range {
             Some(n) => (n as usize, Some(n as usize)),
             None => (usize::MAX, None),
         }
+    }
+}
+
+impl Resumable for Range {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(self.stage).words([self.done]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.done.wrapping_sub(1)))
     }
 }
 

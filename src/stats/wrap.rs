@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use futures::stream::Stream;
 
+use crate::checkpoint::{Prov, Resumable, State};
+
 use super::StageCounters;
 
 const FLUSH_EVERY: u64 = 64;
@@ -320,5 +322,41 @@ where
             }
         }
         Poll::Ready(item)
+    }
+}
+
+impl<S: Resumable, const WAIT: bool> Resumable for Counted<S, WAIT> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
+impl<S: Resumable> Resumable for Timed<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().inner.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
     }
 }

@@ -1,0 +1,114 @@
+//! Mid-epoch checkpoints and exact resume: [`Checkpoint`], taken with
+//! [`Epoch::checkpoint`](crate::Epoch::checkpoint) and resumed with
+//! [`Dataset::iter_from`](crate::Dataset::iter_from).
+//!
+//! # What is saved
+//!
+//! A checkpoint describes what the consumer has received, as positions, never as element
+//! contents: each stage saves its [`State`](state::State) as of the last element it yielded
+//! (a source its byte offset or index, a shuffle its random generator's position and the
+//! *positions* of the elements in its buffer, a batch the mark it started its batch from),
+//! with the states of its inputs. What stages read or computed ahead of the consumer (prefetch
+//! buffers, calls in flight, partial batches) is not saved: it is made again after the
+//! restore, never lost and never delivered twice.
+//!
+//! # How: provenance, marks and replay
+//!
+//! Two tools keep the state small and the cost nil when no checkpoint is taken:
+//!
+//! - **Marks** (Flink's barrier idea, applied where the state is small): a stage that holds
+//!   elements in order (a batch being filled, a prefetch queue, a parallel map's calls in
+//!   flight) keeps the state of its input from before the oldest element it has not passed on
+//!   (one per batch or group, not per element), and after a restore rebuilds its input from
+//!   that mark and skips what it had already passed on.
+//! - **Provenance and replay**, where elements leave their order (a shuffle buffer): the
+//!   stage keeps, beside each element, where it came from (a [`Prov`](state::Prov): the
+//!   source's record offset or index, plus a word per interleave or random map on the way;
+//!   for a batch, its members' positions). Its state lists those positions (a few bytes each
+//!   once encoded); a restore builds the stage's input again in *replay* mode, in which the
+//!   sources read exactly those records (positioned reads) and every stage on the way does
+//!   its work on them again, and refills the buffer.
+//!
+//! Randomness is keyed by the epoch: [`Dataset::iter`](crate::Dataset::iter) numbers the
+//! epochs of a recipe, `repeat` numbers its repetitions, and a shuffle's order derives from
+//! (seed, epoch), so a restored shuffle draws what the uninterrupted one would have.
+//!
+//! # Format
+//!
+//! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
+//! now [`Checkpoint::FORMAT_VERSION`]), then the checkpoint in postcard's encoding (serde, varints):
+//! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
+//! epoch number, and the state tree.
+
+pub(crate) mod state;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+pub(crate) use state::{
+    Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
+};
+
+const MAGIC: &[u8; 4] = b"SLCK";
+
+/// The position of an epoch, to go on from after a restart: see
+/// [`Epoch::checkpoint`](crate::Epoch::checkpoint).
+///
+/// Serializable with serde, or as bytes with [`to_bytes`](Checkpoint::to_bytes) and
+/// [`from_bytes`](Checkpoint::from_bytes). It names the recipe it belongs to:
+/// [`Dataset::iter_from`](crate::Dataset::iter_from) refuses it for another one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The recipe's fingerprint.
+    pub(crate) fingerprint: u64,
+    /// Which epoch of the recipe (0 for its first [`iter`](crate::Dataset::iter)).
+    pub(crate) epoch: u64,
+    pub(crate) state: State,
+}
+
+impl Checkpoint {
+    /// The version of [`to_bytes`](Checkpoint::to_bytes)' format; other versions are refused.
+    pub const FORMAT_VERSION: u32 = 1;
+
+    /// The epoch this checkpoint was taken in (0 for the recipe's first `iter()`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The checkpoint as bytes: `SLCK`, the format version, then postcard's encoding.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&Self::FORMAT_VERSION.to_le_bytes());
+        // Serializing plain data into a vector cannot fail.
+        out.extend(postcard::to_allocvec(self).unwrap_or_default());
+        out
+    }
+
+    /// Reads [`to_bytes`](Checkpoint::to_bytes)' output.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Checkpoint`](crate::Error) when the bytes are not a checkpoint, are of
+    /// another format version, or are damaged.
+    pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Checkpoint> {
+        let (magic, rest) = bytes.split_at_checked(4).unzip();
+        if magic != Some(&MAGIC[..]) {
+            return Err(
+                Error::Checkpoint("not a streamload checkpoint (no SLCK magic)".into()).into(),
+            );
+        }
+        let (version, body) = rest
+            .and_then(|r| r.split_at_checked(4))
+            .ok_or_else(|| Error::Checkpoint("truncated checkpoint".into()))?;
+        let version = u32::from_le_bytes(version.try_into().unwrap_or_default());
+        if version != Self::FORMAT_VERSION {
+            return Err(Error::Checkpoint(format!(
+                "format version {version}, this build reads version {}",
+                Self::FORMAT_VERSION
+            ))
+            .into());
+        }
+        postcard::from_bytes(body)
+            .map_err(|e| Error::Checkpoint(format!("damaged checkpoint: {e}")).into())
+    }
+}

@@ -1,0 +1,429 @@
+//! Checkpoint and exact resume: the elements received before a checkpoint, followed by those
+//! after resuming from it (in a fresh recipe, as a new process would build it), equal the
+//! uninterrupted epoch's, at every point.
+
+use std::fmt::Debug;
+
+use futures::StreamExt;
+use streamload::{Checkpoint, Dataset};
+
+/// For every `k` in `points`: takes `k` elements, checkpoints (through bytes), resumes from a
+/// freshly built recipe, and checks the whole against the uninterrupted epoch. Returns the
+/// largest checkpoint's size in bytes.
+async fn assert_exact<T, F>(make: F, points: impl IntoIterator<Item = usize>) -> usize
+where
+    T: PartialEq + Debug + Send + 'static,
+    F: Fn() -> Dataset<T>,
+{
+    let full = make().collect().await.expect("uninterrupted epoch");
+    let mut largest = 0;
+    for k in points {
+        let k = k.min(full.len());
+        let ds = make();
+        let mut epoch = ds.iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(epoch.next().await.expect("an element").expect("no error"));
+        }
+        let bytes = epoch.checkpoint().expect("checkpoint").to_bytes();
+        largest = largest.max(bytes.len());
+        // The epoch goes on unchanged after a checkpoint.
+        let mut rest_here = Vec::new();
+        while let Some(x) = epoch.next().await {
+            rest_here.push(x.expect("no error"));
+        }
+        assert_eq!(
+            &full[k..],
+            &rest_here[..],
+            "epoch changed by a checkpoint at {k}"
+        );
+        drop(epoch);
+        let restored = Checkpoint::from_bytes(&bytes).expect("from_bytes");
+        let mut resumed = make().iter_from(&restored).expect("iter_from");
+        while let Some(x) = resumed.next().await {
+            seen.push(x.expect("no error"));
+        }
+        assert_eq!(seen.len(), full.len(), "resumed at {k}: wrong length");
+        assert_eq!(seen, full, "resumed at {k}: elements differ");
+    }
+    largest
+}
+
+#[tokio::test]
+async fn range_map_filter_take_skip_enumerate_batch() {
+    let make = || {
+        Dataset::range(0, 1000)
+            .map(|x| x * 3)
+            .filter(|x| x % 2 == 0)
+            .skip(7)
+            .take(400)
+            .enumerate(5)
+            .batch(16)
+    };
+    assert_exact(make, [0, 1, 2, 5, 12, 24, 25, 26]).await;
+}
+
+#[tokio::test]
+async fn from_vec_and_batch_remainder() {
+    let make =
+        || Dataset::from_vec((0..37).map(|i| format!("s{i}")).collect()).batch_drop_remainder(5);
+    assert_exact(make, 0..8).await;
+}
+
+#[tokio::test]
+async fn a_checkpoint_of_another_recipe_is_refused() {
+    let ds = Dataset::range(0, 10).batch(2);
+    let mut epoch = ds.iter();
+    epoch.next().await.unwrap().unwrap();
+    let cp = epoch.checkpoint().unwrap();
+    let other = Dataset::range(0, 10).batch(3);
+    let err = other.iter_from(&cp).unwrap_err();
+    assert!(err.to_string().contains("another recipe"), "{err:#}");
+    let err = Checkpoint::from_bytes(b"not a checkpoint").unwrap_err();
+    assert!(err.to_string().contains("SLCK"), "{err:#}");
+    let mut bytes = cp.to_bytes();
+    bytes[4] = 9;
+    let err = Checkpoint::from_bytes(&bytes).unwrap_err();
+    assert!(err.to_string().contains("format version 9"), "{err:#}");
+}
+
+#[tokio::test]
+async fn a_stage_that_cannot_save_is_named() {
+    let ds = Dataset::from_generator(4, || 0..10).map(|x| x + 1);
+    let mut epoch = ds.iter();
+    epoch.next().await.unwrap().unwrap();
+    let err = epoch.checkpoint().unwrap_err();
+    let e = err
+        .downcast_ref::<streamload::Error>()
+        .expect("a streamload error");
+    assert!(
+        matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"),
+        "{err:#}"
+    );
+}
+
+#[tokio::test]
+async fn shuffle_resumes_with_its_buffer_and_generator() {
+    let make = || Dataset::range(0, 500).map(|x| x * 7).shuffle(64, Some(3));
+    let size = assert_exact(make, [0, 1, 2, 63, 64, 65, 100, 250, 436, 437, 499, 500]).await;
+    // 64 positions of a few bytes each, not 64 elements' contents.
+    assert!(size < 64 * 4 + 200, "checkpoint of {size} bytes");
+}
+
+#[tokio::test]
+async fn unseeded_shuffle_resumes_exactly_too() {
+    // The recipe is built once (its fallback seed drawn once); each epoch reshuffles.
+    let ds = Dataset::range(0, 300).shuffle(50, None).batch(7);
+    let first = ds.collect().await.unwrap();
+    let second = ds.collect().await.unwrap();
+    assert_ne!(first, second, "reshuffled each epoch");
+    let third = ds.collect().await.unwrap();
+    // Epoch 3 (index 3) again, interrupted and resumed from bytes.
+    let mut epoch = ds.iter();
+    let all = {
+        let mut v = Vec::new();
+        while let Some(b) = epoch.next().await {
+            v.push(b.unwrap());
+        }
+        v
+    };
+    assert_ne!(all, third);
+    let mut epoch = ds.iter(); // epoch 4
+    let mut seen = vec![epoch.next().await.unwrap().unwrap(); 1];
+    seen.push(epoch.next().await.unwrap().unwrap());
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    assert_eq!(cp.epoch(), 4);
+    let mut uninterrupted = Vec::new();
+    while let Some(b) = epoch.next().await {
+        uninterrupted.push(b.unwrap());
+    }
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut rest = Vec::new();
+    while let Some(b) = resumed.next().await {
+        rest.push(b.unwrap());
+    }
+    assert_eq!(rest, uninterrupted);
+    // After a resume, the next iter() is the next epoch.
+    let mut next = ds.iter();
+    drop(next.next().await);
+    assert_eq!(next.checkpoint().unwrap().epoch(), 5);
+}
+
+#[tokio::test]
+async fn shuffle_then_batch_and_batch_then_shuffle() {
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(40, Some(9))
+            .map(|x| x + 1)
+            .batch(8)
+    };
+    assert_exact(make, [0, 1, 3, 4, 5, 20, 37, 38]).await;
+    let make = || {
+        Dataset::range(0, 300)
+            .batch(4)
+            .shuffle(10, Some(9))
+            .map(|b| b.len())
+    };
+    assert_exact(make, [0, 1, 9, 10, 11, 40, 74, 75]).await;
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(30, Some(1))
+            .shuffle(20, Some(2))
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 7, 30, 59, 60]).await;
+}
+
+#[tokio::test]
+async fn repeat_reshuffles_each_repetition_and_resumes_inside_any() {
+    let make = || {
+        Dataset::range(0, 50)
+            .shuffle(16, Some(4))
+            .repeat_n(3)
+            .batch(6)
+    };
+    let full = make().collect().await.unwrap();
+    assert_ne!(full[0], full[9], "each repetition has its own order");
+    assert_exact(make, [0, 1, 8, 9, 16, 17, 24, 25]).await;
+    // Shuffling across repetitions: the buffer holds elements of two repetitions.
+    let make = || {
+        Dataset::range(0, 20)
+            .repeat_n(4)
+            .shuffle(15, Some(8))
+            .enumerate(0)
+    };
+    assert_exact(make, [0, 1, 5, 19, 20, 21, 45, 79, 80]).await;
+    let make = || Dataset::range(0, 20).shuffle(5, Some(8)).repeat().take(70);
+    assert_exact(make, [0, 19, 20, 21, 45, 69, 70]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_redoes_what_it_read_ahead() {
+    // Over a small upstream: marks every few elements, the rest redone.
+    let make = || {
+        Dataset::range(0, 400)
+            .map(|x| x * 2)
+            .prefetch(8)
+            .batch(3)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 2, 10, 11, 40, 66, 67, 134]).await;
+    let make = || Dataset::range(0, 200).prefetch(64);
+    assert_exact(make, [0, 1, 31, 32, 33, 64, 100, 199, 200]).await;
+    // Over a shuffle: the positions of what it holds.
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(20, Some(5))
+            .prefetch(16)
+            .batch(4)
+            .prefetch(3)
+    };
+    assert_exact(make, [0, 1, 2, 5, 30, 74, 75]).await;
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(20, Some(5))
+            .prefetch(16)
+            .shuffle(7, Some(6))
+    };
+    assert_exact(make, [0, 1, 2, 5, 30, 150, 299]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_epoch_can_be_checkpointed_again() {
+    let make = || {
+        Dataset::range(0, 500)
+            .shuffle(30, Some(2))
+            .prefetch(8)
+            .batch(5)
+            .prefetch(2)
+    };
+    let full = make().collect().await.unwrap();
+    let mut seen = Vec::new();
+    let mut epoch = make().iter();
+    for hop in 0..6 {
+        for _ in 0..(3 + hop * 5) {
+            match epoch.next().await {
+                Some(b) => seen.push(b.unwrap()),
+                None => break,
+            }
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+        drop(epoch);
+        epoch = make().iter_from(&cp).unwrap();
+    }
+    while let Some(b) = epoch.next().await {
+        seen.push(b.unwrap());
+    }
+    assert_eq!(seen, full);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_parallel_and_random_map_redo_their_calls_in_flight() {
+    use streamload::rand::Rng;
+    let slowish = |x: i64| {
+        let mut h = x as u64;
+        for _ in 0..200 {
+            h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(7);
+        }
+        Ok((x, h))
+    };
+    let make = move || {
+        Dataset::range(0, 600)
+            .try_map_parallel(3, slowish)
+            .batch(7)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 2, 13, 40, 85, 86]).await;
+    // Over a shuffle: the positions of the calls in flight.
+    let make = move || {
+        Dataset::range(0, 600)
+            .shuffle(50, Some(1))
+            .try_map_parallel(2, slowish)
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 3, 17, 60, 119, 120]).await;
+    // Per-element randomness keyed by (seed, epoch, index): an unseeded random map too.
+    let ds = Dataset::range(0, 400)
+        .shuffle(40, Some(2))
+        .random_map(2, None, |x, rng| x * 1000 + rng.random_range(0..1000))
+        .batch(9)
+        .prefetch(2);
+    let full = ds.collect().await.unwrap(); // epoch 0
+    let mut epoch = ds.iter(); // epoch 1: different draws
+    let first = epoch.next().await.unwrap().unwrap();
+    assert_ne!(first, full[0]);
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    let mut rest = Vec::new();
+    while let Some(b) = epoch.next().await {
+        rest.push(b.unwrap());
+    }
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = Vec::new();
+    while let Some(b) = resumed.next().await {
+        again.push(b.unwrap());
+    }
+    assert_eq!(again, rest);
+    let make = || {
+        Dataset::range(0, 300)
+            .random_map(2, Some(5), |x, rng| x * 1000 + rng.random_range(0..1000))
+            .shuffle(30, Some(3))
+            .random_map(3, Some(6), |x, rng| (x, rng.random_range(0..10)))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 9, 30, 74, 75]).await;
+}
+
+/// `n` TFRecord files of `per` records each (`file-record` as text), plain or gzip.
+async fn tfrecord_files(
+    dir: &std::path::Path,
+    n: usize,
+    per: usize,
+    gzip: bool,
+) -> Vec<std::path::PathBuf> {
+    use streamload::format::{Compression, TFRecordWriter};
+    let mut files = Vec::new();
+    for f in 0..n {
+        let path = dir.join(format!(
+            "part-{f}.tfrecord{}",
+            if gzip { ".gz" } else { "" }
+        ));
+        let compression = if gzip {
+            Compression::Gzip
+        } else {
+            Compression::None
+        };
+        let mut w = TFRecordWriter::new(tokio::fs::File::create(&path).await.unwrap(), compression);
+        for r in 0..per {
+            // Records of varied sizes, some spanning the reader's blocks.
+            let payload = format!("{f}-{r}-{}", "x".repeat((r * 37) % 300));
+            w.write(payload.as_bytes()).await.unwrap();
+        }
+        w.finish().await.unwrap();
+        files.push(path);
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tfrecord_files_resume_at_their_offsets() {
+    use streamload::format::{Compression, TFRecordDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 4, 150, false).await;
+    let f = files.clone();
+    let make = move || TFRecordDataset::new(f.clone()).buffer_size(1000).build();
+    assert_exact(make, [0, 1, 149, 150, 151, 333, 599, 600]).await;
+    let f = files.clone();
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .buffer_size(700)
+            .build()
+            .shuffle(64, Some(1))
+            .map(|r| r.len())
+            .batch(10)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 6, 7, 30, 59, 60]).await;
+    assert!(size < 64 * 8 + 300, "checkpoint of {size} bytes");
+    // Interleaved files, positions through the interleave.
+    let f = files.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .interleave(3, 2, |p| TFRecordDataset::new([p]).buffer_size(500).build())
+            .shuffle(50, Some(4))
+            .batch(7)
+    };
+    assert_exact(make, [0, 1, 2, 20, 40, 85, 86]).await;
+    // Compressed: offsets in the decompressed stream.
+    let gz = tfrecord_files(dir.path(), 3, 100, true).await;
+    let make = move || {
+        TFRecordDataset::new(gz.clone())
+            .compression(Compression::Gzip)
+            .build()
+            .shuffle(30, Some(2))
+            .batch(8)
+    };
+    assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 6, 120, false).await;
+    let f = files.clone();
+    // W3's shape: parallel reads, shuffle, parallel map, batch, prefetch.
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(3)
+            .buffer_size(900)
+            .build()
+            .shuffle(100, Some(7))
+            .map_parallel(2, |r| r.len())
+            .batch(16)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 2, 9, 22, 44, 45]).await;
+    // At most 16 bytes per element held by position (the shuffle's 100, a partial batch,
+    // two prefetched batches, the parallel map's calls in flight: 2 workers x 2 groups of at
+    // most 256), plus about 1 KB.
+    assert!(
+        size <= 16 * (100 + 16 + 32 + 1024) + 1024,
+        "checkpoint of {size} bytes"
+    );
+    // Without a shuffle: marks of each reader.
+    let f = files.clone();
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(4)
+            .build()
+            .batch(9)
+    };
+    assert_exact(make, [0, 1, 13, 40, 79, 80]).await;
+    let f = files.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .parallel_interleave(2, 3, 4, |p| TFRecordDataset::new([p]).build())
+            .prefetch(5)
+    };
+    assert_exact(make, [0, 1, 5, 119, 120, 300, 719, 720]).await;
+}
