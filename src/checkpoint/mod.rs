@@ -33,6 +33,30 @@
 //! epochs of a recipe, `repeat` numbers its repetitions, and a shuffle's order derives from
 //! (seed, epoch), so a restored shuffle draws what the uninterrupted one would have.
 //!
+//! # Making a stage resumable (for contributors)
+//!
+//! A stage's stream implements [`Resumable`](state::Resumable) and is built with
+//! `Dataset::unary_resumable` (its input built for it, restored from input 0 of its state) or
+//! `Dataset::unary_with` (it builds its input itself: to replay it, or to restore it from a
+//! mark); sources with `Dataset::stage_resumable`. Every other stage is wrapped in
+//! [`Opaque`](state::Opaque), whose `save` is an error naming it. The build closure looks at
+//! its context, in this order:
+//! 1. `ctx.replaying()`: yield exactly the elements at these positions, in this order (build
+//!    the input with the positions it needs: popped words, a group's members, the same list).
+//! 2. `ctx.restoring()`: go on from this state (its `words`, `held` positions, `inputs`);
+//!    inputs are built with `ctx.for_input(i)`, replays with
+//!    `ctx.for_input(0).with_replay(positions)`.
+//! 3. Neither: a fresh epoch (random stages key their draws by `ctx.epoch()`).
+//!
+//! `save` describes the stream as of the last element it yielded. A stage that holds elements
+//! in order over a small input keeps a [`Marker`](state::Marker) (a mark of its input before
+//! the oldest element not passed on, and how many were passed on since; restored through
+//! [`Skipping`](state::Skipping)); over an input that is not small it keeps each element's
+//! [`Prov`](state::Prov) (`input.last_prov()` right after the element) and replays them.
+//! `last_prov` must answer whenever `ctx.provenance()` was set at build (a stage downstream
+//! holds elements by position). The tests in `tests/checkpoint.rs` check a stage by
+//! comparing an interrupted and resumed epoch with an uninterrupted one at many points.
+//!
 //! # Format
 //!
 //! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
