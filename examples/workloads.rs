@@ -1,4 +1,5 @@
-//! Runs the benchmark workloads of WORKLOADS.md and prints one JSON line per figure:
+//! Runs the benchmark workloads of WORKLOADS.md (at the repository root) and prints one JSON
+//! line per figure:
 //! `{"system":"streamload","workload":"W1","figure":<number>,"unit":"<unit>","seconds":<s>}`.
 //!
 //! ```text
@@ -23,7 +24,8 @@
 //! every data set (D1's records per shard, D2's JPEGs, D3's lines).
 //!
 //! The figures of one run can be set side by side (ratios within one run are what to compare
-//! on a shared, noisy machine). Criterion versions of the same workloads are in `benches/`.
+//! on a shared, noisy machine). Criterion versions of the same workloads are in `benches/`;
+//! the figures measured so far, and how, are in BENCHMARKS.md.
 
 #[path = "../benches/support/workloads.rs"]
 mod workloads;
@@ -40,7 +42,7 @@ use clap::Parser;
 use streamload::available_cores;
 
 #[derive(Parser, Debug)]
-#[command(about = "streamload's benchmark workloads (see WORKLOADS.md)")]
+#[command(about = "streamload's benchmark workloads (defined in the repository's WORKLOADS.md)")]
 struct Args {
     /// Directory with the workload data (D1-D3); not needed by W1, W4, W7 and W8.
     #[arg(long)]

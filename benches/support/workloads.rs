@@ -1,5 +1,5 @@
-//! The benchmark workloads of ../shared/WORKLOADS.md, defined once and used by both the
-//! criterion benches (`benches/`) and `examples/workloads.rs`.
+//! The benchmark workloads of WORKLOADS.md (at the repository root), defined once and used by
+//! both the criterion benches (`benches/`) and `examples/workloads.rs`.
 //!
 //! Each workload is an async function that runs one full pass and returns what it counted, so
 //! the caller can time it and turn it into the workload's figure.

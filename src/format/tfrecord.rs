@@ -373,7 +373,8 @@ impl TFRecordDataset {
     /// the page cache: no copy, no allocation per record, and records held in a shuffle
     /// buffer pin page cache (which the kernel can reclaim) rather than heap memory. With it,
     /// reading a TFRecord file costs little more than checking its CRCs (on two cores, W2
-    /// went from 1.97 to 3.37 GB/s and W3 from 401 to 706 thousand records/s; see the README).
+    /// went from 1.97 to 3.37 GB/s and W3 from 401 to 706 thousand records/s; see
+    /// BENCHMARKS.md).
     ///
     /// Turn it off for files that another process may truncate or rewrite while they are
     /// read: touching a mapped page that a truncation took away kills the process with
