@@ -53,9 +53,9 @@ impl<U: Send + 'static> Reader<U> {
         buffer: usize,
         gauge: Option<Arc<StageCounters>>,
         key: Option<u64>,
-        provs: bool,
+        (marks, provs): (bool, bool),
     ) -> anyhow::Result<Self> {
-        let marks = inner.is_small() && inner.resumable();
+        let marks = marks && inner.is_small() && inner.resumable();
         let mut marker = Marker::default();
         if marks && let Ok(start) = inner.as_mut().save() {
             marker.set(start);
@@ -154,8 +154,16 @@ where
             self.config.buffer_output_elements,
             self.ctx.stats_handle(),
             key,
-            self.provs,
+            self.record(),
         )
+    }
+
+    /// What readers record for checkpoints: marks and (when asked for) positions, in
+    /// deterministic order only (a nondeterministic interleave cannot be saved, so nothing
+    /// is spent on it).
+    fn record(&self) -> (bool, bool) {
+        let on = self.config.deterministic;
+        (on, on && self.provs)
     }
 
     /// The position of the input element just taken, as a key.
@@ -257,7 +265,7 @@ where
                 self.opener.config.buffer_output_elements,
                 self.opener.ctx.stats_handle(),
                 Some(key),
-                self.opener.provs,
+                self.opener.record(),
             )?;
             reader.marker.set(mark);
             reader.marker.skip = skip;
@@ -410,6 +418,10 @@ where
             })
         });
         save_cycle(STAGE, this.cycle.cursor(), input, slots)
+    }
+
+    fn resumable(&self) -> bool {
+        self.opener.config.deterministic
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

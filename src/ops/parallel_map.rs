@@ -574,7 +574,7 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.deterministic && self.input.get_ref().resumable()
     }
 }
 
