@@ -123,7 +123,8 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
 
     pub(crate) fn new(input: St, size: usize, drop_remainder: bool, ctx: &Ctx) -> Self {
         let small = input.is_small();
-        let record = !small || ctx.provenance();
+        // Nothing is recorded over an input that cannot be saved.
+        let record = (!small || ctx.provenance()) && input.resumable();
         Batch {
             marking: small && input.resumable(),
             input: input.fuse(),

@@ -320,7 +320,7 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         let small = input.is_small();
         ParallelMap {
             marks: deterministic && small && input.resumable(),
-            provs: deterministic && (!small || ctx.provenance()),
+            provs: deterministic && (!small || ctx.provenance()) && input.resumable(),
             small,
             groups: VecDeque::new(),
             yielded: 0,

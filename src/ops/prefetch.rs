@@ -312,7 +312,8 @@ impl<T> Prefetch<T> {
         let mut input = input;
         let small = input.is_small();
         let _ = &small;
-        let marks = small && input.resumable();
+        let resumable = input.resumable();
+        let marks = small && resumable;
         let mut marker = Marker::default();
         if marks && let Ok(start) = input.as_mut().save() {
             // Before anything is taken from it.
@@ -333,7 +334,7 @@ impl<T> Prefetch<T> {
                 upstream: Mutex::new(Upstream {
                     stream: Some(input),
                     marks,
-                    provs: !small || provenance,
+                    provs: (!small || provenance) && resumable,
                     pulled: 0,
                     mark: None,
                 }),
