@@ -89,28 +89,27 @@ async fn main() -> anyhow::Result<()> {
     let ds = pipeline(files.clone());
 
     // Resume when a state was saved, else start the epoch.
-    let (mut epoch, mut seen) = if let (Some(_), Ok(bytes)) =
-        (steps.is_none().then_some(()), std::fs::read(&state_file))
-    {
-        let start = Instant::now();
-        let checkpoint = Checkpoint::from_bytes(&bytes)?;
-        let mut epoch = ds.iter_from(&checkpoint)?;
-        let first = epoch.next().await.context("the epoch had ended")??;
-        println!(
-            "resumed from {} ({} bytes) in {:.0} ms to the first batch",
-            state_file.display(),
-            bytes.len(),
-            start.elapsed().as_secs_f64() * 1e3
-        );
-        let mut seen: Vec<u64> = std::fs::read_to_string(&seen_file)?
-            .lines()
-            .map(str::parse)
-            .collect::<Result<_, _>>()?;
-        seen.push(fingerprint(&first));
-        (epoch, seen)
-    } else {
-        (ds.iter(), Vec::new())
-    };
+    let (mut epoch, mut seen) =
+        if let (Some(_), Ok(bytes)) = (steps.is_none().then_some(()), std::fs::read(&state_file)) {
+            let start = Instant::now();
+            let checkpoint = Checkpoint::from_bytes(&bytes)?;
+            let mut epoch = ds.iter_from(&checkpoint)?;
+            let first = epoch.next().await.context("the epoch had ended")??;
+            println!(
+                "resumed from {} ({} bytes) in {:.0} ms to the first batch",
+                state_file.display(),
+                bytes.len(),
+                start.elapsed().as_secs_f64() * 1e3
+            );
+            let mut seen: Vec<u64> = std::fs::read_to_string(&seen_file)?
+                .lines()
+                .map(str::parse)
+                .collect::<Result<_, _>>()?;
+            seen.push(fingerprint(&first));
+            (epoch, seen)
+        } else {
+            (ds.iter(), Vec::new())
+        };
 
     while let Some(batch) = epoch.next().await {
         seen.push(fingerprint(&batch?)); // the training step

@@ -337,6 +337,59 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    if wanted("W9") {
+        match &args.data {
+            None => eprintln!("W9: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => {
+                let files = workloads::d1_files(dir, false)?;
+                warm_page_cache(&files)?;
+                // W3 (deterministic) with a checkpoint every 1,000 batches (about one per two
+                // epochs) over without: passes alternate, the median of the pairs' ratios.
+                let ds = workloads::w3_dataset(files.clone(), true)?;
+                let (mut with, mut without, mut ratios) =
+                    (Passes::default(), Passes::default(), Passes::default());
+                let (mut batches, mut taken, mut half) = (0u64, 0u64, 0usize);
+                while !(with.enough() && without.enough()) {
+                    let started = Instant::now();
+                    let (n, _) = workloads::w9_pass(&ds, None, &mut 0).await?;
+                    half = (n as usize).div_ceil(256) / 2;
+                    let a = started.elapsed().as_secs_f64();
+                    without.add(n as f64 / a, a);
+                    let started = Instant::now();
+                    let (n, t) = workloads::w9_pass(&ds, Some(1_000), &mut batches).await?;
+                    let b = started.elapsed().as_secs_f64();
+                    taken += t;
+                    with.add(n as f64 / b, b);
+                    ratios.add(a / b, a + b);
+                }
+                // The state mid-epoch (half way: 256 of D1's 512 batches), the time to take it, and
+                // from `iter_from` to the first batch: medians of 5.
+                let mut runs = Vec::new();
+                for _ in 0..5 {
+                    runs.push(workloads::w9_resume(files.clone(), half).await?);
+                }
+                let median = |f: fn(&(usize, f64, f64)) -> f64| {
+                    let mut v: Vec<f64> = runs.iter().map(f).collect();
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                };
+                emit("W9/state-bytes", median(|r| r.0 as f64), "bytes", 0.0);
+                emit(
+                    "W9/checkpoint-ms",
+                    median(|r| r.1 * 1e3),
+                    "ms",
+                    median(|r| r.1),
+                );
+                emit("W9/resume-ms", median(|r| r.2 * 1e3), "ms", median(|r| r.2));
+                without.emit("W9/deterministic", "records/s");
+                with.emit("W9/with-checkpoints", "records/s");
+                ratios.emit(
+                    "W9/overhead",
+                    &format!("x (throughput with a checkpoint every 1,000 batches over without; {taken} taken)"),
+                );
+            }
+        }
+    }
     if wanted("W8") {
         let bucket = workloads::w8_setup(std::time::Duration::from_millis(50)).await?;
         let mut rates = Vec::new();

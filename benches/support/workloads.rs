@@ -272,9 +272,13 @@ pub struct W3Record {
     pub weights: Vec<f32>,
 }
 
-/// W3 tfrecord-parse: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into
-/// image bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE). Returns the records.
-pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
+/// W3's pipeline: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into image
+/// bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE); W3 runs it nondeterministic,
+/// W9 (checkpoints) deterministic.
+pub fn w3_dataset(
+    files: Vec<std::path::PathBuf>,
+    deterministic: bool,
+) -> anyhow::Result<Dataset<Vec<W3Record>>> {
     use streamload::format::{FeatureSpec, ParseSpec};
     use streamload::tensor::DType;
     let spec = ParseSpec::new([
@@ -282,7 +286,7 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
         ("label", FeatureSpec::fixed_len([], DType::Int64)),
         ("weights", FeatureSpec::fixed_len([16], DType::Float32)),
     ])?;
-    let ds = d1_records(files, false)
+    Ok(d1_records(files, false)
         .shuffle(10_000, Some(3))
         .try_map_parallel(tuned(available_cores()), move |payload| {
             let example = streamload::format::parse_single_example_view(&payload, &spec)?;
@@ -298,21 +302,89 @@ pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result
             0 => AUTOTUNE,
             n => Parallelism::Fixed(n as usize),
         })
-        .with_options(options().deterministic(false));
+        .with_options(options().deterministic(deterministic)))
+}
+
+/// Consumes one W3 batch as the workloads do.
+fn consume(batch: &[W3Record]) {
+    black_box(
+        batch
+            .iter()
+            .map(|r| r.label + r.image.len() as i64 + r.weights.len() as i64)
+            .sum::<i64>(),
+    );
+}
+
+/// W3 tfrecord-parse: [`w3_dataset`], nondeterministic. Returns the records.
+pub async fn w3_tfrecord_parse(files: Vec<std::path::PathBuf>) -> anyhow::Result<u64> {
+    let ds = w3_dataset(files, false)?;
     let mut records = 0u64;
     let mut epoch = ds.iter();
     while let Some(batch) = epoch.next().await {
         let batch = batch?;
         records += batch.len() as u64;
-        black_box(
-            batch
-                .iter()
-                .map(|r| r.label + r.image.len() as i64 + r.weights.len() as i64)
-                .sum::<i64>(),
-        );
+        consume(&batch);
     }
     report("W3", &epoch);
     Ok(records)
+}
+
+/// W9: one epoch of W3's pipeline in deterministic order, taking a checkpoint (serialized
+/// to bytes, as a training job saves it) each time `batches` (counted across passes) reaches
+/// a multiple of `every`. Returns the records and the checkpoints taken.
+pub async fn w9_pass(
+    ds: &Dataset<Vec<W3Record>>,
+    every: Option<u64>,
+    batches: &mut u64,
+) -> anyhow::Result<(u64, u64)> {
+    let (mut records, mut taken) = (0u64, 0u64);
+    let mut epoch = ds.iter();
+    while let Some(batch) = epoch.next().await {
+        let batch = batch?;
+        records += batch.len() as u64;
+        consume(&batch);
+        *batches += 1;
+        if every.is_some_and(|n| *batches % n == 0) {
+            black_box(epoch.checkpoint()?.to_bytes());
+            taken += 1;
+        }
+    }
+    Ok((records, taken))
+}
+
+/// W9's state and resume: an epoch of W3's pipeline (deterministic) stopped after `stop`
+/// batches; returns the checkpoint's size in bytes, the time to take it, and the time from
+/// `iter_from` to the first batch of the resumed epoch (a fresh recipe, as a new process).
+pub async fn w9_resume(
+    files: Vec<std::path::PathBuf>,
+    stop: usize,
+) -> anyhow::Result<(usize, f64, f64)> {
+    let ds = w3_dataset(files.clone(), true)?;
+    let mut epoch = ds.iter();
+    for _ in 0..stop {
+        consume(
+            &epoch
+                .next()
+                .await
+                .ok_or_else(|| anyhow::anyhow!("W9: the epoch ended"))??,
+        );
+    }
+    let started = std::time::Instant::now();
+    let bytes = epoch.checkpoint()?.to_bytes();
+    let take = started.elapsed().as_secs_f64();
+    drop(epoch);
+    let fresh = w3_dataset(files, true)?;
+    let started = std::time::Instant::now();
+    let checkpoint = streamload::Checkpoint::from_bytes(&bytes)?;
+    let mut resumed = fresh.iter_from(&checkpoint)?;
+    consume(
+        &resumed
+            .next()
+            .await
+            .ok_or_else(|| anyhow::anyhow!("W9: nothing after resume"))??,
+    );
+    let resume = started.elapsed().as_secs_f64();
+    Ok((bytes.len(), take, resume))
 }
 
 /// W3's read alone (W2's read handing over one record at a time), to set beside W3: what
