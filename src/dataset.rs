@@ -19,13 +19,13 @@
 use std::fmt;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Checkpoint, Opaque, Prov, StageStream, State};
+use crate::checkpoint::{Checkpoint, ENDED, Opaque, Prov, StageStream, State};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
@@ -101,6 +101,12 @@ pub(crate) struct Ctx {
     /// Which epoch of the recipe this is, and which repetition of a `repeat` (mixed in):
     /// random stages key their draws by it.
     epoch: u64,
+    /// The seeds unseeded random stages drew (from OS entropy when their recipe was built),
+    /// by depth: one table for the epoch, saved with its checkpoints and restored from them,
+    /// so a stage built after a restore (a later repetition, a replay) draws as before.
+    seeds: Arc<std::sync::Mutex<std::collections::BTreeMap<u64, u64>>>,
+    /// `seeds` was restored from a checkpoint.
+    restored_seeds: bool,
     /// The next stage built with this context is plumbing the user did not write
     /// ([`Dataset::hidden`]), or has a name the user gave it ([`Dataset::named`]).
     hide_next: bool,
@@ -145,6 +151,8 @@ impl Ctx {
             replay: None,
             provenance: false,
             epoch: 0,
+            seeds: Arc::default(),
+            restored_seeds: false,
             hide_next: false,
             label_next: None,
         }
@@ -294,12 +302,21 @@ impl Ctx {
     /// built).
     pub(crate) fn seed_for(&self, own: Option<u64>, depth: u64, fallback: u64) -> u64 {
         own.or_else(|| self.options.seed.map(|g| mix64(g ^ mix64(depth))))
-            .unwrap_or(fallback)
+            .unwrap_or_else(|| {
+                // A fresh epoch records the seed it drew; a restored one (its table preloaded)
+                // draws what the checkpointed epoch drew at that depth. (Two unseeded random
+                // stages at one depth, branches of a zip, resume with the first one's seed:
+                // give such stages seeds.)
+                let mut seeds = self.seeds.lock().unwrap_or_else(PoisonError::into_inner);
+                if self.restored_seeds {
+                    *seeds.entry(depth).or_insert(fallback)
+                } else {
+                    seeds.entry(depth).or_insert(fallback);
+                    fallback
+                }
+            })
     }
 }
-
-/// The state of an epoch checkpointed after its end.
-const ENDED: &str = "(ended)";
 
 /// A stage's stream that yields `e` and ends.
 pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> {
@@ -727,13 +744,26 @@ impl<T: Send + 'static> Dataset<T> {
             epoch.done = true;
             return Ok(epoch);
         }
-        Ok(self.start(checkpoint.epoch, Some(checkpoint.state.clone())))
+        Ok(self.start(
+            checkpoint.epoch,
+            Some((checkpoint.state.clone(), &checkpoint.seeds)),
+        ))
     }
 
-    fn start(&self, epoch: u64, restore: Option<State>) -> Epoch<T> {
+    fn start(&self, epoch: u64, restore: Option<(State, &[(u64, u64)])>) -> Epoch<T> {
         let mut ctx = Ctx::new(self.stage.options.clone());
         ctx.epoch = epoch;
-        let ctx = ctx.with_restore(restore);
+        let ctx = match restore {
+            Some((state, seeds)) => {
+                ctx.seeds
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(seeds.iter().copied());
+                ctx.restored_seeds = true;
+                ctx.with_restore(Some(state))
+            }
+            None => ctx,
+        };
         Epoch {
             stream: self.build(&ctx),
             stats: ctx.stats,
@@ -741,6 +771,7 @@ impl<T: Send + 'static> Dataset<T> {
             done: false,
             fingerprint: self.fingerprint(),
             epoch,
+            seeds: ctx.seeds,
         }
     }
 
@@ -858,9 +889,11 @@ pub struct Epoch<T> {
     stats: Stats,
     tuner: TunerState,
     done: bool,
-    /// The recipe's fingerprint and the epoch's number, for checkpoints.
+    /// The recipe's fingerprint, the epoch's number and its unseeded stages' seeds, for
+    /// checkpoints.
     fingerprint: u64,
     epoch: u64,
+    seeds: Arc<std::sync::Mutex<std::collections::BTreeMap<u64, u64>>>,
 }
 
 /// The epoch's tuning task: started at the first poll if any stage asked for it, aborted when
@@ -910,10 +943,12 @@ impl<T> Epoch<T> {
         } else {
             self.stream.as_mut().save()?
         };
+        let seeds = self.seeds.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(Checkpoint {
             fingerprint: self.fingerprint,
             epoch: self.epoch,
             state,
+            seeds: seeds.iter().map(|(&k, &v)| (k, v)).collect(),
         })
     }
 }

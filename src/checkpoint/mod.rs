@@ -62,7 +62,7 @@
 //! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
 //! now [`Checkpoint::FORMAT_VERSION`]), then the checkpoint in postcard's encoding (serde, varints):
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
-//! epoch number, and the state tree.
+//! epoch number, the state tree, and the seeds the epoch's unseeded random stages drew.
 
 pub(crate) mod state;
 
@@ -70,10 +70,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 pub(crate) use state::{
-    Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
+    ENDED, Ended, Marker, Opaque, Prov, ReplaySource, Resumable, Resumed, Skipping, StageStream,
+    State, unsupported,
 };
 
 const MAGIC: &[u8; 4] = b"SLCK";
+
+/// The restored input of a stage that saved the positions of what it held (`held`): those
+/// elements replayed first (the input built in replay), then the input restored from its
+/// saved state (input 0), with positions asked for.
+pub(crate) fn resumed_input<T: Send + 'static>(
+    ctx: &crate::dataset::Ctx,
+    input: &crate::dataset::Dataset<T>,
+    state: &State,
+) -> crate::dataset::BoxStream<T> {
+    let restored = input.build(&ctx.for_input(0).with_provenance());
+    resume(ctx, input, &state.held, restored)
+}
+
+/// `held` (positions of elements of `input`) replayed, then `back`.
+pub(crate) fn resume<T: Send + 'static>(
+    ctx: &crate::dataset::Ctx,
+    input: &crate::dataset::Dataset<T>,
+    held: &[Prov],
+    back: crate::dataset::BoxStream<T>,
+) -> crate::dataset::BoxStream<T> {
+    if held.is_empty() {
+        return back;
+    }
+    let held: std::sync::Arc<[Prov]> = held.into();
+    let replay = input.build(&ctx.for_input(0).with_replay(std::sync::Arc::clone(&held)));
+    Box::pin(Resumed::new(replay, held, back))
+}
 
 /// The position of an epoch, to go on from after a restart: see
 /// [`Epoch::checkpoint`](crate::Epoch::checkpoint).
@@ -88,6 +116,8 @@ pub struct Checkpoint {
     /// Which epoch of the recipe (0 for its first [`iter`](crate::Dataset::iter)).
     pub(crate) epoch: u64,
     pub(crate) state: State,
+    /// The seeds the epoch's unseeded random stages drew, by depth.
+    pub(crate) seeds: Vec<(u64, u64)>,
 }
 
 impl Checkpoint {

@@ -78,8 +78,12 @@ pub(crate) enum Prov {
     /// for each stage on the way that adds one (an interleave's input element, a random map's
     /// element index), innermost first.
     At(SmallVec<[u64; 3]>),
-    /// The elements an aggregate was made of (a batch), in order.
-    Group(Vec<Prov>),
+    /// The elements an aggregate was made of (a batch), in order, then the words stages
+    /// downstream of it added.
+    Group(Vec<Prov>, SmallVec<[u64; 2]>),
+    /// An element of an interleave whose inner or input position is not a plain one (a
+    /// batch's): the inner position, the input element's, then the words added downstream.
+    Nest(Box<Prov>, Box<Prov>, SmallVec<[u64; 2]>),
 }
 
 impl Prov {
@@ -89,32 +93,80 @@ impl Prov {
 
     /// This position with one more word, added by a stage downstream of the source.
     pub(crate) fn push(self, word: u64) -> anyhow::Result<Prov> {
-        match self {
+        Ok(match self {
             Prov::At(mut words) => {
                 words.push(word);
-                Ok(Prov::At(words))
+                Prov::At(words)
             }
-            Prov::Group(_) => Err(Error::Checkpoint(
-                "an aggregate (a batch) cannot be placed by position under an interleave or a \
-                 random map"
-                    .into(),
-            )
-            .into()),
-        }
+            Prov::Group(members, mut words) => {
+                words.push(word);
+                Prov::Group(members, words)
+            }
+            Prov::Nest(inner, key, mut words) => {
+                words.push(word);
+                Prov::Nest(inner, key, words)
+            }
+        })
     }
 
     /// The last word and the position without it (undoing [`push`](Prov::push)).
     pub(crate) fn pop(&self) -> anyhow::Result<(u64, Prov)> {
-        match self {
-            Prov::At(words) if !words.is_empty() => {
-                let mut rest = words.clone();
-                let last = rest.pop().unwrap_or_default();
-                Ok((last, Prov::At(rest)))
+        let popped = match self {
+            Prov::At(words) => words
+                .split_last()
+                .map(|(&last, rest)| (last, Prov::At(rest.into()))),
+            Prov::Group(members, words) => words
+                .split_last()
+                .map(|(&last, rest)| (last, Prov::Group(members.clone(), rest.into()))),
+            Prov::Nest(inner, key, words) => words
+                .split_last()
+                .map(|(&last, rest)| (last, Prov::Nest(inner.clone(), key.clone(), rest.into()))),
+        };
+        popped.ok_or_else(|| self.unexpected())
+    }
+
+    fn unexpected(&self) -> anyhow::Error {
+        Error::Checkpoint(format!(
+            "a saved position is not what was expected: {self:?}"
+        ))
+        .into()
+    }
+
+    /// This position followed by an interleave's input element's (`key`): plain positions
+    /// are joined as words (the key's words, then their count: no allocation per element),
+    /// others nested.
+    pub(crate) fn push_prov(self, key: &Prov) -> anyhow::Result<Prov> {
+        match (self, key) {
+            (Prov::At(mut words), Prov::At(tail)) => {
+                words.extend_from_slice(tail);
+                words.push(tail.len() as u64);
+                Ok(Prov::At(words))
             }
-            _ => Err(Error::Checkpoint(format!(
-                "a saved position is not what was expected: {self:?}"
-            ))
-            .into()),
+            (inner, key) => Ok(Prov::Nest(
+                Box::new(inner),
+                Box::new(key.clone()),
+                SmallVec::new(),
+            )),
+        }
+    }
+
+    /// Undoes [`push_prov`](Prov::push_prov): `(key, inner)`.
+    pub(crate) fn pop_prov(&self) -> anyhow::Result<(Prov, Prov)> {
+        match self {
+            Prov::Nest(inner, key, words) if words.is_empty() => {
+                Ok(((**key).clone(), (**inner).clone()))
+            }
+            Prov::At(_) => {
+                let (n, mut rest) = self.pop()?;
+                let mut tail = SmallVec::new();
+                for _ in 0..n {
+                    let (w, r) = rest.pop()?;
+                    tail.insert(0, w);
+                    rest = r;
+                }
+                Ok((Prov::At(tail), rest))
+            }
+            _ => Err(self.unexpected()),
         }
     }
 
@@ -159,6 +211,13 @@ pub(crate) trait Resumable {
     fn resumable(&self) -> bool {
         true
     }
+
+    /// The positions this stream will yield before what its [`save`](Resumable::save)
+    /// describes: a restored input still replaying what its consumer held ([`Resumed`]). A
+    /// stage that saves positions saves these after its own.
+    fn pending(&self) -> Vec<Prov> {
+        Vec::new()
+    }
 }
 
 /// A stage's stream: elements or errors, and its position.
@@ -184,6 +243,10 @@ impl<T> Resumable for Pin<Box<dyn StageStream<T>>> {
 
     fn resumable(&self) -> bool {
         (**self).resumable()
+    }
+
+    fn pending(&self) -> Vec<Prov> {
+        (**self).pending()
     }
 }
 
@@ -378,5 +441,124 @@ impl<T> Resumable for Skipping<T> {
 
     fn resumable(&self) -> bool {
         self.inner.resumable()
+    }
+}
+
+/// The state of a stream that has ended.
+pub(crate) const ENDED: &str = "(ended)";
+
+/// A restored input that had ended: yields nothing and saves as ended again; `small` as the
+/// input it stands for.
+#[derive(Debug)]
+pub(crate) struct Ended<T> {
+    small: bool,
+    _items: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Ended<T> {
+    pub(crate) fn new(small: bool) -> Self {
+        Ended {
+            small,
+            _items: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> Stream for Ended<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(None)
+    }
+}
+
+impl<T> Resumable for Ended<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(ENDED))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Err(unsupported(ENDED, "no element yielded"))
+    }
+
+    fn is_small(&self) -> bool {
+        self.small
+    }
+}
+
+/// A restored input of a stage that held elements by position: those elements, replayed from
+/// their positions, then the input restored from its saved state. A checkpoint taken before
+/// the replay is over saves the positions not yet replayed ([`Resumable::pending`]) and the
+/// restored input's state.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Resumed<T> {
+    replay: Option<Pin<Box<dyn StageStream<T>>>>,
+    positions: std::sync::Arc<[Prov]>,
+    replayed: usize,
+    back: Pin<Box<dyn StageStream<T>>>,
+}
+
+impl<T> Resumed<T> {
+    pub(crate) fn new(
+        replay: Pin<Box<dyn StageStream<T>>>,
+        positions: std::sync::Arc<[Prov]>,
+        back: Pin<Box<dyn StageStream<T>>>,
+    ) -> Self {
+        Resumed {
+            replay: Some(replay),
+            positions,
+            replayed: 0,
+            back,
+        }
+    }
+}
+
+impl<T> Stream for Resumed<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(replay) = this.replay.as_mut() {
+            match std::task::ready!(replay.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.replayed += 1;
+                    return Poll::Ready(Some(item));
+                }
+                None => this.replay = None,
+            }
+        }
+        this.back.as_mut().poll_next(cx)
+    }
+}
+
+impl<T> Resumable for Resumed<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.get_mut().back.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match &self.replay {
+            Some(replay) => replay.last_prov(),
+            None => self.back.last_prov(),
+        }
+    }
+
+    fn is_small(&self) -> bool {
+        self.back.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.back.resumable()
+    }
+
+    fn pending(&self) -> Vec<Prov> {
+        match &self.replay {
+            Some(_) => self
+                .positions
+                .get(self.replayed..)
+                .unwrap_or_default()
+                .to_vec(),
+            None => Vec::new(),
+        }
     }
 }

@@ -39,7 +39,7 @@ pub(crate) fn build<T: Send + 'static>(
         let mut sizes = VecDeque::new();
         for prov in provs.iter() {
             match prov {
-                Prov::Group(group) => {
+                Prov::Group(group, words) if words.is_empty() => {
                     sizes.push_back(group.len());
                     members.extend(group.iter().cloned());
                 }
@@ -61,17 +61,14 @@ pub(crate) fn build<T: Send + 'static>(
     let Some(state) = ctx.restoring() else {
         return Batch::new(input.build(ctx), size, drop_remainder, ctx);
     };
-    let restored = input.build(&ctx.for_input(0));
-    let mut batch = Batch::new(restored, size, drop_remainder, ctx);
-    if !state.held.is_empty() {
-        // The members gathered before the checkpoint, read again at their positions.
-        batch.refill = Some(
-            input
-                .build(&ctx.for_input(0).with_replay(state.held.clone().into()))
-                .fuse(),
-        );
-    }
-    batch
+    // Over an input that is not small, the members gathered before the checkpoint are read
+    // again at their positions first (a small input is restored from the batch's mark).
+    let restored = if input.is_small() {
+        input.build(&ctx.for_input(0))
+    } else {
+        crate::checkpoint::resumed_input(ctx, input, state)
+    };
+    Batch::new(restored, size, drop_remainder, ctx)
 }
 
 /// Stream for the [`batch`](crate::Dataset::batch) method, and the last step of
@@ -97,8 +94,6 @@ pub(crate) struct Batch<St, T> {
     provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
-    /// After a restore: the members saved by position, read again before anything else.
-    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the sizes of the batches to make again.
     replay_sizes: Option<VecDeque<usize>>,
 }
@@ -116,7 +111,6 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
             mark: None,
             provs: None,
             last: None,
-            refill: None,
             replay_sizes: None,
         }
     }
@@ -135,7 +129,6 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
             mark: None,
             provs: record.then(Vec::new),
             last: None,
-            refill: None,
             replay_sizes: None,
         }
     }
@@ -166,25 +159,6 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
-        if let Some(refill) = this.refill {
-            // The members gathered before the checkpoint come first.
-            loop {
-                match ready!(refill.poll_next_unpin(cx)) {
-                    Some(Ok(x)) => {
-                        if let Some(provs) = this.provs.as_mut() {
-                            match refill.get_ref().last_prov() {
-                                Ok(p) => provs.push(p),
-                                Err(e) => return Poll::Ready(Some(Err(e))),
-                            }
-                        }
-                        this.buf.push(x);
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => break,
-                }
-            }
-            *this.refill = None;
-        }
         let size = match this.replay_sizes.as_mut() {
             Some(sizes) => match sizes.front() {
                 Some(&n) => n,
@@ -258,7 +232,10 @@ fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T>
         *this.size = sizes[*i];
     }
     if let Some(provs) = this.provs.as_mut() {
-        *this.last = Some(Prov::Group(std::mem::take(provs)));
+        *this.last = Some(Prov::Group(
+            std::mem::take(provs),
+            smallvec::SmallVec::new(),
+        ));
     }
     std::mem::replace(this.buf, Vec::with_capacity(capacity.min(4096)))
 }
@@ -266,15 +243,11 @@ fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T>
 impl<St: Resumable, T> Resumable for Batch<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
-        if this.refill.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before the first batch after a restore",
-            ));
-        }
         let input = this.input.get_pin_mut();
         if !input.is_small() {
-            let held = this.provs.clone().unwrap_or_default();
+            // The members gathered so far, then what a restored input has still to replay.
+            let mut held = this.provs.clone().unwrap_or_default();
+            held.extend(input.pending());
             return Ok(State::new(STAGE).held(held).input(input.save()?));
         }
         let from = match this.mark {

@@ -39,7 +39,7 @@ struct Reader<U> {
     /// chunk and how many of the chunk were passed on).
     marker: Marker,
     /// Where the input element it reads came from (a one-word position), when known.
-    key: Option<u64>,
+    key: Option<Prov>,
     /// Where its last element passed on came from.
     last: Option<Prov>,
 }
@@ -52,7 +52,7 @@ impl<U: Send + 'static> Reader<U> {
         mut inner: BoxStream<U>,
         buffer: usize,
         gauge: Option<Arc<StageCounters>>,
-        key: Option<u64>,
+        key: Option<Prov>,
         (marks, provs): (bool, bool),
     ) -> anyhow::Result<Self> {
         let marks = marks && inner.is_small() && inner.resumable();
@@ -148,7 +148,7 @@ where
         !self.input.is_terminated() || !self.ahead.is_empty()
     }
 
-    fn start(&self, x: T, key: Option<u64>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
+    fn start(&self, x: T, key: Option<Prov>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
         Reader::spawn(
             open(&*self.f, x, ctx, STAGE)?,
             self.config.buffer_output_elements,
@@ -167,12 +167,8 @@ where
     }
 
     /// The position of the input element just taken, as a key.
-    fn key(&self) -> Option<u64> {
-        self.input
-            .get_ref()
-            .last_prov()
-            .ok()
-            .and_then(|p| p.single().ok())
+    fn key(&self) -> Option<Prov> {
+        self.input.get_ref().last_prov().ok()
     }
 
     /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
@@ -364,7 +360,9 @@ where
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
     let mut interleave = ParallelInterleave::new(upstream, Arc::clone(f), nested.fresh(), config);
-    interleave.opener.provs = ctx.provenance();
+    // Positions are recorded when a stage downstream asks, and always over an input that is
+    // not small (stages downstream then hold its elements by position).
+    interleave.opener.provs = ctx.provenance() || !input.is_small();
     if let Some(state) = ctx.restoring() {
         match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
             Ok(reopen) => interleave.reopen = reopen,
@@ -392,12 +390,6 @@ where
                 "its order is not deterministic (Options::deterministic(false))",
             ));
         }
-        if this.reopen.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its inputs were reopened after a restore",
-            ));
-        }
         let input = match this.opener.ahead.front() {
             Some((_, Some(mark))) => mark.clone(),
             Some((_, None)) => {
@@ -405,9 +397,14 @@ where
             }
             None => this.opener.input.get_mut().as_mut().save()?,
         };
-        let slots = this.cycle.slots.iter().map(|open| {
-            open.as_ref().map(|reader| {
-                let key = reader.key.ok_or_else(|| {
+        let reopen = &this.reopen;
+        // Slots still to be reopened after a restore are saved as they were restored.
+        let slots = this.cycle.slots.iter().enumerate().map(|(i, open)| {
+            let Some(reader) = open else {
+                return reopen.as_ref().and_then(|r| r.pending(i)).map(Ok);
+            };
+            Some((|| {
+                let key = reader.key.clone().ok_or_else(|| {
                     unsupported(STAGE, "its input cannot say where its elements come from")
                 })?;
                 // `[skip]` over the inner stream's mark: restored from the mark, it skips
@@ -415,13 +412,18 @@ where
                 let mut inner = reader.marker.save(STAGE)?;
                 inner.stage = "(reader)".into();
                 Ok((key, inner))
-            })
+            })())
         });
         save_cycle(STAGE, this.cycle.cursor(), input, slots)
     }
 
     fn resumable(&self) -> bool {
         self.opener.config.deterministic
+    }
+
+    /// As small as its input (the inner datasets it reads are sources, small).
+    fn is_small(&self) -> bool {
+        self.opener.input.get_ref().is_small()
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -431,13 +433,13 @@ where
             .get(self.cycle.last)
             .and_then(Option::as_ref);
         let reader = reader.ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        let key = reader.key.ok_or_else(|| {
+        let key = reader.key.as_ref().ok_or_else(|| {
             unsupported(STAGE, "its input cannot say where its elements come from")
         })?;
         reader
             .last
             .clone()
             .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))?
-            .push(key)
+            .push_prov(key)
     }
 }

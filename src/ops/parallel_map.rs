@@ -180,7 +180,7 @@ pub(crate) fn build<T: Send + 'static, U: Send + 'static>(
     let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
     let own = words.len();
     let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
-        None => ((input.build)(ctx), None),
+        None => ((input.build)(&ctx.for_input(0)), None),
         Some(state) => match restore(ctx, input, state, own) {
             Ok(restored) => restored,
             Err(e) => (error_stream(e), None),
@@ -213,8 +213,12 @@ fn restore<T: Send + 'static>(
     if state.held.is_empty() {
         return Ok((upstream, None));
     }
-    let replay = (input.build)(&ctx.for_input(0).with_replay(state.held.clone().into()));
-    Ok((Box::pin(Chain::new(replay, upstream)), None))
+    let held: Arc<[crate::checkpoint::Prov]> = state.held.clone().into();
+    let replay = (input.build)(&ctx.for_input(0).with_replay(Arc::clone(&held)));
+    Ok((
+        Box::pin(crate::checkpoint::Resumed::new(replay, held, upstream)),
+        None,
+    ))
 }
 
 /// How to build a parallel map's input for an epoch (fresh, restored or replaying, as the
@@ -405,10 +409,9 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             };
             if self.marks {
                 info.mark = self.input.get_mut().as_mut().save().ok();
-                if info.mark.is_none()
-                    && let Some((mark, skip)) = self.restored.take()
-                {
-                    // Still skipping what was passed on before the restore.
+                // A mark of its own ends the restored one; while the restored input is still
+                // skipping what was passed on before the restore, the restored mark stands.
+                if let (None, Some((mark, skip))) = (&info.mark, self.restored.take()) {
                     info.mark = Some(mark);
                     info.base = skip;
                 }
@@ -555,6 +558,8 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
             let from = if i == 0 { this.yielded } else { 0 };
             held.extend(group.provs.iter().skip(from).cloned());
         }
+        // What a restored input has still to replay comes after the calls in flight.
+        held.extend(this.input.get_ref().pending());
         Ok(state
             .held(held)
             .input(this.input.get_mut().as_mut().save()?))
@@ -575,71 +580,5 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
 
     fn resumable(&self) -> bool {
         self.deterministic && self.input.get_ref().resumable()
-    }
-}
-
-/// After a restore over an input that is not small: the elements in flight at the checkpoint
-/// (replayed from their positions), then the restored input.
-struct Chain<T> {
-    front: Option<BoxStream<T>>,
-    back: BoxStream<T>,
-    /// The element last yielded came from `front`.
-    from_front: bool,
-}
-
-impl<T> Chain<T> {
-    fn new(front: BoxStream<T>, back: BoxStream<T>) -> Self {
-        Chain {
-            front: Some(front),
-            back,
-            from_front: false,
-        }
-    }
-}
-
-impl<T> Stream for Chain<T> {
-    type Item = anyhow::Result<T>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if let Some(front) = this.front.as_mut() {
-            match std::task::ready!(front.as_mut().poll_next(cx)) {
-                Some(item) => {
-                    this.from_front = true;
-                    return Poll::Ready(Some(item));
-                }
-                None => this.front = None,
-            }
-        }
-        this.from_front = false;
-        this.back.as_mut().poll_next(cx)
-    }
-}
-
-impl<T> Resumable for Chain<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.get_mut();
-        if this.front.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint while the elements in flight at the last restore are made again",
-            ));
-        }
-        this.back.as_mut().save()
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        match (&self.front, self.from_front) {
-            (Some(front), true) => front.last_prov(),
-            _ => self.back.last_prov(),
-        }
-    }
-
-    fn is_small(&self) -> bool {
-        self.back.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.back.resumable()
     }
 }

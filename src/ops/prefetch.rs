@@ -28,7 +28,13 @@ pub(crate) fn build<T: Send + 'static>(
 ) -> Prefetch<T> {
     let gauge = ctx.stats_handle();
     let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) else {
-        return Prefetch::new(input.build(ctx), buffer, knob, gauge, ctx.provenance());
+        return Prefetch::new(
+            input.build(&ctx.for_input(0)),
+            buffer,
+            knob,
+            gauge,
+            ctx.provenance(),
+        );
     };
     let restored = (|| {
         let upstream = input.build(&ctx.for_input(0));
@@ -43,26 +49,23 @@ pub(crate) fn build<T: Send + 'static>(
                 gauge.clone(),
                 ctx.provenance(),
             );
-            return Ok(prefetch.restored(Some((mark, skip)), None));
+            return Ok(prefetch.restored(mark, skip));
         }
-        let upstream = if state.word(1)? == 1 {
-            Box::pin(crate::checkpoint::Opaque::new(
-                futures::stream::empty(),
-                STAGE,
-            ))
+        // An upstream that had ended stays ended (it saves as ended again). What the
+        // prefetch held is read again at its positions first.
+        let back = if state.word(1)? == 1 {
+            Box::pin(crate::checkpoint::Ended::new(false))
         } else {
             upstream
         };
-        let front = (!state.held.is_empty())
-            .then(|| input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
-        let prefetch = Prefetch::new(
+        let upstream = crate::checkpoint::resume(ctx, input, &state.held, back);
+        Ok(Prefetch::new(
             upstream,
             buffer,
             knob.clone(),
             gauge.clone(),
             ctx.provenance(),
-        );
-        Ok(prefetch.restored(None, front))
+        ))
     })();
     restored.unwrap_or_else(|e: anyhow::Error| {
         Prefetch::new(crate::dataset::error_stream(e), buffer, knob, gauge, false)
@@ -113,9 +116,6 @@ pub(crate) struct Prefetch<T> {
     /// After a checkpoint over an input that is not small: the elements taken out of the
     /// channel to save their positions, passed on before the channel's.
     held: std::collections::VecDeque<Tagged<T>>,
-    /// After such a restore: the elements held at the checkpoint, replayed from their
-    /// positions, passed on first.
-    front: Option<BoxStream<T>>,
     /// The producer task; aborted when the stream is dropped or ends.
     task: Option<Task<()>>,
     done: bool,
@@ -311,7 +311,6 @@ impl<T> Prefetch<T> {
     ) -> Self {
         let mut input = input;
         let small = input.is_small();
-        let _ = &small;
         let resumable = input.resumable();
         let marks = small && resumable;
         let mut marker = Marker::default();
@@ -355,7 +354,6 @@ impl<T> Prefetch<T> {
             last: None,
             small,
             held: std::collections::VecDeque::new(),
-            front: None,
             task: None,
             done: false,
             left_at: None,
@@ -425,16 +423,6 @@ impl<T: Send + 'static> Prefetch<T> {
         let this = self;
         if this.done {
             return Poll::Ready(None);
-        }
-        if let Some(front) = this.front.as_mut() {
-            // The elements held at the checkpoint this epoch was restored from.
-            match ready!(front.as_mut().poll_next(cx)) {
-                Some(item) => {
-                    this.last = front.last_prov().ok();
-                    return Poll::Ready(Some(item));
-                }
-                None => this.front = None,
-            }
         }
         if let Some(tagged) = this.held.pop_front() {
             return this.leave(tagged, true);
@@ -632,18 +620,10 @@ impl<T: Send + 'static> Future for Producer<T> {
 }
 
 impl<T: Send + 'static> Prefetch<T> {
-    /// Goes on from a restored state (see [`Resumable for Prefetch`](Prefetch)): the marker
-    /// (over a small input), or the held elements' replay (over one that is not).
-    pub(crate) fn restored(
-        mut self,
-        marker: Option<(State, u64)>,
-        front: Option<BoxStream<T>>,
-    ) -> Self {
-        if let Some((mark, skip)) = marker {
-            self.marker.set(mark);
-            self.marker.skip = skip;
-        }
-        self.front = front;
+    /// Goes on from a mark of a small upstream (restored from it, skipping `skip`).
+    pub(crate) fn restored(mut self, mark: State, skip: u64) -> Self {
+        self.marker.set(mark);
+        self.marker.skip = skip;
         self
     }
 }
@@ -656,12 +636,6 @@ impl<T: Send + 'static> Prefetch<T> {
 impl<T: Send + 'static> Resumable for Prefetch<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.front.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before the elements held at the last restore were passed on",
-            ));
-        }
         if this.small {
             return this.marker.save(STAGE);
         }
@@ -672,10 +646,17 @@ impl<T: Send + 'static> Resumable for Prefetch<T> {
         }
         let saved = (|| {
             let mut upstream = shared.upstream();
-            let (input, ended) = match upstream.stream.as_mut() {
-                Some(stream) => (stream.as_mut().save()?, 0),
-                None => (State::new("(ended)"), 1),
+            // What a restored upstream has still to replay comes after what is held here.
+            let pending = upstream
+                .stream
+                .as_ref()
+                .map(|s| s.pending())
+                .unwrap_or_default();
+            let input = match upstream.stream.as_mut() {
+                Some(stream) => stream.as_mut().save()?,
+                None => State::new(crate::checkpoint::ENDED),
             };
+            let ended = u64::from(input.stage == crate::checkpoint::ENDED);
             drop(upstream);
             while let Ok(tagged) = this.rx.try_recv() {
                 this.held.push_back(tagged);
@@ -688,6 +669,7 @@ impl<T: Send + 'static> Resumable for Prefetch<T> {
                         .clone()
                         .ok_or_else(|| unsupported(STAGE, "an element's position was not recorded"))
                 })
+                .chain(pending.into_iter().map(Ok))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Ok(State::new(STAGE).words([0, ended]).held(held).input(input))
         })();

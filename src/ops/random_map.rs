@@ -53,13 +53,12 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
             input.cardinality(),
             Counting::Wrapped,
             move |ctx, upstream| {
-                // [seed, epoch] first in its saved state; restored ones win.
-                let saved = ctx
-                    .restoring()
-                    .filter(|_| ctx.replaying().is_none())
-                    .and_then(|s| Some((s.word(0).ok()?, s.word(1).ok()?)));
-                let (seed, epoch) =
-                    saved.unwrap_or_else(|| (ctx.seed_for(seed, depth, fallback), ctx.epoch()));
+                // [seed, epoch] first in its saved state. The saved seed wins (an unseeded
+                // recipe draws another in each process), in replay too; the epoch is the
+                // context's (a replayed element may come from an earlier repetition).
+                let saved = ctx.restoring().and_then(|s| s.word(0).ok());
+                let seed = saved.unwrap_or_else(|| ctx.seed_for(seed, depth, fallback));
+                let epoch = ctx.epoch();
                 let key = epoch_key(seed, epoch);
                 let f = Arc::clone(&f);
                 let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =

@@ -28,11 +28,14 @@ pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>)
                 current: None,
                 produced: false,
                 replay: None,
+                seeds: None,
             };
             if let Some(provs) = ctx.replaying() {
-                // Each saved position ends with the repetition it came from.
+                // Each saved position ends with the repetition it came from; the saved state
+                // of a repetition gives the seeds of unseeded stages inside.
                 repeat.replay = Some((Arc::clone(provs), 0));
                 repeat.remaining = None;
+                repeat.seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
             } else if let Some(state) = ctx.restoring() {
                 if let Err(e) = repeat.restore(state) {
                     repeat.current = Some(crate::dataset::error_stream(e));
@@ -59,6 +62,8 @@ pub(crate) struct Repeat<T> {
     produced: bool,
     /// In replay: the positions to make again, and how far it got.
     replay: Option<(Arc<[Prov]>, usize)>,
+    /// In replay: a saved state of a repetition (for the seeds of the stages inside).
+    seeds: Option<State>,
 }
 
 impl<T: Send + 'static> Repeat<T> {
@@ -96,7 +101,11 @@ impl<T: Send + 'static> Repeat<T> {
                 *next += 1;
             }
             self.started = rep + 1;
-            let ctx = self.ctx.repetition(rep).with_replay(inner.into());
+            let ctx = self
+                .ctx
+                .repetition(rep)
+                .with_restore(self.seeds.clone())
+                .with_replay(inner.into());
             Ok(self.dataset.build(&ctx))
         })();
         if run.is_err() {
