@@ -13,7 +13,6 @@
 //! after decoding when its records were copied out (small ones), else with its last slice.
 //! So steady-state reads neither fault fresh pages in nor zero them.
 
-use std::fs::Metadata;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,20 +40,75 @@ pub(crate) async fn read_ahead(
     block: usize,
     read_ahead: usize,
 ) -> std::io::Result<Blocks> {
-    let file = tokio::fs::File::open(path).await?;
-    let meta = file.metadata().await?;
-    let file = file.into_std().await;
-    Ok(read_blocks(file, &meta, block, read_ahead))
+    Ok(open(path, block, read_ahead, false).await?.0)
 }
 
-/// The blocks of an opened file: positioned reads for a regular file of known length,
-/// sequential reads for anything else.
-fn read_blocks(file: std::fs::File, meta: &Metadata, block: usize, read_ahead: usize) -> Blocks {
-    if meta.is_file() && meta.len() > 0 {
-        blocks_of(Arc::new(file), block, read_ahead, read_at)
-    } else {
-        sequential_blocks(file, block, read_ahead)
-    }
+/// A positioned fetch of `n` bytes of a file at an offset (a read, or a mapped window), and
+/// `true` when the file ended first.
+type Fetch = fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>;
+
+/// A file as one blocking job found it.
+enum Opened {
+    /// A regular file of known length: its first block, and how to fetch the others.
+    Positioned {
+        file: std::fs::File,
+        first: std::io::Result<(Bytes, bool)>,
+        fetch: Fetch,
+        mapped: bool,
+    },
+    /// Anything else, read sequentially.
+    Sequential(std::fs::File),
+}
+
+/// Opens `path` as its blocks (mapped windows when `map` is set and the file can be mapped:
+/// then the `bool` is `true`).
+///
+/// Opening, asking for the length, probing the mapping and fetching the first block are one
+/// job on a blocking thread: a file that fits in a block costs one round trip there. (With a
+/// job per step, four for a small file (open, length, two reads ahead), a pipeline of many
+/// small files kept tokio's blocking pool busy, and tokio starts a blocking thread whenever
+/// none is idle: the pool grew with the machine's load, to 40-55 threads on 2 cores, and with
+/// it the memory the C allocator caches per thread.)
+async fn open(
+    path: &Path,
+    block: usize,
+    read_ahead: usize,
+    map: bool,
+) -> std::io::Result<(Blocks, bool)> {
+    let block = block.max(1);
+    let path = path.to_owned();
+    let task = runtime::spawn_blocking("read", move || -> std::io::Result<Opened> {
+        let file = std::fs::File::open(&path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.len() == 0 {
+            return Ok(Opened::Sequential(file));
+        }
+        let mapped = map && map_window(&file, 0, 1, false).is_ok();
+        let fetch: Fetch = if mapped { fetch_mapped } else { read_at };
+        let first = fetch(&file, 0, block);
+        Ok(Opened::Positioned {
+            file,
+            first,
+            fetch,
+            mapped,
+        })
+    })
+    .map_err(std::io::Error::other)?;
+    let opened = task
+        .await
+        .map_err(|e| std::io::Error::other(runtime::join_error("read", e)))??;
+    Ok(match opened {
+        Opened::Sequential(file) => (sequential_blocks(file, block, read_ahead), false),
+        Opened::Positioned {
+            file,
+            first,
+            fetch,
+            mapped,
+        } => {
+            let blocks = blocks_of(Arc::new(file), first, block, read_ahead, fetch);
+            (blocks, mapped)
+        }
+    })
 }
 
 /// The bytes of `range` in the file at `path`, up to its end; an error when the range
@@ -94,17 +148,12 @@ pub(crate) async fn map_ahead(
     block: usize,
     read_ahead: usize,
 ) -> std::io::Result<(Blocks, bool)> {
-    let file = tokio::fs::File::open(path).await?;
-    let meta = file.metadata().await?;
-    let file = file.into_std().await;
-    let mappable = meta.is_file() && meta.len() > 0 && map_window(&file, 0, 1, false).is_ok();
-    if !mappable {
-        return Ok((read_blocks(file, &meta, block, read_ahead), false));
-    }
-    let blocks = blocks_of(Arc::new(file), block, read_ahead, |file, offset, n| {
-        fetch_window(file, offset, n, MAX_LIVE_WINDOWS)
-    });
-    Ok((blocks, true))
+    open(path, block, read_ahead, true).await
+}
+
+/// A window of `file`, mapped while fewer than [`MAX_LIVE_WINDOWS`] are alive.
+fn fetch_mapped(file: &std::fs::File, offset: u64, n: usize) -> std::io::Result<(Bytes, bool)> {
+    fetch_window(file, offset, n, MAX_LIVE_WINDOWS)
 }
 
 /// Mapped windows alive at once in the process, at most (each is a mapping, and Linux allows
@@ -145,30 +194,35 @@ fn fetch_window(
     map_window(file, offset, n, true)
 }
 
-/// The blocks of `file`, `block` bytes each, fetched by `fetch` on blocking threads,
-/// `read_ahead` at once, in order, up to the first short one (the end of the file as that
-/// fetch found it).
+/// The blocks of `file`, `block` bytes each: `first` (fetched already), then the others
+/// fetched by `fetch` on blocking threads, `read_ahead` at once, in order, up to the first
+/// short one (the end of the file as that fetch found it). A first block that is short, or
+/// an error, is the last.
 fn blocks_of(
     file: Arc<std::fs::File>,
+    first: std::io::Result<(Bytes, bool)>,
     block: usize,
     read_ahead: usize,
-    fetch: fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>,
+    fetch: Fetch,
 ) -> Blocks {
-    let block = block.max(1);
-    let reads = stream::iter((0u64..).step_by(block))
-        .map(move |offset| {
-            let file = Arc::clone(&file);
-            async move {
-                let task = runtime::spawn_blocking("read", move || fetch(&file, offset, block))
-                    .map_err(std::io::Error::other)?;
-                match task.await {
-                    // The format's reader names the file in its error context.
-                    Ok(read) => read,
-                    Err(e) => Err(std::io::Error::other(runtime::join_error("read", e))),
+    let more = matches!(first, Ok((_, false)));
+    let rest = more.then(|| {
+        stream::iter((block as u64..).step_by(block))
+            .map(move |offset| {
+                let file = Arc::clone(&file);
+                async move {
+                    let task = runtime::spawn_blocking("read", move || fetch(&file, offset, block))
+                        .map_err(std::io::Error::other)?;
+                    match task.await {
+                        // The format's reader names the file in its error context.
+                        Ok(read) => read,
+                        Err(e) => Err(std::io::Error::other(runtime::join_error("read", e))),
+                    }
                 }
-            }
-        })
-        .buffered(read_ahead.max(1));
+            })
+            .buffered(read_ahead.max(1))
+    });
+    let reads = stream::once(futures::future::ready(first)).chain(stream::iter(rest).flatten());
     stop_at_short_read(reads)
 }
 
@@ -396,6 +450,36 @@ mod tests {
             let blocks: Vec<Bytes> = blocks.try_collect().await.expect("blocks");
             assert!(blocks.iter().all(|b| !b.is_empty()), "no empty block");
             assert_eq!(blocks.concat(), content, "mapped {mapped}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_that_fits_in_a_block_is_opened_and_read_in_one_blocking_job() {
+        // Its blocks are ready when the open returns: no job left for the stream to wait on
+        // (with a job per step, a small file cost four blocking jobs, and a pipeline of many
+        // small files grew the runtime's pool of blocking threads; see `open`).
+        let (_dir, path, content) = file_of(10_000);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        for map in [true, false] {
+            let mut blocks = if map {
+                let (blocks, mapped) = map_ahead(&path, 1 << 20, 2).await.expect("open");
+                assert!(mapped);
+                blocks
+            } else {
+                read_ahead(&path, 1 << 20, 2).await.expect("open")
+            };
+            match blocks.poll_next_unpin(&mut cx) {
+                std::task::Poll::Ready(Some(Ok(block))) => assert_eq!(block[..], content[..]),
+                other => panic!("mapped {map}: the first block is not ready: {other:?}"),
+            }
+            assert!(
+                matches!(
+                    blocks.poll_next_unpin(&mut cx),
+                    std::task::Poll::Ready(None)
+                ),
+                "mapped {map}: the end is known without another read"
+            );
         }
     }
 
