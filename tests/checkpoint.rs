@@ -427,3 +427,76 @@ async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
     };
     assert_exact(make, [0, 1, 5, 119, 120, 300, 719, 720]).await;
 }
+
+/// Writes `bytes` to `dir/name`, gzip-compressed when the name ends in `.gz`.
+fn write_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    if name.ends_with(".gz") {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    } else {
+        std::fs::write(&path, bytes).unwrap();
+    }
+    path
+}
+
+/// `n` text files of `per` lines each (varied lengths, some with `\r\n`, the last file
+/// without a final newline), plain or gzip.
+fn text_files(dir: &std::path::Path, n: usize, per: usize, gzip: bool) -> Vec<std::path::PathBuf> {
+    (0..n)
+        .map(|f| {
+            let mut text = String::new();
+            for l in 0..per {
+                let end = if l % 7 == 3 { "\r\n" } else { "\n" };
+                text.push_str(&format!("{f}:{l}:{}{end}", "y".repeat((l * 13) % 150)));
+            }
+            if f == n - 1 {
+                text.pop();
+            }
+            let name = format!("lines-{f}.txt{}", if gzip { ".gz" } else { "" });
+            write_file(dir, &name, text.as_bytes())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_lines_resume_at_their_offsets() {
+    use streamload::format::{Compression, TextLineDataset};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        // More lines than a reader task's chunk (4,096), so chunks span files.
+        let files = text_files(dir.path(), 3, 3000, gzip);
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .buffer_size(1000)
+                .build()
+        };
+        assert_exact(make, [0, 1, 2999, 3000, 3001, 4096, 4097, 8999, 9000]).await;
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .buffer_size(700)
+                .build()
+                .shuffle(200, Some(3))
+                .batch(10)
+        };
+        let size = assert_exact(make, [0, 1, 20, 299, 300, 410, 899, 900]).await;
+        assert!(size < 200 * 8 + 300, "checkpoint of {size} bytes");
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .num_parallel_reads(2)
+                .buffer_size(900)
+                .build()
+                .shuffle(100, Some(5))
+                .prefetch(3)
+        };
+        assert_exact(make, [0, 1, 100, 2999, 6000, 9000]).await;
+    }
+}

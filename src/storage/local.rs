@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 
+use super::{Identity, OpenedFile};
 use crate::format::Blocks;
 use crate::runtime;
 
@@ -32,29 +33,65 @@ pub(crate) const DEFAULT_BLOCK: usize = 1024 * 1024;
 /// Blocks read ahead of the consumer per open file.
 pub(crate) const READ_AHEAD: usize = 2;
 
-/// Opens `path` and streams its bytes in blocks of `block` bytes, with `read_ahead` blocks
-/// being read at once (positioned reads, so they proceed in parallel and arrive in order; or,
-/// for a pipe or device, one after the other on one thread), until a read finds the end.
-/// Memory per open file is at most `read_ahead * block` bytes plus the consumer's buffer.
+/// Opens `path` and streams its bytes from `offset` on in blocks of `block` bytes, with
+/// `read_ahead` blocks being read at once (positioned reads, so they proceed in parallel and
+/// arrive in order; or, for a pipe or device, one after the other on one thread, from its
+/// start), until a read finds the end. Memory per open file is at most `read_ahead * block`
+/// bytes plus the consumer's buffer.
 pub(crate) async fn read_ahead(
     path: &Path,
     block: usize,
     read_ahead: usize,
-) -> std::io::Result<Blocks> {
+    offset: u64,
+) -> std::io::Result<OpenedFile> {
     let file = tokio::fs::File::open(path).await?;
     let meta = file.metadata().await?;
     let file = file.into_std().await;
-    Ok(read_blocks(file, &meta, block, read_ahead))
+    Ok(read_blocks(file, &meta, block, read_ahead, offset))
 }
 
-/// The blocks of an opened file: positioned reads for a regular file of known length,
-/// sequential reads for anything else.
-fn read_blocks(file: std::fs::File, meta: &Metadata, block: usize, read_ahead: usize) -> Blocks {
+/// The blocks of an opened file: positioned reads from `offset` for a regular file of known
+/// length, sequential reads from its start for anything else.
+fn read_blocks(
+    file: std::fs::File,
+    meta: &Metadata,
+    block: usize,
+    read_ahead: usize,
+    offset: u64,
+) -> OpenedFile {
+    let identity = identity(meta);
     if meta.is_file() && meta.len() > 0 {
-        blocks_of(Arc::new(file), block, read_ahead, read_at)
+        OpenedFile {
+            blocks: blocks_of(Arc::new(file), offset, block, read_ahead, read_at),
+            mapped: false,
+            start: offset,
+            identity,
+        }
     } else {
-        sequential_blocks(file, block, read_ahead)
+        OpenedFile {
+            blocks: sequential_blocks(file, block, read_ahead),
+            mapped: false,
+            start: 0,
+            identity,
+        }
     }
+}
+
+/// A regular file's size and modification time (in nanoseconds since 1970), to tell later
+/// whether it changed; nothing for anything else (a pipe, a device).
+fn identity(meta: &Metadata) -> Option<Identity> {
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    Some(Identity {
+        size: meta.len(),
+        version: modified,
+    })
 }
 
 /// The bytes of `range` in the file at `path`, up to its end; an error when the range
@@ -93,18 +130,24 @@ pub(crate) async fn map_ahead(
     path: &Path,
     block: usize,
     read_ahead: usize,
-) -> std::io::Result<(Blocks, bool)> {
+    offset: u64,
+) -> std::io::Result<OpenedFile> {
     let file = tokio::fs::File::open(path).await?;
     let meta = file.metadata().await?;
     let file = file.into_std().await;
     let mappable = meta.is_file() && meta.len() > 0 && map_window(&file, 0, 1, false).is_ok();
     if !mappable {
-        return Ok((read_blocks(file, &meta, block, read_ahead), false));
+        return Ok(read_blocks(file, &meta, block, read_ahead, offset));
     }
-    let blocks = blocks_of(Arc::new(file), block, read_ahead, |file, offset, n| {
-        fetch_window(file, offset, n, MAX_LIVE_WINDOWS)
+    let blocks = blocks_of(Arc::new(file), offset, block, read_ahead, |file, at, n| {
+        fetch_window(file, at, n, MAX_LIVE_WINDOWS)
     });
-    Ok((blocks, true))
+    Ok(OpenedFile {
+        blocks,
+        mapped: true,
+        start: offset,
+        identity: identity(&meta),
+    })
 }
 
 /// Mapped windows alive at once in the process, at most (each is a mapping, and Linux allows
@@ -145,17 +188,18 @@ fn fetch_window(
     map_window(file, offset, n, true)
 }
 
-/// The blocks of `file`, `block` bytes each, fetched by `fetch` on blocking threads,
-/// `read_ahead` at once, in order, up to the first short one (the end of the file as that
-/// fetch found it).
+/// The blocks of `file` from `offset` on, `block` bytes each, fetched by `fetch` on blocking
+/// threads, `read_ahead` at once, in order, up to the first short one (the end of the file
+/// as that fetch found it).
 fn blocks_of(
     file: Arc<std::fs::File>,
+    offset: u64,
     block: usize,
     read_ahead: usize,
     fetch: fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>,
 ) -> Blocks {
     let block = block.max(1);
-    let reads = stream::iter((0u64..).step_by(block))
+    let reads = stream::iter((offset..).step_by(block))
         .map(move |offset| {
             let file = Arc::clone(&file);
             async move {
@@ -366,7 +410,8 @@ mod tests {
     async fn mapped_windows_hold_the_file_in_order() {
         let (_dir, path, content) = file_of(10_000);
         for block in [1, 4_096, 4_099, 10_000, 1 << 20] {
-            let (blocks, mapped) = map_ahead(&path, block, 2).await.expect("open");
+            let opened = map_ahead(&path, block, 2, 0).await.expect("open");
+            let (blocks, mapped) = (opened.blocks, opened.mapped);
             assert!(mapped, "a regular file is mapped");
             let blocks: Vec<Bytes> = blocks.try_collect().await.expect("windows");
             assert!(blocks.iter().all(|b| b.len() <= block));
@@ -380,11 +425,11 @@ mod tests {
         for mapped in [true, false] {
             let (_dir, path, mut content) = file_of(10_000);
             let blocks = if mapped {
-                let (blocks, was_mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
-                assert!(was_mapped);
-                blocks
+                let opened = map_ahead(&path, 4_096, 2, 0).await.expect("open");
+                assert!(opened.mapped);
+                opened.blocks
             } else {
-                read_ahead(&path, 4_096, 2).await.expect("open")
+                read_ahead(&path, 4_096, 2, 0).await.expect("open").blocks
             };
             let more: Vec<u8> = (0..5_000).map(|i| (i % 13) as u8).collect();
             std::fs::OpenOptions::new()
@@ -402,7 +447,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn empty_files_are_read_not_mapped() {
         let (_dir, path, _) = file_of(0);
-        let (blocks, mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
+        let opened = map_ahead(&path, 4_096, 2, 0).await.expect("open");
+        let (blocks, mapped) = (opened.blocks, opened.mapped);
         assert!(!mapped);
         assert!(
             blocks
