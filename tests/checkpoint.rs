@@ -500,3 +500,119 @@ async fn text_lines_resume_at_their_offsets() {
         assert_exact(make, [0, 1, 100, 2999, 6000, 9000]).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_rows_resume_after_their_header() {
+    use streamload::format::{Column, Compression, CsvDataset, Field};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        let files: Vec<_> = (0..3)
+            .map(|f| {
+                let mut text = String::from("id,name,score\n");
+                for r in 0..400 {
+                    // Quoted fields with delimiters and line breaks, `\r\n` and `\r` endings.
+                    let name = match r % 5 {
+                        0 => format!("\"n{r}, with a comma\""),
+                        1 => format!("\"two\nlines {r}\""),
+                        _ => format!("n{r}{}", "z".repeat(r % 40)),
+                    };
+                    let end = ["\n", "\r\n", "\r"][r % 3];
+                    text.push_str(&format!("{},{name},{}{end}", f * 1000 + r, r % 7));
+                }
+                let name = format!("rows-{f}.csv{}", if gzip { ".gz" } else { "" });
+                write_file(dir.path(), &name, text.as_bytes())
+            })
+            .collect();
+        let columns = || {
+            [
+                Column::int64(),
+                Column::string(),
+                Column::with_default(Field::Int32(-1)),
+            ]
+        };
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .buffer_size(500)
+                .build()
+        };
+        assert_exact(make, [0, 1, 2, 399, 400, 401, 777, 1199, 1200]).await;
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .buffer_size(300)
+                .build()
+                .shuffle(150, Some(11))
+                .batch(4)
+        };
+        assert_exact(make, [0, 1, 37, 38, 120, 299, 300]).await;
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .num_parallel_reads(3)
+                .build()
+                .shuffle(60, Some(2))
+        };
+        assert_exact(make, [0, 1, 60, 500, 1199, 1200]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_length_records_resume_between_header_and_footer() {
+    use streamload::format::{Compression, FixedLengthRecordDataset};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        let files: Vec<_> = (0..3u8)
+            .map(|f| {
+                let mut bytes = b"HEADER!".to_vec();
+                for r in 0..300u16 {
+                    let [a, b] = r.to_le_bytes();
+                    bytes.extend_from_slice(&[f, a, b, 0xAB, f ^ a]);
+                }
+                bytes.extend_from_slice(b"FOOT");
+                let name = format!("fixed-{f}.bin{}", if gzip { ".gz" } else { "" });
+                write_file(dir.path(), &name, &bytes)
+            })
+            .collect();
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .buffer_size(256)
+                .build()
+        };
+        assert_exact(make, [0, 1, 299, 300, 301, 600, 899, 900]).await;
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .buffer_size(100)
+                .build()
+                .shuffle(80, Some(4))
+                .batch(6)
+                .prefetch(2)
+        };
+        assert_exact(make, [0, 1, 13, 14, 100, 149, 150]).await;
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .num_parallel_reads(2)
+                .build()
+                .shuffle(50, Some(9))
+        };
+        assert_exact(make, [0, 1, 50, 451, 899, 900]).await;
+    }
+}
