@@ -7,6 +7,9 @@ use std::fmt::Debug;
 use futures::StreamExt;
 use streamload::{Checkpoint, Dataset};
 
+#[path = "support/s3.rs"]
+mod s3;
+
 /// For every `k` in `points`: takes `k` elements, checkpoints (through bytes), resumes from a
 /// freshly built recipe, and checks the whole against the uninterrupted epoch. Returns the
 /// largest checkpoint's size in bytes.
@@ -615,4 +618,167 @@ async fn fixed_length_records_resume_between_header_and_footer() {
         };
         assert_exact(make, [0, 1, 50, 451, 899, 900]).await;
     }
+}
+
+/// Takes `k` elements of `ds`, checkpoints, calls `change`, and returns the resumed epoch's
+/// first element's error.
+async fn resume_after<T: Send + Debug + 'static>(
+    ds: impl Fn() -> Dataset<T>,
+    k: usize,
+    change: impl FnOnce(),
+) -> anyhow::Error {
+    let mut epoch = ds().iter();
+    for _ in 0..k {
+        epoch.next().await.expect("an element").expect("no error");
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    drop(epoch);
+    change();
+    let mut resumed = ds().iter_from(&cp).expect("iter_from");
+    match resumed.next().await {
+        Some(Err(e)) => e,
+        other => panic!("resumed over a changed file: {other:?}"),
+    }
+}
+
+/// Whether `e` is a checkpoint error naming `file`.
+fn names_changed_file(e: &anyhow::Error, file: &str) -> bool {
+    matches!(
+        e.downcast_ref::<streamload::Error>(),
+        Some(streamload::Error::Checkpoint(message)) if message.contains(file) && message.contains("changed")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_changed_since_the_checkpoint_is_refused_by_name() {
+    use streamload::format::{TFRecordDataset, TextLineDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let f = files.clone();
+    let ds = move || TFRecordDataset::new(f.clone()).build().batch(4);
+    // Rewritten with other records (another size).
+    let changed = files[1].clone();
+    let e = resume_after(&ds, 30, || {
+        let other = std::fs::read(&files[0]).unwrap();
+        std::fs::write(&changed, &other[..other.len() / 2]).unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &changed.display().to_string()),
+        "{e:#}"
+    );
+    // Rewritten with as many bytes, other ones: its modification time tells.
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let e = resume_after(&ds, 40, || {
+        let mut bytes = std::fs::read(&changed).unwrap();
+        bytes.reverse();
+        std::fs::write(&changed, &bytes).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        let file = std::fs::File::options().write(true).open(&changed).unwrap();
+        file.set_modified(later).unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &changed.display().to_string()),
+        "{e:#}"
+    );
+    // Text read in order by its reader task: the same.
+    let texts = text_files(dir.path(), 2, 500, false);
+    let t = texts.clone();
+    let ds = move || TextLineDataset::new(t.clone()).build();
+    let e = resume_after(&ds, 700, || {
+        std::fs::write(&texts[1], "another\ntext\n").unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &texts[1].display().to_string()),
+        "{e:#}"
+    );
+    drop(files);
+}
+
+/// `n` TFRecord objects of `per` records each in `bucket/shards/` of `server`, as
+/// [`tfrecord_files`] writes them.
+async fn tfrecord_objects(
+    server: &s3::MemoryS3,
+    bucket: &str,
+    n: usize,
+    per: usize,
+) -> Vec<String> {
+    use streamload::format::{Compression, TFRecordWriter};
+    let mut urls = Vec::new();
+    for f in 0..n {
+        let mut w = TFRecordWriter::new(Vec::new(), Compression::None);
+        for r in 0..per {
+            let payload = format!("{f}-{r}-{}", "x".repeat((r * 37) % 300));
+            w.write(payload.as_bytes()).await.unwrap();
+        }
+        let key = format!("shards/part-{f}.tfrecord");
+        server.insert(bucket, &key, w.finish().await.unwrap().into());
+        urls.push(format!("s3://{bucket}/{key}"));
+    }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_storage_readers_resume_with_ranged_gets_from_their_offsets() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use streamload::format::TFRecordDataset;
+    use streamload::storage::{self, ReadOptions};
+    let server = s3::MemoryS3::default();
+    let urls = tfrecord_objects(&server, "ckpt", 4, 150).await;
+    let addr = s3::memory_s3_server(server.clone(), "AKIDCKPT", "ckpt-secret-key").await;
+    let store = s3::s3_store(addr, "ckpt", "AKIDCKPT", "ckpt-secret-key");
+    let options = ReadOptions::default().block_size(1000).read_ahead(2);
+    storage::register_with("s3://ckpt", store, options).expect("register");
+    // W3's shape over s3:// URLs: parallel reads, a shuffle, a parallel map, batches.
+    let u = urls.clone();
+    let make = move || {
+        TFRecordDataset::new(u.clone())
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(64, Some(5))
+            .map_parallel(2, |r| r.len())
+            .batch(8)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 7, 8, 40, 74, 75]).await;
+    let u = urls.clone();
+    let make = move || TFRecordDataset::new(u.clone()).build();
+    assert_exact(make, [0, 1, 149, 150, 420, 599, 600]).await;
+
+    // A reader restored near the end of an object asks for the blocks from its offset on,
+    // not for the whole object again.
+    let one = vec![urls[0].clone()];
+    let ds = move || TFRecordDataset::new(one.clone()).build();
+    let mut epoch = ds().iter();
+    for _ in 0..140 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = epoch.checkpoint().unwrap();
+    drop(epoch);
+    server.gets.store(0, SeqCst);
+    let rest = ds().iter_from(&cp).unwrap().count().await;
+    assert_eq!(rest, 10);
+    let resumed_gets = server.gets.load(SeqCst);
+    server.gets.store(0, SeqCst);
+    assert_eq!(ds().count().await.unwrap(), 150);
+    let whole_gets = server.gets.load(SeqCst);
+    assert!(
+        resumed_gets * 5 < whole_gets,
+        "{resumed_gets} GETs to resume, {whole_gets} for the whole object"
+    );
+
+    // An object replaced since the checkpoint (another ETag) is refused by name.
+    let u = urls.clone();
+    let ds = move || TFRecordDataset::new(u.clone()).build().batch(10);
+    let e = resume_after(&ds, 20, || {
+        server.insert(
+            "ckpt",
+            "shards/part-1.tfrecord",
+            bytes::Bytes::from("other"),
+        );
+    })
+    .await;
+    assert!(names_changed_file(&e, &urls[1]), "{e:#}");
 }

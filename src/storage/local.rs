@@ -420,6 +420,29 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_start_at_the_offset_asked_for() {
+        let (_dir, path, content) = file_of(10_000);
+        for offset in [0, 1, 4_095, 4_096, 9_999, 10_000, 12_000] {
+            for mapped in [true, false] {
+                let opened = if mapped {
+                    map_ahead(&path, 4_096, 2, offset).await.expect("open")
+                } else {
+                    read_ahead(&path, 4_096, 2, offset).await.expect("open")
+                };
+                assert_eq!(opened.start, offset);
+                assert_eq!(opened.identity.map(|i| i.size), Some(10_000));
+                let blocks: Vec<Bytes> = opened.blocks.try_collect().await.expect("blocks");
+                let from = (offset as usize).min(content.len());
+                assert_eq!(
+                    blocks.concat(),
+                    &content[from..],
+                    "from {offset}, mapped {mapped}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn files_are_read_to_the_end_the_reads_find_not_their_length_at_open() {
         use std::io::Write;
         for mapped in [true, false] {
