@@ -782,3 +782,65 @@ async fn object_storage_readers_resume_with_ranged_gets_from_their_offsets() {
     .await;
     assert!(names_changed_file(&e, &urls[1]), "{e:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_files_resumes_its_epoch_order_and_the_readers_it_feeds() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    tfrecord_files(dir.path(), 5, 80, false).await;
+    let pattern = format!("{}/part-*.tfrecord", dir.path().display());
+    for seed in [None, Some(7)] {
+        let p = pattern.clone();
+        // The documented pattern: list, read files in parallel, shuffle, batch.
+        let make = move || {
+            Dataset::list_files(&p, seed)
+                .parallel_interleave(2, 1, 2, |f| TFRecordDataset::new([f]).build())
+                .shuffle(50, Some(3))
+                .batch(6)
+        };
+        assert_exact(make, [0, 1, 8, 9, 30, 66, 67]).await;
+        let p = pattern.clone();
+        let make = move || {
+            Dataset::list_files(&p, seed).interleave(3, 4, |f| TFRecordDataset::new([f]).build())
+        };
+        assert_exact(make, [0, 1, 4, 79, 80, 81, 250, 399, 400]).await;
+    }
+    // Reshuffled each epoch, and a later epoch resumes with its own order.
+    let p = pattern.clone();
+    let ds = Dataset::list_files(&p, Some(7))
+        .parallel_interleave(2, 1, 2, |f| TFRecordDataset::new([f]).build())
+        .shuffle(50, Some(3))
+        .batch(6);
+    let first = ds.collect().await.unwrap();
+    let mut epoch = ds.iter(); // epoch 1
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        seen.push(epoch.next().await.unwrap().unwrap());
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    while let Some(b) = epoch.next().await {
+        seen.push(b.unwrap());
+    }
+    assert_ne!(seen, first, "another order in epoch 1");
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = seen[..20].to_vec();
+    while let Some(b) = resumed.next().await {
+        again.push(b.unwrap());
+    }
+    assert_eq!(again, seen);
+    // A file added since the checkpoint: the listing is refused.
+    let ds =
+        || Dataset::list_files(&p, Some(7)).interleave(2, 1, |f| TFRecordDataset::new([f]).build());
+    let e = resume_after(ds, 10, || {
+        std::fs::copy(
+            dir.path().join("part-0.tfrecord"),
+            dir.path().join("part-9.tfrecord"),
+        )
+        .unwrap();
+    })
+    .await;
+    assert!(
+        e.to_string().contains("changed since the checkpoint") && e.to_string().contains(&p),
+        "{e:#}"
+    );
+}
