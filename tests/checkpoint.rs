@@ -100,7 +100,8 @@ async fn a_stage_that_cannot_save_is_named() {
         .downcast_ref::<streamload::Error>()
         .expect("a streamload error");
     assert!(
-        matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"),
+        matches!(e, streamload::Error::NotResumable { stage, reason }
+            if stage == "from_generator" && reason.contains("from_generator_at")),
         "{err:#}"
     );
 }
@@ -843,4 +844,80 @@ async fn list_files_resumes_its_epoch_order_and_the_readers_it_feeds() {
         e.to_string().contains("changed since the checkpoint") && e.to_string().contains(&p),
         "{e:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generators_made_from_a_position_resume_there() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    // A generator that can begin anywhere: a seeded walk that jumps to element `start`.
+    let value = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    let make = move || Dataset::from_generator_at(8, move |start| (start..700).map(value));
+    assert_exact(make, [0, 1, 2, 7, 8, 9, 350, 699, 700]).await;
+    let make = move || {
+        Dataset::from_generator_at(8, move |start| (start..700).map(value))
+            .shuffle(64, Some(2))
+            .map_parallel(2, |x| x + 1)
+            .batch(5)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 12, 13, 70, 139, 140]).await;
+    assert!(
+        size < 16 * (64 + 5 + 10 + 512) + 1024,
+        "checkpoint of {size} bytes"
+    );
+    // Errors are elements with positions too.
+    let make = move || {
+        Dataset::try_from_generator_at(4, move |start| {
+            (start..300).map(move |i| {
+                if i % 50 == 7 {
+                    Err(anyhow::anyhow!("bad {i}"))
+                } else {
+                    Ok(value(i))
+                }
+            })
+        })
+        .shuffle(20, Some(5))
+    };
+    let as_text = |x: anyhow::Result<u64>| x.map_err(|e| e.to_string());
+    let full: Vec<_> = make().iter().map(as_text).collect().await;
+    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 6);
+    for k in [0, 1, 7, 8, 19, 20, 150, 299, 300] {
+        let mut epoch = make().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(as_text(epoch.next().await.unwrap()));
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+        drop(epoch);
+        let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+        seen.extend(rest);
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+    // The shuffle's buffer is made again in a few passes, not one generator per element.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    let ds = Dataset::from_generator_at(8, move |start| {
+        c.fetch_add(1, SeqCst);
+        (start..1000).map(value)
+    })
+    .shuffle(100, Some(9));
+    let mut epoch = ds.iter();
+    for _ in 0..400 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = epoch.checkpoint().unwrap();
+    let mut rest = Vec::new();
+    while let Some(x) = epoch.next().await {
+        rest.push(x.unwrap());
+    }
+    calls.store(0, SeqCst);
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = Vec::new();
+    while let Some(x) = resumed.next().await {
+        again.push(x.unwrap());
+    }
+    assert_eq!(again, rest);
+    let calls = calls.load(SeqCst);
+    assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }
