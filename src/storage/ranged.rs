@@ -213,6 +213,8 @@ pub(crate) async fn open(
         Err(fault) => (head_after(&reader, &path, fault).await?, None),
     };
     let size = meta.size;
+    // A body for a range past the end (a server that ignored the range) is not used.
+    let first = first.filter(|_| first_range.start < size);
     let identity = identity(&meta);
     let read_ahead = reader.options.read_ahead;
     let object = Arc::new(Object {
