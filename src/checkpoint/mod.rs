@@ -107,7 +107,8 @@ const MAGIC: &[u8; 4] = b"SLCK";
 /// [`Dataset::iter_from`](crate::Dataset::iter_from) refuses it for another one.
 ///
 /// It names the files it read too, by size and modification time (local files) or ETag
-/// (objects): a resume over a file that changed since is refused, naming the file. File
+/// (objects): a resume over a file that changed since is refused, naming the file (files
+/// copied to another machine must keep their modification times: `cp -p`, `rsync -t`). File
 /// readers resume at their byte offset, read from there (positioned reads, ranged GETs); a
 /// compressed file has no random access and is inflated again from its start up to the
 /// offset.
