@@ -163,7 +163,12 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
                         ((format.decode)(opened, &name, start), identity)
                     }
                     Err(e) => {
-                        let e = if e.downcast_ref::<crate::Error>().is_some() {
+                        // A changed file's error names it already.
+                        let changed = matches!(
+                            e.downcast_ref::<crate::Error>(),
+                            Some(crate::Error::Checkpoint(_))
+                        );
+                        let e = if changed {
                             e
                         } else {
                             e.context(format!("opening {name}"))
