@@ -1104,6 +1104,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// # Errors
     ///
     /// A panic in `make` or in the iterator ends the epoch with [`Error::WorkerPanicked`](crate::Error).
+    /// An iterator cannot be restarted in the middle: a [checkpoint](Epoch::checkpoint)
+    /// through this stage is an [`Error::NotResumable`](crate::Error) naming it (use
+    /// [`from_generator_at`](Dataset::from_generator_at), whose generator starts at a
+    /// position).
     ///
     /// ```
     /// use streamload::Dataset;
@@ -1132,6 +1136,80 @@ impl<T: Send + 'static> Dataset<T> {
         I: IntoIterator<Item = anyhow::Result<T>>,
     {
         source::from_generator::dataset(buffer, make)
+    }
+
+    /// A generator that can be [checkpointed](Epoch::checkpoint): like
+    /// [`from_generator`](Dataset::from_generator), but `make(start)` makes the iterator of
+    /// the elements from element `start` on (0-based; `make(0)` is the whole epoch).
+    ///
+    /// A plain generator cannot be restarted in the middle, so a checkpoint through it is an
+    /// error; this one saves its position (the elements it yielded), and an epoch resumed
+    /// with [`iter_from`](Dataset::iter_from) calls `make(position)`. Where a stage
+    /// downstream holds elements by position (a [`shuffle`](Dataset::shuffle)'s buffer),
+    /// the resume makes them again: the positions are sorted and made in runs, one `make`
+    /// per run of positions at most 16 apart (the elements between them made and dropped).
+    /// `make(n)` must yield what `make(0)` yields from its `n`-th element on, every time: a
+    /// generator that reads records by index, pages of an API by offset, or a seeded
+    /// simulation that can skip ahead.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::{Checkpoint, Dataset};
+    /// # tokio_test::block_on(async {
+    /// // Squares from `start` on: a generator that can begin anywhere.
+    /// let recipe = || {
+    ///     Dataset::from_generator_at(4, |start| (start..10).map(|i| i * i)).shuffle(3, Some(1))
+    /// };
+    /// let all = recipe().collect().await?; // the uninterrupted epoch
+    ///
+    /// let mut epoch = recipe().iter();
+    /// let mut seen = vec![epoch.next().await.unwrap()?, epoch.next().await.unwrap()?];
+    /// let checkpoint = Checkpoint::from_bytes(&epoch.checkpoint()?.to_bytes())?;
+    /// drop(epoch);
+    /// // Later, maybe in another process, with the same recipe:
+    /// let mut resumed = recipe().iter_from(&checkpoint)?;
+    /// while let Some(x) = resumed.next().await {
+    ///     seen.push(x?);
+    /// }
+    /// assert_eq!(seen, all);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Cancellation
+    ///
+    /// As [`from_generator`](Dataset::from_generator): dropping the epoch stops the generator
+    /// after the element it is producing.
+    ///
+    /// # Errors
+    ///
+    /// A panic in `make` or in the iterator ends the epoch with
+    /// [`Error::WorkerPanicked`](crate::Error). After a resume, a position saved in the
+    /// checkpoint that the generator no longer reaches is an
+    /// [`Error::Checkpoint`](crate::Error).
+    ///
+    /// # Panics
+    ///
+    /// If `buffer` is 0.
+    pub fn from_generator_at<I>(
+        buffer: usize,
+        make: impl Fn(u64) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        I: IntoIterator<Item = T>,
+    {
+        Self::try_from_generator_at(buffer, move |start| make(start).into_iter().map(anyhow::Ok))
+    }
+
+    /// Like [`from_generator_at`](Dataset::from_generator_at), for a generator whose items
+    /// may be errors (an error counts as an element: it has a position).
+    pub fn try_from_generator_at<I>(
+        buffer: usize,
+        make: impl Fn(u64) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        I: IntoIterator<Item = anyhow::Result<T>>,
+    {
+        source::from_generator::dataset_at(buffer, make)
     }
 
     /// Pairs of elements of two datasets, until the shorter ends (tf.data's `zip`).

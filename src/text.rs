@@ -278,7 +278,9 @@ impl Vocabulary {
 
 /// The whole file at `location`, read in 64 KiB blocks.
 async fn read_all(location: &Location) -> anyhow::Result<Vec<u8>> {
-    let (mut blocks, _) = crate::storage::open_blocks(location, 64 * 1024, 2, false).await?;
+    let mut blocks = crate::storage::open_blocks(location, 64 * 1024, 2, false, 0)
+        .await?
+        .blocks;
     let mut text = Vec::new();
     while let Some(block) = blocks.next().await {
         text.extend_from_slice(&block?);

@@ -7,6 +7,9 @@ use std::fmt::Debug;
 use futures::StreamExt;
 use streamload::{Checkpoint, Dataset};
 
+#[path = "support/s3.rs"]
+mod s3;
+
 /// For every `k` in `points`: takes `k` elements, checkpoints (through bytes), resumes from a
 /// freshly built recipe, and checks the whole against the uninterrupted epoch. Returns the
 /// largest checkpoint's size in bytes.
@@ -97,7 +100,8 @@ async fn a_stage_that_cannot_save_is_named() {
         .downcast_ref::<streamload::Error>()
         .expect("a streamload error");
     assert!(
-        matches!(e, streamload::Error::NotResumable { stage, .. } if stage == "from_generator"),
+        matches!(e, streamload::Error::NotResumable { stage, reason }
+            if stage == "from_generator" && reason.contains("from_generator_at")),
         "{err:#}"
     );
 }
@@ -426,4 +430,494 @@ async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
             .prefetch(5)
     };
     assert_exact(make, [0, 1, 5, 119, 120, 300, 719, 720]).await;
+}
+
+/// Writes `bytes` to `dir/name`, gzip-compressed when the name ends in `.gz`.
+fn write_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    if name.ends_with(".gz") {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    } else {
+        std::fs::write(&path, bytes).unwrap();
+    }
+    path
+}
+
+/// `n` text files of `per` lines each (varied lengths, some with `\r\n`, the last file
+/// without a final newline), plain or gzip.
+fn text_files(dir: &std::path::Path, n: usize, per: usize, gzip: bool) -> Vec<std::path::PathBuf> {
+    (0..n)
+        .map(|f| {
+            let mut text = String::new();
+            for l in 0..per {
+                let end = if l % 7 == 3 { "\r\n" } else { "\n" };
+                text.push_str(&format!("{f}:{l}:{}{end}", "y".repeat((l * 13) % 150)));
+            }
+            if f == n - 1 {
+                text.pop();
+            }
+            let name = format!("lines-{f}.txt{}", if gzip { ".gz" } else { "" });
+            write_file(dir, &name, text.as_bytes())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_lines_resume_at_their_offsets() {
+    use streamload::format::{Compression, TextLineDataset};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        // More lines than a reader task's chunk (4,096), so chunks span files.
+        let files = text_files(dir.path(), 3, 3000, gzip);
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .buffer_size(1000)
+                .build()
+        };
+        assert_exact(make, [0, 1, 2999, 3000, 3001, 4096, 4097, 8999, 9000]).await;
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .buffer_size(700)
+                .build()
+                .shuffle(200, Some(3))
+                .batch(10)
+        };
+        let size = assert_exact(make, [0, 1, 20, 299, 300, 410, 899, 900]).await;
+        assert!(size < 200 * 8 + 300, "checkpoint of {size} bytes");
+        let f = files.clone();
+        let make = move || {
+            TextLineDataset::new(f.clone())
+                .compression(Compression::Auto)
+                .num_parallel_reads(2)
+                .buffer_size(900)
+                .build()
+                .shuffle(100, Some(5))
+                .prefetch(3)
+        };
+        assert_exact(make, [0, 1, 100, 2999, 6000, 9000]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_rows_resume_after_their_header() {
+    use streamload::format::{Column, Compression, CsvDataset, Field};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        let files: Vec<_> = (0..3)
+            .map(|f| {
+                let mut text = String::from("id,name,score\n");
+                for r in 0..400 {
+                    // Quoted fields with delimiters and line breaks, `\r\n` and `\r` endings.
+                    let name = match r % 5 {
+                        0 => format!("\"n{r}, with a comma\""),
+                        1 => format!("\"two\nlines {r}\""),
+                        _ => format!("n{r}{}", "z".repeat(r % 40)),
+                    };
+                    let end = ["\n", "\r\n", "\r"][r % 3];
+                    text.push_str(&format!("{},{name},{}{end}", f * 1000 + r, r % 7));
+                }
+                let name = format!("rows-{f}.csv{}", if gzip { ".gz" } else { "" });
+                write_file(dir.path(), &name, text.as_bytes())
+            })
+            .collect();
+        let columns = || {
+            [
+                Column::int64(),
+                Column::string(),
+                Column::with_default(Field::Int32(-1)),
+            ]
+        };
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .buffer_size(500)
+                .build()
+        };
+        assert_exact(make, [0, 1, 2, 399, 400, 401, 777, 1199, 1200]).await;
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .buffer_size(300)
+                .build()
+                .shuffle(150, Some(11))
+                .batch(4)
+        };
+        assert_exact(make, [0, 1, 37, 38, 120, 299, 300]).await;
+        let f = files.clone();
+        let make = move || {
+            CsvDataset::new(f.clone(), columns())
+                .header(true)
+                .compression(Compression::Auto)
+                .num_parallel_reads(3)
+                .build()
+                .shuffle(60, Some(2))
+        };
+        assert_exact(make, [0, 1, 60, 500, 1199, 1200]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_length_records_resume_between_header_and_footer() {
+    use streamload::format::{Compression, FixedLengthRecordDataset};
+    let dir = tempfile::tempdir().unwrap();
+    for gzip in [false, true] {
+        let files: Vec<_> = (0..3u8)
+            .map(|f| {
+                let mut bytes = b"HEADER!".to_vec();
+                for r in 0..300u16 {
+                    let [a, b] = r.to_le_bytes();
+                    bytes.extend_from_slice(&[f, a, b, 0xAB, f ^ a]);
+                }
+                bytes.extend_from_slice(b"FOOT");
+                let name = format!("fixed-{f}.bin{}", if gzip { ".gz" } else { "" });
+                write_file(dir.path(), &name, &bytes)
+            })
+            .collect();
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .buffer_size(256)
+                .build()
+        };
+        assert_exact(make, [0, 1, 299, 300, 301, 600, 899, 900]).await;
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .buffer_size(100)
+                .build()
+                .shuffle(80, Some(4))
+                .batch(6)
+                .prefetch(2)
+        };
+        assert_exact(make, [0, 1, 13, 14, 100, 149, 150]).await;
+        let f = files.clone();
+        let make = move || {
+            FixedLengthRecordDataset::new(f.clone(), 5)
+                .header_bytes(7)
+                .footer_bytes(4)
+                .compression(Compression::Auto)
+                .num_parallel_reads(2)
+                .build()
+                .shuffle(50, Some(9))
+        };
+        assert_exact(make, [0, 1, 50, 451, 899, 900]).await;
+    }
+}
+
+/// Takes `k` elements of `ds`, checkpoints, calls `change`, and returns the resumed epoch's
+/// first element's error.
+async fn resume_after<T: Send + Debug + 'static>(
+    ds: impl Fn() -> Dataset<T>,
+    k: usize,
+    change: impl FnOnce(),
+) -> anyhow::Error {
+    let mut epoch = ds().iter();
+    for _ in 0..k {
+        epoch.next().await.expect("an element").expect("no error");
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    drop(epoch);
+    change();
+    let mut resumed = ds().iter_from(&cp).expect("iter_from");
+    match resumed.next().await {
+        Some(Err(e)) => e,
+        other => panic!("resumed over a changed file: {other:?}"),
+    }
+}
+
+/// Whether `e` is a checkpoint error naming `file`.
+fn names_changed_file(e: &anyhow::Error, file: &str) -> bool {
+    matches!(
+        e.downcast_ref::<streamload::Error>(),
+        Some(streamload::Error::Checkpoint(message)) if message.contains(file) && message.contains("changed")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_changed_since_the_checkpoint_is_refused_by_name() {
+    use streamload::format::{TFRecordDataset, TextLineDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let f = files.clone();
+    let ds = move || TFRecordDataset::new(f.clone()).build().batch(4);
+    // Rewritten with other records (another size).
+    let changed = files[1].clone();
+    let e = resume_after(&ds, 30, || {
+        let other = std::fs::read(&files[0]).unwrap();
+        std::fs::write(&changed, &other[..other.len() / 2]).unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &changed.display().to_string()),
+        "{e:#}"
+    );
+    // Rewritten with as many bytes, other ones: its modification time tells.
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let e = resume_after(&ds, 40, || {
+        let mut bytes = std::fs::read(&changed).unwrap();
+        bytes.reverse();
+        std::fs::write(&changed, &bytes).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        let file = std::fs::File::options().write(true).open(&changed).unwrap();
+        file.set_modified(later).unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &changed.display().to_string()),
+        "{e:#}"
+    );
+    // Text read in order by its reader task: the same.
+    let texts = text_files(dir.path(), 2, 500, false);
+    let t = texts.clone();
+    let ds = move || TextLineDataset::new(t.clone()).build();
+    let e = resume_after(&ds, 700, || {
+        std::fs::write(&texts[1], "another\ntext\n").unwrap();
+    })
+    .await;
+    assert!(
+        names_changed_file(&e, &texts[1].display().to_string()),
+        "{e:#}"
+    );
+    drop(files);
+}
+
+/// `n` TFRecord objects of `per` records each in `bucket/shards/` of `server`, as
+/// [`tfrecord_files`] writes them.
+async fn tfrecord_objects(
+    server: &s3::MemoryS3,
+    bucket: &str,
+    n: usize,
+    per: usize,
+) -> Vec<String> {
+    use streamload::format::{Compression, TFRecordWriter};
+    let mut urls = Vec::new();
+    for f in 0..n {
+        let mut w = TFRecordWriter::new(Vec::new(), Compression::None);
+        for r in 0..per {
+            let payload = format!("{f}-{r}-{}", "x".repeat((r * 37) % 300));
+            w.write(payload.as_bytes()).await.unwrap();
+        }
+        let key = format!("shards/part-{f}.tfrecord");
+        server.insert(bucket, &key, w.finish().await.unwrap().into());
+        urls.push(format!("s3://{bucket}/{key}"));
+    }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_storage_readers_resume_with_ranged_gets_from_their_offsets() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use streamload::format::TFRecordDataset;
+    use streamload::storage::{self, ReadOptions};
+    let server = s3::MemoryS3::default();
+    let urls = tfrecord_objects(&server, "ckpt", 4, 150).await;
+    let addr = s3::memory_s3_server(server.clone(), "AKIDCKPT", "ckpt-secret-key").await;
+    let store = s3::s3_store(addr, "ckpt", "AKIDCKPT", "ckpt-secret-key");
+    let options = ReadOptions::default().block_size(1000).read_ahead(2);
+    storage::register_with("s3://ckpt", store, options).expect("register");
+    // W3's shape over s3:// URLs: parallel reads, a shuffle, a parallel map, batches.
+    let u = urls.clone();
+    let make = move || {
+        TFRecordDataset::new(u.clone())
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(64, Some(5))
+            .map_parallel(2, |r| r.len())
+            .batch(8)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 7, 8, 40, 74, 75]).await;
+    let u = urls.clone();
+    let make = move || TFRecordDataset::new(u.clone()).build();
+    assert_exact(make, [0, 1, 149, 150, 420, 599, 600]).await;
+
+    // A reader restored near the end of an object asks for the blocks from its offset on,
+    // not for the whole object again.
+    let one = vec![urls[0].clone()];
+    let ds = move || TFRecordDataset::new(one.clone()).build();
+    let mut epoch = ds().iter();
+    for _ in 0..140 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = epoch.checkpoint().unwrap();
+    drop(epoch);
+    server.gets.store(0, SeqCst);
+    let rest = ds().iter_from(&cp).unwrap().count().await;
+    assert_eq!(rest, 10);
+    let resumed_gets = server.gets.load(SeqCst);
+    server.gets.store(0, SeqCst);
+    assert_eq!(ds().count().await.unwrap(), 150);
+    let whole_gets = server.gets.load(SeqCst);
+    assert!(
+        resumed_gets * 5 < whole_gets,
+        "{resumed_gets} GETs to resume, {whole_gets} for the whole object"
+    );
+
+    // An object replaced since the checkpoint (another ETag) is refused by name.
+    let u = urls.clone();
+    let ds = move || TFRecordDataset::new(u.clone()).build().batch(10);
+    let e = resume_after(&ds, 20, || {
+        server.insert(
+            "ckpt",
+            "shards/part-1.tfrecord",
+            bytes::Bytes::from("other"),
+        );
+    })
+    .await;
+    assert!(names_changed_file(&e, &urls[1]), "{e:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_files_resumes_its_epoch_order_and_the_readers_it_feeds() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    tfrecord_files(dir.path(), 5, 80, false).await;
+    let pattern = format!("{}/part-*.tfrecord", dir.path().display());
+    for seed in [None, Some(7)] {
+        let p = pattern.clone();
+        // The documented pattern: list, read files in parallel, shuffle, batch.
+        let make = move || {
+            Dataset::list_files(&p, seed)
+                .parallel_interleave(2, 1, 2, |f| TFRecordDataset::new([f]).build())
+                .shuffle(50, Some(3))
+                .batch(6)
+        };
+        assert_exact(make, [0, 1, 8, 9, 30, 66, 67]).await;
+        let p = pattern.clone();
+        let make = move || {
+            Dataset::list_files(&p, seed).interleave(3, 4, |f| TFRecordDataset::new([f]).build())
+        };
+        assert_exact(make, [0, 1, 4, 79, 80, 81, 250, 399, 400]).await;
+    }
+    // Reshuffled each epoch, and a later epoch resumes with its own order.
+    let p = pattern.clone();
+    let ds = Dataset::list_files(&p, Some(7))
+        .parallel_interleave(2, 1, 2, |f| TFRecordDataset::new([f]).build())
+        .shuffle(50, Some(3))
+        .batch(6);
+    let first = ds.collect().await.unwrap();
+    let mut epoch = ds.iter(); // epoch 1
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        seen.push(epoch.next().await.unwrap().unwrap());
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    while let Some(b) = epoch.next().await {
+        seen.push(b.unwrap());
+    }
+    assert_ne!(seen, first, "another order in epoch 1");
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = seen[..20].to_vec();
+    while let Some(b) = resumed.next().await {
+        again.push(b.unwrap());
+    }
+    assert_eq!(again, seen);
+    // A file added since the checkpoint: the listing is refused.
+    let ds =
+        || Dataset::list_files(&p, Some(7)).interleave(2, 1, |f| TFRecordDataset::new([f]).build());
+    let e = resume_after(ds, 10, || {
+        std::fs::copy(
+            dir.path().join("part-0.tfrecord"),
+            dir.path().join("part-9.tfrecord"),
+        )
+        .unwrap();
+    })
+    .await;
+    assert!(
+        e.to_string().contains("changed since the checkpoint") && e.to_string().contains(&p),
+        "{e:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generators_made_from_a_position_resume_there() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    // A generator that can begin anywhere: a seeded walk that jumps to element `start`.
+    let value = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    let make = move || Dataset::from_generator_at(8, move |start| (start..700).map(value));
+    assert_exact(make, [0, 1, 2, 7, 8, 9, 350, 699, 700]).await;
+    let make = move || {
+        Dataset::from_generator_at(8, move |start| (start..700).map(value))
+            .shuffle(64, Some(2))
+            .map_parallel(2, |x| x + 1)
+            .batch(5)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 12, 13, 70, 139, 140]).await;
+    assert!(
+        size < 16 * (64 + 5 + 10 + 512) + 1024,
+        "checkpoint of {size} bytes"
+    );
+    // Errors are elements with positions too.
+    let make = move || {
+        Dataset::try_from_generator_at(4, move |start| {
+            (start..300).map(move |i| {
+                if i % 50 == 7 {
+                    Err(anyhow::anyhow!("bad {i}"))
+                } else {
+                    Ok(value(i))
+                }
+            })
+        })
+        .shuffle(20, Some(5))
+    };
+    let as_text = |x: anyhow::Result<u64>| x.map_err(|e| e.to_string());
+    let full: Vec<_> = make().iter().map(as_text).collect().await;
+    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 6);
+    for k in [0, 1, 7, 8, 19, 20, 150, 299, 300] {
+        let mut epoch = make().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(as_text(epoch.next().await.unwrap()));
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+        drop(epoch);
+        let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+        seen.extend(rest);
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+    // The shuffle's buffer is made again in a few passes, not one generator per element.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    let ds = Dataset::from_generator_at(8, move |start| {
+        c.fetch_add(1, SeqCst);
+        (start..1000).map(value)
+    })
+    .shuffle(100, Some(9));
+    let mut epoch = ds.iter();
+    for _ in 0..400 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = epoch.checkpoint().unwrap();
+    let mut rest = Vec::new();
+    while let Some(x) = epoch.next().await {
+        rest.push(x.unwrap());
+    }
+    calls.store(0, SeqCst);
+    let mut resumed = ds.iter_from(&cp).unwrap();
+    let mut again = Vec::new();
+    while let Some(x) = resumed.next().await {
+        again.push(x.unwrap());
+    }
+    assert_eq!(again, rest);
+    let calls = calls.load(SeqCst);
+    assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }

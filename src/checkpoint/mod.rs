@@ -29,6 +29,27 @@
 //!   sources read exactly those records (positioned reads) and every stage on the way does
 //!   its work on them again, and refills the buffer.
 //!
+//! # Files
+//!
+//! A file reader (TFRecord, text lines, CSV, fixed-length records) saves the byte offset
+//! after the last element it yielded and that element's index in the file, then the file's
+//! size and version: its modification time (a local file) or its ETag, or without one its
+//! Last-Modified date (an object). A restored reader opens the file *at* the offset:
+//! positioned reads from there (local), ranged GETs from there (object storage). A restore
+//! whose file changed (size or version differ) is refused with an
+//! [`Error::Checkpoint`](crate::Error::Checkpoint) naming the file. Records held by
+//! position are read again by scanning the file from the first wanted offset to the last
+//! (a shuffle buffer's lie close together); such a file is checked only in that every saved
+//! offset must still start a record. `list_files` saves its listing's size and a hash of
+//! its names, and refuses a listing that changed.
+//!
+//! A compressed file (GZIP, ZLIB) has no random access: a restored reader inflates it from
+//! its start and drops what comes before the offset, so restoring costs reading and
+//! inflating the file up to the offset again (about what that part cost the first time; a
+//! reader near the end of a large compressed file reads nearly all of it), and so does
+//! reading records of it again for a buffer. Offsets in a compressed file are offsets in
+//! the decompressed stream.
+//!
 //! Randomness is keyed by the epoch: [`Dataset::iter`](crate::Dataset::iter) numbers the
 //! epochs of a recipe, `repeat` numbers its repetitions, and a shuffle's order derives from
 //! (seed, epoch), so a restored shuffle draws what the uninterrupted one would have.
@@ -54,7 +75,10 @@
 //! [`Skipping`](state::Skipping)); over an input that is not small it keeps each element's
 //! [`Prov`](state::Prov) (`input.last_prov()` right after the element) and replays them.
 //! `last_prov` must answer whenever `ctx.provenance()` was set at build (a stage downstream
-//! holds elements by position). The tests in `tests/checkpoint.rs` check a stage by
+//! holds elements by position). A file format's decoder saves `[offset, record]` after the
+//! last element it yielded (never what it read ahead) and gives each element's start offset
+//! as its position; with `FileFormat::resumable` set, `format::files` opens, restores,
+//! checks and replays its files. The tests in `tests/checkpoint.rs` check a stage by
 //! comparing an interrupted and resumed epoch with an uninterrupted one at many points.
 //!
 //! # Format
@@ -109,6 +133,13 @@ pub(crate) fn resume<T: Send + 'static>(
 /// Serializable with serde, or as bytes with [`to_bytes`](Checkpoint::to_bytes) and
 /// [`from_bytes`](Checkpoint::from_bytes). It names the recipe it belongs to:
 /// [`Dataset::iter_from`](crate::Dataset::iter_from) refuses it for another one.
+///
+/// It names the files it read too, by size and modification time (local files) or ETag
+/// (objects): a resume over a file that changed since is refused, naming the file (files
+/// copied to another machine must keep their modification times: `cp -p`, `rsync -t`). File
+/// readers resume at their byte offset, read from there (positioned reads, ranged GETs); a
+/// compressed file has no random access and is inflated again from its start up to the
+/// offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The recipe's fingerprint.

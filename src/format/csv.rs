@@ -13,8 +13,9 @@ use tokio::io::AsyncRead;
 
 use super::Compression;
 use super::compression::damage;
-use super::files::{FileFormat, read_files};
+use super::files::{FileFormat, Start, read_files};
 use crate::Error;
+use crate::checkpoint::{Prov, Resumable, State};
 use crate::dataset::Dataset;
 use crate::options::Parallelism;
 
@@ -189,38 +190,39 @@ struct Config {
 /// Records longer than this are an error rather than a buffer that grows without bound.
 const MAX_RECORD: usize = 64 << 20;
 
-/// The rows of one stream (`name` is used in errors): each record's fields, or its error
-/// (the next record is read after it, as TensorFlow reads on). A header that cannot be read
-/// ends the stream with TensorFlow's "Can't read header of file". `compressed` says whether
-/// `reader` decompresses, so that its failures are data loss.
+/// The rows of one stream (`name` is used in errors), read from `start` on (a restored
+/// reader's position; the header, if any, is skipped only at offset 0): each record's
+/// fields, or its error (the next record is read after it, as TensorFlow reads on). A header
+/// that cannot be read ends the stream with TensorFlow's "Can't read header of file".
+/// `compressed` says whether `reader` decompresses, so that its failures are data loss.
 fn csv_rows<R>(
     reader: R,
     name: &str,
     config: Arc<Config>,
     buffer_size: usize,
     compressed: bool,
-) -> impl Stream<Item = anyhow::Result<Vec<Field>>> + Send + use<R>
+    start: Start,
+) -> Reader<R>
 where
     R: AsyncRead + Send + Unpin + 'static,
 {
-    let state = Reader {
+    let header = config.header && start.offset == 0;
+    Reader {
         reader,
         buffer: BytesMut::new(),
         eof: false,
-        header: config.header,
-        record: RecordParser::new(config.header),
-        index: 0,
-        offset: 0,
+        reading: false,
+        header,
+        record: RecordParser::new(header),
+        index: start.record,
+        offset: start.offset,
+        last_start: start.offset,
         done: false,
         name: name.into(),
         config,
         buffer_size,
         compressed,
-    };
-    futures::stream::unfold(state, |mut state| async move {
-        let row = state.next().await?;
-        Some((row, state))
-    })
+    }
 }
 
 /// One file's reader: the bytes read and not yet parsed.
@@ -229,15 +231,20 @@ struct Reader<R> {
     /// The bytes of the record being parsed, from its first, and any read after it.
     buffer: BytesMut,
     eof: bool,
+    /// The record at the start of `buffer` needs more bytes (a read was pending).
+    reading: bool,
     /// The header is still to be skipped.
     header: bool,
     /// How far the record at the start of `buffer` is parsed: kept across reads, so each
     /// byte is scanned once however many reads a long record takes.
     record: RecordParser,
     /// Records yielded so far.
-    index: usize,
-    /// The offset of `buffer`'s start in the (decompressed) stream.
+    index: u64,
+    /// The offset of `buffer`'s start in the (decompressed) stream: where the record after
+    /// the last one yielded starts.
     offset: u64,
+    /// Where the last record yielded starts.
+    last_start: u64,
     done: bool,
     name: Arc<str>,
     config: Arc<Config>,
@@ -246,62 +253,99 @@ struct Reader<R> {
     compressed: bool,
 }
 
-impl<R: AsyncRead + Unpin> Reader<R> {
-    async fn next(&mut self) -> Option<anyhow::Result<Vec<Field>>> {
-        use tokio::io::AsyncReadExt;
-        if self.done {
-            return None;
+impl<R: AsyncRead + Unpin> Stream for Reader<R> {
+    type Item = anyhow::Result<Vec<Field>>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::{Poll, ready};
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
         }
         loop {
-            let header = self.header;
-            match self.record.parse(&self.buffer, self.eof, &self.config) {
-                Parsed::Record(consumed, row) => {
-                    self.buffer.advance(consumed);
-                    self.offset += consumed as u64;
-                    self.header = false;
-                    self.record = RecordParser::new(false);
-                    if header {
-                        if row.is_err() {
-                            self.done = true;
-                            return Some(Err(self.invalid("Can't read header of file".into())));
+            if !this.reading {
+                let header = this.header;
+                match this.record.parse(&this.buffer, this.eof, &this.config) {
+                    Parsed::Record(consumed, row) => {
+                        let start = this.offset;
+                        this.buffer.advance(consumed);
+                        this.offset += consumed as u64;
+                        this.header = false;
+                        this.record = RecordParser::new(false);
+                        if header {
+                            if row.is_err() {
+                                this.done = true;
+                                let e = this.invalid("Can't read header of file".into());
+                                return Poll::Ready(Some(Err(e)));
+                            }
+                            continue;
                         }
-                        continue;
+                        let index = this.index;
+                        this.index += 1;
+                        this.last_start = start;
+                        return Poll::Ready(Some(row.map_err(|message| {
+                            this.invalid(format!("record {index}: {message}"))
+                        })));
                     }
-                    let index = self.index;
-                    self.index += 1;
-                    return Some(
-                        row.map_err(|message| self.invalid(format!("record {index}: {message}"))),
-                    );
-                }
-                Parsed::End => {
-                    self.done = true;
-                    if header {
-                        return Some(Err(self.invalid("Can't read header of file".into())));
-                    }
-                    return None;
-                }
-                Parsed::NeedMore => {
-                    if self.buffer.len() > MAX_RECORD {
-                        self.done = true;
-                        let (name, index) = (&self.name, self.index);
-                        return Some(Err(anyhow::anyhow!(
-                            "{name}: record {index} is longer than {MAX_RECORD} bytes"
-                        )));
-                    }
-                    self.buffer.reserve(self.buffer_size);
-                    match self.reader.read_buf(&mut self.buffer).await {
-                        Ok(0) => self.eof = true,
-                        Ok(_) => {}
-                        Err(e) => {
-                            self.done = true;
-                            return Some(Err(self.read_error(e)));
+                    Parsed::End => {
+                        this.done = true;
+                        if header {
+                            let e = this.invalid("Can't read header of file".into());
+                            return Poll::Ready(Some(Err(e)));
                         }
+                        return Poll::Ready(None);
                     }
+                    Parsed::NeedMore => {
+                        if this.buffer.len() > MAX_RECORD {
+                            this.done = true;
+                            let (name, index) = (&this.name, this.index);
+                            return Poll::Ready(Some(Err(anyhow::anyhow!(
+                                "{name}: record {index} is longer than {MAX_RECORD} bytes"
+                            ))));
+                        }
+                        this.buffer.reserve(this.buffer_size);
+                        this.reading = true;
+                    }
+                }
+            }
+            let read = ready!(tokio_util::io::poll_read_buf(
+                std::pin::Pin::new(&mut this.reader),
+                cx,
+                &mut this.buffer
+            ));
+            this.reading = false;
+            match read {
+                Ok(0) => this.eof = true,
+                Ok(_) => {}
+                Err(e) => {
+                    this.done = true;
+                    this.last_start = this.offset;
+                    return Poll::Ready(Some(Err(this.read_error(e))));
                 }
             }
         }
     }
+}
 
+/// Saved state: `[offset, record]` after the last record yielded (the offset in the
+/// decompressed stream for a compressed file); a record's position is its start offset.
+impl<R> Resumable for Reader<R> {
+    fn save(self: std::pin::Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(STAGE).words([self.offset, self.index]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.last_start))
+    }
+}
+
+/// The stage's name.
+const STAGE: &str = "csv";
+
+impl<R> Reader<R> {
     fn invalid(&self, message: String) -> anyhow::Error {
         Error::InvalidArgument(format!("{}: {message}", self.name)).into()
     }
@@ -313,7 +357,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         if let Some(message) = damage(&e).filter(|_| self.compressed) {
             return Error::DataLoss {
                 path: self.name.to_string(),
-                record: self.index as u64,
+                record: self.index,
                 offset: self.offset,
                 message,
                 looks_compressed: None,
@@ -811,21 +855,25 @@ impl CsvDataset {
             select: self.select,
         });
         let format = FileFormat {
-            stage: "csv",
-            decode: Arc::new(move |file, name, _start| {
+            stage: STAGE,
+            decode: Arc::new(move |file, name, start| {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
                 let compressed = compression.for_extension(Location::parse(name).extension())
                     != Compression::None;
                 let config = Arc::clone(&config);
-                Box::pin(crate::checkpoint::Opaque::new(
-                    csv_rows(reader, name, config, buffer_size, compressed),
-                    "csv",
+                Box::pin(csv_rows(
+                    reader,
+                    name,
+                    config,
+                    buffer_size,
+                    compressed,
+                    start,
                 ))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
-            resumable: false,
+            resumable: true,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

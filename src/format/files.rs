@@ -13,8 +13,8 @@ use super::blocks::Blocks;
 use crate::checkpoint::{Prov, Resumable, State};
 use crate::dataset::{BoxStream, Cardinality, Dataset};
 use crate::options::Parallelism;
-use crate::storage::Location;
 use crate::storage::local::READ_AHEAD;
+use crate::storage::{Identity, Location};
 
 /// Turns one opened file into elements; the `&str` names the file in errors; the blocks start
 /// at `Start` (a restored reader's position).
@@ -37,6 +37,8 @@ pub(crate) struct Opened {
     pub(crate) mapped: bool,
     /// The blocks are decompressed (GZIP or ZLIB), not the file's own bytes.
     pub(crate) decompressed: bool,
+    /// What the file was when opened (its size and modification time or ETag).
+    pub(crate) identity: Option<Identity>,
 }
 
 /// How to read each file of a file dataset.
@@ -114,8 +116,11 @@ impl Drop for BlockBytes {
 }
 
 /// One file's elements; the file is opened when the stream is first polled. Restored, it
-/// opens the file at the saved offset; in replay, it reads the records at the saved
-/// positions (see [`replay`]).
+/// opens the file at the saved offset (and refuses a file that changed since); in replay, it
+/// reads the records at the saved positions (see [`replay`]).
+///
+/// Saved state: the decoder's `[offset, record]` (after the last element yielded), then the
+/// file's size and version ([`Identity`]) once it is open.
 fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Dataset<T> {
     let resumable = format.resumable;
     Dataset::stage_resumable(
@@ -134,27 +139,49 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
                 let records = replay(path, format, Arc::clone(&provs), stats);
                 return Box::pin(Replayed::new(records, provs, stage));
             }
-            let start = match ctx.restoring() {
-                Some(state) => match (state.word(0), state.word(1)) {
-                    (Ok(offset), Ok(record)) => Start { offset, record },
-                    (Err(e), _) | (_, Err(e)) => return crate::dataset::error_stream(e),
-                },
-                None => Start::default(),
+            let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
+                Ok(restored) => restored.unwrap_or_default(),
+                Err(e) => return crate::dataset::error_stream(e),
             };
             let stage = format.stage;
             let open = async move {
                 let name = path.to_string();
                 let (compression, size) = (format.compression, format.buffer_size);
-                let opened = open_blocks(&path, compression, size, format.memory_map, stats).await;
-                match opened.and_then(|opened| skip_to(opened, start.offset)) {
-                    Ok(opened) => (format.decode)(opened, &name, start),
-                    Err(e) => crate::dataset::error_stream(e.context(format!("opening {name}"))),
+                let opened = open_blocks(
+                    &path,
+                    compression,
+                    size,
+                    format.memory_map,
+                    stats,
+                    start.offset,
+                )
+                .await
+                .and_then(|opened| unchanged(opened, expected, &name));
+                match opened {
+                    Ok(opened) => {
+                        let identity = opened.identity;
+                        ((format.decode)(opened, &name, start), identity)
+                    }
+                    Err(e) => {
+                        // A changed file's error names it already.
+                        let changed = matches!(
+                            e.downcast_ref::<crate::Error>(),
+                            Some(crate::Error::Checkpoint(_))
+                        );
+                        let e = if changed {
+                            e
+                        } else {
+                            e.context(format!("opening {name}"))
+                        };
+                        (crate::dataset::error_stream(e), None)
+                    }
                 }
             };
             Box::pin(FileReader {
                 opening: Some(Box::pin(open)),
                 inner: None,
                 start,
+                identity: expected,
                 stage,
             })
         },
@@ -162,10 +189,52 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
     .resumable(resumable)
 }
 
-/// A file's blocks from `offset` on (its first `offset` bytes, decompressed, dropped).
-fn skip_to(mut opened: Opened, offset: u64) -> anyhow::Result<Opened> {
+/// Where a restored file reader starts, and what the file was then (when it was open).
+pub(crate) fn restored_start(state: &State) -> anyhow::Result<(Start, Option<Identity>)> {
+    let start = Start {
+        offset: state.word(0)?,
+        record: state.word(1)?,
+    };
+    let identity = match (state.words.get(2), state.words.get(3)) {
+        (Some(&size), Some(&version)) => Some(Identity { size, version }),
+        _ => None,
+    };
+    Ok((start, identity))
+}
+
+/// `opened`, unless it is not the file a checkpoint saw (`expected`): then an
+/// [`Error::Checkpoint`](crate::Error) naming it.
+pub(crate) fn unchanged(
+    opened: Opened,
+    expected: Option<Identity>,
+    name: &str,
+) -> anyhow::Result<Opened> {
+    match (expected, opened.identity) {
+        (Some(then), Some(now)) if then != now => Err(crate::Error::Checkpoint(format!(
+            "{name} changed since the checkpoint (then {} bytes, now {}{}): resume over the \
+             files the checkpoint was taken over",
+            then.size,
+            now.size,
+            if then.size == now.size {
+                ", and its modification time or ETag differs"
+            } else {
+                ""
+            }
+        ))
+        .into()),
+        _ => Ok(opened),
+    }
+}
+
+/// The words a file reader's state ends with: the file's size and version.
+pub(crate) fn identity_words(identity: Option<Identity>) -> impl Iterator<Item = u64> {
+    identity.into_iter().flat_map(|i| [i.size, i.version])
+}
+
+/// A file's blocks from `offset` on (its first `offset` bytes dropped).
+fn skip_to(mut opened: Opened, offset: u64) -> Opened {
     if offset == 0 {
-        return Ok(opened);
+        return opened;
     }
     let mut left = offset;
     let blocks = std::mem::replace(&mut opened.blocks, Box::pin(stream::empty()));
@@ -181,7 +250,7 @@ fn skip_to(mut opened: Opened, offset: u64) -> anyhow::Result<Opened> {
         };
         futures::future::ready(out)
     }));
-    Ok(opened)
+    opened
 }
 
 /// The elements of one file at `provs` (each a record's start offset), in that order: the
@@ -213,10 +282,10 @@ async fn replay<T: Send + 'static>(
         format.buffer_size,
         format.memory_map,
         stats,
+        first,
     )
     .await
     .with_context(|| format!("opening {name} to read the records saved in a checkpoint"))?;
-    let opened = skip_to(opened, first)?;
     let start = Start {
         offset: first,
         record: 0,
@@ -250,6 +319,71 @@ async fn replay<T: Send + 'static>(
         })
         .collect())
 }
+
+/// The elements at `provs` of a dataset reading `files` in order itself (not through a
+/// `flat_map`, but with its layout: each position is `[record offset, file index]`), in
+/// that order: each file is read once (see [`replay`]), a few at once.
+pub(crate) fn replay_files<T: Send + 'static>(
+    files: Arc<[Location]>,
+    format: FileFormat<T>,
+    provs: Arc<[Prov]>,
+    stats: Option<Arc<crate::stats::StageCounters>>,
+) -> BoxStream<T> {
+    let stage = format.stage;
+    let wanted = Arc::clone(&provs);
+    let records = async move {
+        // For each file, the offsets wanted in it and where each goes.
+        let mut groups: Vec<(u64, Vec<Prov>, Vec<usize>)> = Vec::new();
+        for (i, prov) in wanted.iter().enumerate() {
+            let (file, offset) = prov.pop()?;
+            let group = match groups.iter().position(|(f, _, _)| *f == file) {
+                Some(g) => g,
+                None => {
+                    groups.push((file, Vec::new(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[group].1.push(offset);
+            groups[group].2.push(i);
+        }
+        let mut out: Vec<Option<anyhow::Result<T>>> = (0..wanted.len()).map(|_| None).collect();
+        let reads = groups.into_iter().map(|(file, offsets, places)| {
+            let path = usize::try_from(file)
+                .ok()
+                .and_then(|f| files.get(f))
+                .cloned();
+            let (format, stats) = (format.clone(), stats.clone());
+            async move {
+                let path = path.ok_or_else(|| {
+                    crate::Error::Checkpoint(format!(
+                        "a saved position names file {file}, past the dataset's list"
+                    ))
+                })?;
+                let records = replay(path, format, offsets.into(), stats).await?;
+                anyhow::Ok((records, places))
+            }
+        });
+        let mut reads = stream::iter(reads).buffer_unordered(REPLAY_FILES_AT_ONCE);
+        while let Some(read) = reads.next().await {
+            let (records, places) = read?;
+            for (record, place) in records.into_iter().zip(places) {
+                out[place] = Some(record);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|record| {
+                record.unwrap_or_else(|| {
+                    Err(crate::Error::Checkpoint("a saved record was not read again".into()).into())
+                })
+            })
+            .collect())
+    };
+    Box::pin(Replayed::new(records, provs, stage))
+}
+
+/// Files a replay reads at once.
+const REPLAY_FILES_AT_ONCE: usize = 8;
 
 /// A file's records at saved positions, as [`replay`] reads them.
 struct Replayed<T> {
@@ -321,10 +455,12 @@ impl<T> Resumable for Replayed<T> {
 
 /// A file's elements: opened at the first poll, then its decoder's.
 struct FileReader<T> {
-    opening: Option<futures::future::BoxFuture<'static, BoxStream<T>>>,
+    opening: Option<futures::future::BoxFuture<'static, (BoxStream<T>, Option<Identity>)>>,
     inner: Option<BoxStream<T>>,
     /// Where it starts (saved until the file is open).
     start: Start,
+    /// What the file is (once open; before, what it was at the checkpoint restored from).
+    identity: Option<Identity>,
     stage: &'static str,
 }
 
@@ -335,9 +471,10 @@ impl<T> Stream for FileReader<T> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(opening) = this.opening.as_mut() {
-            let inner = std::task::ready!(opening.as_mut().poll(cx));
+            let (inner, identity) = std::task::ready!(opening.as_mut().poll(cx));
             this.opening = None;
             this.inner = Some(inner);
+            this.identity = identity;
         }
         match this.inner.as_mut() {
             Some(inner) => inner.as_mut().poll_next(cx),
@@ -349,10 +486,11 @@ impl<T> Stream for FileReader<T> {
 impl<T> Resumable for FileReader<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        match this.inner.as_mut() {
-            Some(inner) => inner.as_mut().save(),
-            None => Ok(State::new(this.stage).words([this.start.offset, this.start.record])),
-        }
+        let state = match this.inner.as_mut() {
+            Some(inner) => inner.as_mut().save()?,
+            None => State::new(this.stage).words([this.start.offset, this.start.record]),
+        };
+        Ok(state.words(identity_words(this.identity)))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -370,22 +508,31 @@ impl<T> Resumable for FileReader<T> {
     }
 }
 
-/// Opens one file as its (decompressed) blocks, `buffer_size` bytes each, read ahead (with
-/// `memory_map`, a local file not compressed is mapped window by window instead). With
-/// `stats`, each block's bytes count in the stage's statistics.
+/// Opens one file as its (decompressed) blocks from (decompressed) byte `offset` on,
+/// `buffer_size` bytes each, read ahead (with `memory_map`, a local file not compressed is
+/// mapped window by window instead). With `stats`, each block's bytes count in the stage's
+/// statistics.
+///
+/// A file read as it is (not compressed) is read from the offset: positioned reads of a
+/// local file, ranged GETs of an object. A compressed stream has no random access: it is
+/// inflated from its start and its first `offset` bytes are dropped, which costs reading
+/// and inflating the file up to the offset (a restored reader of a compressed file near its
+/// end reads nearly the whole file again).
 pub(crate) async fn open_blocks(
     path: &Location,
     compression: Compression,
     buffer_size: usize,
     memory_map: bool,
     stats: Option<Arc<crate::stats::StageCounters>>,
+    offset: u64,
 ) -> anyhow::Result<Opened> {
     let compression = compression.for_extension(path.extension());
     let decompressed = compression != Compression::None;
     let memory_map = memory_map && !decompressed;
-    let (file, mapped) =
-        crate::storage::open_blocks(path, buffer_size, READ_AHEAD, memory_map).await?;
-    let mut blocks = compression.blocks(file, buffer_size);
+    let raw_offset = if decompressed { 0 } else { offset };
+    let file =
+        crate::storage::open_blocks(path, buffer_size, READ_AHEAD, memory_map, raw_offset).await?;
+    let mut blocks = compression.blocks(file.blocks, buffer_size);
     if let Some(stats) = stats {
         // The stage's bytes (what the autotuner costs buffers by), after decompression: a
         // block counts once the decoder asks for the next one (or drops the stream), so the
@@ -398,9 +545,13 @@ pub(crate) async fn open_blocks(
             }
         }));
     }
-    Ok(Opened {
+    let opened = Opened {
         blocks,
-        mapped,
+        mapped: file.mapped,
         decompressed,
-    })
+        identity: file.identity,
+    };
+    // What the storage could not skip (a compressed stream, a pipe) is read and dropped.
+    let read_from = if decompressed { 0 } else { file.start };
+    Ok(skip_to(opened, offset.saturating_sub(read_from)))
 }

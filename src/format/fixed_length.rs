@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::{Stream, StreamExt};
+
+use crate::checkpoint::{Prov, Resumable, State};
 use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::Compression;
 use super::compression::damage;
-use super::files::{FileFormat, read_files};
+use super::files::{FileFormat, Start, read_files};
 use crate::Error;
 use crate::dataset::Dataset;
 use crate::options::Parallelism;
@@ -107,35 +109,112 @@ impl FixedLengthDecoder {
     }
 }
 
-/// The records of one stream (`name` is used in errors).
+/// The records of one stream (`name` is used in errors), read from `start` on (a restored
+/// reader's position: the header is skipped only at offset 0), after `error` if any (a
+/// size check's), or none at all (`records` false).
 fn fixed_length_records<R>(
     reader: R,
     name: &str,
     layout: Layout,
-) -> impl Stream<Item = anyhow::Result<Bytes>> + Send + use<R>
+    start: Start,
+    first: Sized,
+) -> FixedLengthRecords<R>
 where
     R: AsyncRead + Send + Unpin,
 {
+    let header_left = layout
+        .header
+        .saturating_sub(usize::try_from(start.offset).unwrap_or(usize::MAX));
     let decoder = FixedLengthDecoder {
         name: Arc::from(name),
         record: layout.record,
         header: layout.header,
-        header_left: layout.header,
+        header_left,
         footer: layout.footer,
-        index: 0,
-        offset: 0,
+        index: start.record,
+        offset: start.offset,
     };
     let capacity = (layout.record + layout.footer).max(64 * 1024);
-    let framed = FramedRead::with_capacity(reader, decoder, capacity);
-    // After an error the stream ends: the rest of a damaged file is not read.
-    futures::stream::unfold(Some(framed), |framed| async move {
-        let mut framed = framed?;
-        match framed.next().await? {
-            Ok(record) => Some((Ok(record), Some(framed))),
-            Err(e) => Some((Err(framed.decoder().read_error(e)), None)),
-        }
-    })
+    let (framed, error) = match first {
+        Sized::Records => (
+            Some(FramedRead::with_capacity(reader, decoder, capacity)),
+            None,
+        ),
+        Sized::Empty => (None, None),
+        Sized::NotAMultiple(message) => (None, Some(Error::InvalidArgument(message).into())),
+    };
+    FixedLengthRecords {
+        framed,
+        error,
+        last_start: start.offset,
+        last_end: start.offset,
+        index: start.record,
+    }
 }
+
+/// The records of one file: after an error the stream ends (the rest of a damaged file is
+/// not read).
+struct FixedLengthRecords<R> {
+    framed: Option<FramedRead<R, FixedLengthDecoder>>,
+    /// An error to yield first, in place of any record (TensorFlow's size check).
+    error: Option<anyhow::Error>,
+    /// Where the last record yielded starts and ends, and the records yielded.
+    last_start: u64,
+    last_end: u64,
+    index: u64,
+}
+
+impl<R> Unpin for FixedLengthRecords<R> {}
+
+impl<R: AsyncRead + Unpin> Stream for FixedLengthRecords<R> {
+    type Item = anyhow::Result<Bytes>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if let Some(e) = this.error.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let Some(framed) = this.framed.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let next = std::task::ready!(framed.poll_next_unpin(cx));
+        let decoder = framed.decoder();
+        let out = match next {
+            Some(Ok(record)) => {
+                this.last_end = decoder.offset;
+                this.last_start = decoder.offset - record.len() as u64;
+                this.index = decoder.index;
+                return Poll::Ready(Some(Ok(record)));
+            }
+            Some(Err(e)) => {
+                this.last_start = decoder.offset;
+                Some(Err(decoder.read_error(e)))
+            }
+            None => None,
+        };
+        this.framed = None;
+        Poll::Ready(out)
+    }
+}
+
+/// Saved state: `[offset, record]` after the last record yielded (the offset in the
+/// decompressed stream for a compressed file); a record's position is its start offset.
+impl<R> Resumable for FixedLengthRecords<R> {
+    fn save(self: std::pin::Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(STAGE).words([self.last_end, self.index]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.last_start))
+    }
+}
+
+/// The stage's name.
+const STAGE: &str = "fixed_length_record";
 
 impl FixedLengthDecoder {
     /// An error from the stream: data loss names the file already; a damaged compressed
@@ -292,46 +371,25 @@ impl FixedLengthRecordDataset {
         let layout = self.layout;
         let compression = self.compression;
         let format = FileFormat {
-            stage: "fixed_length_record",
-            decode: Arc::new(move |file, name, _start| {
-                let reader = tokio_util::io::StreamReader::new(file.blocks);
+            stage: STAGE,
+            decode: Arc::new(move |file, name, start| {
                 // A local regular file read as it is has a size to check first, as
-                // TensorFlow does.
+                // TensorFlow does (a pipe or device has none: it is read to its end).
                 let location = Location::parse(name);
-                let sized = (compression.for_extension(location.extension()) == Compression::None)
-                    .then(|| location.as_path().map(std::path::Path::to_path_buf))
-                    .flatten();
-                let name: Arc<str> = name.into();
-                let records = async move {
-                    let size = match sized {
-                        // A pipe or device has no size to check: it is read to its end.
-                        Some(path) => tokio::fs::metadata(path)
-                            .await
-                            .ok()
-                            .filter(std::fs::Metadata::is_file)
-                            .map(|m| m.len()),
-                        None => None,
-                    };
-                    match size.map(|size| layout.check(size, &name)) {
-                        Some(Sized::NotAMultiple(message)) => {
-                            let e = anyhow::Error::from(Error::InvalidArgument(message));
-                            futures::stream::once(async move { Err(e) }).boxed()
-                        }
-                        Some(Sized::Empty) => futures::stream::empty().boxed(),
-                        Some(Sized::Records) | None => {
-                            fixed_length_records(reader, &name, layout).boxed()
-                        }
-                    }
+                let local = location.as_path().is_some()
+                    && compression.for_extension(location.extension()) == Compression::None;
+                let size = file.identity.filter(|_| local).map(|file| file.size);
+                let first = match size {
+                    Some(size) => layout.check(size, name),
+                    None => Sized::Records,
                 };
-                Box::pin(crate::checkpoint::Opaque::new(
-                    futures::stream::once(records).flatten(),
-                    "fixed_length_record",
-                ))
+                let reader = tokio_util::io::StreamReader::new(file.blocks);
+                Box::pin(fixed_length_records(reader, name, layout, start, first))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
-            resumable: false,
+            resumable: true,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -14,13 +14,17 @@ use tokio::sync::mpsc;
 use super::Compression;
 use super::blocks::{BlockCursor, Blocks, reader_blocks};
 use super::compression::damage;
-use super::files::{FileFormat, open_blocks, read_files};
+use super::files::{
+    FileFormat, Start, identity_words, open_blocks, read_files, replay_files, restored_start,
+    unchanged,
+};
+use crate::checkpoint::{Prov, Resumable, State};
 use crate::dataset::{Cardinality, Dataset};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime::{self, Task};
 use crate::stats::StageCounters;
-use crate::storage::Location;
+use crate::storage::{Identity, Location};
 
 /// Lines longer than this are an error rather than a buffer that grows without bound.
 const MAX_LINE: usize = 64 << 20;
@@ -66,6 +70,10 @@ pub(crate) struct Lines<S> {
     /// Lines yielded so far.
     line: u64,
     done: bool,
+    /// Where the last line yielded starts, and where it ends (after its `\n`: its saved
+    /// position; the cursor may be inside the next line).
+    last_start: u64,
+    last_end: u64,
 }
 
 impl<S> Lines<S>
@@ -78,7 +86,19 @@ where
             name: name.into(),
             line: 0,
             done: false,
+            last_start: 0,
+            last_end: 0,
         }
+    }
+
+    /// Reads from `start` on: the blocks begin at that (decompressed) offset, where line
+    /// `start.record` begins.
+    pub(crate) fn starting_at(mut self, start: Start) -> Self {
+        self.cursor.offset = start.offset;
+        self.line = start.record;
+        self.last_start = start.offset;
+        self.last_end = start.offset;
+        self
     }
 
     /// A read error: a damaged compressed stream is data loss at the line being read (its
@@ -154,7 +174,8 @@ impl Lines<Blocks> {
             let Some(end) = memchr::memchr(b'\n', &c.block) else {
                 break;
             };
-            gathered.push(Ok(cut_from_block(c, end)));
+            let line = cut_from_block(c, end);
+            gathered.push(Ok(line), c.offset);
             self.line += 1;
         }
     }
@@ -198,15 +219,35 @@ where
         if this.done {
             return Poll::Ready(None);
         }
+        // The line in progress starts here (`carry` is counted once it is taken).
+        let start = this.cursor.offset;
         let next = ready!(this.poll_line(cx));
+        if !matches!(next, Ok(None)) {
+            this.last_start = start;
+        }
         match &next {
-            Ok(Some(_)) => this.line += 1,
+            Ok(Some(_)) => {
+                this.line += 1;
+                this.last_end = this.cursor.offset;
+            }
             _ => {
                 this.done = true;
                 this.cursor.clear();
             }
         }
         Poll::Ready(next.transpose())
+    }
+}
+
+/// Saved state: `[offset, line]` after the last line yielded (the offset in the
+/// decompressed stream for a compressed file); a line's position is its start offset.
+impl<S> Resumable for Lines<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(STAGE).words([self.last_end, self.line]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.last_start))
     }
 }
 
@@ -299,56 +340,100 @@ impl TextLineDataset {
 
     /// The dataset (see [`TextLineDataset`] for how files are read).
     pub fn build(self) -> Dataset<Bytes> {
-        let Some(n) = self.num_parallel_reads else {
-            let files: Arc<[Location]> = self.files.into();
-            let (compression, buffer_size) = (self.compression, self.buffer_size);
-            return Dataset::source(STAGE, Cardinality::Unknown, move |ctx| {
-                ctx.gauge();
-                let stats = ctx.stats_handle();
-                if let Some(stats) = &stats {
-                    stats.set_buffer_limit(3 * CHUNK_LINES);
-                }
-                let reader = ReadLines {
-                    files: files.to_vec(),
-                    compression,
-                    buffer_size,
-                    stats,
-                };
-                LineChunks::new(reader)
-            });
-        };
         let format = FileFormat {
             stage: STAGE,
-            decode: Arc::new(|file, name, _start| {
-                Box::pin(crate::checkpoint::Opaque::new(
-                    Lines::new(file.blocks, name),
-                    "text_line",
-                ))
+            decode: Arc::new(|file, name, start| {
+                Box::pin(Lines::new(file.blocks, name).starting_at(start))
             }),
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: false,
-            resumable: false,
+            resumable: true,
+        };
+        let Some(n) = self.num_parallel_reads else {
+            let files: Arc<[Location]> = self.files.into();
+            return Dataset::stage_resumable(
+                STAGE,
+                Cardinality::Unknown,
+                crate::options::Options::default(),
+                0,
+                crate::dataset::Counting::Wrapped,
+                move |ctx| -> crate::dataset::BoxStream<Bytes> {
+                    ctx.gauge();
+                    let stats = ctx.stats_handle();
+                    if let Some(provs) = ctx.replaying() {
+                        let (files, format) = (Arc::clone(&files), format.clone());
+                        return replay_files(files, format, Arc::clone(provs), stats);
+                    }
+                    let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
+                        Some(Ok(restored)) => restored,
+                        Some(Err(e)) => return crate::dataset::error_stream(e),
+                        None => (0, Start::default(), None),
+                    };
+                    if let Some(stats) = &stats {
+                        stats.set_buffer_limit(3 * CHUNK_LINES);
+                    }
+                    let reader = ReadLines {
+                        files: Arc::clone(&files),
+                        first,
+                        start,
+                        expected,
+                        compression: format.compression,
+                        buffer_size: format.buffer_size,
+                        stats,
+                    };
+                    Box::pin(LineChunks::new(reader))
+                },
+            );
         };
         read_files(self.files, format, Some(n))
     }
 }
 
+/// Where a [`TextLineDataset`] read in order goes on: `[file, offset, line]` then the file's
+/// identity (see [`LineChunks`]'s state).
+fn restored_in_order(state: &State) -> anyhow::Result<(usize, Start, Option<Identity>)> {
+    let file = usize::try_from(state.word(0)?).map_err(|_| state.malformed())?;
+    let rest = State {
+        words: state.words.get(1..).unwrap_or_default().to_vec(),
+        ..State::new(STAGE)
+    };
+    let (start, identity) = restored_start(&rest)?;
+    Ok((file, start, identity))
+}
+
 /// What the reader task of a [`TextLineDataset`] read in order does: the files' lines, in
-/// chunks.
+/// chunks, from file `first` at `start` (a restored reader's position) on.
 struct ReadLines {
-    files: Vec<Location>,
+    files: Arc<[Location]>,
+    first: usize,
+    start: Start,
+    /// What file `first` was at the checkpoint restored from.
+    expected: Option<Identity>,
     compression: Compression,
     buffer_size: usize,
     stats: Option<Arc<StageCounters>>,
 }
 
-/// Lines handed over at once.
-type Chunk = Vec<anyhow::Result<Bytes>>;
+/// Lines handed over at once, each with the offset where it ends (after its `\n`), and
+/// where the lines of each file begin.
+struct Chunk {
+    lines: Vec<(anyhow::Result<Bytes>, u64)>,
+    files: Vec<FileMark>,
+}
+
+/// The lines of chunk from `at` on come from file `file` (of the dataset's list), which
+/// was read from `start` and was `identity` when opened.
+struct FileMark {
+    at: usize,
+    file: usize,
+    start: Start,
+    identity: Option<Identity>,
+}
 
 /// The lines gathered for the next hand-over.
 struct Gathered {
-    lines: Chunk,
+    chunk: Chunk,
     /// Their bytes.
     bytes: usize,
 }
@@ -356,24 +441,47 @@ struct Gathered {
 impl Gathered {
     fn new() -> Self {
         Gathered {
-            lines: Chunk::with_capacity(CHUNK_LINES),
+            chunk: Self::empty(),
             bytes: 0,
         }
     }
 
-    fn is_full(&self) -> bool {
-        self.lines.len() >= CHUNK_LINES || self.bytes >= CHUNK_BYTES
+    fn empty() -> Chunk {
+        Chunk {
+            lines: Vec::with_capacity(CHUNK_LINES),
+            files: Vec::new(),
+        }
     }
 
-    fn push(&mut self, line: anyhow::Result<Bytes>) {
+    fn is_empty(&self) -> bool {
+        self.chunk.lines.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        self.chunk.lines.len() >= CHUNK_LINES || self.bytes >= CHUNK_BYTES
+    }
+
+    /// A line (or an error in its place) that ends at `end`.
+    fn push(&mut self, line: anyhow::Result<Bytes>, end: u64) {
         self.bytes += line.as_ref().map_or(0, Bytes::len);
-        self.lines.push(line);
+        self.chunk.lines.push((line, end));
+    }
+
+    /// The lines pushed from now on come from `file`.
+    fn file(&mut self, file: usize, start: Start, identity: Option<Identity>) {
+        let at = self.chunk.lines.len();
+        self.chunk.files.push(FileMark {
+            at,
+            file,
+            start,
+            identity,
+        });
     }
 
     /// The lines gathered, leaving room for the next chunk.
     fn take(&mut self) -> Chunk {
         self.bytes = 0;
-        std::mem::replace(&mut self.lines, Chunk::with_capacity(CHUNK_LINES))
+        std::mem::replace(&mut self.chunk, Self::empty())
     }
 }
 
@@ -383,7 +491,12 @@ impl ReadLines {
     /// long) is sent in its line's place and ends that file; the next file is read after it.
     async fn run(self, tx: mpsc::Sender<Chunk>) {
         let mut gathered = Gathered::new();
-        for path in &self.files {
+        for (i, path) in self.files.iter().enumerate().skip(self.first) {
+            let (start, expected) = if i == self.first {
+                (self.start, self.expected)
+            } else {
+                (Start::default(), None)
+            };
             let name = path.to_string();
             let stats = self.stats.clone();
             let mut open = std::pin::pin!(open_blocks(
@@ -391,28 +504,34 @@ impl ReadLines {
                 self.compression,
                 self.buffer_size,
                 false,
-                stats
+                stats,
+                start.offset,
             ));
             let opened = match futures::poll!(open.as_mut()) {
                 Poll::Ready(opened) => opened,
                 Poll::Pending => {
                     // Opening takes a while (a round trip): hand over the lines gathered
                     // so far rather than hold them back meanwhile.
-                    if !gathered.lines.is_empty() && self.send(&tx, gathered.take()).await.is_err()
-                    {
+                    if !gathered.is_empty() && self.send(&tx, gathered.take()).await.is_err() {
                         return;
                     }
                     open.await
                 }
             };
-            let blocks = match opened {
-                Ok(opened) => opened.blocks,
+            let opened = match opened {
+                Ok(opened) => unchanged(opened, expected, &name),
+                Err(e) => Err(e.context(format!("opening {name}"))),
+            };
+            let opened = match opened {
+                Ok(opened) => opened,
                 Err(e) => {
-                    gathered.push(Err(e.context(format!("opening {name}"))));
+                    gathered.file(i, start, expected);
+                    gathered.push(Err(e), start.offset);
                     continue;
                 }
             };
-            let mut lines = Lines::new(blocks, &name);
+            gathered.file(i, start, opened.identity);
+            let mut lines = Lines::new(opened.blocks, &name).starting_at(start);
             loop {
                 match std::future::poll_fn(|cx| fill(&mut lines, &mut gathered, cx)).await {
                     // The file has ended: go on gathering from the next one.
@@ -426,7 +545,7 @@ impl ReadLines {
                 }
             }
         }
-        if !gathered.lines.is_empty() {
+        if !gathered.is_empty() {
             // Whether the consumer is still there or not, this is the end.
             let _ = self.send(&tx, gathered.take()).await;
         }
@@ -436,7 +555,7 @@ impl ReadLines {
     async fn send(&self, tx: &mpsc::Sender<Chunk>, chunk: Chunk) -> Result<(), ()> {
         let full_since = match &self.stats {
             Some(stats) => {
-                stats.add_buffered(chunk.len());
+                stats.add_buffered(chunk.lines.len());
                 (tx.capacity() == 0).then(Instant::now)
             }
             None => None,
@@ -468,9 +587,9 @@ fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>
             return Poll::Ready(Filled::Full);
         }
         match Pin::new(&mut *lines).poll_next(cx) {
-            Poll::Ready(Some(line)) => gathered.push(line),
+            Poll::Ready(Some(line)) => gathered.push(line, lines.last_end),
             Poll::Ready(None) => return Poll::Ready(Filled::Ended),
-            Poll::Pending if gathered.lines.is_empty() => return Poll::Pending,
+            Poll::Pending if gathered.is_empty() => return Poll::Pending,
             Poll::Pending => return Poll::Ready(Filled::Waiting),
         }
     }
@@ -478,24 +597,49 @@ fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>
 
 /// The consumer's side of a [`TextLineDataset`] read in order: starts the reader task at
 /// the first poll, then yields the lines of the chunks it hands over.
+///
+/// Saved state: `[file, offset, line]` after the last line yielded (the file's index in the
+/// dataset's list, the offset after that line, the lines of that file yielded), then the
+/// file's size and version; a line's position is `[start offset, file]` (the layout of a
+/// `flat_map` over the files).
 struct LineChunks {
     /// The reader, until its task is started.
     reader: Option<ReadLines>,
     rx: Option<mpsc::Receiver<Chunk>>,
     /// `Some` until the task has been joined.
     task: Option<Task<()>>,
-    current: std::vec::IntoIter<anyhow::Result<Bytes>>,
+    current: std::vec::IntoIter<(anyhow::Result<Bytes>, u64)>,
+    /// Where the current chunk's files begin, and the next of them.
+    files: std::vec::IntoIter<FileMark>,
+    next_file: Option<FileMark>,
+    /// The index in the current chunk of the next line.
+    at: usize,
     stats: Option<Arc<StageCounters>>,
+    /// The position: the file of the last line yielded, its identity, where that line
+    /// starts, where the next one starts, and that file's lines yielded.
+    file: usize,
+    identity: Option<Identity>,
+    last_start: u64,
+    offset: u64,
+    record: u64,
 }
 
 impl LineChunks {
     fn new(reader: ReadLines) -> Self {
         LineChunks {
             stats: reader.stats.clone(),
+            file: reader.first,
+            identity: reader.expected,
+            last_start: reader.start.offset,
+            offset: reader.start.offset,
+            record: reader.start.record,
             reader: Some(reader),
             rx: None,
             task: None,
             current: Vec::new().into_iter(),
+            files: Vec::new().into_iter(),
+            next_file: None,
+            at: 0,
         }
     }
 
@@ -506,6 +650,23 @@ impl LineChunks {
         self.rx = Some(rx);
         Ok(())
     }
+
+    /// Moves the position to the file of the line at `at`, when one begins there.
+    #[inline]
+    fn enter_file(&mut self) {
+        while let Some(mark) = self.next_file.take_if(|mark| mark.at == self.at) {
+            self.enter(mark);
+        }
+    }
+
+    /// Moves the position to the start of `mark`'s file.
+    fn enter(&mut self, mark: FileMark) {
+        self.file = mark.file;
+        self.identity = mark.identity;
+        self.offset = mark.start.offset;
+        self.record = mark.start.record;
+        self.next_file = self.files.next();
+    }
 }
 
 impl Stream for LineChunks {
@@ -514,7 +675,14 @@ impl Stream for LineChunks {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(line) = this.current.next() {
+            if let Some((line, end)) = this.current.next() {
+                this.enter_file();
+                this.at += 1;
+                this.last_start = this.offset;
+                if line.is_ok() {
+                    this.offset = end;
+                    this.record += 1;
+                }
                 return Poll::Ready(Some(line));
             }
             if let Some(reader) = this.reader.take()
@@ -527,9 +695,16 @@ impl Stream for LineChunks {
             };
             if let Some(chunk) = ready!(rx.poll_recv(cx)) {
                 if let Some(stats) = &this.stats {
-                    stats.sub_buffered(chunk.len());
+                    stats.sub_buffered(chunk.lines.len());
                 }
-                this.current = chunk.into_iter();
+                // Files whose lines had not begun in the last chunk begin before this one's.
+                while let Some(mark) = this.next_file.take() {
+                    this.enter(mark);
+                }
+                this.current = chunk.lines.into_iter();
+                this.files = chunk.files.into_iter();
+                this.next_file = this.files.next();
+                this.at = 0;
                 continue;
             }
             // The task ended: cleanly, or by a panic that must not pass for an end.
@@ -542,6 +717,18 @@ impl Stream for LineChunks {
             this.rx = None;
             return Poll::Ready(failed.map(Err));
         }
+    }
+}
+
+impl Resumable for LineChunks {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(STAGE)
+            .words([self.file as u64, self.offset, self.record])
+            .words(identity_words(self.identity)))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Prov::at(self.last_start).push(self.file as u64)
     }
 }
 

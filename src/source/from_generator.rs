@@ -1,4 +1,5 @@
-//! `from_generator`: a blocking iterator on a thread of its own, behind a bounded channel.
+//! `from_generator`: a blocking iterator on a thread of its own, behind a bounded channel;
+//! `from_generator_at`: the same, made from a position, so that it can be checkpointed.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -6,7 +7,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::dataset::{Cardinality, Dataset};
+use crate::checkpoint::{Prov, Resumable, State as CheckpointState, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::options::Options;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, chunk_channel};
 
 const STAGE: &str = "from_generator";
@@ -31,14 +34,137 @@ where
         }
         let _ = tx.blocking_flush();
     });
-    Dataset::source(STAGE, Cardinality::Unknown, move |ctx| {
-        // One thread runs the generator: its busy time is the stage's worker time.
-        let stats = ctx.stats_handle();
-        if let Some(stats) = &stats {
-            stats.set_parallelism(1);
+    Dataset::stage_resumable(
+        STAGE,
+        Cardinality::Unknown,
+        Options::default(),
+        0,
+        Counting::Wrapped,
+        move |ctx| {
+            // One thread runs the generator: its busy time is the stage's worker time.
+            let stats = ctx.stats_handle();
+            if let Some(stats) = &stats {
+                stats.set_parallelism(1);
+            }
+            let mut generator = Generator::new(Arc::clone(&run), buffer, stats);
+            generator.plain = true;
+            generator
+        },
+    )
+    .resumable(false)
+}
+
+/// Why a plain generator cannot be saved.
+const PLAIN: &str = "a plain generator cannot be restarted at a position: make it with \
+                     Dataset::from_generator_at, whose generator starts where it is asked to";
+
+/// The positional form: `make(start)` iterates the generator's elements from element
+/// `start` on (0-based). Saved state: `[next]`, the position of the next element (elements
+/// yielded, errors included, from the start of the epoch); an element's position is its
+/// index. A restored epoch calls `make(next)`; in replay, the wanted positions are made in
+/// runs (see [`replay`]).
+pub(crate) fn dataset_at<T, I>(
+    buffer: usize,
+    make: impl Fn(u64) -> I + Send + Sync + 'static,
+) -> Dataset<T>
+where
+    T: Send + 'static,
+    I: IntoIterator<Item = anyhow::Result<T>>,
+{
+    assert!(buffer > 0, "from_generator_at: buffer must be at least 1");
+    let make = Arc::new(make);
+    Dataset::stage_resumable(
+        STAGE,
+        Cardinality::Unknown,
+        Options::default(),
+        0,
+        Counting::Wrapped,
+        move |ctx| -> BoxStream<T> {
+            let stats = ctx.stats_handle();
+            if let Some(stats) = &stats {
+                stats.set_parallelism(1);
+            }
+            let make = Arc::clone(&make);
+            if let Some(provs) = ctx.replaying() {
+                let wanted: anyhow::Result<Vec<u64>> = provs.iter().map(Prov::single).collect();
+                let wanted = match wanted {
+                    Ok(wanted) => wanted,
+                    Err(e) => return crate::dataset::error_stream(e),
+                };
+                let run: Arc<RunFn<T>> = Arc::new(move |tx| replay(&*make, &wanted, tx));
+                let mut generator = Generator::new(run, buffer, stats);
+                generator.picks = Some(Arc::clone(provs));
+                return Box::pin(generator);
+            }
+            let start = match ctx.restoring().map(|s| s.word(0)).transpose() {
+                Ok(start) => start.unwrap_or(0),
+                Err(e) => return crate::dataset::error_stream(e),
+            };
+            let run: Arc<RunFn<T>> = Arc::new(move |tx| {
+                for item in make(start) {
+                    if tx.blocking_send(item).is_err() {
+                        return; // the epoch was dropped
+                    }
+                }
+                let _ = tx.blocking_flush();
+            });
+            let mut generator = Generator::new(run, buffer, stats);
+            generator.next = start;
+            Box::pin(generator)
+        },
+    )
+}
+
+/// Wanted positions at most this far apart are made in one pass of the generator (the
+/// elements between them made and dropped); farther ones start it again at the next.
+const REPLAY_GAP: u64 = 16;
+
+/// Sends the generator's elements at `wanted`, in that order: the positions are sorted and
+/// made in runs, each run by one `make(first)` (positions a shuffle buffer holds lie close
+/// together); a position wanted again, or past the generator's end, by one `make(position)`
+/// of its own.
+fn replay<T, I>(make: &dyn Fn(u64) -> I, wanted: &[u64], tx: &mut ChunkSender<anyhow::Result<T>>)
+where
+    I: IntoIterator<Item = anyhow::Result<T>>,
+{
+    let mut sorted = wanted.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut made = std::collections::HashMap::with_capacity(sorted.len());
+    let mut i = 0;
+    while let Some(&first) = sorted.get(i) {
+        let mut items = make(first).into_iter();
+        let mut at = first;
+        while let Some(&want) = sorted.get(i) {
+            if want - at > REPLAY_GAP {
+                break; // the next run
+            }
+            let item = items.nth((want - at) as usize);
+            i += 1;
+            let Some(item) = item else {
+                // Past the end: what is left of this run is made (and found missing) alone.
+                break;
+            };
+            made.insert(want, item);
+            at = want + 1;
         }
-        Generator::new(Arc::clone(&run), buffer, stats)
-    })
+    }
+    for &position in wanted {
+        let item = made.remove(&position).unwrap_or_else(|| {
+            make(position).into_iter().next().unwrap_or_else(|| {
+                Err(crate::Error::Checkpoint(format!(
+                    "from_generator_at: the generator made from position {position} has no \
+                     element, but one was saved there (the generator changed since the \
+                     checkpoint?)"
+                ))
+                .into())
+            })
+        });
+        if tx.blocking_send(item).is_err() {
+            return;
+        }
+    }
+    let _ = tx.blocking_flush();
 }
 
 enum State<T> {
@@ -56,6 +182,12 @@ pub(crate) struct Generator<T> {
     state: State<T>,
     buffer: usize,
     stats: Option<Arc<crate::stats::StageCounters>>,
+    /// The position of the next element (`from_generator_at`), or in replay the index of
+    /// the next of `picks`.
+    next: u64,
+    picks: Option<Arc<[Prov]>>,
+    /// Made by `from_generator`: cannot be saved.
+    plain: bool,
 }
 
 // Elements are never pinned in place.
@@ -79,6 +211,9 @@ impl<T> Generator<T> {
             state: State::Idle(run),
             buffer,
             stats,
+            next: 0,
+            picks: None,
+            plain: false,
         }
     }
 }
@@ -121,13 +256,53 @@ impl<T: Send + 'static> Stream for Generator<T> {
                 }
                 State::Running { rx, .. } => {
                     let item = std::task::ready!(rx.poll_recv(cx));
-                    if item.is_none() {
-                        this.state = State::Done;
+                    match item {
+                        Some(_) => this.next += 1,
+                        None => this.state = State::Done,
                     }
                     return Poll::Ready(item);
                 }
                 State::Done => return Poll::Ready(None),
             }
+        }
+    }
+}
+
+/// Saved state (`from_generator_at` only; a plain generator's save is an error naming it):
+/// `[next]`; an element's position is its index.
+impl<T> Resumable for Generator<T> {
+    fn resumable(&self) -> bool {
+        !self.plain
+    }
+
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<CheckpointState> {
+        if self.plain {
+            return Err(unsupported(STAGE, PLAIN));
+        }
+        if self.picks.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a stream replaying saved positions is not saved",
+            ));
+        }
+        Ok(CheckpointState::new(STAGE).words([self.next]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        if self.plain {
+            return Err(unsupported(STAGE, PLAIN));
+        }
+        let last = self
+            .next
+            .checked_sub(1)
+            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
+        match &self.picks {
+            None => Ok(Prov::at(last)),
+            Some(picks) => usize::try_from(last)
+                .ok()
+                .and_then(|i| picks.get(i))
+                .cloned()
+                .ok_or_else(|| unsupported(STAGE, "no element yielded yet")),
         }
     }
 }

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 
 use futures::future::BoxFuture;
@@ -13,7 +12,9 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
-use crate::dataset::{Cardinality, Dataset, mix64};
+use crate::checkpoint::{Prov, Resumable, State as CheckpointState, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Dataset, mix64};
+use crate::options::Options;
 use crate::runtime::Coop;
 use crate::storage::{self, Location};
 
@@ -80,7 +81,18 @@ impl Dataset<Location> {
     /// # Ordering
     ///
     /// Sorted without a seed; with one, a permutation of the sorted list drawn from the seed
-    /// and the epoch number (deterministic for a given seed and listing).
+    /// and the epoch number (deterministic for a given seed and listing): the number of the
+    /// recipe's [`iter`](Dataset::iter) (inside a [`repeat`](Dataset::repeat), of its
+    /// repetition), so an epoch resumed from a checkpoint has the order it had.
+    ///
+    /// # Checkpoints
+    ///
+    /// A [checkpoint](crate::Epoch::checkpoint) saves the index of the next file in the
+    /// epoch's order, and how many files the listing found and a hash of their names. A
+    /// resumed epoch lists the files again and refuses a listing that changed since
+    /// ([`Error::Checkpoint`](crate::Error::Checkpoint), naming the pattern, as the epoch's
+    /// first element); a stage downstream that holds files by position gets them again by
+    /// index.
     ///
     /// # Errors
     ///
@@ -94,15 +106,67 @@ impl Dataset<Location> {
     /// thread, which finishes its directory walk and drops the result).
     pub fn list_files(pattern: &str, shuffle: Option<u64>) -> Dataset<Location> {
         let pattern: Arc<str> = pattern.into();
-        let epochs = Arc::new(AtomicU64::new(0));
-        Dataset::source("list_files", Cardinality::Unknown, move |_| {
-            let order = shuffle.map(|seed| {
-                let epoch = epochs.fetch_add(1, Ordering::Relaxed);
-                ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch.wrapping_add(0x5EED))))
-            });
-            ListFiles::new(Arc::clone(&pattern), order)
-        })
+        let key = pattern
+            .bytes()
+            .fold(shuffle.map_or(0, mix64), |h, b| mix64(h ^ u64::from(b)));
+        Dataset::stage_resumable(
+            STAGE,
+            Cardinality::Unknown,
+            Options::default(),
+            0,
+            Counting::Wrapped,
+            move |ctx| -> BoxStream<Location> {
+                // The order of epoch `ctx.epoch()`: a restored epoch draws the same one.
+                let order = shuffle.map(|seed| {
+                    let epoch = ctx.epoch();
+                    ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch.wrapping_add(0x5EED))))
+                });
+                let mut files = ListFiles::new(Arc::clone(&pattern), order);
+                // In replay, the saved state (when in reach) still says what the listing was.
+                let state = ctx
+                    .restoring()
+                    .filter(|state| ctx.replaying().is_none() || state.stage == STAGE);
+                if let Some(state) = state {
+                    match restored(state) {
+                        Ok((next, listing)) => {
+                            files.next = next;
+                            files.listing = listing;
+                            files.check = listing;
+                        }
+                        Err(e) => return crate::dataset::error_stream(e),
+                    }
+                }
+                if let Some(provs) = ctx.replaying() {
+                    files.next = 0;
+                    files.picks = Some(Arc::clone(provs));
+                }
+                Box::pin(files)
+            },
+        )
+        .keyed(key)
     }
+}
+
+const STAGE: &str = "list_files";
+
+/// A restored `list_files`' next index and its listing's size and hash.
+fn restored(state: &CheckpointState) -> anyhow::Result<(usize, Option<(u64, u64)>)> {
+    let next = usize::try_from(state.word(0)?).map_err(|_| state.malformed())?;
+    let listing = match (state.words.get(1), state.words.get(2)) {
+        (Some(&n), Some(&hash)) => Some((n, hash)),
+        _ => None,
+    };
+    Ok((next, listing))
+}
+
+/// A listing's hash: of its files' sort keys, in sorted order.
+fn listing_hash(files: &[Location]) -> u64 {
+    files.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, file| {
+        let h = sort_key(file)
+            .iter()
+            .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+        mix64(h)
+    })
 }
 
 fn sort_key(file: &Location) -> &[u8] {
@@ -113,10 +177,24 @@ fn sort_key(file: &Location) -> &[u8] {
 }
 
 /// Stream for [`Dataset::list_files`].
+///
+/// Saved state: `[next, files, hash]`, the index in the epoch's order of the next file, and
+/// how many files the listing found and their hash (once listed); a file's position is its
+/// index. A restored epoch lists again, checks that the same files are found, orders them
+/// as the epoch did and goes on at `next`; in replay, it yields the files at the saved
+/// indices.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ListFiles {
     state: State,
     coop: Coop,
+    /// The index in the epoch's order of the next file.
+    next: usize,
+    /// The listing's size and hash, once listed.
+    listing: Option<(u64, u64)>,
+    /// What the listing must be (a restored epoch's).
+    check: Option<(u64, u64)>,
+    /// In replay: the indices to yield, in order (`next` counts them).
+    picks: Option<Arc<[Prov]>>,
 }
 
 enum State {
@@ -127,7 +205,8 @@ enum State {
         Option<ChaCha8Rng>,
         BoxFuture<'static, anyhow::Result<Vec<Location>>>,
     ),
-    Files(std::vec::IntoIter<Location>),
+    /// Listed, in the epoch's order.
+    Files(Vec<Location>),
     Done,
 }
 
@@ -136,6 +215,10 @@ impl ListFiles {
         ListFiles {
             state: State::Start(pattern, order),
             coop: Coop::default(),
+            next: 0,
+            listing: None,
+            check: None,
+            picks: None,
         }
     }
 }
@@ -145,7 +228,7 @@ impl fmt::Debug for ListFiles {
         let state = match &self.state {
             State::Start(p, _) => format!("start {p:?}"),
             State::Listing(p, _, _) => format!("listing {p:?}"),
-            State::Files(files) => format!("{} files left", files.len()),
+            State::Files(files) => format!("{} files left", files.len().saturating_sub(self.next)),
             State::Done => "done".to_string(),
         };
         f.debug_struct("ListFiles").field("state", &state).finish()
@@ -186,14 +269,29 @@ impl Stream for ListFiles {
                             // By the bytes of the path or URL, as TensorFlow sorts (`a-b/x`
                             // before `a/x`), so the permutation depends on the seed only.
                             files.sort_by(|a, b| sort_key(a).cmp(sort_key(b)));
+                            let listing = (files.len() as u64, listing_hash(&files));
                             if let Some(rng) = order {
                                 files.shuffle(rng);
                             }
-                            Ok(files)
+                            Ok((files, listing))
                         }
                     };
+                    let result = result.and_then(|(files, listing)| {
+                        this.listing = Some(listing);
+                        match this.check {
+                            Some(then) if then != listing => {
+                                Err(crate::Error::Checkpoint(format!(
+                                    "the files matching {pattern} changed since the checkpoint \
+                                     ({} files then, {} now, or other names)",
+                                    then.0, listing.0
+                                ))
+                                .into())
+                            }
+                            _ => Ok(files),
+                        }
+                    });
                     match result {
-                        Ok(files) => this.state = State::Files(files.into_iter()),
+                        Ok(files) => this.state = State::Files(files),
                         Err(e) => {
                             this.state = State::Done;
                             return Poll::Ready(Some(Err(e)));
@@ -202,11 +300,34 @@ impl Stream for ListFiles {
                 }
                 State::Files(files) => {
                     ready!(this.coop.poll_proceed(cx));
-                    let next = files.next();
-                    if next.is_none() {
-                        this.state = State::Done;
+                    let at = match &this.picks {
+                        None => Some(this.next),
+                        Some(picks) => match picks.get(this.next).map(Prov::single) {
+                            None => None,
+                            Some(Ok(i)) => Some(usize::try_from(i).unwrap_or(usize::MAX)),
+                            Some(Err(e)) => {
+                                this.state = State::Done;
+                                return Poll::Ready(Some(Err(e)));
+                            }
+                        },
+                    };
+                    let next = match at {
+                        None => None,
+                        Some(i) => match files.get(i) {
+                            Some(file) => Some(Ok(file.clone())),
+                            None if this.picks.is_none() => None,
+                            None => Some(Err(crate::Error::Checkpoint(format!(
+                                "a saved position names file {i} of a listing of {}",
+                                files.len()
+                            ))
+                            .into())),
+                        },
+                    };
+                    match &next {
+                        Some(Ok(_)) => this.next += 1,
+                        _ => this.state = State::Done,
                     }
-                    return Poll::Ready(next.map(Ok));
+                    return Poll::Ready(next);
                 }
                 State::Done => return Poll::Ready(None),
             }
@@ -216,8 +337,43 @@ impl Stream for ListFiles {
     fn size_hint(&self) -> (usize, Option<usize>) {
         match &self.state {
             State::Start(..) | State::Listing(..) => (0, None),
-            State::Files(files) => (files.len(), Some(files.len())),
+            State::Files(files) => {
+                let left = match &self.picks {
+                    None => files.len().saturating_sub(self.next),
+                    Some(picks) => picks.len().saturating_sub(self.next),
+                };
+                (left, Some(left))
+            }
             State::Done => (0, Some(0)),
+        }
+    }
+}
+
+impl Resumable for ListFiles {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<CheckpointState> {
+        if self.picks.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a stream replaying saved positions is not saved",
+            ));
+        }
+        let listing = self.listing.or(self.check);
+        Ok(CheckpointState::new(STAGE)
+            .words([self.next as u64])
+            .words(listing.into_iter().flat_map(|(n, hash)| [n, hash])))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let last = self
+            .next
+            .checked_sub(1)
+            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
+        match &self.picks {
+            None => Ok(Prov::at(last as u64)),
+            Some(picks) => picks
+                .get(last)
+                .cloned()
+                .ok_or_else(|| unsupported(STAGE, "no element yielded yet")),
         }
     }
 }

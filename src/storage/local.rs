@@ -13,6 +13,7 @@
 //! after decoding when its records were copied out (small ones), else with its last slice.
 //! So steady-state reads neither fault fresh pages in nor zero them.
 
+use std::fs::Metadata;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 
+use super::{Identity, OpenedFile};
 use crate::format::Blocks;
 use crate::runtime;
 
@@ -39,29 +41,33 @@ pub(crate) async fn read_ahead(
     path: &Path,
     block: usize,
     read_ahead: usize,
-) -> std::io::Result<Blocks> {
-    Ok(open(path, block, read_ahead, false).await?.0)
+    offset: u64,
+) -> std::io::Result<OpenedFile> {
+    open(path, block, read_ahead, false, offset).await
 }
 
 /// A positioned fetch of `n` bytes of a file at an offset (a read, or a mapped window), and
 /// `true` when the file ended first.
 type Fetch = fn(&std::fs::File, u64, usize) -> std::io::Result<(Bytes, bool)>;
 
-/// A file as one blocking job found it.
+/// A file as one blocking job found it, with its size and version.
 enum Opened {
-    /// A regular file of known length: its first block, and how to fetch the others.
+    /// A regular file of known length: its first block (from the offset), and how to fetch
+    /// the others.
     Positioned {
         file: std::fs::File,
         first: std::io::Result<(Bytes, bool)>,
         fetch: Fetch,
         mapped: bool,
+        identity: Option<Identity>,
     },
-    /// Anything else, read sequentially.
-    Sequential(std::fs::File),
+    /// Anything else, read sequentially from its start.
+    Sequential(std::fs::File, Option<Identity>),
 }
 
-/// Opens `path` as its blocks (mapped windows when `map` is set and the file can be mapped:
-/// then the `bool` is `true`).
+/// Opens `path` as its blocks from `offset` on (mapped windows when `map` is set and the file
+/// can be mapped). A pipe or a device is read from its start (`start` says where the blocks
+/// begin).
 ///
 /// Opening, asking for the length, probing the mapping and fetching the first block are one
 /// job on a blocking thread: a file that fits in a block costs one round trip there. (With a
@@ -74,23 +80,26 @@ async fn open(
     block: usize,
     read_ahead: usize,
     map: bool,
-) -> std::io::Result<(Blocks, bool)> {
+    offset: u64,
+) -> std::io::Result<OpenedFile> {
     let block = block.max(1);
     let path = path.to_owned();
     let task = runtime::spawn_blocking("read", move || -> std::io::Result<Opened> {
         let file = std::fs::File::open(&path)?;
         let meta = file.metadata()?;
+        let identity = identity(&meta);
         if !meta.is_file() || meta.len() == 0 {
-            return Ok(Opened::Sequential(file));
+            return Ok(Opened::Sequential(file, identity));
         }
         let mapped = map && map_window(&file, 0, 1, false).is_ok();
         let fetch: Fetch = if mapped { fetch_mapped } else { read_at };
-        let first = fetch(&file, 0, block);
+        let first = fetch(&file, offset, block);
         Ok(Opened::Positioned {
             file,
             first,
             fetch,
             mapped,
+            identity,
         })
     })
     .map_err(std::io::Error::other)?;
@@ -98,16 +107,41 @@ async fn open(
         .await
         .map_err(|e| std::io::Error::other(runtime::join_error("read", e)))??;
     Ok(match opened {
-        Opened::Sequential(file) => (sequential_blocks(file, block, read_ahead), false),
+        Opened::Sequential(file, identity) => OpenedFile {
+            blocks: sequential_blocks(file, block, read_ahead),
+            mapped: false,
+            start: 0,
+            identity,
+        },
         Opened::Positioned {
             file,
             first,
             fetch,
             mapped,
-        } => {
-            let blocks = blocks_of(Arc::new(file), first, block, read_ahead, fetch);
-            (blocks, mapped)
-        }
+            identity,
+        } => OpenedFile {
+            blocks: blocks_of(Arc::new(file), offset, first, block, read_ahead, fetch),
+            mapped,
+            start: offset,
+            identity,
+        },
+    })
+}
+
+/// A regular file's size and modification time (in nanoseconds since 1970), to tell later
+/// whether it changed; nothing for anything else (a pipe, a device).
+fn identity(meta: &Metadata) -> Option<Identity> {
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    Some(Identity {
+        size: meta.len(),
+        version: modified,
     })
 }
 
@@ -147,8 +181,9 @@ pub(crate) async fn map_ahead(
     path: &Path,
     block: usize,
     read_ahead: usize,
-) -> std::io::Result<(Blocks, bool)> {
-    open(path, block, read_ahead, true).await
+    offset: u64,
+) -> std::io::Result<OpenedFile> {
+    open(path, block, read_ahead, true, offset).await
 }
 
 /// A window of `file`, mapped while fewer than [`MAX_LIVE_WINDOWS`] are alive.
@@ -200,6 +235,7 @@ fn fetch_window(
 /// an error, is the last.
 fn blocks_of(
     file: Arc<std::fs::File>,
+    offset: u64,
     first: std::io::Result<(Bytes, bool)>,
     block: usize,
     read_ahead: usize,
@@ -207,7 +243,7 @@ fn blocks_of(
 ) -> Blocks {
     let more = matches!(first, Ok((_, false)));
     let rest = more.then(|| {
-        stream::iter((block as u64..).step_by(block))
+        stream::iter((offset + block as u64..).step_by(block))
             .map(move |offset| {
                 let file = Arc::clone(&file);
                 async move {
@@ -420,11 +456,35 @@ mod tests {
     async fn mapped_windows_hold_the_file_in_order() {
         let (_dir, path, content) = file_of(10_000);
         for block in [1, 4_096, 4_099, 10_000, 1 << 20] {
-            let (blocks, mapped) = map_ahead(&path, block, 2).await.expect("open");
+            let opened = map_ahead(&path, block, 2, 0).await.expect("open");
+            let (blocks, mapped) = (opened.blocks, opened.mapped);
             assert!(mapped, "a regular file is mapped");
             let blocks: Vec<Bytes> = blocks.try_collect().await.expect("windows");
             assert!(blocks.iter().all(|b| b.len() <= block));
             assert_eq!(blocks.concat(), content, "windows of {block} bytes");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_start_at_the_offset_asked_for() {
+        let (_dir, path, content) = file_of(10_000);
+        for offset in [0, 1, 4_095, 4_096, 9_999, 10_000, 12_000] {
+            for mapped in [true, false] {
+                let opened = if mapped {
+                    map_ahead(&path, 4_096, 2, offset).await.expect("open")
+                } else {
+                    read_ahead(&path, 4_096, 2, offset).await.expect("open")
+                };
+                assert_eq!(opened.start, offset);
+                assert_eq!(opened.identity.map(|i| i.size), Some(10_000));
+                let blocks: Vec<Bytes> = opened.blocks.try_collect().await.expect("blocks");
+                let from = (offset as usize).min(content.len());
+                assert_eq!(
+                    blocks.concat(),
+                    &content[from..],
+                    "from {offset}, mapped {mapped}"
+                );
+            }
         }
     }
 
@@ -434,11 +494,11 @@ mod tests {
         for mapped in [true, false] {
             let (_dir, path, mut content) = file_of(10_000);
             let blocks = if mapped {
-                let (blocks, was_mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
-                assert!(was_mapped);
-                blocks
+                let opened = map_ahead(&path, 4_096, 2, 0).await.expect("open");
+                assert!(opened.mapped);
+                opened.blocks
             } else {
-                read_ahead(&path, 4_096, 2).await.expect("open")
+                read_ahead(&path, 4_096, 2, 0).await.expect("open").blocks
             };
             let more: Vec<u8> = (0..5_000).map(|i| (i % 13) as u8).collect();
             std::fs::OpenOptions::new()
@@ -454,39 +514,10 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_file_that_fits_in_a_block_is_opened_and_read_in_one_blocking_job() {
-        // Its blocks are ready when the open returns: no job left for the stream to wait on
-        // (with a job per step, a small file cost four blocking jobs, and a pipeline of many
-        // small files grew the runtime's pool of blocking threads; see `open`).
-        let (_dir, path, content) = file_of(10_000);
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        for map in [true, false] {
-            let mut blocks = if map {
-                let (blocks, mapped) = map_ahead(&path, 1 << 20, 2).await.expect("open");
-                assert!(mapped);
-                blocks
-            } else {
-                read_ahead(&path, 1 << 20, 2).await.expect("open")
-            };
-            match blocks.poll_next_unpin(&mut cx) {
-                std::task::Poll::Ready(Some(Ok(block))) => assert_eq!(block[..], content[..]),
-                other => panic!("mapped {map}: the first block is not ready: {other:?}"),
-            }
-            assert!(
-                matches!(
-                    blocks.poll_next_unpin(&mut cx),
-                    std::task::Poll::Ready(None)
-                ),
-                "mapped {map}: the end is known without another read"
-            );
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn empty_files_are_read_not_mapped() {
         let (_dir, path, _) = file_of(0);
-        let (blocks, mapped) = map_ahead(&path, 4_096, 2).await.expect("open");
+        let opened = map_ahead(&path, 4_096, 2, 0).await.expect("open");
+        let (blocks, mapped) = (opened.blocks, opened.mapped);
         assert!(!mapped);
         assert!(
             blocks
@@ -525,5 +556,35 @@ mod tests {
         assert_eq!((&block[..], short), (&content[4_096..8_192], false));
         let (block, short) = fetch_window(&file, 8_192, 4_096, 0).expect("read");
         assert_eq!((&block[..], short), (&content[8_192..], true));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_that_fits_in_a_block_is_opened_and_read_in_one_blocking_job() {
+        // Its blocks are ready when the open returns: no job left for the stream to wait on
+        // (with a job per step, a small file cost four blocking jobs, and a pipeline of many
+        // small files grew the runtime's pool of blocking threads; see `open`).
+        let (_dir, path, content) = file_of(10_000);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        for map in [true, false] {
+            let mut blocks = if map {
+                let opened = map_ahead(&path, 1 << 20, 2, 0).await.expect("open");
+                assert!(opened.mapped);
+                opened.blocks
+            } else {
+                read_ahead(&path, 1 << 20, 2, 0).await.expect("open").blocks
+            };
+            match blocks.poll_next_unpin(&mut cx) {
+                std::task::Poll::Ready(Some(Ok(block))) => assert_eq!(block[..], content[..]),
+                other => panic!("mapped {map}: the first block is not ready: {other:?}"),
+            }
+            assert!(
+                matches!(
+                    blocks.poll_next_unpin(&mut cx),
+                    std::task::Poll::Ready(None)
+                ),
+                "mapped {map}: the end is known without another read"
+            );
+        }
     }
 }

@@ -218,9 +218,10 @@ pub async fn open(
     use futures::TryStreamExt;
 
     let location = location.into();
-    let (blocks, _) = open_blocks(&location, local::DEFAULT_BLOCK, local::READ_AHEAD, false)
+    let blocks = open_blocks(&location, local::DEFAULT_BLOCK, local::READ_AHEAD, false, 0)
         .await
-        .map_err(|e| e.context(format!("opening {location}")))?;
+        .map_err(|e| e.context(format!("opening {location}")))?
+        .blocks;
     let shown = location.to_string();
     let blocks =
         blocks.map_err(move |e| std::io::Error::new(e.kind(), format!("reading {shown}: {e}")));
@@ -285,19 +286,53 @@ pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     shown
 }
 
-/// Opens `location` for reading, as a stream of blocks: local files in blocks of `block`
-/// bytes with `read_ahead` blocks in flight (with `memory_map`, mapped windows where the file
-/// can be mapped: then the `bool` is `true`); objects as the store's `get` stream.
+/// What a file was when it was opened, to tell later whether it changed (a checkpoint names
+/// the files it read by it): its size, and its modification time in nanoseconds since 1970
+/// (a local file) or a hash of its ETag (an object; without an ETag, its Last-Modified date).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub(crate) size: u64,
+    pub(crate) version: u64,
+}
+
+/// A file opened for reading, as a stream of blocks.
+pub(crate) struct OpenedFile {
+    pub(crate) blocks: crate::format::Blocks,
+    /// The blocks are windows of the file mapped into memory.
+    pub(crate) mapped: bool,
+    /// The offset the blocks start at: the offset asked for, or 0 where the file cannot be
+    /// read from an offset (a pipe, a device: read from its start).
+    pub(crate) start: u64,
+    /// What the file was when opened (none for a pipe or a device).
+    pub(crate) identity: Option<Identity>,
+}
+
+/// Opens `location` for reading from byte `offset`, as a stream of blocks: local files in
+/// blocks of `block` bytes with `read_ahead` blocks in flight, read by positioned reads
+/// from the offset (with `memory_map`, mapped windows where the file can be mapped); objects
+/// as ranged GETs from the offset. A pipe or a device is read from its start
+/// ([`OpenedFile::start`] says so).
 pub(crate) async fn open_blocks(
     location: &Location,
     block: usize,
     read_ahead: usize,
     memory_map: bool,
-) -> anyhow::Result<(crate::format::Blocks, bool)> {
+    offset: u64,
+) -> anyhow::Result<OpenedFile> {
     match location {
-        Location::Local(path) if memory_map => Ok(local::map_ahead(path, block, read_ahead).await?),
-        Location::Local(path) => Ok((local::read_ahead(path, block, read_ahead).await?, false)),
-        Location::Url(url) => Ok((remote::open(url).await?, false)),
+        Location::Local(path) if memory_map => {
+            Ok(local::map_ahead(path, block, read_ahead, offset).await?)
+        }
+        Location::Local(path) => Ok(local::read_ahead(path, block, read_ahead, offset).await?),
+        Location::Url(url) => {
+            let (blocks, identity) = remote::open(url, offset).await?;
+            Ok(OpenedFile {
+                blocks,
+                mapped: false,
+                start: offset,
+                identity: Some(identity),
+            })
+        }
     }
 }
 

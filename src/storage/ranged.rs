@@ -188,15 +188,23 @@ impl Reader {
     }
 }
 
-/// The object at `path` as a stream of blocks; `shown` names it in the errors of its reads
-/// (the caller names it in an error opening it).
+/// The object at `path` from byte `start` on, as a stream of blocks, and what the object
+/// was when opened; `shown` names it in the errors of its reads (the caller names it in an
+/// error opening it).
+///
+/// From an offset, the first GET asks for one byte more, the one before `start`, and drops
+/// it: so the first range is never past the end of an object that was read to its end (a
+/// reader restored there), and needs no HEAD to find that out.
 pub(crate) async fn open(
     reader: Reader,
     path: StorePath,
     shown: Location,
-) -> anyhow::Result<Blocks> {
+    start: u64,
+) -> anyhow::Result<(Blocks, super::Identity)> {
     let block = reader.options.block_size;
-    let (meta, first) = match request(&reader, &path, 0..block, None).await {
+    let lead = u64::from(start > 0);
+    let first_range = (start - lead)..start.saturating_add(block);
+    let (meta, first) = match request(&reader, &path, first_range.clone(), None).await {
         Ok((permit, response)) => {
             let meta = response.meta.clone();
             (meta, Some((permit, response.into_stream())))
@@ -205,6 +213,9 @@ pub(crate) async fn open(
         Err(fault) => (head_after(&reader, &path, fault).await?, None),
     };
     let size = meta.size;
+    // A body for a range past the end (a server that ignored the range) is not used.
+    let first = first.filter(|_| first_range.start < size);
+    let identity = identity(&meta);
     let read_ahead = reader.options.read_ahead;
     let object = Arc::new(Object {
         reader,
@@ -215,20 +226,37 @@ pub(crate) async fn open(
     // Each block is fetched by a task of its own, so a body is drained (and its connection
     // given back) whether or not the consumer is polling this object just now: otherwise
     // objects read at once could each hold a connection the others wait for.
-    let first_block = 0..block.min(size);
+    let first_block = first_range.start..first_range.end.min(size);
     let mut first = first.map(|opened| Fetch::spawn(&object, first_block, Some(opened)));
-    let blocks = stream::iter((0..size).step_by(block as usize))
-        .map(move |start| {
-            let range = start..(start + block).min(size);
-            first
-                .take()
-                .unwrap_or_else(|| Fetch::spawn(&object, range, None))
-                .join()
+    let blocks = stream::iter((start..size).step_by(block as usize))
+        .map(move |at| {
+            let range = at..(at + block).min(size);
+            match first.take() {
+                Some(fetch) => fetch.join(lead),
+                None => Fetch::spawn(&object, range, None).join(0),
+            }
         })
         .buffered(read_ahead)
         .map_ok(|parts| stream::iter(parts.into_iter().map(Ok)))
         .try_flatten();
-    Ok(blocks.boxed())
+    Ok((blocks.boxed(), identity))
+}
+
+/// An object's size and version (a hash of its ETag, or without one its Last-Modified date).
+fn identity(meta: &ObjectMeta) -> super::Identity {
+    let version = match &meta.e_tag {
+        Some(tag) => crate::dataset::mix64(tag.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+        })),
+        None => meta
+            .last_modified
+            .timestamp_nanos_opt()
+            .map_or(0, |n| n as u64),
+    };
+    super::Identity {
+        size: meta.size,
+        version,
+    }
 }
 
 /// The bytes of `range` in the object at `path`, up to its end: one ranged GET, retried,
@@ -294,12 +322,22 @@ impl Fetch {
         Fetch(task.map_err(std::io::Error::other))
     }
 
-    /// The block's bytes, as the body chunks they arrived in.
-    async fn join(self) -> std::io::Result<Vec<Bytes>> {
-        match self.0?.await {
-            Ok(parts) => parts,
-            Err(e) => Err(std::io::Error::other(runtime::join_error(STAGE, e))),
+    /// The block's bytes, as the body chunks they arrived in, without the first `skip`.
+    async fn join(self, skip: u64) -> std::io::Result<Vec<Bytes>> {
+        let mut parts = match self.0?.await {
+            Ok(parts) => parts?,
+            Err(e) => return Err(std::io::Error::other(runtime::join_error(STAGE, e))),
+        };
+        let mut skip = skip;
+        while skip > 0 && !parts.is_empty() {
+            let n = (parts[0].len() as u64).min(skip);
+            bytes::Buf::advance(&mut parts[0], n as usize);
+            skip -= n;
+            if parts[0].is_empty() {
+                parts.remove(0);
+            }
         }
+        Ok(parts)
     }
 }
 

@@ -484,11 +484,15 @@ fn streaming(configured: impl Fn(ClientConfigKey) -> Option<String>) -> ClientOp
         .with_timeout_disabled()
 }
 
-/// The object at `url` as a stream of blocks (ranged GETs with read-ahead and retries).
-pub(crate) async fn open(url: &Url) -> anyhow::Result<crate::format::Blocks> {
+/// The object at `url` from byte `offset` on, as a stream of blocks (ranged GETs with
+/// read-ahead and retries), and what the object was when opened.
+pub(crate) async fn open(
+    url: &Url,
+    offset: u64,
+) -> anyhow::Result<(crate::format::Blocks, super::Identity)> {
     let (reader, _, path) = resolve(url)?;
     // The caller names the location in its error context.
-    super::ranged::open(reader, path, Location::Url(url.clone())).await
+    super::ranged::open(reader, path, Location::Url(url.clone()), offset).await
 }
 
 /// The bytes of `range` in the object at `url`, up to its end.
