@@ -1760,8 +1760,8 @@ impl<T: Send + 'static> Dataset<T> {
             Cardinality::Infinite => Cardinality::Infinite,
             _ => Cardinality::Unknown,
         };
-        self.unary("unbatch", card, |_, input| {
-            ops::unbatch::Unbatch::new(input, "unbatch")
+        self.unary_with("unbatch", card, Counting::Wrapped, |ctx, input| {
+            ops::unbatch::build(ctx, input, "unbatch")
         })
     }
 
@@ -1796,13 +1796,8 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "rebatch: Batch size must be greater than zero."
         );
-        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            ops::batch::Batch::plain(
-                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
-                batch_size,
-                drop_remainder,
-            )
-        })
+        self.rebatch_with(ops::batch::Sizes::One(batch_size), drop_remainder)
+            .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
@@ -1841,14 +1836,38 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes.iter().all(|&n| n > 0),
             "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
         );
-        let sizes: Arc<[usize]> = batch_sizes.into();
-        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            ops::batch::Batch::cycling(
-                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
-                Arc::clone(&sizes),
-                drop_remainder,
-            )
-        })
+        let key = batch_sizes
+            .iter()
+            .fold(u64::from(drop_remainder), |h, &n| mix64(h ^ n as u64));
+        self.rebatch_with(ops::batch::Sizes::Cycle(batch_sizes.into()), drop_remainder)
+            .keyed(key)
+    }
+
+    /// `rebatch` and `rebatch_sizes`: `unbatch`, then `batch` (both saving their positions).
+    fn rebatch_with(&self, sizes: ops::batch::Sizes, drop_remainder: bool) -> Dataset<Vec<T::Row>>
+    where
+        T: Unbatch,
+        T::Row: Send + 'static,
+    {
+        self.unary_with(
+            "rebatch",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                let rows = |ctx: &Ctx| ops::unbatch::build(ctx, input, "rebatch");
+                let config = ops::batch::Config {
+                    sizes: sizes.clone(),
+                    drop_remainder,
+                    stage: "rebatch",
+                };
+                ops::batch::build_with(
+                    ctx,
+                    &rows,
+                    |e| ops::unbatch::Unbatch::failed(e, "rebatch"),
+                    config,
+                )
+            },
+        )
     }
 
     /// Randomly shuffles the elements with a buffer of `buffer_size` (tf.data's `shuffle`),
@@ -1976,9 +1995,12 @@ impl<T: Send + 'static> Dataset<T> {
     /// Elements while `predicate` holds; ends at the first that fails it (tf.data's `take_while`).
     pub fn take_while(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
         let p = Arc::new(predicate);
-        self.unary("take_while", Cardinality::Unknown, move |_, input| {
-            ops::take_while::TakeWhile::new(input, Arc::clone(&p))
-        })
+        self.unary_with(
+            "take_while",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| ops::take_while::build(ctx, input, Arc::clone(&p)),
+        )
     }
 
     /// Every `num_shards`-th element starting at `index` (tf.data's `shard`), for splitting a
@@ -2007,9 +2029,10 @@ impl<T: Send + 'static> Dataset<T> {
         let card = self
             .cardinality()
             .map_finite(|n| n / num_shards + u64::from(index < n % num_shards));
-        self.unary("shard", card, move |_, input| {
-            ops::shard::Shard::new(input, num_shards, index)
+        self.unary_with("shard", card, Counting::Wrapped, move |ctx, input| {
+            ops::shard::build(ctx, input, num_shards, index)
         })
+        .keyed(num_shards ^ index.rotate_left(32))
     }
 
     /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`). An
@@ -2054,18 +2077,77 @@ impl<T: Send + 'static> Dataset<T> {
         U: Send + 'static,
     {
         let f = Arc::new(f);
-        self.unary("scan", self.cardinality(), move |_, input| {
-            ops::scan::Scan::new(input, initial_state.clone(), Arc::clone(&f))
-        })
+        self.unary_with(
+            "scan",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, None),
+        )
+        .resumable(false)
+    }
+
+    /// [`scan`](Dataset::scan) with a running state that checkpoints save
+    /// ([`Epoch::checkpoint`]): it is serialized with serde (postcard's encoding) into the
+    /// checkpoint, and read back by [`Dataset::iter_from`]. The elements are the same as
+    /// `scan`'s.
+    ///
+    /// A scan's elements depend on the running state before them, so they cannot be placed by
+    /// position: a checkpoint is refused (naming `scan`) when a stage after it holds its
+    /// elements by position (a `shuffle` after the scan, or a `batch` or `prefetch` after a
+    /// scan that comes after a shuffle). Put the shuffle before the scan and the batch after
+    /// neither.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::{Checkpoint, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let sums = || Dataset::range(1, 6).scan_resumable(0i64, |s, x| (s + x, s + x));
+    /// let mut epoch = sums().iter();
+    /// assert_eq!(epoch.next().await.unwrap()?, 1);
+    /// assert_eq!(epoch.next().await.unwrap()?, 3);
+    /// let saved = epoch.checkpoint()?.to_bytes();
+    /// let rest = sums().iter_from(&Checkpoint::from_bytes(&saved)?)?;
+    /// let rest: Vec<i64> = rest.map(|x| x.unwrap()).collect().await;
+    /// assert_eq!(rest, [6, 10, 15]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As `scan`: a panic in `f` is an error element and ends the stage.
+    pub fn scan_resumable<S, U>(
+        &self,
+        initial_state: S,
+        f: impl Fn(S, T) -> (S, U) + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: Clone + serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        let f = Arc::new(f);
+        let codec = ops::scan::Codec::postcard();
+        let key = (codec.save)(&initial_state).map_or(0, |bytes| {
+            bytes.iter().fold(0x5CA7, |h, &b| mix64(h ^ u64::from(b)))
+        });
+        self.unary_with(
+            "scan",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, Some(codec)),
+        )
+        .keyed(key)
     }
 
     /// Drops error elements (tf.data's `ignore_errors`). Sources whose damage leaves the rest
     /// unreadable (a corrupt file) end that file after the error, so this goes on with the next.
     pub fn ignore_errors(&self) -> Dataset<T> {
         // tf.data reports unknown whatever the input (even an infinite one).
-        self.unary("ignore_errors", Cardinality::Unknown, |_, input| {
-            ops::ignore_errors::IgnoreErrors::new(input)
-        })
+        self.unary_resumable(
+            "ignore_errors",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            |_, input| ops::ignore_errors::IgnoreErrors::new(input),
+        )
     }
 
     /// Runs the upstream in a spawned task that keeps up to `buffer_size` elements ready
@@ -2325,9 +2407,13 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone + Eq + Hash,
     {
-        self.unary("unique", Cardinality::Unknown, |_, input| {
-            ops::unique::Unique::new(input)
-        })
+        self.unary_with(
+            "unique",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            ops::unique::build,
+        )
+        .small(false)
     }
 
     /// Groups elements by `key_func` into windows of up to `window_size`, and yields the
@@ -2457,9 +2543,15 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
         T: Collate,
         T::Batch: Send + 'static,
     {
-        self.unary("collate", self.cardinality(), |_, input| {
-            ops::collate::CollateBatches::new(input, "collate", |batch: Vec<T>| T::collate(&batch))
-        })
+        self.unary_with(
+            "collate",
+            self.cardinality(),
+            Counting::Wrapped,
+            |ctx, input| {
+                let batches = input.build(&ctx.for_input(0));
+                ops::collate::build(ctx, batches, "collate", |batch: Vec<T>| T::collate(&batch))
+            },
+        )
     }
 }
 
@@ -2524,15 +2616,22 @@ impl<T: Send + 'static> Dataset<T> {
         }
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         let values = padding_values.unwrap_or_else(T::default_padding_values);
-        self.unary("padded_batch", card, move |_, input| {
-            ops::padded_batch::padded_batch(
-                input,
-                batch_size,
-                drop_remainder,
-                padded_shapes.clone(),
-                values.clone(),
-            )
-        })
+        self.unary_with(
+            "padded_batch",
+            card,
+            Counting::Wrapped,
+            move |ctx, input| {
+                ops::padded_batch::build(
+                    ctx,
+                    input,
+                    batch_size,
+                    drop_remainder,
+                    padded_shapes.clone(),
+                    values.clone(),
+                )
+            },
+        )
+        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Batches rows of different lengths without padding (tf.data's `ragged_batch(batch_size,
@@ -2570,9 +2669,13 @@ impl<T: Send + 'static> Dataset<T> {
             "ragged_batch: Batch size must be greater than zero."
         );
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary("ragged_batch", card, move |_, input| {
-            ops::ragged_batch::ragged_batch(input, batch_size, drop_remainder)
-        })
+        self.unary_with(
+            "ragged_batch",
+            card,
+            Counting::Wrapped,
+            move |ctx, input| ops::ragged_batch::build(ctx, input, batch_size, drop_remainder),
+        )
+        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Groups elements of similar length into buckets and pads each bucket's batches

@@ -427,3 +427,270 @@ async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
     };
     assert_exact(make, [0, 1, 5, 119, 120, 300, 719, 720]).await;
 }
+
+/// A checkpoint that must be refused, naming `stage`.
+async fn assert_refused<T: Send + 'static>(ds: Dataset<T>, after: usize, stage: &str) {
+    let mut epoch = ds.iter();
+    for _ in 0..after {
+        epoch.next().await.expect("an element").expect("no error");
+    }
+    let err = epoch.checkpoint().expect_err("a refused checkpoint");
+    match err.downcast_ref::<streamload::Error>() {
+        Some(streamload::Error::NotResumable { stage: s, .. }) if s == stage => {}
+        _ => panic!("expected NotResumable naming {stage}, got: {err:#}"),
+    }
+}
+
+#[tokio::test]
+async fn shard_take_while_and_ignore_errors_keep_their_counters() {
+    let faulty = |x: i64| {
+        anyhow::ensure!(x % 17 != 5, "element {x} is bad");
+        Ok(x)
+    };
+    let make = move || {
+        Dataset::range(0, 400)
+            .try_map(faulty)
+            .ignore_errors()
+            .shard(3, 1)
+            .take_while(|x| *x < 330)
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 5, 13, 25, 26, 27, 40]).await;
+    // Upstream of a shuffle (their elements replayed by position) and over one.
+    let make = move || {
+        Dataset::range(0, 400)
+            .shuffle(25, Some(3))
+            .try_map(faulty)
+            .ignore_errors()
+            .shard(2, 1)
+            .take_while(|x| *x != 171)
+            .shuffle(10, Some(4))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 7, 20, 30, 60]).await;
+}
+
+#[tokio::test]
+async fn a_batch_over_an_input_that_cannot_place_its_elements_still_runs() {
+    // The shuffle asks the batch for positions its input cannot give: the epoch runs, and
+    // only a checkpoint is refused (naming the stage that cannot save).
+    let ds = Dataset::from_stream(|| futures::stream::iter((0..40).map(anyhow::Ok)))
+        .batch(3)
+        .shuffle(4, Some(1));
+    let mut all: Vec<i64> = ds.collect().await.unwrap().concat();
+    all.sort();
+    assert_eq!(all, (0..40).collect::<Vec<_>>());
+    assert_refused(ds, 2, "from_stream").await;
+}
+
+#[tokio::test]
+async fn unbatch_and_rebatch_resume_inside_an_element() {
+    let make = || Dataset::range(0, 200).batch(7).unbatch().batch(5);
+    assert_exact(make, [0, 1, 2, 3, 7, 13, 20, 39, 40]).await;
+    let make = || Dataset::range(0, 200).batch(6).rebatch(4, false);
+    assert_exact(make, [0, 1, 2, 3, 10, 33, 49, 50]).await;
+    let make = || {
+        Dataset::range(0, 203)
+            .batch(6)
+            .rebatch_sizes(&[3, 5, 1], true)
+    };
+    assert_exact(make, [0, 1, 2, 3, 4, 5, 22, 44, 45]).await;
+    // Over a shuffle of batches: the element being split is held by position.
+    let make = || {
+        Dataset::range(0, 200)
+            .batch(5)
+            .shuffle(8, Some(1))
+            .rebatch(3, false)
+    };
+    assert_exact(make, [0, 1, 2, 5, 30, 66, 67]).await;
+    // Rows held by a shuffle after the unbatch: each row's position is its element's and
+    // its index in it.
+    let make = || {
+        Dataset::range(0, 200)
+            .shuffle(30, Some(1))
+            .batch(6)
+            .unbatch()
+            .shuffle(10, Some(2))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 3, 11, 25, 49, 50]).await;
+    let make = || {
+        Dataset::from_vec((0..60).map(|i| vec![i; (i % 4) as usize]).collect())
+            .unbatch()
+            .shuffle(9, Some(5))
+    };
+    assert_exact(make, [0, 1, 2, 8, 9, 40, 89, 90]).await;
+}
+
+#[tokio::test]
+async fn padded_ragged_and_collated_batches_resume() {
+    let seqs = || Dataset::range(0, 90).map(|n| vec![n; (n % 5) as usize]);
+    let make = move || seqs().padded_batch(4, None, None, false);
+    assert_exact(make, [0, 1, 2, 11, 22, 23]).await;
+    let make = move || {
+        seqs()
+            .shuffle(10, Some(1))
+            .padded_batch(4, None, Some(-1), true)
+    };
+    assert_exact(make, [0, 1, 2, 11, 21, 22]).await;
+    let make = move || {
+        seqs()
+            .padded_batch(3, None, None, false)
+            .shuffle(5, Some(2))
+    };
+    assert_exact(make, [0, 1, 2, 4, 5, 17, 29, 30]).await;
+    let make = move || {
+        seqs()
+            .ragged_batch(4, false)
+            .map(|r| r.to_vecs())
+            .shuffle(3, Some(3))
+    };
+    assert_exact(make, [0, 1, 2, 3, 11, 22, 23]).await;
+    let make = || {
+        Dataset::range(0, 50)
+            .map(|x| (x, x as f32 * 0.5))
+            .batch(4)
+            .collate()
+    };
+    assert_exact(make, [0, 1, 2, 6, 12, 13]).await;
+}
+
+#[tokio::test]
+async fn scan_resumable_saves_its_running_state() {
+    let make = || {
+        Dataset::range(0, 300)
+            .scan_resumable((0i64, 1u32), |(sum, n), x| {
+                ((sum + x, n + 1), sum * 31 + i64::from(n))
+            })
+            .batch(7)
+    };
+    assert_exact(make, [0, 1, 2, 10, 42, 43]).await;
+    // After a shuffle (its elements held by position), and before a prefetch.
+    let make = || {
+        Dataset::range(0, 300)
+            .shuffle(40, Some(6))
+            .scan_resumable(vec![0i64; 0], |mut last, x| {
+                last.push(x);
+                if last.len() > 3 {
+                    last.remove(0);
+                }
+                let out = last.iter().sum::<i64>();
+                (last, out)
+            })
+            .prefetch(4)
+    };
+    assert_exact(make, [0, 1, 2, 17, 150, 299, 300]).await;
+    // A plain scan cannot save its state; a scan's elements cannot be placed by position.
+    assert_refused(Dataset::range(0, 10).scan(0, |s, x| (s + x, s)), 2, "scan").await;
+    let ds = Dataset::range(0, 100)
+        .scan_resumable(0i64, |s, x| (s + x, s))
+        .shuffle(10, Some(1));
+    assert_refused(ds, 2, "scan").await;
+}
+
+#[tokio::test]
+async fn unique_saves_the_positions_of_what_it_has_seen() {
+    let make = || {
+        Dataset::range(0, 800)
+            .map(|x| (x * 37) % 211)
+            .unique()
+            .batch(3)
+    };
+    let size = assert_exact(make, [0, 1, 2, 10, 40, 70, 71]).await;
+    // The set is saved as positions (a few bytes each), never as values.
+    assert!(size < 211 * 4 + 200, "checkpoint of {size} bytes");
+    let make = || {
+        Dataset::range(0, 800)
+            .shuffle(50, Some(2))
+            .map(|x| (x * 37) % 211)
+            .unique()
+            .shuffle(10, Some(3))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 10, 40, 70, 71]).await;
+}
+
+#[tokio::test]
+async fn zip_and_concatenate_save_each_input() {
+    let make = || {
+        Dataset::zip(
+            Dataset::range(0, 100),
+            Dataset::range(5, 300)
+                .filter(|x| x % 3 != 0)
+                .map(|x| format!("{x}")),
+        )
+        .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 5, 20, 33, 34]).await;
+    let make = || {
+        Dataset::zip_all(vec![
+            Dataset::range(0, 120).shuffle(10, Some(1)),
+            Dataset::range(0, 100),
+            Dataset::range(7, 500).shuffle(30, Some(2)),
+        ])
+        .shuffle(15, Some(3))
+        .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 5, 12, 24, 25]).await;
+    let make = || {
+        Dataset::range(0, 50)
+            .concatenate(&Dataset::range(100, 130).shuffle(7, Some(1)))
+            .concatenate(&Dataset::range(200, 203))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 11, 12, 13, 19, 20, 21]).await;
+    let make = || {
+        Dataset::range(0, 50)
+            .concatenate(&Dataset::range(100, 130))
+            .shuffle(12, Some(4))
+    };
+    assert_exact(make, [0, 1, 2, 30, 45, 70, 79, 80]).await;
+}
+
+#[tokio::test]
+async fn sample_and_choose_resume_their_draws_and_inputs() {
+    let make = || {
+        Dataset::sample_from_datasets(
+            vec![
+                Dataset::range(0, 100),
+                Dataset::range(1000, 1040).shuffle(8, Some(1)),
+                Dataset::range(5000, 5100),
+            ],
+            Some(vec![0.5, 0.2, 0.3]),
+            Some(7),
+            false,
+        )
+        .batch(5)
+    };
+    assert_exact(make, [0, 1, 2, 9, 20, 40, 47, 48]).await;
+    // Unseeded: the seed drawn for the recipe is saved.
+    let ds = Dataset::sample_from_datasets(
+        vec![Dataset::range(0, 60), Dataset::range(100, 160)],
+        None,
+        None,
+        true,
+    );
+    let make = move || ds.clone().shuffle(9, Some(2));
+    assert_exact(make, [0, 1, 2, 8, 30, 59]).await;
+    let make = || {
+        Dataset::choose_from_datasets(
+            vec![
+                Dataset::range(0, 30),
+                Dataset::range(100, 180).batch(2).unbatch(),
+            ],
+            Dataset::range(0, 300).map(|x| (x * x) % 3 % 2),
+            false,
+        )
+        .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 9, 20, 26, 27]).await;
+    let make = || {
+        Dataset::choose_from_datasets(
+            vec![Dataset::range(0, 30), Dataset::range(100, 180)],
+            Dataset::range(0, 300).map(|x| x % 2).shuffle(5, Some(3)),
+            true,
+        )
+        .shuffle(6, Some(4))
+    };
+    assert_exact(make, [0, 1, 2, 9, 30, 59, 60]).await;
+}

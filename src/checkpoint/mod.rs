@@ -64,11 +64,13 @@
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, and the state tree.
 
+pub(crate) mod route;
 pub(crate) mod state;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+pub(crate) use route::Routed;
 pub(crate) use state::{
     Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
 };

@@ -72,7 +72,7 @@ impl State {
 
 /// Where an element came from: enough to make it again after a restore, without having saved
 /// its contents (its *provenance*).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) enum Prov {
     /// A position: the source's words first (a record's byte offset, an index), then a word
     /// for each stage on the way that adds one (an interleave's input element, a random map's

@@ -250,9 +250,14 @@ impl<St: Resumable, T> Resumable for Shuffle<St, T> {
                 "a checkpoint before its first element after a restore",
             ));
         }
-        let held = this.provs.clone().ok_or_else(|| {
-            unsupported(STAGE, "its input cannot say where its elements come from")
-        })?;
+        let Some(held) = this.provs.clone() else {
+            // Name the stage that cannot place its elements, when it says so.
+            this.input.get_ref().last_prov()?;
+            return Err(unsupported(
+                STAGE,
+                "its input cannot say where its elements come from",
+            ));
+        };
         let pos = this.rng.get_word_pos();
         Ok(State::new(STAGE)
             .words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64])
