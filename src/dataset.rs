@@ -1499,14 +1499,12 @@ impl<T: Send + 'static> Dataset<T> {
     {
         let parallelism = nonzero(parallelism.into(), "map_async");
         let f = Arc::new(f);
-        self.unary("map_async", self.cardinality(), move |ctx, input| {
-            ops::map_async::map_async(
-                input,
-                Arc::clone(&f),
-                parallelism.resolve(),
-                ctx.options().is_deterministic(),
-            )
-        })
+        self.unary_with(
+            "map_async",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::map_async::build(ctx, input, &f, parallelism.resolve()),
+        )
     }
 
     /// Keeps the elements for which `predicate` is true (tf.data's `filter`). Error elements

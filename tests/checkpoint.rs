@@ -694,3 +694,30 @@ async fn sample_and_choose_resume_their_draws_and_inputs() {
     };
     assert_exact(make, [0, 1, 2, 9, 30, 59, 60]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_async_redoes_its_calls_in_flight() {
+    let call = |x: i64| async move {
+        tokio::task::yield_now().await;
+        x * 3
+    };
+    let make = move || Dataset::range(0, 300).map_async(4, call).batch(5);
+    assert_exact(make, [0, 1, 2, 13, 40, 59, 60]).await;
+    // More calls in flight than elements between two marks.
+    let make = move || Dataset::range(0, 300).map_async(45, call);
+    assert_exact(make, [0, 1, 2, 31, 32, 33, 70, 150, 299, 300]).await;
+    // Over a shuffle (the positions of the calls in flight), and upstream of one.
+    let make = move || {
+        Dataset::range(0, 300)
+            .shuffle(30, Some(1))
+            .map_async(5, call)
+            .shuffle(7, Some(2))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 17, 60, 99, 100]).await;
+    // In completion order, the calls in flight cannot be placed.
+    let ds = Dataset::range(0, 100)
+        .map_async(3, call)
+        .with_options(streamload::Options::new().deterministic(false));
+    assert_refused(ds, 3, "map_async").await;
+}
