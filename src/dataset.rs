@@ -2341,9 +2341,15 @@ impl<T: Send + 'static> Dataset<T> {
             stride as u64,
             drop_remainder,
         );
-        self.unary("window", card, move |_, input| {
-            ops::window::Window::new(input, size, shift, stride, drop_remainder)
+        self.unary_with("window", card, Counting::Wrapped, move |ctx, input| {
+            ops::window::build(ctx, input, size, shift, stride, drop_remainder)
         })
+        .keyed(
+            mix64(size as u64)
+                ^ mix64(shift as u64 ^ 0x5817)
+                ^ (stride as u64) << 1
+                ^ u64::from(drop_remainder),
+        )
     }
 
     /// [`window`](Dataset::window) with each window as a dataset, as tf.data's `window(size,

@@ -721,3 +721,33 @@ async fn map_async_redoes_its_calls_in_flight() {
         .with_options(streamload::Options::new().deterministic(false));
     assert_refused(ds, 3, "map_async").await;
 }
+
+#[tokio::test]
+async fn window_resumes_from_the_oldest_window_not_passed_on() {
+    // Overlapping strided windows, then windows with gaps between them.
+    let make = || Dataset::range(0, 100).window(4, 3, 2, false);
+    assert_exact(make, [0, 1, 2, 3, 5, 8, 20, 31, 32, 33, 34]).await;
+    let make = || Dataset::range(0, 100).window(3, 5, 1, true).batch(2);
+    assert_exact(make, [0, 1, 2, 5, 9, 10]).await;
+    let make = || {
+        Dataset::range(0, 50)
+            .window(3, 1, 1, false)
+            .map(|w| w.len())
+    };
+    assert_exact(make, [0, 1, 2, 25, 47, 48, 49, 50]).await;
+    // Over a shuffle (the elements from the oldest window's first, by position) and upstream
+    // of one (members shared between windows read again once).
+    let make = || {
+        Dataset::range(0, 100)
+            .shuffle(10, Some(1))
+            .window(5, 2, 1, false)
+    };
+    assert_exact(make, [0, 1, 2, 3, 20, 48, 49, 50]).await;
+    let make = || {
+        Dataset::range(0, 100)
+            .window(4, 2, 3, false)
+            .shuffle(6, Some(2))
+            .batch(2)
+    };
+    assert_exact(make, [0, 1, 2, 3, 12, 24, 25]).await;
+}
