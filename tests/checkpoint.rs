@@ -751,3 +751,29 @@ async fn window_resumes_from_the_oldest_window_not_passed_on() {
     };
     assert_exact(make, [0, 1, 2, 3, 12, 24, 25]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interleaves_over_windows_and_zips_place_their_elements() {
+    // tf.data's idiom: each window a dataset, flattened in batches. The interleave's input
+    // elements (windows) and its inner elements (batches) are groups of positions.
+    let make = || {
+        Dataset::range(0, 60)
+            .window_datasets(4, 3, 1, false)
+            .flat_map(|w| w.batch(3))
+    };
+    assert_exact(make, [0, 1, 2, 3, 10, 39, 40]).await;
+    let make = || {
+        Dataset::range(0, 60)
+            .shuffle(8, Some(1))
+            .window_datasets(3, 2, 1, false)
+            .interleave(2, 2, |w| w.batch(2))
+            .shuffle(5, Some(2))
+    };
+    assert_exact(make, [0, 1, 2, 9, 30, 59, 60]).await;
+    let make = || {
+        Dataset::zip(Dataset::range(0, 20), Dataset::range(100, 140))
+            .parallel_interleave(3, 2, 4, |(a, b)| Dataset::range(a, a + (b % 4)))
+            .shuffle(7, Some(3))
+    };
+    assert_exact(make, [0, 1, 2, 10, 25, 29, 30]).await;
+}

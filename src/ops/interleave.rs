@@ -145,6 +145,31 @@ impl<S> Cycle<S> {
     }
 }
 
+/// The position of an element of an inner dataset: its position there, with its input
+/// element's position (its key) last. A one-word key after a position of words is one more
+/// word ([`Prov::push`]); any other pair (a key that is a group: a window or a zip's step, or
+/// an inner element that is a batch) is the group `[inner, key]`.
+pub(crate) fn keyed_prov(inner: Prov, key: &Prov) -> anyhow::Result<Prov> {
+    match (&inner, key) {
+        (Prov::At(_), Prov::At(words)) if words.len() == 1 => inner.push(words[0]),
+        _ => Ok(Prov::Group(vec![inner, key.clone()])),
+    }
+}
+
+/// The key and the inner position of a [`keyed_prov`] position.
+pub(crate) fn split_key(prov: &Prov) -> anyhow::Result<(Prov, Prov)> {
+    match prov {
+        Prov::At(_) => prov.pop().map(|(key, inner)| (Prov::at(key), inner)),
+        Prov::Group(pair) => match pair.as_slice() {
+            [inner, key] => Ok((key.clone(), inner.clone())),
+            _ => Err(crate::Error::Checkpoint(format!(
+                "a saved position is not what was expected: {prov:?}"
+            ))
+            .into()),
+        },
+    }
+}
+
 /// After a restore, the slots of an interleave's cycle that were open at the checkpoint: each
 /// open input's element, read again from its saved position (its key), with its slot and its
 /// inner stream's saved state. Shared by both interleaves, which save the same layout:
@@ -152,7 +177,7 @@ impl<S> Cycle<S> {
 /// (`held`), then the input's state and each open slot's inner state.
 pub(crate) struct Reopen<T> {
     elements: Fuse<BoxStream<T>>,
-    pending: std::collections::VecDeque<(usize, u64, State)>,
+    pending: std::collections::VecDeque<(usize, Prov, State)>,
 }
 
 impl<T: Send + 'static> Reopen<T> {
@@ -172,18 +197,14 @@ impl<T: Send + 'static> Reopen<T> {
         for i in 0..slots as usize {
             if state.word(3 + i)? == 1 {
                 let n = pending.len();
-                let key = state
-                    .held
-                    .get(n)
-                    .ok_or_else(|| state.malformed())?
-                    .single()?;
+                let key = state.held.get(n).ok_or_else(|| state.malformed())?.clone();
                 pending.push_back((i, key, state.input_state(1 + n)?.clone()));
             }
         }
         if pending.is_empty() {
             return Ok(None);
         }
-        let keys: Vec<Prov> = pending.iter().map(|(_, key, _)| Prov::at(*key)).collect();
+        let keys: Vec<Prov> = pending.iter().map(|(_, key, _)| key.clone()).collect();
         let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
         Ok(Some(Reopen {
             elements: elements.fuse(),
@@ -196,7 +217,7 @@ impl<T: Send + 'static> Reopen<T> {
     pub(crate) fn poll_next(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<anyhow::Result<(usize, u64, State, T)>>> {
+    ) -> Poll<Option<anyhow::Result<(usize, Prov, State, T)>>> {
         if self.pending.is_empty() {
             return Poll::Ready(None);
         }
@@ -207,10 +228,10 @@ impl<T: Send + 'static> Reopen<T> {
             )
             .into()),
         };
-        let (slot, key, inner) = self
-            .pending
-            .pop_front()
-            .unwrap_or((0, 0, State::new("(none)")));
+        let (slot, key, inner) =
+            self.pending
+                .pop_front()
+                .unwrap_or((0, Prov::Group(Vec::new()), State::new("(none)")));
         Poll::Ready(Some(x.map(|x| (slot, key, inner, x))))
     }
 }
@@ -221,7 +242,7 @@ pub(crate) fn save_cycle(
     stage: &'static str,
     cursor: (usize, usize),
     input: State,
-    slots: impl ExactSizeIterator<Item = Option<anyhow::Result<(u64, State)>>>,
+    slots: impl ExactSizeIterator<Item = Option<anyhow::Result<(Prov, State)>>>,
 ) -> anyhow::Result<State> {
     let mut words = vec![cursor.0 as u64, cursor.1 as u64, slots.len() as u64];
     let mut held = Vec::new();
@@ -230,7 +251,7 @@ pub(crate) fn save_cycle(
         words.push(u64::from(slot.is_some()));
         if let Some(slot) = slot {
             let (key, inner) = slot?;
-            held.push(Prov::at(key));
+            held.push(key);
             inputs.push(inner);
         }
     }
@@ -239,11 +260,11 @@ pub(crate) fn save_cycle(
     Ok(state)
 }
 
-/// An open inner stream and the position of the input element it was made from (its key, a
-/// one-word position), when the input can say.
+/// An open inner stream and the position of the input element it was made from (its key),
+/// when the input can say.
 pub(crate) struct Keyed<S> {
     pub(crate) stream: S,
-    pub(crate) key: Option<u64>,
+    pub(crate) key: Option<Prov>,
 }
 
 impl<U> Slot<U> for Keyed<BoxStream<U>> {
@@ -393,11 +414,7 @@ where
                 return Poll::Ready(None);
             }
             Poll::Ready(ready!(input.poll_next_unpin(cx)).map(|x| {
-                let key = input
-                    .get_ref()
-                    .last_prov()
-                    .ok()
-                    .and_then(|p| p.single().ok());
+                let key = input.get_ref().last_prov().ok();
                 x.and_then(|x| open(&**f, x, ctx, "interleave"))
                     .map(|stream| Keyed { stream, key })
             }))
@@ -424,7 +441,7 @@ where
         let cursor = this.cycle.cursor();
         let slots = this.cycle.slots.iter_mut().map(|open| {
             open.as_mut().map(|open| {
-                let key = open.key.ok_or_else(|| {
+                let key = open.key.clone().ok_or_else(|| {
                     unsupported(stage, "its input cannot say where its elements come from")
                 })?;
                 Ok((key, open.stream.as_mut().save()?))
@@ -441,13 +458,13 @@ where
             .get(self.cycle.last)
             .and_then(Option::as_ref);
         let open = open.ok_or_else(|| unsupported(self.stage, "no element yielded yet"))?;
-        let key = open.key.ok_or_else(|| {
+        let key = open.key.as_ref().ok_or_else(|| {
             unsupported(
                 self.stage,
                 "its input cannot say where its elements come from",
             )
         })?;
-        open.stream.last_prov()?.push(key)
+        keyed_prov(open.stream.last_prov()?, key)
     }
 }
 
@@ -504,12 +521,12 @@ where
         nested: Ctx,
         provs: &Arc<[Prov]>,
     ) -> anyhow::Result<Self> {
-        let mut keys: Vec<u64> = Vec::new();
+        let mut keys: Vec<Prov> = Vec::new();
         let mut lists: Vec<Vec<Prov>> = Vec::new();
         let mut route = Vec::with_capacity(provs.len());
         for prov in provs.iter() {
-            let (key, rest) = prov.pop()?;
-            let k = match keys.iter().position(|&k| k == key) {
+            let (key, rest) = split_key(prov)?;
+            let k = match keys.iter().position(|k| *k == key) {
                 Some(k) => k,
                 None => {
                     keys.push(key);
@@ -520,8 +537,7 @@ where
             lists[k].push(rest);
             route.push(k);
         }
-        let wanted: Vec<Prov> = keys.iter().map(|&k| Prov::at(k)).collect();
-        let elements = input.build(&ctx.for_input(0).with_replay(wanted.into()));
+        let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
         Ok(Replay {
             provs: Arc::clone(provs),
             route,

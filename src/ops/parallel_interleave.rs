@@ -7,7 +7,7 @@ use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
 use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
-use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
+use crate::ops::interleave::{Cycle, Reopen, Slot, keyed_prov, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
 use crate::stats::StageCounters;
@@ -38,8 +38,8 @@ struct Reader<U> {
     /// The inner stream's state before the oldest element not passed on (a mark before its
     /// chunk and how many of the chunk were passed on).
     marker: Marker,
-    /// Where the input element it reads came from (a one-word position), when known.
-    key: Option<u64>,
+    /// Where the input element it reads came from, when known.
+    key: Option<Prov>,
     /// Where its last element passed on came from.
     last: Option<Prov>,
 }
@@ -52,7 +52,7 @@ impl<U: Send + 'static> Reader<U> {
         mut inner: BoxStream<U>,
         buffer: usize,
         gauge: Option<Arc<StageCounters>>,
-        key: Option<u64>,
+        key: Option<Prov>,
         provs: bool,
     ) -> anyhow::Result<Self> {
         let marks = inner.is_small() && inner.resumable();
@@ -148,7 +148,7 @@ where
         !self.input.is_terminated() || !self.ahead.is_empty()
     }
 
-    fn start(&self, x: T, key: Option<u64>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
+    fn start(&self, x: T, key: Option<Prov>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
         Reader::spawn(
             open(&*self.f, x, ctx, STAGE)?,
             self.config.buffer_output_elements,
@@ -159,12 +159,8 @@ where
     }
 
     /// The position of the input element just taken, as a key.
-    fn key(&self) -> Option<u64> {
-        self.input
-            .get_ref()
-            .last_prov()
-            .ok()
-            .and_then(|p| p.single().ok())
+    fn key(&self) -> Option<Prov> {
+        self.input.get_ref().last_prov().ok()
     }
 
     /// Opens inner datasets ahead of the cursor, as far as the input has elements ready.
@@ -399,7 +395,7 @@ where
         };
         let slots = this.cycle.slots.iter().map(|open| {
             open.as_ref().map(|reader| {
-                let key = reader.key.ok_or_else(|| {
+                let key = reader.key.clone().ok_or_else(|| {
                     unsupported(STAGE, "its input cannot say where its elements come from")
                 })?;
                 // `[skip]` over the inner stream's mark: restored from the mark, it skips
@@ -419,13 +415,12 @@ where
             .get(self.cycle.last)
             .and_then(Option::as_ref);
         let reader = reader.ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        let key = reader.key.ok_or_else(|| {
+        let key = reader.key.as_ref().ok_or_else(|| {
             unsupported(STAGE, "its input cannot say where its elements come from")
         })?;
-        reader
-            .last
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))?
-            .push(key)
+        let inner = reader.last.clone().ok_or_else(|| {
+            unsupported(STAGE, "the position of its last element was not recorded")
+        })?;
+        keyed_prov(inner, key)
     }
 }
