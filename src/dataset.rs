@@ -2767,16 +2767,23 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes: bucket_batch_sizes,
             options,
         });
-        self.unary(
+        let key = config
+            .boundaries
+            .iter()
+            .chain(&config.batch_sizes)
+            .fold(0xB0C4, |h, &n| mix64(h ^ n as u64));
+        let flags = [
+            config.options.pad_to_bucket_boundary,
+            config.options.no_padding,
+            config.options.drop_remainder,
+        ];
+        self.unary_with(
             "bucket_by_sequence_length",
             Cardinality::Unknown,
-            move |_, input| {
-                ops::bucket_by_sequence_length::BucketBySequenceLength::new(
-                    input,
-                    Arc::clone(&config),
-                )
-            },
+            Counting::Wrapped,
+            move |ctx, input| ops::bucket_by_sequence_length::build(ctx, input, &config),
         )
+        .keyed(key ^ flags.iter().fold(0, |h, &f| (h << 1) | u64::from(f)))
     }
 }
 

@@ -777,3 +777,62 @@ async fn interleaves_over_windows_and_zips_place_their_elements() {
     };
     assert_exact(make, [0, 1, 2, 10, 25, 29, 30]).await;
 }
+
+/// Checkpoint points across an epoch of `n` elements: its start, middle and end.
+fn spread(n: usize) -> Vec<usize> {
+    let mut points = vec![0, 1, 2, n / 3, n / 2, n.saturating_sub(3)];
+    points.extend([n.saturating_sub(2), n.saturating_sub(1), n]);
+    points
+}
+
+#[tokio::test]
+async fn bucket_by_sequence_length_fills_its_buckets_again() {
+    use streamload::BucketOptions;
+    let seqs = || Dataset::range(0, 200).map(|n| vec![n; ((n * 7) % 11) as usize + 1]);
+    let make = move || {
+        seqs().bucket_by_sequence_length(
+            |s| s.len(),
+            vec![3, 6, 9],
+            vec![4, 3, 5, 2],
+            BucketOptions::default().padding_values(-1),
+        )
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, 0..=n).await;
+    // A rare bucket holds its elements long (the restore reads from before its first one),
+    // and the flush at the end.
+    let make = move || {
+        seqs().bucket_by_sequence_length(
+            |s| if s[0] % 37 == 0 { 100 } else { s.len() },
+            vec![50],
+            vec![3, 4],
+            BucketOptions::default(),
+        )
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, 0..=n).await;
+    // Over a shuffle (the elements held by position) and upstream of one (each batch's
+    // members read again, padded as their bucket pads).
+    let make = move || {
+        seqs()
+            .shuffle(20, Some(1))
+            .bucket_by_sequence_length(
+                |s| s.len(),
+                vec![4, 8, 12],
+                vec![3, 2, 4, 1],
+                BucketOptions::default()
+                    .pad_to_bucket_boundary(true)
+                    .drop_remainder(true),
+            )
+            .map(|b| b.into_raw_vec_and_offset().0)
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, spread(n)).await;
+    let make = move || {
+        seqs()
+            .bucket_by_sequence_length(|s| s.len(), vec![5], vec![3, 3], BucketOptions::default())
+            .shuffle(4, Some(2))
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, spread(n)).await;
+}

@@ -64,6 +64,7 @@
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, and the state tree.
 
+pub(crate) mod held;
 pub(crate) mod route;
 pub(crate) mod state;
 
