@@ -547,37 +547,6 @@ impl<T: Send + 'static> Dataset<T> {
         self.stage.fingerprint
     }
 
-    /// A stage that transforms this dataset's stream.
-    pub(crate) fn unary<U: Send + 'static, S>(
-        &self,
-        name: &'static str,
-        cardinality: Cardinality,
-        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
-    ) -> Dataset<U>
-    where
-        S: Stream<Item = anyhow::Result<U>> + Send + 'static,
-    {
-        self.unary_counted(name, cardinality, Counting::Wrapped, op)
-    }
-
-    /// A stage that transforms this dataset's stream, its statistics kept as `counting` says
-    /// (an operation that does not save its position).
-    pub(crate) fn unary_counted<U: Send + 'static, S>(
-        &self,
-        name: &'static str,
-        cardinality: Cardinality,
-        counting: Counting,
-        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
-    ) -> Dataset<U>
-    where
-        S: Stream<Item = anyhow::Result<U>> + Send + 'static,
-    {
-        self.unary_resumable(name, cardinality, counting, move |ctx, input| {
-            Opaque::new(op(ctx, input), name)
-        })
-        .resumable(false)
-    }
-
     /// A stage that transforms this dataset's stream and saves its position. Its input is
     /// built with [`Ctx::for_input`]`(0)`: restored from input 0 of the stage's state.
     pub(crate) fn unary_resumable<U: Send + 'static, S>(
@@ -2489,12 +2458,11 @@ impl<T: Send + 'static> Dataset<T> {
             reduce: reduce_func,
             window_size: window_size_func,
         });
-        self.unary(
+        self.unary_with(
             "group_by_window",
             Cardinality::Unknown,
-            move |ctx, input| {
-                ops::group_by_window::GroupByWindow::new(input, Arc::clone(&funcs), ctx.nested())
-            },
+            Counting::Wrapped,
+            move |ctx, input| ops::group_by_window::build(ctx, input, &funcs),
         )
     }
 }

@@ -836,3 +836,37 @@ async fn bucket_by_sequence_length_fills_its_buckets_again() {
     let n = make().count().await.unwrap() as usize;
     assert_exact(make, spread(n)).await;
 }
+
+#[tokio::test]
+async fn group_by_window_fills_its_windows_again_and_restores_the_one_being_read() {
+    let make = || Dataset::range(0, 200).group_by_window(|x| x % 3, |_, w| w.batch(2), 5);
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, 0..=n).await;
+    // Window sizes per key, a rare key holding its window long, and the flush at the end.
+    let make = || {
+        Dataset::range(0, 300).group_by_window_with(
+            |x| if x % 41 == 0 { 7 } else { x % 4 },
+            |k, w| w.map(move |x| x * 10 + k).batch(3),
+            |k| *k as usize + 2,
+        )
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, 0..=n).await;
+    // Over a shuffle (the elements held by position) and upstream of one (each element placed
+    // by its window's elements and its place in the reduced dataset).
+    let make = || {
+        Dataset::range(0, 200)
+            .shuffle(15, Some(1))
+            .group_by_window(|x| x % 5, |_, w| w.batch(3), 4)
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, spread(n)).await;
+    let make = || {
+        Dataset::range(0, 200)
+            .group_by_window(|x| x % 3, |k, w| w.map(move |x| (k, x)), 4)
+            .shuffle(6, Some(2))
+            .batch(5)
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, spread(n)).await;
+}

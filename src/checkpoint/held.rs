@@ -36,6 +36,16 @@ impl Members {
         self.indices.is_empty() && self.provs.is_empty()
     }
 
+    /// How many elements it holds (as far as it keeps track).
+    pub(crate) fn len(&self) -> usize {
+        self.indices.len().max(self.provs.len())
+    }
+
+    /// Its elements' offsets from the mark at `base` (see [`Held::save`]).
+    pub(crate) fn offsets(&self, base: u64) -> impl Iterator<Item = u64> + '_ {
+        self.indices.iter().map(move |i| i - base)
+    }
+
     /// The group was passed on: its members' positions (when recorded), and it is empty.
     pub(crate) fn take(&mut self) -> Vec<Prov> {
         self.mark = None;
@@ -128,13 +138,18 @@ impl Held {
         if kept { Step::Again(i) } else { Step::Drop }
     }
 
-    /// Element `index` joins `members`; `prov` says where it came from (asked only when
-    /// recording; when the input cannot say, no checkpoint can place the groups).
+    /// Where the element `input` just yielded came from, when positions are recorded.
+    pub(crate) fn prov_of(&self, input: &impl Resumable) -> Option<anyhow::Result<Prov>> {
+        self.record.then(|| input.last_prov())
+    }
+
+    /// Element `index` joins `members`; `prov` is [`prov_of`](Held::prov_of)'s answer (when
+    /// the input cannot say, no checkpoint can place the groups).
     pub(crate) fn add(
         &mut self,
         members: &mut Members,
         index: u64,
-        prov: impl FnOnce() -> anyhow::Result<Prov>,
+        prov: Option<anyhow::Result<Prov>>,
     ) {
         if members.is_empty() {
             members.mark = self.mark.clone();
@@ -142,21 +157,26 @@ impl Held {
         if self.marking {
             members.indices.push(index);
         }
-        if self.record {
-            match prov() {
-                Ok(p) => members.provs.push(p),
-                Err(_) => self.record = false,
-            }
+        match prov {
+            Some(Ok(p)) if self.record => members.provs.push(p),
+            Some(Err(_)) => self.record = false,
+            _ => {}
         }
     }
 
+    /// Whether it reads again what it held at the last restore (over a small input).
+    pub(crate) fn reading_again(&self) -> bool {
+        self.again.is_some()
+    }
+
     /// The words `[J, n, offsets]` and the input's state (small inputs), or the positions of
-    /// the groups' elements in their order and the input's state now.
+    /// the groups' elements in their order and the input's state now; and the index of the
+    /// mark the offsets count from.
     pub(crate) fn save<'a, T>(
         &self,
         groups: impl Iterator<Item = &'a Members> + Clone,
         input: &mut BoxStream<T>,
-    ) -> anyhow::Result<(Vec<u64>, Vec<Prov>, State)> {
+    ) -> anyhow::Result<(Vec<u64>, Vec<Prov>, State, u64)> {
         if self.again.is_some() {
             return Err(unsupported(
                 self.stage,
@@ -172,7 +192,7 @@ impl Held {
                 ));
             }
             let held = groups.flat_map(|g| g.provs.iter().cloned()).collect();
-            return Ok((Vec::new(), held, input.as_mut().save()?));
+            return Ok((Vec::new(), held, input.as_mut().save()?, 0));
         }
         let mut oldest: Option<&Mark> = None;
         for group in groups.clone().filter(|g| !g.is_empty()) {
@@ -187,14 +207,12 @@ impl Held {
             }
         }
         let Some(oldest) = oldest else {
-            return Ok((vec![0, 0], Vec::new(), input.as_mut().save()?));
+            return Ok((vec![0, 0], Vec::new(), input.as_mut().save()?, 0));
         };
-        let mut offsets: Vec<u64> = groups
-            .flat_map(|g| g.indices.iter().map(|i| i - oldest.0))
-            .collect();
+        let mut offsets: Vec<u64> = groups.flat_map(|g| g.offsets(oldest.0)).collect();
         offsets.sort_unstable();
         let mut words = vec![self.read - oldest.0, offsets.len() as u64];
         words.extend(offsets);
-        Ok((words, Vec::new(), oldest.1.clone()))
+        Ok((words, Vec::new(), oldest.1.clone(), oldest.0))
     }
 }

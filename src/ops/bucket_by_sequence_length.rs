@@ -348,9 +348,8 @@ where
                             Ok(bucket) => bucket,
                             Err(e) => return Poll::Ready(Some(Err(e))),
                         };
-                        let refill = refill.get_ref();
-                        this.held
-                            .add(&mut this.members[bucket], 0, || refill.last_prov());
+                        let prov = this.held.prov_of(refill.get_ref());
+                        this.held.add(&mut this.members[bucket], 0, prov);
                         this.buckets[bucket].push(x);
                     }
                     Some(Err(e)) => return Poll::Ready(Some(Err(e))),
@@ -379,9 +378,8 @@ where
                         Ok(bucket) => bucket,
                         Err(e) => return Poll::Ready(Some(Err(e))),
                     };
-                    let input = this.input.get_ref();
-                    this.held
-                        .add(&mut this.members[bucket], index, || input.last_prov());
+                    let prov = this.held.prov_of(this.input.get_ref());
+                    this.held.add(&mut this.members[bucket], index, prov);
                     this.buckets[bucket].push(x);
                     if !again && this.buckets[bucket].len() == this.config.batch_sizes[bucket] {
                         return Poll::Ready(Some(this.make_batch(bucket)));
@@ -405,7 +403,7 @@ impl<T: PaddedCollate, F> Resumable for BucketBySequenceLength<T, F> {
             ));
         }
         let flushed = this.flushed.map_or(0, |n| n as u64 + 1);
-        let (words, held, input) = this.held.save(this.members.iter(), this.input.get_mut())?;
+        let (words, held, input, _) = this.held.save(this.members.iter(), this.input.get_mut())?;
         Ok(State::new(STAGE)
             .words([flushed, this.index])
             .words(words)

@@ -481,6 +481,23 @@ where
     U: Send + 'static,
     F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
 {
+    replay_with(ctx, &|ctx: &Ctx| input.build(ctx), f, nested, stage)
+}
+
+/// [`replay`] over input elements the caller's `input` makes (given the replaying context):
+/// group_by_window replays its windows so.
+pub(crate) fn replay_with<T, U, F>(
+    ctx: &Ctx,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
     let Some(provs) = ctx.replaying() else {
         return crate::dataset::error_stream(unsupported(stage, "not in replay"));
     };
@@ -516,7 +533,7 @@ where
 {
     fn new(
         ctx: &Ctx,
-        input: &Dataset<T>,
+        input: &dyn Fn(&Ctx) -> BoxStream<T>,
         f: Arc<F>,
         nested: Ctx,
         provs: &Arc<[Prov]>,
@@ -537,7 +554,7 @@ where
             lists[k].push(rest);
             route.push(k);
         }
-        let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
+        let elements = input(&ctx.for_input(0).with_replay(keys.into()));
         Ok(Replay {
             provs: Arc::clone(provs),
             route,
