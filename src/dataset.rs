@@ -237,6 +237,15 @@ impl Ctx {
         }
     }
 
+    /// This context for epoch `epoch` as numbered by [`Ctx::epoch`] (a cache fills its
+    /// store again as the epoch that started the fill).
+    pub(crate) fn with_epoch(&self, epoch: u64) -> Ctx {
+        Ctx {
+            epoch,
+            ..self.clone()
+        }
+    }
+
     /// The statistics a stage counted [`ByInput`](Counting::ByInput) or
     /// [`ByStage`](Counting::ByStage) must update itself (`None` when a wrapper counts it).
     pub(crate) fn own_counters(&self) -> Option<Arc<StageCounters>> {

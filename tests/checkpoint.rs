@@ -870,3 +870,69 @@ async fn group_by_window_fills_its_windows_again_and_restores_the_one_being_read
     let n = make().count().await.unwrap() as usize;
     assert_exact(make, spread(n)).await;
 }
+
+#[tokio::test]
+async fn cache_resumes_while_filling_and_while_reading() {
+    // Repetition 0 fills the cache, the next ones read it; each resume is in a fresh recipe
+    // (an empty cache: it is filled again from where its fill started).
+    let make = || {
+        Dataset::range(0, 50)
+            .shuffle(10, Some(1))
+            .cache()
+            .repeat_n(3)
+            .batch(4)
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, [0, 1, 2, 6, 12, 13, 14, 20, 25, 36, n - 1, n]).await;
+    // Upstream of a shuffle: positions of both kinds (the input's, the cache's indices).
+    let make = || {
+        Dataset::range(0, 50)
+            .shuffle(10, Some(1))
+            .cache()
+            .repeat_n(3)
+            .shuffle(8, Some(2))
+    };
+    assert_exact(make, [0, 1, 2, 45, 49, 50, 55, 100, 149, 150]).await;
+}
+
+#[tokio::test]
+async fn a_restored_cache_holds_the_order_of_the_epoch_that_filled_it() {
+    // Unseeded: each recipe draws its own shuffle seed; the checkpoint carries the fill's.
+    let recipe = || Dataset::range(0, 40).shuffle(10, None).cache();
+    let a = recipe();
+    let filled = a.collect().await.unwrap();
+    let mut epoch = a.iter(); // reads the cache
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        seen.push(epoch.next().await.unwrap().unwrap());
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    let b = recipe(); // another process: its cache is empty, its seed another
+    let mut resumed = b.iter_from(&cp).unwrap();
+    while let Some(x) = resumed.next().await {
+        seen.push(x.unwrap());
+    }
+    assert_eq!(seen, filled);
+    assert_eq!(
+        b.collect().await.unwrap(),
+        filled,
+        "the cache filled again is kept"
+    );
+
+    // A checkpoint while filling: the resumed epoch cannot fill the cache (its first
+    // elements are not in it), and the next epoch fills it as the first would have.
+    let a = recipe();
+    let mut epoch = a.iter();
+    let mut first = Vec::new();
+    for _ in 0..7 {
+        first.push(epoch.next().await.unwrap().unwrap());
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    let b = recipe();
+    let mut resumed = b.iter_from(&cp).unwrap();
+    while let Some(x) = resumed.next().await {
+        first.push(x.unwrap());
+    }
+    assert_eq!(b.collect().await.unwrap(), first);
+    assert_eq!(b.collect().await.unwrap(), first);
+}

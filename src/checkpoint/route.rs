@@ -1,6 +1,6 @@
 //! Replay through a stage with several inputs (`concatenate`, `sample_from_datasets`,
-//! `choose_from_datasets`): each of its positions ends with the index of the input the element
-//! came from.
+//! `choose_from_datasets`, `cache`): each of its positions is keyed by the index of the input
+//! the element came from ([`Prov::keyed`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use super::{Prov, Resumable, State, unsupported};
 use crate::dataset::BoxStream;
 
 /// A stage with several inputs in replay: each input replays its own positions (the saved
-/// ones without their last word), and the elements are taken from them in the saved order.
+/// ones without their key), and the elements are taken from them in the saved order.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Routed<T> {
     provs: Arc<[Prov]>,
@@ -36,7 +36,8 @@ impl<T: Send + 'static> Routed<T> {
         let mut lists = vec![Vec::new(); n];
         let mut route = Vec::with_capacity(provs.len());
         for prov in provs.iter() {
-            let (i, rest) = prov.pop()?;
+            let (i, rest) = prov.split_key()?;
+            let i = i.single()?;
             let list = usize::try_from(i)
                 .ok()
                 .and_then(|i| lists.get_mut(i))

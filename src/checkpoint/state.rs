@@ -118,6 +118,32 @@ impl Prov {
         }
     }
 
+    /// This position (of an element of an inner dataset, or of one input among several) with
+    /// the position of what it came through (its key: an interleave's input element, the
+    /// index of a concatenation's input) last. A one-word key after a position of words is one
+    /// more word ([`push`](Prov::push)); any other pair (a key that is a group: a window or a
+    /// zip's step; or a position that is: a batch) is the group `[self, key]`.
+    pub(crate) fn keyed(self, key: &Prov) -> anyhow::Result<Prov> {
+        match (&self, key) {
+            (Prov::At(_), Prov::At(words)) if words.len() == 1 => self.push(words[0]),
+            _ => Ok(Prov::Group(vec![self, key.clone()])),
+        }
+    }
+
+    /// The key and the position of a [`keyed`](Prov::keyed) position.
+    pub(crate) fn split_key(&self) -> anyhow::Result<(Prov, Prov)> {
+        match self {
+            Prov::At(_) => self.pop().map(|(key, inner)| (Prov::at(key), inner)),
+            Prov::Group(pair) => match pair.as_slice() {
+                [inner, key] => Ok((key.clone(), inner.clone())),
+                _ => Err(Error::Checkpoint(format!(
+                    "a saved position is not what was expected: {self:?}"
+                ))
+                .into()),
+            },
+        }
+    }
+
     /// The only word of a one-word position.
     pub(crate) fn single(&self) -> anyhow::Result<u64> {
         match self {

@@ -149,7 +149,7 @@ impl<T: Send + 'static> Resumable for Concatenate<T> {
         if self.replaying {
             return Ok(prov);
         }
-        prov.push(self.phase)
+        prov.keyed(&Prov::at(self.phase))
     }
 
     fn is_small(&self) -> bool {

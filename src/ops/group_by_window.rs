@@ -17,7 +17,6 @@ use crate::Error;
 use crate::checkpoint::held::{Held, Members, Step};
 use crate::checkpoint::{Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
-use crate::ops::interleave::keyed_prov;
 use crate::runtime::catch_panic;
 
 const STAGE: &str = "group_by_window";
@@ -428,10 +427,9 @@ impl<T, K, U, F> Resumable for GroupByWindow<T, K, U, F> {
                 "the positions of its windows' elements were not recorded",
             ));
         }
-        keyed_prov(
-            current.last_prov()?,
-            &Prov::Group(self.current_members.provs.clone()),
-        )
+        current
+            .last_prov()?
+            .keyed(&Prov::Group(self.current_members.provs.clone()))
     }
 
     fn is_small(&self) -> bool {

@@ -145,31 +145,6 @@ impl<S> Cycle<S> {
     }
 }
 
-/// The position of an element of an inner dataset: its position there, with its input
-/// element's position (its key) last. A one-word key after a position of words is one more
-/// word ([`Prov::push`]); any other pair (a key that is a group: a window or a zip's step, or
-/// an inner element that is a batch) is the group `[inner, key]`.
-pub(crate) fn keyed_prov(inner: Prov, key: &Prov) -> anyhow::Result<Prov> {
-    match (&inner, key) {
-        (Prov::At(_), Prov::At(words)) if words.len() == 1 => inner.push(words[0]),
-        _ => Ok(Prov::Group(vec![inner, key.clone()])),
-    }
-}
-
-/// The key and the inner position of a [`keyed_prov`] position.
-pub(crate) fn split_key(prov: &Prov) -> anyhow::Result<(Prov, Prov)> {
-    match prov {
-        Prov::At(_) => prov.pop().map(|(key, inner)| (Prov::at(key), inner)),
-        Prov::Group(pair) => match pair.as_slice() {
-            [inner, key] => Ok((key.clone(), inner.clone())),
-            _ => Err(crate::Error::Checkpoint(format!(
-                "a saved position is not what was expected: {prov:?}"
-            ))
-            .into()),
-        },
-    }
-}
-
 /// After a restore, the slots of an interleave's cycle that were open at the checkpoint: each
 /// open input's element, read again from its saved position (its key), with its slot and its
 /// inner stream's saved state. Shared by both interleaves, which save the same layout:
@@ -464,7 +439,7 @@ where
                 "its input cannot say where its elements come from",
             )
         })?;
-        keyed_prov(open.stream.last_prov()?, key)
+        open.stream.last_prov()?.keyed(key)
     }
 }
 
@@ -542,7 +517,7 @@ where
         let mut lists: Vec<Vec<Prov>> = Vec::new();
         let mut route = Vec::with_capacity(provs.len());
         for prov in provs.iter() {
-            let (key, rest) = split_key(prov)?;
+            let (key, rest) = prov.split_key()?;
             let k = match keys.iter().position(|k| *k == key) {
                 Some(k) => k,
                 None => {

@@ -7,7 +7,7 @@ use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
 use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Ctx, Dataset};
-use crate::ops::interleave::{Cycle, Reopen, Slot, keyed_prov, open, save_cycle};
+use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
 use crate::stats::StageCounters;
@@ -421,6 +421,6 @@ where
         let inner = reader.last.clone().ok_or_else(|| {
             unsupported(STAGE, "the position of its last element was not recorded")
         })?;
-        keyed_prov(inner, key)
+        inner.keyed(key)
     }
 }

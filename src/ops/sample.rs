@@ -113,7 +113,7 @@ impl<T: Send + 'static> Inputs<T> {
         }
         let input = self.streams.get(self.last).and_then(Option::as_ref);
         let input = input.ok_or_else(|| unsupported(stage, "no element yielded yet"))?;
-        input.last_prov()?.push(self.last as u64)
+        input.last_prov()?.keyed(&Prov::at(self.last as u64))
     }
 }
 
