@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Checkpoint, Opaque, Prov, StageStream, State};
+use crate::checkpoint::{Checkpoint, Opaque, Prov, Restored, StageStream, State};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
@@ -318,6 +318,28 @@ pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> 
     ))
 }
 
+/// A stage's stream, boxed with the wrapper that counts it (see [`Counting`]).
+fn finish<T, S: StageStream<T> + 'static>(
+    stream: S,
+    timing: bool,
+    counting: Counting,
+    watched: bool,
+    counters: Arc<StageCounters>,
+) -> BoxStream<T> {
+    if timing {
+        Box::pin(Timed::new(stream, counters))
+    } else if counting != Counting::Wrapped {
+        if counting == Counting::ByInput {
+            counters.set_counted_by_input();
+        }
+        Box::pin(stream)
+    } else if watched {
+        Box::pin(Counted::<_, true>::new(stream, counters))
+    } else {
+        Box::pin(Counted::<_, false>::new(stream, counters))
+    }
+}
+
 /// SplitMix64's finaliser: a cheap, well-mixed hash of a 64-bit value, used to derive seeds.
 pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -483,17 +505,14 @@ impl<T: Send + 'static> Dataset<T> {
             let stream = build(&inner);
             #[cfg(feature = "tracing")]
             let stream = crate::trace::Traced::new(stream, name, depth);
-            if timing {
-                Box::pin(Timed::new(stream, counters))
-            } else if counting != Counting::Wrapped {
-                if counting == Counting::ByInput {
-                    counters.set_counted_by_input();
+            let watched = ctx.tuner.watches(&counters);
+            match ctx.restore.as_ref().filter(|_| ctx.replay.is_none()) {
+                // Restored: its position is the saved one until its first element.
+                Some(state) => {
+                    let stream = Restored::new(stream, Arc::clone(state));
+                    finish(stream, timing, counting, watched, counters)
                 }
-                Box::pin(stream)
-            } else if ctx.tuner.watches(&counters) {
-                Box::pin(Counted::<_, true>::new(stream, counters))
-            } else {
-                Box::pin(Counted::<_, false>::new(stream, counters))
+                None => finish(stream, timing, counting, watched, counters),
             }
         };
         let mut fingerprint = mix64(name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {

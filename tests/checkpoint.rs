@@ -936,3 +936,107 @@ async fn a_restored_cache_holds_the_order_of_the_epoch_that_filled_it() {
     assert_eq!(b.collect().await.unwrap(), first);
     assert_eq!(b.collect().await.unwrap(), first);
 }
+
+/// Checkpoints every few elements, each resumed in a fresh recipe and checkpointed again
+/// (the first ones right after a restore), against the uninterrupted epoch.
+async fn assert_hops<T, F>(make: F, hops: &[usize])
+where
+    T: PartialEq + Debug + Send + 'static,
+    F: Fn() -> Dataset<T>,
+{
+    let full = make().collect().await.expect("uninterrupted epoch");
+    let mut seen = Vec::new();
+    let mut epoch = make().iter();
+    for &hop in hops {
+        for _ in 0..hop {
+            match epoch.next().await {
+                Some(x) => seen.push(x.expect("no error")),
+                None => break,
+            }
+        }
+        let bytes = epoch.checkpoint().expect("checkpoint").to_bytes();
+        drop(epoch);
+        epoch = make()
+            .iter_from(&Checkpoint::from_bytes(&bytes).unwrap())
+            .expect("iter_from");
+    }
+    while let Some(x) = epoch.next().await {
+        seen.push(x.expect("no error"));
+    }
+    assert_eq!(seen, full);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remaining_operations_checkpoint_again_right_after_a_restore() {
+    use streamload::BucketOptions;
+    let hops = [1, 0, 1, 2, 0, 3, 5, 1, 0, 8];
+    assert_hops(
+        || {
+            Dataset::range(0, 200)
+                .map(|n| vec![n; (n % 9) as usize + 1])
+                .bucket_by_sequence_length(
+                    |s| s.len(),
+                    vec![4],
+                    vec![3, 5],
+                    BucketOptions::default(),
+                )
+                .batch(2)
+        },
+        &hops,
+    )
+    .await;
+    assert_hops(
+        || {
+            Dataset::range(0, 200)
+                .group_by_window(|x| x % 4, |_, w| w.batch(2), 3)
+                .batch(3)
+        },
+        &hops,
+    )
+    .await;
+    assert_hops(
+        || {
+            Dataset::zip(
+                Dataset::range(0, 100),
+                Dataset::range(7, 200).batch(2).unbatch(),
+            )
+            .batch(3)
+            .prefetch(2)
+        },
+        &hops,
+    )
+    .await;
+    assert_hops(
+        || {
+            Dataset::range(0, 60)
+                .shuffle(9, Some(1))
+                .cache()
+                .repeat_n(3)
+                .batch(4)
+        },
+        &[20, 1, 0, 2, 0, 3],
+    )
+    .await;
+    assert_hops(
+        || {
+            Dataset::range(0, 100)
+                .window(4, 2, 1, false)
+                .map_async(3, |w| async move { w })
+                .unique()
+                .batch(2)
+        },
+        &hops,
+    )
+    .await;
+    assert_hops(
+        || {
+            Dataset::range(0, 300)
+                .batch(7)
+                .rebatch_sizes(&[2, 5], false)
+                .concatenate(&Dataset::range(0, 10).batch(3))
+                .padded_batch(2, None, None, false)
+        },
+        &hops,
+    )
+    .await;
+}

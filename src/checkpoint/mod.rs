@@ -57,6 +57,13 @@
 //! holds elements by position). The tests in `tests/checkpoint.rs` check a stage by
 //! comparing an interrupted and resumed epoch with an uninterrupted one at many points.
 //!
+//! The shared pieces: `parallel_map::InFlight` (calls in flight in input order: a mark per
+//! group, or positions), [`held`] (several partial groups at once: buckets, windows by key),
+//! [`Routed`] (replay through several inputs, each position keyed by its input with
+//! [`Prov::keyed`](state::Prov::keyed)), and [`Restored`]: every stage built from a saved
+//! state saves that state until its first element, so a stage need not be able to describe
+//! the refills it does before it.
+//!
 //! # Format
 //!
 //! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
@@ -73,7 +80,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 pub(crate) use route::Routed;
 pub(crate) use state::{
-    Marker, Opaque, Prov, ReplaySource, Resumable, Skipping, StageStream, State, unsupported,
+    Marker, Opaque, Prov, ReplaySource, Restored, Resumable, Skipping, StageStream, State,
+    unsupported,
 };
 
 const MAGIC: &[u8; 4] = b"SLCK";

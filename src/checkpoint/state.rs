@@ -271,6 +271,66 @@ impl<S> Resumable for Opaque<S> {
     }
 }
 
+/// A stage's stream built to go on from a saved state: until its first element, its position
+/// is the one it was restored from (whatever it read or refilled meanwhile is done again by a
+/// restore from that state), so a checkpoint right after a restore needs nothing of it.
+#[pin_project::pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Restored<S> {
+    #[pin]
+    inner: S,
+    state: Option<std::sync::Arc<State>>,
+}
+
+impl<S> Restored<S> {
+    pub(crate) fn new(inner: S, state: std::sync::Arc<State>) -> Self {
+        Restored {
+            inner,
+            state: Some(state),
+        }
+    }
+}
+
+impl<S: Stream> Stream for Restored<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = self.project();
+        let poll = this.inner.poll_next(cx);
+        if let Poll::Ready(Some(_)) = &poll {
+            *this.state = None;
+        }
+        poll
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<S: Resumable> Resumable for Restored<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        match this.state {
+            Some(state) => Ok(State::clone(state)),
+            None => this.inner.save(),
+        }
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
 /// For a stage holding elements in order over a small input: its input's state before the
 /// oldest element not yet passed on, and how many elements made since that mark were passed
 /// on. A restore rebuilds the input from the mark and skips that many.
