@@ -2053,7 +2053,8 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// A running state over the elements: `f(state, x)` returns the next state and the output
-    /// (tf.data's `scan`).
+    /// (tf.data's `scan`). Its state need not be serializable, so a checkpoint through it is
+    /// refused, naming `scan`: [`scan_resumable`](Dataset::scan_resumable) saves it.
     ///
     /// ```
     /// use streamload::Dataset;
@@ -2087,10 +2088,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// `scan`'s.
     ///
     /// A scan's elements depend on the running state before them, so they cannot be placed by
-    /// position: a checkpoint is refused (naming `scan`) when a stage after it holds its
-    /// elements by position (a `shuffle` after the scan, or a `batch` or `prefetch` after a
-    /// scan that comes after a shuffle). Put the shuffle before the scan and the batch after
-    /// neither.
+    /// position: a checkpoint is refused with [`Error::NotResumable`](crate::Error) when a
+    /// stage after the scan holds its elements by position: a `shuffle` after it, or a
+    /// `batch` or `prefetch` after it when a shuffle comes before it. Shuffle before the scan,
+    /// and batch after it only when no shuffle comes before it.
     ///
     /// ```
     /// use futures::StreamExt;
