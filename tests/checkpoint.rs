@@ -1040,3 +1040,16 @@ async fn the_remaining_operations_checkpoint_again_right_after_a_restore() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn batches_are_placed_under_repeat_and_enumerate() {
+    // A batch's position is a group; repeat and enumerate key it (they used to add a word).
+    let make = || {
+        Dataset::range(0, 40)
+            .batch(3)
+            .repeat_n(2)
+            .enumerate(0)
+            .shuffle(5, Some(1))
+    };
+    assert_exact(make, [0, 1, 2, 6, 14, 25, 27, 28]).await;
+}

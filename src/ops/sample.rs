@@ -382,8 +382,13 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
                         Some(state) if ctx.replaying().is_none() => state.word(0)?.checked_sub(1),
                         _ => None,
                     };
+                    // In replay the positions name the inputs: the choices are not read.
+                    let choices = match ctx.replaying() {
+                        Some(_) => Box::pin(Opaque::new(futures::stream::empty(), CHOOSE)),
+                        None => choices.build(&ctx.for_input(0)),
+                    };
                     Ok(Choose {
-                        choices: choices.build(&ctx.for_input(0)).fuse(),
+                        choices: choices.fuse(),
                         inputs,
                         chosen: chosen.map(|c| c as usize),
                     })

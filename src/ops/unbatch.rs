@@ -15,7 +15,7 @@ use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
 use crate::tensor::Unbatch as Rows;
 
 /// The unbatch stream of one epoch over `input`: fresh, restored, or replaying saved rows
-/// (each position is the element's position and the row's index in it, see [`row_prov`]).
+/// (each position is the element's keyed by the row's index in it: [`Prov::keyed`]).
 pub(crate) fn build<C>(
     ctx: &Ctx,
     input: &Dataset<C>,
@@ -50,29 +50,6 @@ where
         unbatch.front = Some(input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
     }
     unbatch
-}
-
-/// The position of row `row` of the element at `elem`: the element's words and the row's
-/// index, or for an aggregate (a batch's group) the pair as a group of two.
-fn row_prov(elem: &Prov, row: u64) -> anyhow::Result<Prov> {
-    match elem {
-        Prov::At(_) => elem.clone().push(row),
-        Prov::Group(_) => Ok(Prov::Group(vec![elem.clone(), Prov::at(row)])),
-    }
-}
-
-/// The element's position and the row's index, undoing [`row_prov`].
-fn split_row(prov: &Prov) -> anyhow::Result<(Prov, u64)> {
-    match prov {
-        Prov::At(_) => prov.pop().map(|(row, elem)| (elem, row)),
-        Prov::Group(pair) => match pair.as_slice() {
-            [elem, row] => Ok((elem.clone(), row.single()?)),
-            _ => Err(crate::Error::Checkpoint(format!(
-                "a saved row's position is not what was expected: {prov:?}"
-            ))
-            .into()),
-        },
-    }
 }
 
 /// Stream for the [`unbatch`](crate::Dataset::unbatch) method, and the first step of
@@ -255,7 +232,7 @@ impl<St: Resumable, C: Rows> Resumable for Unbatch<St, C> {
                 "the position of the element being split was not recorded",
             )
         })?;
-        row_prov(elem, self.rows.wrapping_sub(1))
+        elem.clone().keyed(&Prov::at(self.rows.wrapping_sub(1)))
     }
 
     fn is_small(&self) -> bool {
@@ -284,7 +261,8 @@ impl<R> RowReplay<R> {
         let mut elements = Vec::new();
         let mut route = Vec::with_capacity(provs.len());
         for prov in provs.iter() {
-            let (elem, row) = split_row(prov)?;
+            let (row, elem) = prov.split_key()?;
+            let row = row.single()?;
             let k = *seen.entry(elem.clone()).or_insert_with(|| {
                 elements.push(elem);
                 elements.len() - 1
