@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Checkpoint, ENDED, Opaque, Prov, StageStream, State};
+use crate::checkpoint::{Checkpoint, ENDED, Opaque, Prov, Restored, StageStream, State};
 use crate::ops;
 use crate::options::{Options, Parallelism};
 use crate::runtime::{self, Budget, Knob, KnobKind, Task, Tuner};
@@ -245,6 +245,15 @@ impl Ctx {
         }
     }
 
+    /// This context for epoch `epoch` as numbered by [`Ctx::epoch`] (a cache fills its
+    /// store again as the epoch that started the fill).
+    pub(crate) fn with_epoch(&self, epoch: u64) -> Ctx {
+        Ctx {
+            epoch,
+            ..self.clone()
+        }
+    }
+
     /// The statistics a stage counted [`ByInput`](Counting::ByInput) or
     /// [`ByStage`](Counting::ByStage) must update itself (`None` when a wrapper counts it).
     pub(crate) fn own_counters(&self) -> Option<Arc<StageCounters>> {
@@ -324,6 +333,28 @@ pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> 
         futures::stream::once(futures::future::ready(Err(e))),
         "(error)",
     ))
+}
+
+/// A stage's stream, boxed with the wrapper that counts it (see [`Counting`]).
+fn finish<T, S: StageStream<T> + 'static>(
+    stream: S,
+    timing: bool,
+    counting: Counting,
+    watched: bool,
+    counters: Arc<StageCounters>,
+) -> BoxStream<T> {
+    if timing {
+        Box::pin(Timed::new(stream, counters))
+    } else if counting != Counting::Wrapped {
+        if counting == Counting::ByInput {
+            counters.set_counted_by_input();
+        }
+        Box::pin(stream)
+    } else if watched {
+        Box::pin(Counted::<_, true>::new(stream, counters))
+    } else {
+        Box::pin(Counted::<_, false>::new(stream, counters))
+    }
 }
 
 /// SplitMix64's finaliser: a cheap, well-mixed hash of a 64-bit value, used to derive seeds.
@@ -491,17 +522,14 @@ impl<T: Send + 'static> Dataset<T> {
             let stream = build(&inner);
             #[cfg(feature = "tracing")]
             let stream = crate::trace::Traced::new(stream, name, depth);
-            if timing {
-                Box::pin(Timed::new(stream, counters))
-            } else if counting != Counting::Wrapped {
-                if counting == Counting::ByInput {
-                    counters.set_counted_by_input();
+            let watched = ctx.tuner.watches(&counters);
+            match ctx.restore.as_ref().filter(|_| ctx.replay.is_none()) {
+                // Restored: its position is the saved one until its first element.
+                Some(state) => {
+                    let stream = Restored::new(stream, Arc::clone(state));
+                    finish(stream, timing, counting, watched, counters)
                 }
-                Box::pin(stream)
-            } else if ctx.tuner.watches(&counters) {
-                Box::pin(Counted::<_, true>::new(stream, counters))
-            } else {
-                Box::pin(Counted::<_, false>::new(stream, counters))
+                None => finish(stream, timing, counting, watched, counters),
             }
         };
         let mut fingerprint = mix64(name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
@@ -562,37 +590,6 @@ impl<T: Send + 'static> Dataset<T> {
     /// This recipe's fingerprint (see [`Checkpoint`]).
     pub(crate) fn fingerprint(&self) -> u64 {
         self.stage.fingerprint
-    }
-
-    /// A stage that transforms this dataset's stream.
-    pub(crate) fn unary<U: Send + 'static, S>(
-        &self,
-        name: &'static str,
-        cardinality: Cardinality,
-        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
-    ) -> Dataset<U>
-    where
-        S: Stream<Item = anyhow::Result<U>> + Send + 'static,
-    {
-        self.unary_counted(name, cardinality, Counting::Wrapped, op)
-    }
-
-    /// A stage that transforms this dataset's stream, its statistics kept as `counting` says
-    /// (an operation that does not save its position).
-    pub(crate) fn unary_counted<U: Send + 'static, S>(
-        &self,
-        name: &'static str,
-        cardinality: Cardinality,
-        counting: Counting,
-        op: impl Fn(&Ctx, BoxStream<T>) -> S + Send + Sync + 'static,
-    ) -> Dataset<U>
-    where
-        S: Stream<Item = anyhow::Result<U>> + Send + 'static,
-    {
-        self.unary_resumable(name, cardinality, counting, move |ctx, input| {
-            Opaque::new(op(ctx, input), name)
-        })
-        .resumable(false)
     }
 
     /// A stage that transforms this dataset's stream and saves its position. Its input is
@@ -1612,14 +1609,12 @@ impl<T: Send + 'static> Dataset<T> {
     {
         let parallelism = nonzero(parallelism.into(), "map_async");
         let f = Arc::new(f);
-        self.unary("map_async", self.cardinality(), move |ctx, input| {
-            ops::map_async::map_async(
-                input,
-                Arc::clone(&f),
-                parallelism.resolve(),
-                ctx.options().is_deterministic(),
-            )
-        })
+        self.unary_with(
+            "map_async",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::map_async::build(ctx, input, &f, parallelism.resolve()),
+        )
     }
 
     /// Keeps the elements for which `predicate` is true (tf.data's `filter`). Error elements
@@ -1873,8 +1868,8 @@ impl<T: Send + 'static> Dataset<T> {
             Cardinality::Infinite => Cardinality::Infinite,
             _ => Cardinality::Unknown,
         };
-        self.unary("unbatch", card, |_, input| {
-            ops::unbatch::Unbatch::new(input, "unbatch")
+        self.unary_with("unbatch", card, Counting::Wrapped, |ctx, input| {
+            ops::unbatch::build(ctx, input, "unbatch")
         })
     }
 
@@ -1909,13 +1904,8 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "rebatch: Batch size must be greater than zero."
         );
-        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            ops::batch::Batch::plain(
-                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
-                batch_size,
-                drop_remainder,
-            )
-        })
+        self.rebatch_with(ops::batch::Sizes::One(batch_size), drop_remainder)
+            .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
@@ -1954,14 +1944,38 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes.iter().all(|&n| n > 0),
             "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
         );
-        let sizes: Arc<[usize]> = batch_sizes.into();
-        self.unary("rebatch", Cardinality::Unknown, move |_, input| {
-            ops::batch::Batch::cycling(
-                Opaque::new(ops::unbatch::Unbatch::new(input, "rebatch"), "rebatch"),
-                Arc::clone(&sizes),
-                drop_remainder,
-            )
-        })
+        let key = batch_sizes
+            .iter()
+            .fold(u64::from(drop_remainder), |h, &n| mix64(h ^ n as u64));
+        self.rebatch_with(ops::batch::Sizes::Cycle(batch_sizes.into()), drop_remainder)
+            .keyed(key)
+    }
+
+    /// `rebatch` and `rebatch_sizes`: `unbatch`, then `batch` (both saving their positions).
+    fn rebatch_with(&self, sizes: ops::batch::Sizes, drop_remainder: bool) -> Dataset<Vec<T::Row>>
+    where
+        T: Unbatch,
+        T::Row: Send + 'static,
+    {
+        self.unary_with(
+            "rebatch",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                let rows = |ctx: &Ctx| ops::unbatch::build(ctx, input, "rebatch");
+                let config = ops::batch::Config {
+                    sizes: sizes.clone(),
+                    drop_remainder,
+                    stage: "rebatch",
+                };
+                ops::batch::build_with(
+                    ctx,
+                    &rows,
+                    |e| ops::unbatch::Unbatch::failed(e, "rebatch"),
+                    config,
+                )
+            },
+        )
     }
 
     /// Randomly shuffles the elements with a buffer of `buffer_size` (tf.data's `shuffle`),
@@ -2089,9 +2103,12 @@ impl<T: Send + 'static> Dataset<T> {
     /// Elements while `predicate` holds; ends at the first that fails it (tf.data's `take_while`).
     pub fn take_while(&self, predicate: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
         let p = Arc::new(predicate);
-        self.unary("take_while", Cardinality::Unknown, move |_, input| {
-            ops::take_while::TakeWhile::new(input, Arc::clone(&p))
-        })
+        self.unary_with(
+            "take_while",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| ops::take_while::build(ctx, input, Arc::clone(&p)),
+        )
     }
 
     /// Every `num_shards`-th element starting at `index` (tf.data's `shard`), for splitting a
@@ -2120,9 +2137,10 @@ impl<T: Send + 'static> Dataset<T> {
         let card = self
             .cardinality()
             .map_finite(|n| n / num_shards + u64::from(index < n % num_shards));
-        self.unary("shard", card, move |_, input| {
-            ops::shard::Shard::new(input, num_shards, index)
+        self.unary_with("shard", card, Counting::Wrapped, move |ctx, input| {
+            ops::shard::build(ctx, input, num_shards, index)
         })
+        .keyed(num_shards ^ index.rotate_left(32))
     }
 
     /// Pairs each element with its index, counting from `start` (tf.data's `enumerate`). An
@@ -2148,7 +2166,8 @@ impl<T: Send + 'static> Dataset<T> {
     }
 
     /// A running state over the elements: `f(state, x)` returns the next state and the output
-    /// (tf.data's `scan`).
+    /// (tf.data's `scan`). Its state need not be serializable, so a checkpoint through it is
+    /// refused, naming `scan`: [`scan_resumable`](Dataset::scan_resumable) saves it.
     ///
     /// ```
     /// use streamload::Dataset;
@@ -2167,18 +2186,77 @@ impl<T: Send + 'static> Dataset<T> {
         U: Send + 'static,
     {
         let f = Arc::new(f);
-        self.unary("scan", self.cardinality(), move |_, input| {
-            ops::scan::Scan::new(input, initial_state.clone(), Arc::clone(&f))
-        })
+        self.unary_with(
+            "scan",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, None),
+        )
+        .resumable(false)
+    }
+
+    /// [`scan`](Dataset::scan) with a running state that checkpoints save
+    /// ([`Epoch::checkpoint`]): it is serialized with serde (postcard's encoding) into the
+    /// checkpoint, and read back by [`Dataset::iter_from`]. The elements are the same as
+    /// `scan`'s.
+    ///
+    /// A scan's elements depend on the running state before them, so they cannot be placed by
+    /// position: a checkpoint is refused with [`Error::NotResumable`](crate::Error) when a
+    /// stage after the scan holds its elements by position: a `shuffle` after it, or a
+    /// `batch` or `prefetch` after it when a shuffle comes before it. Shuffle before the scan,
+    /// and batch after it only when no shuffle comes before it.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use streamload::{Checkpoint, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let sums = || Dataset::range(1, 6).scan_resumable(0i64, |s, x| (s + x, s + x));
+    /// let mut epoch = sums().iter();
+    /// assert_eq!(epoch.next().await.unwrap()?, 1);
+    /// assert_eq!(epoch.next().await.unwrap()?, 3);
+    /// let saved = epoch.checkpoint()?.to_bytes();
+    /// let rest = sums().iter_from(&Checkpoint::from_bytes(&saved)?)?;
+    /// let rest: Vec<i64> = rest.map(|x| x.unwrap()).collect().await;
+    /// assert_eq!(rest, [6, 10, 15]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As `scan`: a panic in `f` is an error element and ends the stage.
+    pub fn scan_resumable<S, U>(
+        &self,
+        initial_state: S,
+        f: impl Fn(S, T) -> (S, U) + Send + Sync + 'static,
+    ) -> Dataset<U>
+    where
+        S: Clone + serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+        U: Send + 'static,
+    {
+        let f = Arc::new(f);
+        let codec = ops::scan::Codec::postcard();
+        let key = (codec.save)(&initial_state).map_or(0, |bytes| {
+            bytes.iter().fold(0x5CA7, |h, &b| mix64(h ^ u64::from(b)))
+        });
+        self.unary_with(
+            "scan",
+            self.cardinality(),
+            Counting::Wrapped,
+            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, Some(codec)),
+        )
+        .keyed(key)
     }
 
     /// Drops error elements (tf.data's `ignore_errors`). Sources whose damage leaves the rest
     /// unreadable (a corrupt file) end that file after the error, so this goes on with the next.
     pub fn ignore_errors(&self) -> Dataset<T> {
         // tf.data reports unknown whatever the input (even an infinite one).
-        self.unary("ignore_errors", Cardinality::Unknown, |_, input| {
-            ops::ignore_errors::IgnoreErrors::new(input)
-        })
+        self.unary_resumable(
+            "ignore_errors",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            |_, input| ops::ignore_errors::IgnoreErrors::new(input),
+        )
     }
 
     /// Runs the upstream in a spawned task that keeps up to `buffer_size` elements ready
@@ -2374,9 +2452,15 @@ impl<T: Send + 'static> Dataset<T> {
             stride as u64,
             drop_remainder,
         );
-        self.unary("window", card, move |_, input| {
-            ops::window::Window::new(input, size, shift, stride, drop_remainder)
+        self.unary_with("window", card, Counting::Wrapped, move |ctx, input| {
+            ops::window::build(ctx, input, size, shift, stride, drop_remainder)
         })
+        .keyed(
+            mix64(size as u64)
+                ^ mix64(shift as u64 ^ 0x5817)
+                ^ (stride as u64) << 1
+                ^ u64::from(drop_remainder),
+        )
     }
 
     /// [`window`](Dataset::window) with each window as a dataset, as tf.data's `window(size,
@@ -2438,9 +2522,13 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone + Eq + Hash,
     {
-        self.unary("unique", Cardinality::Unknown, |_, input| {
-            ops::unique::Unique::new(input)
-        })
+        self.unary_with(
+            "unique",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            ops::unique::build,
+        )
+        .small(false)
     }
 
     /// Groups elements by `key_func` into windows of up to `window_size`, and yields the
@@ -2512,12 +2600,11 @@ impl<T: Send + 'static> Dataset<T> {
             reduce: reduce_func,
             window_size: window_size_func,
         });
-        self.unary(
+        self.unary_with(
             "group_by_window",
             Cardinality::Unknown,
-            move |ctx, input| {
-                ops::group_by_window::GroupByWindow::new(input, Arc::clone(&funcs), ctx.nested())
-            },
+            Counting::Wrapped,
+            move |ctx, input| ops::group_by_window::build(ctx, input, &funcs),
         )
     }
 }
@@ -2570,9 +2657,15 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
         T: Collate,
         T::Batch: Send + 'static,
     {
-        self.unary("collate", self.cardinality(), |_, input| {
-            ops::collate::CollateBatches::new(input, "collate", |batch: Vec<T>| T::collate(&batch))
-        })
+        self.unary_with(
+            "collate",
+            self.cardinality(),
+            Counting::Wrapped,
+            |ctx, input| {
+                let batches = input.build(&ctx.for_input(0));
+                ops::collate::build(ctx, batches, "collate", |batch: Vec<T>| T::collate(&batch))
+            },
+        )
     }
 }
 
@@ -2637,15 +2730,22 @@ impl<T: Send + 'static> Dataset<T> {
         }
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
         let values = padding_values.unwrap_or_else(T::default_padding_values);
-        self.unary("padded_batch", card, move |_, input| {
-            ops::padded_batch::padded_batch(
-                input,
-                batch_size,
-                drop_remainder,
-                padded_shapes.clone(),
-                values.clone(),
-            )
-        })
+        self.unary_with(
+            "padded_batch",
+            card,
+            Counting::Wrapped,
+            move |ctx, input| {
+                ops::padded_batch::build(
+                    ctx,
+                    input,
+                    batch_size,
+                    drop_remainder,
+                    padded_shapes.clone(),
+                    values.clone(),
+                )
+            },
+        )
+        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Batches rows of different lengths without padding (tf.data's `ragged_batch(batch_size,
@@ -2683,9 +2783,13 @@ impl<T: Send + 'static> Dataset<T> {
             "ragged_batch: Batch size must be greater than zero."
         );
         let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary("ragged_batch", card, move |_, input| {
-            ops::ragged_batch::ragged_batch(input, batch_size, drop_remainder)
-        })
+        self.unary_with(
+            "ragged_batch",
+            card,
+            Counting::Wrapped,
+            move |ctx, input| ops::ragged_batch::build(ctx, input, batch_size, drop_remainder),
+        )
+        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Groups elements of similar length into buckets and pads each bucket's batches
@@ -2773,16 +2877,23 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes: bucket_batch_sizes,
             options,
         });
-        self.unary(
+        let key = config
+            .boundaries
+            .iter()
+            .chain(&config.batch_sizes)
+            .fold(0xB0C4, |h, &n| mix64(h ^ n as u64));
+        let flags = [
+            config.options.pad_to_bucket_boundary,
+            config.options.no_padding,
+            config.options.drop_remainder,
+        ];
+        self.unary_with(
             "bucket_by_sequence_length",
             Cardinality::Unknown,
-            move |_, input| {
-                ops::bucket_by_sequence_length::BucketBySequenceLength::new(
-                    input,
-                    Arc::clone(&config),
-                )
-            },
+            Counting::Wrapped,
+            move |ctx, input| ops::bucket_by_sequence_length::build(ctx, input, &config),
         )
+        .keyed(key ^ flags.iter().fold(0, |h, &f| (h << 1) | u64::from(f)))
     }
 }
 

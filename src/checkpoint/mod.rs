@@ -81,6 +81,13 @@
 //! checks and replays its files. The tests in `tests/checkpoint.rs` check a stage by
 //! comparing an interrupted and resumed epoch with an uninterrupted one at many points.
 //!
+//! The shared pieces: `parallel_map::InFlight` (calls in flight in input order: a mark per
+//! group, or positions), [`held`] (several partial groups at once: buckets, windows by key),
+//! [`Routed`] (replay through several inputs, each position keyed by its input with
+//! [`Prov::keyed`](state::Prov::keyed)), and [`Restored`]: every stage built from a saved
+//! state saves that state until its first element, so a stage need not be able to describe
+//! the refills it does before it.
+//!
 //! # Format
 //!
 //! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
@@ -88,29 +95,20 @@
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, the state tree, and the seeds the epoch's unseeded random stages drew.
 
+pub(crate) mod held;
+pub(crate) mod route;
 pub(crate) mod state;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+pub(crate) use route::Routed;
 pub(crate) use state::{
-    ENDED, Ended, Marker, Opaque, Prov, ReplaySource, Resumable, Resumed, Skipping, StageStream,
-    State, unsupported,
+    ENDED, Ended, Marker, Opaque, Prov, ReplaySource, Restored, Resumable, Resumed, Skipping,
+    StageStream, State, unsupported,
 };
 
 const MAGIC: &[u8; 4] = b"SLCK";
-
-/// The restored input of a stage that saved the positions of what it held (`held`): those
-/// elements replayed first (the input built in replay), then the input restored from its
-/// saved state (input 0), with positions asked for.
-pub(crate) fn resumed_input<T: Send + 'static>(
-    ctx: &crate::dataset::Ctx,
-    input: &crate::dataset::Dataset<T>,
-    state: &State,
-) -> crate::dataset::BoxStream<T> {
-    let restored = input.build(&ctx.for_input(0).with_provenance());
-    resume(ctx, input, &state.held, restored)
-}
 
 /// `held` (positions of elements of `input`) replayed, then `back`.
 pub(crate) fn resume<T: Send + 'static>(

@@ -72,7 +72,7 @@ impl State {
 
 /// Where an element came from: enough to make it again after a restore, without having saved
 /// its contents (its *provenance*).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) enum Prov {
     /// A position: the source's words first (a record's byte offset, an index), then a word
     /// for each stage on the way that adds one (an interleave's input element, a random map's
@@ -89,6 +89,11 @@ pub(crate) enum Prov {
 impl Prov {
     pub(crate) fn at(word: u64) -> Prov {
         Prov::At(smallvec::smallvec![word])
+    }
+
+    /// The position of an aggregate of these members.
+    pub(crate) fn group(members: Vec<Prov>) -> Prov {
+        Prov::Group(members, SmallVec::new())
     }
 
     /// This position with one more word, added by a stage downstream of the source.
@@ -168,6 +173,18 @@ impl Prov {
             }
             _ => Err(self.unexpected()),
         }
+    }
+
+    /// This position (of an element of an inner dataset, or of one input among several) with
+    /// the position of what it came through (its key: an interleave's input element, the
+    /// index of a concatenation's input) last: [`push_prov`](Prov::push_prov).
+    pub(crate) fn keyed(self, key: &Prov) -> anyhow::Result<Prov> {
+        self.push_prov(key)
+    }
+
+    /// Undoes [`keyed`](Prov::keyed): `(key, inner)`.
+    pub(crate) fn split_key(&self) -> anyhow::Result<(Prov, Prov)> {
+        self.pop_prov()
     }
 
     /// The only word of a one-word position.
@@ -305,6 +322,66 @@ impl<S> Resumable for Opaque<S> {
             self.stage,
             "this operation does not save its position yet",
         ))
+    }
+}
+
+/// A stage's stream built to go on from a saved state: until its first element, its position
+/// is the one it was restored from (whatever it read or refilled meanwhile is done again by a
+/// restore from that state), so a checkpoint right after a restore needs nothing of it.
+#[pin_project::pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Restored<S> {
+    #[pin]
+    inner: S,
+    state: Option<std::sync::Arc<State>>,
+}
+
+impl<S> Restored<S> {
+    pub(crate) fn new(inner: S, state: std::sync::Arc<State>) -> Self {
+        Restored {
+            inner,
+            state: Some(state),
+        }
+    }
+}
+
+impl<S: Stream> Stream for Restored<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = self.project();
+        let poll = this.inner.poll_next(cx);
+        if let Poll::Ready(Some(_)) = &poll {
+            *this.state = None;
+        }
+        poll
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<S: Resumable> Resumable for Restored<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        match this.state {
+            Some(state) => Ok(State::clone(state)),
+            None => this.inner.save(),
+        }
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
     }
 }
 

@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::checkpoint::{Prov, Resumable, StageStream, State, unsupported};
 use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
 
 const STAGE: &str = "batch";
@@ -21,57 +21,110 @@ pub(crate) fn cardinality(input: Cardinality, size: u64, drop_remainder: bool) -
     })
 }
 
-/// The batch stream of one epoch: fresh, restored, or replaying saved batches.
-///
-/// Saved state: over a small input (see `Resumable::is_small`), the input's state from before
-/// the batch being filled (its members are read again after a restore); over an input that
-/// holds elements by position (a shuffle), the positions of the members gathered so far
-/// (`held`) and the input's state now.
+/// The batch stream of one epoch over `input`: fresh, restored, or replaying saved batches.
 pub(crate) fn build<T: Send + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
     size: usize,
     drop_remainder: bool,
 ) -> Batch<BoxStream<T>, T> {
+    let config = Config {
+        sizes: Sizes::One(size),
+        drop_remainder,
+        stage: STAGE,
+    };
+    build_with(ctx, &|ctx: &Ctx| input.build(ctx), error_stream, config)
+}
+
+/// How a batching stage groups its input.
+pub(crate) struct Config {
+    pub(crate) sizes: Sizes,
+    pub(crate) drop_remainder: bool,
+    /// The stage's name in its saved state (`batch`, `padded_batch`, `rebatch`, ...).
+    pub(crate) stage: &'static str,
+}
+
+/// One batch size, or sizes taken in turn (`rebatch_sizes`; none of them 0).
+#[derive(Clone)]
+pub(crate) enum Sizes {
+    One(usize),
+    Cycle(Arc<[usize]>),
+}
+
+/// The batch stream of one epoch over the stream `input` makes for a context: fresh, restored,
+/// or replaying saved batches (`on_error` makes an input that yields an error and ends).
+///
+/// Saved state (`[size index]` first when the sizes cycle): over a small input (see
+/// `Resumable::is_small`), the input's state from before the batch being filled (its members
+/// are read again after a restore); over an input that holds elements by position (a
+/// shuffle), the positions of the members gathered so far (`held`) and the input's state now.
+pub(crate) fn build_with<T, S>(
+    ctx: &Ctx,
+    input: &dyn Fn(&Ctx) -> S,
+    on_error: fn(anyhow::Error) -> S,
+    config: Config,
+) -> Batch<S, T>
+where
+    T: Send + 'static,
+    S: StageStream<T> + 'static,
+{
     if let Some(provs) = ctx.replaying() {
         // Each saved batch is the group of its members' positions.
         let mut members = Vec::new();
         let mut sizes = VecDeque::new();
         for prov in provs.iter() {
             match prov {
-                Prov::Group(group, words) if words.is_empty() => {
+                Prov::Group(group, w) if w.is_empty() => {
                     sizes.push_back(group.len());
                     members.extend(group.iter().cloned());
                 }
                 other => {
-                    let e = unsupported(STAGE, &format!("saved batch is not a group: {other:?}"));
-                    return Batch::new(error_stream(e), size, drop_remainder, ctx);
+                    let e = unsupported(
+                        config.stage,
+                        &format!("saved batch is not a group: {other:?}"),
+                    );
+                    return Batch::new(on_error(e), config, ctx);
                 }
             }
         }
+        let config = Config {
+            drop_remainder: false,
+            ..config
+        };
         let mut batch = Batch::new(
-            input.build(&ctx.for_input(0).with_replay(members.into())),
-            size,
-            false,
+            input(&ctx.for_input(0).with_replay(members.into())),
+            config,
             ctx,
         );
         batch.replay_sizes = Some(sizes);
         return batch;
     }
     let Some(state) = ctx.restoring() else {
-        return Batch::new(input.build(ctx), size, drop_remainder, ctx);
+        return Batch::new(input(ctx), config, ctx);
     };
-    // Over an input that is not small, the members gathered before the checkpoint are read
-    // again at their positions first (a small input is restored from the batch's mark).
-    let restored = if input.is_small() {
-        input.build(&ctx.for_input(0))
-    } else {
-        crate::checkpoint::resumed_input(ctx, input, state)
+    let cycling = matches!(config.sizes, Sizes::Cycle(_));
+    let turn = match cycling.then(|| state.word(0)).transpose() {
+        Ok(turn) => turn,
+        Err(e) => return Batch::new(on_error(e), config, ctx),
     };
-    Batch::new(restored, size, drop_remainder, ctx)
+    let restored = input(&ctx.for_input(0));
+    let mut batch = Batch::new(restored, config, ctx);
+    if let (Some(turn), Some((sizes, i))) = (turn, batch.sizes.as_mut()) {
+        *i = turn as usize % sizes.len();
+        batch.size = sizes[*i];
+    }
+    if !state.held.is_empty() {
+        // The members gathered before the checkpoint, read again at their positions.
+        let refill: BoxStream<T> = Box::pin(input(
+            &ctx.for_input(0).with_replay(state.held.clone().into()),
+        ));
+        batch.refill = Some(refill.fuse());
+    }
+    batch
 }
 
-/// Stream for the [`batch`](crate::Dataset::batch) method, and the last step of
+/// Stream for the [`batch`](crate::Dataset::batch) method, and the batching step of
+/// [`padded_batch`](crate::Dataset::padded_batch), [`ragged_batch`](crate::Dataset::ragged_batch),
 /// [`rebatch`](crate::Dataset::rebatch) and [`rebatch_sizes`](crate::Dataset::rebatch_sizes).
 #[pin_project(project = BatchProj)]
 #[must_use = "streams do nothing unless polled"]
@@ -85,59 +138,44 @@ pub(crate) struct Batch<St, T> {
     /// for one size.
     sizes: Option<(Arc<[usize]>, usize)>,
     drop_remainder: bool,
+    stage: &'static str,
     /// The input's state before the first member of the batch being filled (small inputs).
     mark: Option<State>,
     /// Take marks (the input is small and can save its position).
     marking: bool,
     /// The members' positions, beside `buf` (inputs that are not small, or when a stage
-    /// downstream asked for positions).
+    /// downstream asked for positions); `None` also once the input could not say.
     provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
+    /// After a restore: the members saved by position, read again before anything else.
+    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the sizes of the batches to make again.
     replay_sizes: Option<VecDeque<usize>>,
 }
 
 impl<St: Stream + Resumable, T> Batch<St, T> {
-    /// A batch that keeps no marks or positions (inside stages that do not save theirs).
-    pub(crate) fn plain(input: St, size: usize, drop_remainder: bool) -> Self {
-        Batch {
-            marking: false,
-            input: input.fuse(),
-            buf: Vec::with_capacity(size.min(4096)),
-            size,
-            sizes: None,
-            drop_remainder,
-            mark: None,
-            provs: None,
-            last: None,
-            replay_sizes: None,
-        }
-    }
-
-    pub(crate) fn new(input: St, size: usize, drop_remainder: bool, ctx: &Ctx) -> Self {
+    pub(crate) fn new(input: St, config: Config, ctx: &Ctx) -> Self {
         let small = input.is_small();
-        // Nothing is recorded over an input that cannot be saved.
-        let record = (!small || ctx.provenance()) && input.resumable();
+        let record = !small || ctx.provenance();
+        let (size, sizes) = match config.sizes {
+            Sizes::One(n) => (n, None),
+            Sizes::Cycle(sizes) => (sizes[0], Some((sizes, 0))),
+        };
         Batch {
             marking: small && input.resumable(),
             input: input.fuse(),
             buf: Vec::with_capacity(size.min(4096)),
             size,
-            sizes: None,
-            drop_remainder,
+            sizes,
+            drop_remainder: config.drop_remainder,
+            stage: config.stage,
             mark: None,
             provs: record.then(Vec::new),
             last: None,
+            refill: None,
             replay_sizes: None,
         }
-    }
-
-    /// Batches of `sizes[0]`, `sizes[1]`, ..., then `sizes[0]` again (none of them 0).
-    pub(crate) fn cycling(input: St, sizes: Arc<[usize]>, drop_remainder: bool) -> Self {
-        let mut batch = Self::plain(input, sizes[0], drop_remainder);
-        batch.sizes = Some((sizes, 0));
-        batch
     }
 
     /// The smallest and largest batch sizes.
@@ -159,6 +197,25 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
+        if let Some(refill) = this.refill {
+            // The members gathered before the checkpoint come first.
+            loop {
+                match ready!(refill.poll_next_unpin(cx)) {
+                    Some(Ok(x)) => {
+                        if let Some(provs) = this.provs.as_mut() {
+                            match refill.get_ref().last_prov() {
+                                Ok(p) => provs.push(p),
+                                Err(_) => *this.provs = None,
+                            }
+                        }
+                        this.buf.push(x);
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => break,
+                }
+            }
+            *this.refill = None;
+        }
         let size = match this.replay_sizes.as_mut() {
             Some(sizes) => match sizes.front() {
                 Some(&n) => n,
@@ -182,7 +239,9 @@ where
                     if let Some(provs) = this.provs.as_mut() {
                         match this.input.get_ref().last_prov() {
                             Ok(p) => provs.push(p),
-                            Err(e) => return Poll::Ready(Some(Err(e))),
+                            // The input cannot say where its elements come from: no
+                            // checkpoint can place this batch (`save` says why).
+                            Err(_) => *this.provs = None,
                         }
                     }
                     this.buf.push(x);
@@ -231,36 +290,59 @@ fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T>
         *i = (*i + 1) % sizes.len();
         *this.size = sizes[*i];
     }
-    if let Some(provs) = this.provs.as_mut() {
-        *this.last = Some(Prov::Group(
-            std::mem::take(provs),
-            smallvec::SmallVec::new(),
-        ));
-    }
+    *this.last = this
+        .provs
+        .as_mut()
+        .map(|provs| Prov::group(std::mem::take(provs)));
     std::mem::replace(this.buf, Vec::with_capacity(capacity.min(4096)))
 }
 
+/// Saved state: see [`build_with`].
 impl<St: Resumable, T> Resumable for Batch<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
+        let stage = *this.stage;
+        if this.refill.is_some() {
+            return Err(unsupported(
+                stage,
+                "a checkpoint before the first batch after a restore",
+            ));
+        }
+        let turn = this.sizes.as_ref().map(|(_, i)| *i as u64);
+        let state = State::new(stage).words(turn);
         let input = this.input.get_pin_mut();
         if !input.is_small() {
-            // The members gathered so far, then what a restored input has still to replay.
-            let mut held = this.provs.clone().unwrap_or_default();
-            held.extend(input.pending());
-            return Ok(State::new(STAGE).held(held).input(input.save()?));
+            let Some(held) = this.provs.clone() else {
+                // Name the stage that cannot place its elements, when it says so.
+                input.last_prov()?;
+                return Err(unsupported(
+                    stage,
+                    "its input cannot say where its elements come from",
+                ));
+            };
+            return Ok(state.held(held).input(input.save()?));
         }
         let from = match this.mark {
-            Some(mark) if !this.buf.is_empty() => mark.clone(),
-            _ => input.save()?,
+            _ if this.buf.is_empty() => input.save()?,
+            Some(mark) => mark.clone(),
+            None => {
+                return Err(unsupported(
+                    stage,
+                    "its input could not save its position before the batch being filled",
+                ));
+            }
         };
-        Ok(State::new(STAGE).input(from))
+        Ok(state.input(from))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.last
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "the positions of its batches were not recorded"))
+        if self.last.is_none() {
+            // Name the stage that cannot place its elements, when it says so.
+            self.input.get_ref().last_prov()?;
+        }
+        self.last.clone().ok_or_else(|| {
+            unsupported(self.stage, "the positions of its batches were not recorded")
+        })
     }
 
     fn is_small(&self) -> bool {

@@ -1,3 +1,10 @@
+//! Saved state: `[unfinished buckets flushed + 1 once the input has ended (else 0), index of
+//! the next batch]`, then the buckets' elements as `checkpoint::held` saves them: over a small
+//! input `[J, n, offsets]` with the input's state before the oldest bucket's first element
+//! (a mark is taken every 32 elements; a restore reads the elements from there again and keeps
+//! those still held), otherwise their positions (`held`, bucket by bucket) and the input's
+//! state now.
+
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -7,9 +14,14 @@ use anyhow::Context as _;
 use futures::stream::{Fuse, Stream, StreamExt};
 
 use crate::Error;
-use crate::dataset::BoxStream;
+use crate::checkpoint::held::{Held, Members, Step};
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::ops::batch::{self, Batch, Config as BatchConfig, Sizes};
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
+
+const STAGE: &str = "bucket_by_sequence_length";
 
 /// The optional arguments of [`bucket_by_sequence_length`](crate::Dataset::bucket_by_sequence_length),
 /// with tf.data's defaults: no padded shapes (pad to the longest in the batch), default padding
@@ -104,6 +116,59 @@ pub(crate) struct Config<T: PaddedCollate, F> {
     pub(crate) options: BucketOptions<T>,
 }
 
+/// The bucketing of one epoch: fresh, restored, or replaying saved batches (each the group of
+/// its members' positions; its bucket is its first member's).
+pub(crate) fn build<T, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    config: &Arc<Config<T, F>>,
+) -> BucketBySequenceLength<T, F>
+where
+    T: PaddedCollate + Send + 'static,
+{
+    let config = Arc::clone(config);
+    if ctx.replaying().is_some() {
+        let batches = batch::build_with(
+            ctx,
+            &|ctx: &Ctx| input.build(ctx),
+            error_stream,
+            BatchConfig {
+                sizes: Sizes::One(1),
+                drop_remainder: false,
+                stage: STAGE,
+            },
+        );
+        let empty: BoxStream<T> = Box::pin(crate::checkpoint::Opaque::new(
+            futures::stream::empty(),
+            STAGE,
+        ));
+        let mut bucketing = BucketBySequenceLength::new(empty, config, false);
+        bucketing.replay = Some(batches);
+        return bucketing;
+    }
+    let Some(state) = ctx.restoring() else {
+        return BucketBySequenceLength::new(input.build(ctx), config, ctx.provenance());
+    };
+    let mut bucketing =
+        BucketBySequenceLength::new(input.build(&ctx.for_input(0)), config, ctx.provenance());
+    let restored = (|| {
+        let flushed = state.word(0)?;
+        bucketing.index = state.word(1)?;
+        bucketing.flush_at = flushed.checked_sub(1).map(|n| n as usize);
+        bucketing.held.restore(state, 2)?;
+        if !state.held.is_empty() {
+            // The elements held at the checkpoint, read again at their positions.
+            let held = state.held.clone().into();
+            bucketing.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
+        }
+        anyhow::Ok(())
+    })();
+    if let Err(e) = restored {
+        bucketing.input = error_stream(e).fuse();
+    }
+    bucketing
+}
+
 /// Stream for the [`bucket_by_sequence_length`](crate::Dataset::bucket_by_sequence_length)
 /// method.
 ///
@@ -119,34 +184,64 @@ pub(crate) struct BucketBySequenceLength<T: PaddedCollate, F> {
     flushed: Option<usize>,
     /// The index of the next batch, for error messages.
     index: u64,
+    /// For checkpoints: each bucket's elements as placed by a checkpoint, and the marks.
+    members: Vec<Members>,
+    held: Held,
+    /// The last batch's members' positions, when recorded.
+    last: Option<Prov>,
+    /// After a restore: where the flush stood (when the input had ended), and over an input
+    /// that is not small the elements held, read again before the input.
+    flush_at: Option<usize>,
+    refill: Option<Fuse<BoxStream<T>>>,
+    /// In replay: the saved batches' members, read again.
+    replay: Option<Batch<BoxStream<T>, T>>,
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.
 impl<T: PaddedCollate, F> Unpin for BucketBySequenceLength<T, F> {}
 
 impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
-    pub(crate) fn new(input: BoxStream<T>, config: Arc<Config<T, F>>) -> Self {
+    /// `provenance`: a stage downstream asked for positions.
+    pub(crate) fn new(input: BoxStream<T>, config: Arc<Config<T, F>>, provenance: bool) -> Self {
         let buckets = config
             .batch_sizes
             .iter()
             .map(|&n| Vec::with_capacity(n.min(4096)))
             .collect();
+        let members = config
+            .batch_sizes
+            .iter()
+            .map(|_| Members::default())
+            .collect();
         BucketBySequenceLength {
+            held: Held::new(&input, provenance, STAGE),
             input: input.fuse(),
             config,
             buckets,
             flushed: None,
             index: 0,
+            members,
+            last: None,
+            flush_at: None,
+            refill: None,
+            replay: None,
         }
     }
 
+    /// Bucket `bucket`'s batch, padded; it is passed on.
     fn make_batch(&mut self, bucket: usize) -> anyhow::Result<T::Batch> {
         let items = std::mem::replace(
             &mut self.buckets[bucket],
             Vec::with_capacity(self.config.batch_sizes[bucket].min(4096)),
         );
+        let provs = self.members[bucket].take();
+        self.last = self.held.record.then_some(Prov::group(provs));
         let index = self.index;
         self.index += 1;
+        self.pad(items, bucket, index)
+    }
+
+    fn pad(&self, items: Vec<T>, bucket: usize, index: u64) -> anyhow::Result<T::Batch> {
         let config = &*self.config;
         let options = &config.options;
         let batch = if options.no_padding {
@@ -189,6 +284,36 @@ impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
     }
 }
 
+impl<T, F> BucketBySequenceLength<T, F>
+where
+    T: PaddedCollate + Send + 'static,
+    F: Fn(&T) -> usize,
+{
+    /// The bucket of `x`.
+    fn bucket(config: &Config<T, F>, x: &T) -> anyhow::Result<usize> {
+        let length = catch_panic(STAGE, || Ok((config.length)(x)))?;
+        Ok(bucket_of(&config.boundaries, length))
+    }
+
+    /// In replay: the next saved batch, padded as its bucket pads.
+    fn poll_replay(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T::Batch>>> {
+        let Some(replay) = self.replay.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let items = match ready!(replay.poll_next_unpin(cx)) {
+            Some(Ok(items)) => items,
+            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+            None => return Poll::Ready(None),
+        };
+        let bucket = match items.first().map(|x| Self::bucket(&self.config, x)) {
+            Some(Ok(bucket)) => bucket,
+            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+            None => 0,
+        };
+        Poll::Ready(Some(self.pad(items, bucket, 0)))
+    }
+}
+
 impl<T, F> Stream for BucketBySequenceLength<T, F>
 where
     T: PaddedCollate + Send + 'static,
@@ -198,6 +323,9 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.replay.is_some() {
+            return this.poll_replay(cx);
+        }
         loop {
             if let Some(flushed) = this.flushed {
                 // Unfinished buckets in ascending order, as group_by_window flushes its windows.
@@ -207,29 +335,101 @@ where
                 this.flushed = Some(flushed + 1);
                 if this.buckets[flushed].is_empty() || this.config.options.drop_remainder {
                     this.buckets[flushed].clear();
+                    this.members[flushed].take();
                     continue;
                 }
                 return Poll::Ready(Some(this.make_batch(flushed)));
             }
-            match ready!(this.input.poll_next_unpin(cx)) {
+            if let Some(refill) = this.refill.as_mut() {
+                // The elements held at the checkpoint (their positions saved), bucketed again.
+                match ready!(refill.poll_next_unpin(cx)) {
+                    Some(Ok(x)) => {
+                        let bucket = match Self::bucket(&this.config, &x) {
+                            Ok(bucket) => bucket,
+                            Err(e) => return Poll::Ready(Some(Err(e))),
+                        };
+                        let prov = this.held.prov_of(refill.get_ref());
+                        this.held.add(&mut this.members[bucket], 0, prov);
+                        this.buckets[bucket].push(x);
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => this.refill = None,
+                }
+                continue;
+            }
+            this.held.before(this.input.get_mut());
+            let item = ready!(this.input.poll_next_unpin(cx));
+            let step = match item {
+                Some(_) => this.held.read(),
+                None => {
+                    this.flushed = Some(this.flush_at.take().unwrap_or(0));
+                    continue;
+                }
+            };
+            let (index, again) = match step {
+                Step::New(i) => (i, false),
+                Step::Again(i) => (i, true),
+                // Passed on before the checkpoint this epoch was restored from.
+                Step::Drop => continue,
+            };
+            match item {
                 Some(Ok(x)) => {
-                    let config = &*this.config;
-                    let length = match catch_panic("bucket_by_sequence_length", || {
-                        Ok((config.length)(&x))
-                    }) {
-                        Ok(n) => n,
+                    let bucket = match Self::bucket(&this.config, &x) {
+                        Ok(bucket) => bucket,
                         Err(e) => return Poll::Ready(Some(Err(e))),
                     };
-                    let bucket = bucket_of(&config.boundaries, length);
+                    let prov = this.held.prov_of(this.input.get_ref());
+                    this.held.add(&mut this.members[bucket], index, prov);
                     this.buckets[bucket].push(x);
-                    if this.buckets[bucket].len() == config.batch_sizes[bucket] {
+                    if !again && this.buckets[bucket].len() == this.config.batch_sizes[bucket] {
                         return Poll::Ready(Some(this.make_batch(bucket)));
                     }
                 }
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => this.flushed = Some(0),
+                None => {}
             }
         }
+    }
+}
+
+/// Saved state: see the module doc.
+impl<T: PaddedCollate, F> Resumable for BucketBySequenceLength<T, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.refill.is_some() || this.replay.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first batch after a restore",
+            ));
+        }
+        let flushed = this.flushed.map_or(0, |n| n as u64 + 1);
+        let (words, held, input, _) = this.held.save(this.members.iter(), this.input.get_mut())?;
+        Ok(State::new(STAGE)
+            .words([flushed, this.index])
+            .words(words)
+            .held(held)
+            .input(input))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(replay) = &self.replay {
+            return replay.last_prov();
+        }
+        if self.last.is_none() {
+            // Name the stage that cannot place its elements, when it says so.
+            self.input.get_ref().last_prov()?;
+        }
+        self.last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "the positions of its batches were not recorded"))
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.get_ref().is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
     }
 }
 

@@ -1,82 +1,423 @@
+//! Saved state: while an epoch fills the cache, `[0, the epoch's number]`, the input's state
+//! and the input's state from before the fill's first element (input 1); once the cache is
+//! filled, `[1, index of the next element, the number of the epoch that filled it]` and the
+//! input's state from before that fill (input 0). The cached elements are not saved: a
+//! restore in a process whose cache is empty fills it again from that state (the whole input
+//! is read once more before the first element).
+//!
+//! Positions: while filling, the input's (keyed 0); reading, the position the element had
+//! when the cache was filled, keyed by that fill's epoch and 1 (kept beside the cached
+//! elements when positions are asked for): a replay reads it from the input again, as that
+//! epoch, and needs no cached element.
+
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
-use pin_project::pin_project;
 
-use crate::checkpoint::Opaque;
-use crate::dataset::Dataset;
-use crate::source::from_iter::FromIter;
+use crate::checkpoint::{Prov, Resumable, Routed, State, unsupported};
+use crate::dataset::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::runtime::Coop;
 
-type Store<T> = Arc<OnceLock<Arc<[T]>>>;
+const STAGE: &str = "cache";
+
+/// A recipe's cache, shared by its epochs.
+struct Store<T> {
+    filled: OnceLock<Filled<T>>,
+    /// Where the next fill starts (the input's state, and the epoch): an epoch that filled
+    /// the cache was restored from a checkpoint, so its elements from before the checkpoint
+    /// are missing, and the epochs after it fill the cache as it would have.
+    fill_from: Mutex<Option<(State, u64)>>,
+}
+
+/// The cached elements (and their positions, when recorded), the input's state their fill
+/// started from, and its epoch.
+struct Filled<T> {
+    items: Arc<[T]>,
+    provs: Option<Arc<[Prov]>>,
+    start: Option<State>,
+    epoch: u64,
+}
 
 pub(crate) fn dataset<T: Clone + Send + Sync + 'static>(input: &Dataset<T>) -> Dataset<T> {
-    let store: Store<T> = Arc::new(OnceLock::new());
-    let upstream = input.clone();
-    Dataset::stage(
-        "cache",
+    let store = Arc::new(Store {
+        filled: OnceLock::new(),
+        fill_from: Mutex::new(None),
+    });
+    let (small, resumable) = (input.is_small(), input.is_resumable());
+    input.unary_with(
+        STAGE,
         input.cardinality(),
-        input.options().clone(),
-        input.depth() + 1,
-        move |ctx| -> crate::dataset::BoxStream<T> {
-            match store.get() {
-                Some(items) => {
-                    let items = Arc::clone(items);
-                    Box::pin(Opaque::new(
-                        FromIter::new((0..items.len()).map(move |i| items[i].clone())),
-                        "cache",
-                    ))
-                }
-                None => Box::pin(Opaque::new(
-                    Fill {
-                        input: upstream.build(ctx),
-                        store: Arc::clone(&store),
-                        items: Vec::new(),
-                        clean: true,
-                    },
-                    "cache",
-                )),
+        Counting::Wrapped,
+        move |ctx, input| {
+            let mode = build(ctx, input, &store).unwrap_or_else(|e| Mode::Failed(Some(e)));
+            Cache {
+                mode,
+                store: Arc::clone(&store),
+                small,
+                resumable,
             }
         },
     )
 }
 
-/// Stream for the first complete epoch of the [`cache`](crate::Dataset::cache) method: passes
-/// elements through and keeps a copy, published only when the upstream ends without an error.
-#[pin_project]
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct Fill<St, T> {
-    #[pin]
-    input: St,
-    store: Store<T>,
-    items: Vec<T>,
-    clean: bool,
+/// The cache of one epoch: reading the filled cache, or filling it (afresh, or from the
+/// start of a restored fill); restored (filling, or reading at an index, after filling the
+/// cache again if it is empty); or in replay (each position's last word says whether it is
+/// the input's or an index in the cache).
+fn build<T: Clone + Send + Sync + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    store: &Arc<Store<T>>,
+) -> anyhow::Result<Mode<T>> {
+    let record = !input.is_small() || ctx.provenance();
+    if let Some(provs) = ctx.replaying() {
+        let routed = Routed::new(provs, 2, STAGE, |i, list| {
+            if i == 0 {
+                return input.build(&ctx.for_input(0).with_replay(list));
+            }
+            // Positions the elements had when the cache was filled, in that fill's epoch.
+            let split: anyhow::Result<(Vec<u64>, Vec<Prov>)> = list
+                .iter()
+                .map(|p| p.split_key())
+                .map(|r| {
+                    let (epoch, inner) = r?;
+                    Ok((epoch.single()?, inner))
+                })
+                .collect();
+            match split {
+                Ok((epochs, inners)) => match epochs.first() {
+                    Some(&epoch) if epochs.iter().all(|&e| e == epoch) => {
+                        input.build(&ctx.fresh().with_epoch(epoch).with_replay(inners.into()))
+                    }
+                    _ => error_stream(unsupported(STAGE, "saved positions of two fills")),
+                },
+                Err(e) => error_stream(e),
+            }
+        })?;
+        return Ok(Mode::Replay(routed));
+    }
+    if let Some(state) = ctx.restoring() {
+        if state.word(0)? == 1 {
+            return read_at(ctx, input, store, state, record);
+        }
+        // Filling: go on with the input; the elements from before the checkpoint are not
+        // here, so this epoch leaves no cache, and the next fills it as this one would have.
+        let epoch = state.word(1)?;
+        let start = state.inputs.get(1).cloned();
+        if let Some(start) = &start
+            && store.filled.get().is_none()
+        {
+            *lock(&store.fill_from) = Some((start.clone(), epoch));
+        }
+        return Ok(Mode::Fill {
+            input: input.build(&ctx.for_input(0)),
+            items: Vec::new(),
+            provs: None,
+            clean: false,
+            start,
+            epoch,
+        });
+    }
+    if let Some(filled) = store.filled.get() {
+        return Ok(reading(filled, 0));
+    }
+    let from = lock(&store.fill_from).clone();
+    let (mut upstream, epoch) = match from {
+        Some((start, epoch)) => {
+            let ctx = ctx.fresh().with_epoch(epoch).with_restore(Some(start));
+            (input.build(&ctx), epoch)
+        }
+        None => (input.build(ctx), ctx.epoch()),
+    };
+    // Where the fill starts (once per epoch), so a checkpoint taken after it can fill the
+    // cache again elsewhere.
+    let start = if input.is_resumable() {
+        upstream.as_mut().save().ok()
+    } else {
+        None
+    };
+    Ok(Mode::Fill {
+        input: upstream,
+        items: Vec::new(),
+        provs: (record && input.is_resumable()).then(Vec::new),
+        clean: true,
+        start,
+        epoch,
+    })
 }
 
-impl<St, T> Stream for Fill<St, T>
-where
-    St: Stream<Item = anyhow::Result<T>>,
-    T: Clone,
-{
+/// Reading the filled cache from index `state.word(1)`: from the store when it holds the
+/// fill `state` names, else after filling it again from that fill's start.
+fn read_at<T: Clone + Send + Sync + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    store: &Arc<Store<T>>,
+    state: &State,
+    record: bool,
+) -> anyhow::Result<Mode<T>> {
+    let (next, start, epoch) = (state.word(1)?, state.input_state(0)?, state.word(2)?);
+    let next = usize::try_from(next).unwrap_or(usize::MAX);
+    if let Some(filled) = store.filled.get()
+        && filled.start.as_ref() == Some(start)
+        && filled.epoch == epoch
+    {
+        return Ok(reading(filled, next));
+    }
+    let mut ctx = ctx
+        .fresh()
+        .with_epoch(epoch)
+        .with_restore(Some(start.clone()));
+    if record {
+        ctx = ctx.with_provenance();
+    }
+    Ok(Mode::Load {
+        input: input.build(&ctx),
+        items: Vec::new(),
+        provs: record.then(Vec::new),
+        start: start.clone(),
+        epoch,
+        next,
+    })
+}
+
+fn reading<T>(filled: &Filled<T>, next: usize) -> Mode<T> {
+    Mode::Read {
+        items: Arc::clone(&filled.items),
+        provs: filled.provs.clone(),
+        next,
+        start: filled.start.clone(),
+        epoch: filled.epoch,
+        coop: Coop::default(),
+    }
+}
+
+/// Records the position of the element `input` just yielded (or, when it cannot say, stops:
+/// its elements cannot be placed then).
+fn record<T>(provs: &mut Option<Vec<Prov>>, input: &BoxStream<T>) {
+    if let Some(list) = provs.as_mut() {
+        match input.last_prov() {
+            Ok(p) => list.push(p),
+            Err(_) => *provs = None,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum Mode<T> {
+    /// Passing the input's elements on and keeping a copy, published only when the input
+    /// ends without an error (and `clean`: this epoch saw all of them).
+    Fill {
+        input: BoxStream<T>,
+        items: Vec<T>,
+        /// The elements' positions (when asked for, or the input is not small).
+        provs: Option<Vec<Prov>>,
+        clean: bool,
+        /// The input's state before the fill's first element, and the fill's epoch.
+        start: Option<State>,
+        epoch: u64,
+    },
+    /// Filling the cache again (a restore in a process whose cache is empty), before reading.
+    Load {
+        input: BoxStream<T>,
+        items: Vec<T>,
+        provs: Option<Vec<Prov>>,
+        start: State,
+        epoch: u64,
+        /// The index to read on from.
+        next: usize,
+    },
+    /// Reading the filled cache (its fill's start and epoch kept for checkpoints).
+    Read {
+        items: Arc<[T]>,
+        provs: Option<Arc<[Prov]>>,
+        next: usize,
+        start: Option<State>,
+        epoch: u64,
+        coop: Coop,
+    },
+    Replay(Routed<T>),
+    Failed(Option<anyhow::Error>),
+}
+
+/// Stream for the [`cache`](crate::Dataset::cache) method.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Cache<T> {
+    mode: Mode<T>,
+    store: Arc<Store<T>>,
+    /// The input's answers (whatever the mode: stages around rely on them not changing).
+    small: bool,
+    resumable: bool,
+}
+
+// Nothing is pinned in place: the input is a boxed stream, the elements sit in vectors.
+impl<T> Unpin for Cache<T> {}
+
+impl<T: Clone + Send + Sync + 'static> Stream for Cache<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.project();
-        let item = ready!(this.input.poll_next(cx));
-        match &item {
-            Some(Ok(x)) if *this.clean => this.items.push(x.clone()),
-            Some(Ok(_)) => {}
-            Some(Err(_)) => {
-                *this.clean = false;
-                this.items.clear();
+        let this = self.get_mut();
+        loop {
+            match &mut this.mode {
+                Mode::Fill {
+                    input,
+                    items,
+                    provs,
+                    clean,
+                    start,
+                    epoch,
+                } => {
+                    let item = ready!(input.as_mut().poll_next(cx));
+                    match &item {
+                        Some(Ok(x)) if *clean => {
+                            items.push(x.clone());
+                            record(provs, input);
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(_)) => {
+                            *clean = false;
+                            items.clear();
+                        }
+                        None if *clean => {
+                            // Another epoch may have filled it first; both copies are complete.
+                            let _ = this.store.filled.set(Filled {
+                                items: std::mem::take(items).into(),
+                                provs: provs.take().map(Into::into),
+                                start: start.clone(),
+                                epoch: *epoch,
+                            });
+                        }
+                        None => {}
+                    }
+                    return Poll::Ready(item);
+                }
+                Mode::Load {
+                    input,
+                    items,
+                    provs,
+                    start,
+                    epoch,
+                    next,
+                } => {
+                    while let Some(item) = ready!(input.as_mut().poll_next(cx)) {
+                        match item {
+                            Ok(x) => {
+                                items.push(x);
+                                record(provs, input);
+                            }
+                            Err(e) => {
+                                this.mode = Mode::Failed(None);
+                                return Poll::Ready(Some(Err(e.context(
+                                    "cache: filling the cache again to resume from a checkpoint",
+                                ))));
+                            }
+                        }
+                    }
+                    let filled = Filled {
+                        items: std::mem::take(items).into(),
+                        provs: provs.take().map(Into::into),
+                        start: Some(start.clone()),
+                        epoch: *epoch,
+                    };
+                    this.mode = reading(&filled, *next);
+                    let _ = this.store.filled.set(filled);
+                }
+                Mode::Read {
+                    items, next, coop, ..
+                } => {
+                    ready!(coop.poll_proceed(cx));
+                    let item = items.get(*next).cloned();
+                    if item.is_some() {
+                        *next += 1;
+                    }
+                    return Poll::Ready(item.map(Ok));
+                }
+                Mode::Replay(routed) => return Pin::new(routed).poll_next(cx),
+                Mode::Failed(e) => return Poll::Ready(e.take().map(Err)),
             }
-            None if *this.clean => {
-                // Another epoch may have filled it first; both copies are complete.
-                let _ = this.store.set(std::mem::take(this.items).into());
-            }
-            None => {}
         }
-        Poll::Ready(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.mode {
+            Mode::Read { items, next, .. } => {
+                let n = items.len().saturating_sub(*next);
+                (n, Some(n))
+            }
+            Mode::Fill { input, .. } => input.size_hint(),
+            _ => (0, None),
+        }
+    }
+}
+
+/// Saved state: see the module doc.
+impl<T: Send + 'static> Resumable for Cache<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        match &mut self.get_mut().mode {
+            Mode::Fill {
+                input,
+                start,
+                epoch,
+                ..
+            } => {
+                let state = State::new(STAGE)
+                    .words([0, *epoch])
+                    .input(input.as_mut().save()?);
+                Ok(match start {
+                    Some(start) => state.input(start.clone()),
+                    None => state,
+                })
+            }
+            Mode::Read {
+                next, start, epoch, ..
+            } => {
+                let start = start.clone().ok_or_else(|| {
+                    unsupported(
+                        STAGE,
+                        "the state its input's fill started from could not be saved",
+                    )
+                })?;
+                Ok(State::new(STAGE)
+                    .words([1, *next as u64, *epoch])
+                    .input(start))
+            }
+            _ => Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            )),
+        }
+    }
+
+    /// While filling, the input's position (tagged 0); reading, the index (tagged 1).
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match &self.mode {
+            Mode::Fill { input, .. } => input.last_prov()?.keyed(&Prov::at(0)),
+            Mode::Read {
+                provs, next, epoch, ..
+            } => {
+                let prov = provs
+                    .as_ref()
+                    .and_then(|p| p.get(next.checked_sub(1)?))
+                    .ok_or_else(|| {
+                        unsupported(STAGE, "the positions of its elements were not recorded")
+                    })?;
+                prov.clone().keyed(&Prov::at(*epoch))?.keyed(&Prov::at(1))
+            }
+            Mode::Replay(routed) => routed.last_prov(),
+            _ => Err(unsupported(STAGE, "no element yielded yet")),
+        }
+    }
+
+    fn is_small(&self) -> bool {
+        self.small
+    }
+
+    fn resumable(&self) -> bool {
+        self.resumable
     }
 }

@@ -1,3 +1,5 @@
+//! Saved state: `[index of the next batch]` (for error messages) and the input's state.
+
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -5,7 +7,28 @@ use anyhow::Context as _;
 use futures::stream::Stream;
 use pin_project::pin_project;
 
+use crate::checkpoint::{Prov, Resumable, State};
+use crate::dataset::Ctx;
 use crate::runtime::catch_panic;
+
+/// The collating stream of one epoch over `input` (built by the caller with
+/// `ctx.for_input(0)`): fresh, restored (its batch index saved) or in replay (one batch per
+/// input batch, so the positions pass through).
+pub(crate) fn build<St, F>(
+    ctx: &Ctx,
+    input: St,
+    stage: &'static str,
+    f: F,
+) -> CollateBatches<St, F> {
+    let mut collate = CollateBatches::new(input, stage, f);
+    if let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) {
+        match state.word(0) {
+            Ok(index) => collate.index = index,
+            Err(e) => collate.failed = Some(e),
+        }
+    }
+    collate
+}
 
 /// Stream for the [`collate`](crate::Dataset::collate) method, and the last step of
 /// [`padded_batch`](crate::Dataset::padded_batch) and
@@ -20,6 +43,9 @@ pub(crate) struct CollateBatches<St, F> {
     stage: &'static str,
     /// The index of the next batch (error elements are not batches and are not counted).
     index: u64,
+    /// A restore that failed: yielded first, then the stream ends.
+    failed: Option<anyhow::Error>,
+    ended: bool,
 }
 
 impl<St, F> CollateBatches<St, F> {
@@ -29,6 +55,8 @@ impl<St, F> CollateBatches<St, F> {
             f,
             stage,
             index: 0,
+            failed: None,
+            ended: false,
         }
     }
 }
@@ -42,6 +70,13 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
+        if *this.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(e) = this.failed.take() {
+            *this.ended = true;
+            return Poll::Ready(Some(Err(e)));
+        }
         let item = match ready!(this.input.poll_next(cx)) {
             Some(Ok(batch)) => {
                 let index = *this.index;
@@ -57,5 +92,26 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.input.size_hint()
+    }
+}
+
+impl<St: Resumable, F> Resumable for CollateBatches<St, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let (stage, index) = (self.stage, self.index);
+        Ok(State::new(stage)
+            .words([index])
+            .input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

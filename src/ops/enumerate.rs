@@ -35,7 +35,10 @@ pub(crate) fn build<T: Send + 'static>(
     start: i64,
 ) -> Enumerate<BoxStream<T>> {
     if let Some(provs) = ctx.replaying() {
-        let popped: anyhow::Result<(Vec<u64>, Vec<Prov>)> = provs.iter().map(|p| p.pop()).collect();
+        let popped: anyhow::Result<(Vec<u64>, Vec<Prov>)> = provs
+            .iter()
+            .map(|p| p.split_key().and_then(|(i, rest)| Ok((i.single()?, rest))))
+            .collect();
         return match popped {
             Ok((indices, inner)) => Enumerate {
                 input: input.build(&ctx.for_input(0).with_replay(inner.into())),
@@ -92,7 +95,7 @@ impl<St: Resumable> Resumable for Enumerate<St> {
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.input
             .last_prov()?
-            .push(self.next.wrapping_sub(1) as u64)
+            .keyed(&Prov::at(self.next.wrapping_sub(1) as u64))
     }
 
     fn is_small(&self) -> bool {

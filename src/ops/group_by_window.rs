@@ -1,4 +1,12 @@
-use std::collections::BTreeMap;
+//! Saved state: `[1 once the input has ended (else 0), m: the elements of the window whose
+//! reduced dataset is being read (0: none)]`; over a small input, that window's elements'
+//! offsets (m words), then the windows' elements as `checkpoint::held` saves them (`[J, n,
+//! offsets]`, with the input's state before the oldest window's first element as input 0: a
+//! mark is taken every 32 elements, and a restore reads the elements from there again and
+//! keeps those still held); otherwise the positions of that window's elements then of the open
+//! windows' (`held`) and the input's state now. Input 1: the reduced dataset's state.
+
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -6,14 +14,125 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{Fuse, Stream, StreamExt};
 
 use crate::Error;
-use crate::dataset::{BoxStream, Ctx, Dataset};
+use crate::checkpoint::held::{Held, Members, Step};
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
 use crate::runtime::catch_panic;
+
+const STAGE: &str = "group_by_window";
 
 /// The user functions of a [`group_by_window`](crate::Dataset::group_by_window_with) stage.
 pub(crate) struct Funcs<KF, RF, WF> {
     pub(crate) key: KF,
     pub(crate) reduce: RF,
     pub(crate) window_size: WF,
+}
+
+/// The group_by_window of one epoch: fresh, restored, or in replay (each position is its
+/// reduced dataset's element's, keyed by the group of the window's elements' positions: the
+/// windows are read again through `batch`'s replay and reduced again, as an interleave
+/// replays its inner datasets).
+pub(crate) fn build<T, K, U, KF, RF, WF>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    funcs: &Arc<Funcs<KF, RF, WF>>,
+) -> GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
+where
+    T: Clone + Send + Sync + 'static,
+    K: Ord + Clone,
+    U: Send + 'static,
+    KF: Fn(&T) -> K + Send + Sync + 'static,
+    RF: Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+    WF: Fn(&K) -> usize + Send + Sync + 'static,
+{
+    // The reduced datasets are built afresh (the window being read at a checkpoint is
+    // restored from its own saved state).
+    let nested = ctx.nested().fresh();
+    if ctx.replaying().is_some() {
+        let windows = |ctx: &Ctx| -> BoxStream<Vec<T>> {
+            Box::pin(crate::ops::batch::build(ctx, input, 1, false))
+        };
+        let reduce_funcs = Arc::clone(funcs);
+        let reduce = Arc::new(move |window: Vec<T>| {
+            // A saved window is never empty; were it, the panic is caught as an error.
+            let key = (reduce_funcs.key)(&window[0]);
+            (reduce_funcs.reduce)(key, Dataset::from_vec(window))
+        });
+        let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
+        let mut gbw = GroupByWindow::new(empty(), Arc::clone(funcs), ctx.nested().fresh(), false);
+        gbw.current = Some(replay);
+        gbw.replaying = true;
+        return gbw;
+    }
+    let Some(state) = ctx.restoring() else {
+        return GroupByWindow::new(
+            input.build(ctx),
+            Arc::clone(funcs),
+            nested,
+            ctx.provenance(),
+        );
+    };
+    let upstream = input.build(&ctx.for_input(0));
+    let mut gbw = GroupByWindow::new(upstream, Arc::clone(funcs), nested, ctx.provenance());
+    let restored = (|| {
+        // The input ends again where it had ended: `[ended]` says no more than that.
+        state.word(0)?;
+        let m = state.word(1)? as usize;
+        let small = gbw.input.get_ref().is_small();
+        let mut at = 2;
+        let mut current = Restoring {
+            left: m,
+            offsets: VecDeque::new(),
+            items: Vec::with_capacity(m),
+            inner: None,
+        };
+        if m > 0 {
+            current.inner = Some(state.input_state(1)?.clone());
+            if small {
+                current.offsets = (0..m)
+                    .map(|i| state.word(at + i))
+                    .collect::<anyhow::Result<_>>()?;
+                at += m;
+            }
+        }
+        gbw.held.restore(state, at)?;
+        gbw.restoring = Some(current);
+        if !state.held.is_empty() {
+            // The elements held at the checkpoint, read again at their positions.
+            let held = state.held.clone().into();
+            gbw.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
+        }
+        anyhow::Ok(())
+    })();
+    if let Err(e) = restored {
+        gbw.input = error_stream(e).fuse();
+        gbw.restoring = None;
+    }
+    gbw
+}
+
+fn empty<T: Send + 'static>() -> BoxStream<T> {
+    Box::pin(crate::checkpoint::Opaque::new(
+        futures::stream::empty(),
+        STAGE,
+    ))
+}
+
+/// A window still filling, with its elements as a checkpoint places them.
+struct Window<T> {
+    items: Vec<T>,
+    members: Members,
+}
+
+/// After a restore: the window whose reduced dataset was being read, gathered again.
+struct Restoring<T> {
+    /// Its elements still to gather.
+    left: usize,
+    /// Over a small input: their offsets (see `checkpoint::held`).
+    offsets: VecDeque<u64>,
+    items: Vec<T>,
+    /// The reduced dataset's saved state.
+    inner: Option<State>,
 }
 
 /// Stream for the [`group_by_window`](crate::Dataset::group_by_window) and
@@ -23,11 +142,23 @@ pub(crate) struct GroupByWindow<T, K, U, F> {
     input: Fuse<BoxStream<T>>,
     funcs: Arc<F>,
     ctx: Ctx,
-    windows: BTreeMap<K, Vec<T>>,
-    /// The reduced dataset being drained.
+    windows: BTreeMap<K, Window<T>>,
+    /// The reduced dataset being drained (in replay: the replay of the saved elements).
     current: Option<BoxStream<U>>,
+    /// Its window's elements, as a checkpoint places them.
+    current_members: Members,
     input_done: bool,
+    /// For checkpoints: the count of elements read, the marks.
+    held: Held,
+    /// After a restore: the window being read, and (over an input that is not small) the
+    /// elements held, read again before the input.
+    restoring: Option<Restoring<T>>,
+    refill: Option<Fuse<BoxStream<T>>>,
+    replaying: bool,
 }
+
+// Nothing is pinned in place: the input and the reduced datasets are boxed streams.
+impl<T, K, U, F> Unpin for GroupByWindow<T, K, U, F> {}
 
 impl<T, K, U, KF, RF, WF> GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
 where
@@ -38,45 +169,128 @@ where
     RF: Fn(K, Dataset<T>) -> Dataset<U>,
     WF: Fn(&K) -> usize,
 {
-    pub(crate) fn new(input: BoxStream<T>, funcs: Arc<Funcs<KF, RF, WF>>, ctx: Ctx) -> Self {
+    /// `provenance`: a stage downstream asked for positions.
+    pub(crate) fn new(
+        input: BoxStream<T>,
+        funcs: Arc<Funcs<KF, RF, WF>>,
+        ctx: Ctx,
+        provenance: bool,
+    ) -> Self {
         GroupByWindow {
+            held: Held::new(&input, provenance, STAGE),
             input: input.fuse(),
             funcs,
-            ctx,
+            // The reduced datasets say where their elements come from when asked.
+            ctx: if provenance {
+                ctx.with_provenance()
+            } else {
+                ctx
+            },
             windows: BTreeMap::new(),
             current: None,
+            current_members: Members::default(),
             input_done: false,
+            restoring: None,
+            refill: None,
+            replaying: false,
         }
     }
 
-    fn reduce(&mut self, key: K, window: Vec<T>) -> anyhow::Result<()> {
+    /// Reduces a window; its dataset is read next (restored from `inner`, if given).
+    fn reduce(&mut self, key: K, window: Window<T>, inner: Option<State>) -> anyhow::Result<()> {
+        self.current_members = window.members;
         let reduce = &self.funcs.reduce;
-        let ds = catch_panic("group_by_window", || {
-            Ok(reduce(key, Dataset::from_vec(window)))
-        })?;
-        self.current = Some(ds.build(&self.ctx));
+        let ds = catch_panic(STAGE, || Ok(reduce(key, Dataset::from_vec(window.items))))?;
+        let ctx = match inner {
+            Some(inner) => self.ctx.with_restore(Some(inner)),
+            None => self.ctx.clone(),
+        };
+        self.current = Some(ds.build(&ctx));
         Ok(())
     }
 
-    /// Puts `x` in its key's window, and reduces the window once it is full.
-    fn add(&mut self, x: T) -> anyhow::Result<()> {
+    /// The key of `x`.
+    fn key(funcs: &Funcs<KF, RF, WF>, x: &T) -> anyhow::Result<K> {
+        catch_panic(STAGE, || Ok((funcs.key)(x)))
+    }
+
+    /// Puts `x` (element `index`) in its key's window, and reduces the window once it is
+    /// full (unless `again`: it was held at the checkpoint, so its window was not full).
+    fn add(
+        &mut self,
+        x: T,
+        index: u64,
+        prov: Option<anyhow::Result<Prov>>,
+        again: bool,
+    ) -> anyhow::Result<()> {
         let funcs = &*self.funcs;
-        let key = catch_panic("group_by_window", || Ok((funcs.key)(&x)))?;
-        let size = catch_panic("group_by_window", || Ok((funcs.window_size)(&key)))?;
+        let key = Self::key(funcs, &x)?;
+        let size = catch_panic(STAGE, || Ok((funcs.window_size)(&key)))?;
         if size == 0 {
             return Err(Error::InvalidArgument(
                 "group_by_window: Window size must be greater than zero, but got 0.".into(),
             )
             .into());
         }
-        let window = self.windows.entry(key.clone()).or_default();
-        window.push(x);
+        let window = self.windows.entry(key.clone()).or_insert_with(|| Window {
+            items: Vec::new(),
+            members: Members::default(),
+        });
+        self.held.add(&mut window.members, index, prov);
+        window.items.push(x);
         // `>=`: a window size function may answer less for a key than it did before.
-        if window.len() >= size {
-            let window = self.windows.remove(&key).unwrap_or_default();
-            self.reduce(key, window)?;
+        if window.items.len() >= size
+            && !again
+            && let Some(window) = self.windows.remove(&key)
+        {
+            self.reduce(key, window, None)?;
         }
         Ok(())
+    }
+
+    /// After a restore: an element held at the checkpoint, back in its window (or in the
+    /// window that was being read).
+    fn add_again(
+        &mut self,
+        x: T,
+        index: u64,
+        prov: Option<anyhow::Result<Prov>>,
+    ) -> anyhow::Result<()> {
+        if let Some(current) = self.restoring.as_mut()
+            && current.left > 0
+            && current.offsets.front().is_none_or(|&o| o == index)
+        {
+            current.offsets.pop_front();
+            current.left -= 1;
+            current.items.push(x);
+            self.held.add(&mut self.current_members, index, prov);
+            return Ok(());
+        }
+        self.add(x, index, prov, true)
+    }
+
+    /// After a restore: once everything held is back, the window that was being read is
+    /// reduced again, its dataset restored.
+    fn restored(&mut self) -> anyhow::Result<()> {
+        let Some(current) = self.restoring.take() else {
+            return Ok(());
+        };
+        let Some(first) = current.items.first() else {
+            return Ok(());
+        };
+        if current.left > 0 {
+            return Err(Error::Checkpoint(
+                "the window being read at the checkpoint could not be read again".into(),
+            )
+            .into());
+        }
+        let key = Self::key(&self.funcs, first)?;
+        let members = std::mem::take(&mut self.current_members);
+        let window = Window {
+            items: current.items,
+            members,
+        };
+        self.reduce(key, window, current.inner)
     }
 }
 
@@ -93,11 +307,52 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.refill.is_some() {
+            // The elements held at the checkpoint (their positions saved), in their windows.
+            while let Some(refill) = this.refill.as_mut() {
+                let Some(x) = ready!(refill.poll_next_unpin(cx)) else {
+                    break;
+                };
+                let prov = this.held.prov_of(refill.get_ref());
+                if let Err(e) = x.and_then(|x| this.add_again(x, 0, prov)) {
+                    this.refill = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+            this.refill = None;
+            if let Err(e) = this.restored() {
+                return Poll::Ready(Some(Err(e)));
+            }
+        }
+        while this.held.reading_again() {
+            // Over a small input: the elements from the oldest window's mark, read again.
+            this.held.before(this.input.get_mut());
+            let Some(item) = ready!(this.input.poll_next_unpin(cx)) else {
+                break;
+            };
+            if let Step::Again(i) = this.held.read() {
+                let prov = this.held.prov_of(this.input.get_ref());
+                if let Err(e) = item.and_then(|x| this.add_again(x, i, prov)) {
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
+        if this.restoring.is_some()
+            && let Err(e) = this.restored()
+        {
+            return Poll::Ready(Some(Err(e)));
+        }
         loop {
             if let Some(current) = &mut this.current {
                 match ready!(current.as_mut().poll_next(cx)) {
                     Some(item) => return Poll::Ready(Some(item)),
-                    None => this.current = None,
+                    None => {
+                        this.current = None;
+                        this.current_members.take();
+                        if this.replaying {
+                            return Poll::Ready(None);
+                        }
+                    }
                 }
             }
             if this.input_done {
@@ -105,20 +360,83 @@ where
                 let Some((key, window)) = this.windows.pop_first() else {
                     return Poll::Ready(None);
                 };
-                if let Err(e) = this.reduce(key, window) {
+                if let Err(e) = this.reduce(key, window, None) {
                     return Poll::Ready(Some(Err(e)));
                 }
                 continue;
             }
+            this.held.before(this.input.get_mut());
             match ready!(this.input.poll_next_unpin(cx)) {
-                Some(Ok(x)) => {
-                    if let Err(e) = this.add(x) {
+                Some(item) => {
+                    let Step::New(i) = this.held.read() else {
+                        continue;
+                    };
+                    let prov = this.held.prov_of(this.input.get_ref());
+                    if let Err(e) = item.and_then(|x| this.add(x, i, prov, false)) {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => this.input_done = true,
             }
         }
+    }
+}
+
+/// Saved state: see the module doc.
+impl<T, K, U, F> Resumable for GroupByWindow<T, K, U, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.replaying || this.refill.is_some() || this.restoring.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
+        }
+        let groups =
+            std::iter::once(&this.current_members).chain(this.windows.values().map(|w| &w.members));
+        let (words, held, input, base) = this.held.save(groups, this.input.get_mut())?;
+        let m = match &this.current {
+            Some(_) => this.current_members.len(),
+            None => 0,
+        };
+        let mut state = State::new(STAGE).words([u64::from(this.input_done), m as u64]);
+        if m > 0 && this.input.get_ref().is_small() {
+            state = state.words(this.current_members.offsets(base));
+        }
+        state = state.words(words).held(held).input(input);
+        if let Some(current) = this.current.as_mut() {
+            state = state.input(current.as_mut().save()?);
+        }
+        Ok(state)
+    }
+
+    /// The reduced dataset's element's position, keyed by the group of its window's
+    /// elements' positions.
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let current = self
+            .current
+            .as_ref()
+            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
+        if self.replaying {
+            return current.last_prov();
+        }
+        if !self.held.record {
+            self.input.get_ref().last_prov()?;
+            return Err(unsupported(
+                STAGE,
+                "the positions of its windows' elements were not recorded",
+            ));
+        }
+        current
+            .last_prov()?
+            .keyed(&Prov::group(self.current_members.provs.clone()))
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.get_ref().is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
     }
 }

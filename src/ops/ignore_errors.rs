@@ -1,8 +1,12 @@
+//! Saved state: the input's (errors are dropped as they come; nothing is held).
+
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 use pin_project::pin_project;
+
+use crate::checkpoint::{Prov, Resumable, State};
 
 /// Stream for the [`ignore_errors`](crate::Dataset::ignore_errors) method.
 #[pin_project]
@@ -32,5 +36,23 @@ where
                 other => return Poll::Ready(other),
             }
         }
+    }
+}
+
+impl<St: Resumable> Resumable for IgnoreErrors<St> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new("ignore_errors").input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

@@ -187,14 +187,6 @@ impl<T: Send + 'static> Reopen<T> {
         }))
     }
 
-    /// The key and inner state of slot `i` if it is still to be reopened.
-    pub(crate) fn pending(&self, i: usize) -> Option<(Prov, State)> {
-        self.pending
-            .iter()
-            .find(|(slot, _, _)| *slot == i)
-            .map(|(_, key, inner)| (key.clone(), inner.clone()))
-    }
-
     /// The next slot to reopen: `(slot, key, inner state, input element)`; `None` when all are.
     #[allow(clippy::type_complexity)]
     pub(crate) fn poll_next(
@@ -214,7 +206,7 @@ impl<T: Send + 'static> Reopen<T> {
         let (slot, key, inner) =
             self.pending
                 .pop_front()
-                .unwrap_or((0, Prov::at(0), State::new("(none)")));
+                .unwrap_or((0, Prov::group(Vec::new()), State::new("(none)")));
         Poll::Ready(Some(x.map(|x| (slot, key, inner, x))))
     }
 }
@@ -413,34 +405,32 @@ where
 {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
+        if this.reopen.is_some() {
+            return Err(unsupported(
+                this.stage,
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
+        }
         let stage = this.stage;
         let input = this.input.get_mut().as_mut().save()?;
         let cursor = this.cycle.cursor();
-        let reopen = &this.reopen;
-        // Slots still to be reopened after a restore are saved as they were restored.
-        let slots = this
-            .cycle
-            .slots
-            .iter_mut()
-            .enumerate()
-            .map(|(i, open)| match open {
-                Some(open) => Some((|| {
-                    let key = open.key.clone().ok_or_else(|| {
-                        unsupported(stage, "its input cannot say where its elements come from")
-                    })?;
-                    Ok((key, open.stream.as_mut().save()?))
-                })()),
-                None => reopen.as_ref().and_then(|r| r.pending(i)).map(Ok),
-            });
+        let slots = this.cycle.slots.iter_mut().map(|open| {
+            open.as_mut().map(|open| {
+                let key = open.key.clone().ok_or_else(|| {
+                    unsupported(stage, "its input cannot say where its elements come from")
+                })?;
+                Ok((key, open.stream.as_mut().save()?))
+            })
+        });
         save_cycle(stage, cursor, input, slots)
     }
 
+    /// The inner position, with the input element's position as its last word.
     /// As small as its input (the inner datasets it reads are sources, small).
     fn is_small(&self) -> bool {
         self.input.get_ref().is_small()
     }
 
-    /// The inner position, followed by the input element's position (`Prov::push_prov`).
     fn last_prov(&self) -> anyhow::Result<Prov> {
         let open = self
             .cycle
@@ -454,7 +444,7 @@ where
                 "its input cannot say where its elements come from",
             )
         })?;
-        open.stream.last_prov()?.push_prov(key)
+        open.stream.last_prov()?.keyed(key)
     }
 }
 
@@ -462,6 +452,23 @@ where
 pub(crate) fn replay<T, U, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
+    f: &Arc<F>,
+    nested: Ctx,
+    stage: &'static str,
+) -> BoxStream<U>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    replay_with(ctx, &|ctx: &Ctx| input.build(ctx), f, nested, stage)
+}
+
+/// [`replay`] over input elements the caller's `input` makes (given the replaying context):
+/// group_by_window replays its windows so.
+pub(crate) fn replay_with<T, U, F>(
+    ctx: &Ctx,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
     f: &Arc<F>,
     nested: Ctx,
     stage: &'static str,
@@ -506,7 +513,7 @@ where
 {
     fn new(
         ctx: &Ctx,
-        input: &Dataset<T>,
+        input: &dyn Fn(&Ctx) -> BoxStream<T>,
         f: Arc<F>,
         nested: Ctx,
         provs: &Arc<[Prov]>,
@@ -515,7 +522,7 @@ where
         let mut lists: Vec<Vec<Prov>> = Vec::new();
         let mut route = Vec::with_capacity(provs.len());
         for prov in provs.iter() {
-            let (key, rest) = prov.pop_prov()?;
+            let (key, rest) = prov.split_key()?;
             let k = match keys.iter().position(|k| *k == key) {
                 Some(k) => k,
                 None => {
@@ -527,7 +534,7 @@ where
             lists[k].push(rest);
             route.push(k);
         }
-        let elements = input.build(&ctx.for_input(0).with_replay(keys.into()));
+        let elements = input(&ctx.for_input(0).with_replay(keys.into()));
         Ok(Replay {
             provs: Arc::clone(provs),
             route,

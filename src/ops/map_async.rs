@@ -1,30 +1,60 @@
 //! Stream for the [`map_async`](crate::Dataset::map_async) method: every call a spawned task,
-//! `buffered` (input order) or `buffer_unordered` (completion order) over them.
+//! in input order (as `buffered`) or in completion order (as `buffer_unordered`).
+//!
+//! Saved state (input order only): as `map_parallel`'s (see `parallel_map::InFlight`), the
+//! calls in flight taken in runs of up to [`MARK_EVERY`] elements: over a small input `[skip]`
+//! and the input's state before the oldest run not wholly passed on, otherwise the positions
+//! of the elements whose calls are in flight (`held`) and the input's state now. The calls
+//! in flight are made again after a restore.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use futures::stream::StreamExt;
+use futures::stream::{Fuse, FusedStream, FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 
-use crate::checkpoint::Opaque;
-use crate::dataset::BoxStream;
+use crate::checkpoint::{Prov, Resumable, StageStream, State};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::ops::parallel_map::{self, InFlight, Input};
 use crate::runtime::{self, catch_panic};
 
 const STAGE: &str = "map_async";
 
-pub(crate) fn map_async<T, U, F, Fut>(
-    input: BoxStream<T>,
-    f: Arc<F>,
+/// A mark of a small input is taken before one element in this many: a restore redoes fewer
+/// than this many calls beyond those that were in flight.
+const MARK_EVERY: usize = 32;
+
+/// The map_async of one epoch: fresh, restored (as `map_parallel`: from a mark and the
+/// count passed on since, or the positions of the calls in flight replayed), or in replay
+/// (one output per input element, in order: the positions pass through).
+pub(crate) fn build<T, U, F, Fut>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    f: &Arc<F>,
     parallelism: usize,
-    deterministic: bool,
-) -> BoxStream<U>
+) -> impl StageStream<U> + use<T, U, F, Fut>
 where
     T: Send + 'static,
     U: Send + 'static,
     F: Fn(T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = anyhow::Result<U>> + Send + 'static,
 {
-    let calls = input.map(move |item| {
+    let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
+    let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
+        None => (input.build(ctx), None),
+        Some(state) => {
+            let build = |ctx: &Ctx| input.build(ctx);
+            match parallel_map::restore(ctx, &Input::of(input, &build), state, 0) {
+                Ok(restored) => restored,
+                Err(e) => (error_stream(e), None),
+            }
+        }
+    };
+    let mut in_flight = InFlight::new(&upstream, deterministic, ctx, STAGE);
+    in_flight.restored(restored);
+    let f = Arc::clone(f);
+    let call = move |item: anyhow::Result<T>| {
         let f = Arc::clone(&f);
         async move {
             let fut = catch_panic(STAGE, || Ok(f(item?)))?;
@@ -32,13 +62,110 @@ where
             let task = runtime::spawn(STAGE, fut)?;
             task.await.map_err(|e| runtime::join_error(STAGE, e))?
         }
-    });
-    if deterministic {
-        Box::pin(Opaque::new(calls.buffered(parallelism), "map_async"))
-    } else {
-        Box::pin(Opaque::new(
-            calls.buffer_unordered(parallelism),
-            "map_async",
-        ))
+    };
+    MapAsync {
+        input: upstream.fuse(),
+        call,
+        calls: if deterministic {
+            Calls::Ordered(FuturesOrdered::new())
+        } else {
+            Calls::Unordered(FuturesUnordered::new())
+        },
+        parallelism: parallelism.max(1),
+        in_flight,
+    }
+}
+
+/// The calls in flight: yielded in input order, or as they finish.
+enum Calls<C: Future> {
+    Ordered(FuturesOrdered<C>),
+    Unordered(FuturesUnordered<C>),
+}
+
+/// Stream for the [`map_async`](crate::Dataset::map_async) method: as futures' `buffered`
+/// (or `buffer_unordered`) over the calls.
+#[must_use = "streams do nothing unless polled"]
+struct MapAsync<T, M, C: Future> {
+    input: Fuse<BoxStream<T>>,
+    /// Makes the call of an element.
+    call: M,
+    calls: Calls<C>,
+    parallelism: usize,
+    in_flight: InFlight,
+}
+
+// The calls are boxed in the futures' queues; nothing is pinned in place.
+impl<T, M, C: Future> Unpin for MapAsync<T, M, C> {}
+
+impl<T, U, M, C> Stream for MapAsync<T, M, C>
+where
+    M: Fn(anyhow::Result<T>) -> C,
+    C: Future<Output = anyhow::Result<U>>,
+{
+    type Item = anyhow::Result<U>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let tracking = this.in_flight.tracking();
+        // As `buffered`: first start as many calls as there is room for.
+        loop {
+            let len = match &this.calls {
+                Calls::Ordered(calls) => calls.len(),
+                Calls::Unordered(calls) => calls.len(),
+            };
+            if len >= this.parallelism {
+                break;
+            }
+            if tracking && this.in_flight.open_len().is_none_or(|n| n >= MARK_EVERY) {
+                this.in_flight.close_group();
+                this.in_flight.open_group(this.input.get_mut());
+            }
+            match this.input.poll_next_unpin(cx) {
+                Poll::Ready(Some(item)) => {
+                    if tracking {
+                        this.in_flight.took(this.input.get_ref());
+                    }
+                    let call = (this.call)(item);
+                    match &mut this.calls {
+                        Calls::Ordered(calls) => calls.push_back(call),
+                        Calls::Unordered(calls) => calls.push(call),
+                    }
+                }
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        let next = match &mut this.calls {
+            Calls::Ordered(calls) => calls.poll_next_unpin(cx),
+            Calls::Unordered(calls) => calls.poll_next_unpin(cx),
+        };
+        if let Some(out) = std::task::ready!(next) {
+            this.in_flight.passed_on();
+            return Poll::Ready(Some(out));
+        }
+        if this.input.is_terminated() {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Saved state: see the module doc.
+impl<T, M, C: Future> Resumable for MapAsync<T, M, C> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        this.in_flight.save(this.input.get_mut())
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.in_flight.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.in_flight.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
     }
 }

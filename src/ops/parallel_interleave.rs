@@ -38,7 +38,7 @@ struct Reader<U> {
     /// The inner stream's state before the oldest element not passed on (a mark before its
     /// chunk and how many of the chunk were passed on).
     marker: Marker,
-    /// Where the input element it reads came from (a one-word position), when known.
+    /// Where the input element it reads came from, when known.
     key: Option<Prov>,
     /// Where its last element passed on came from.
     last: Option<Prov>,
@@ -134,8 +134,10 @@ struct Opener<T, U, F> {
     /// Readers opened ahead of the cursor, in input order (or the error met opening one),
     /// each with the input's state from before its element (a mark of a small input).
     ahead: VecDeque<(anyhow::Result<Reader<U>>, Option<State>)>,
-    /// Elements' positions are asked for downstream.
+    /// Readers record their elements' positions / take marks of their inner streams (in
+    /// deterministic order only: a nondeterministic interleave cannot be saved).
     provs: bool,
+    marks: bool,
 }
 
 impl<T, U, F> Opener<T, U, F>
@@ -154,16 +156,8 @@ where
             self.config.buffer_output_elements,
             self.ctx.stats_handle(),
             key,
-            self.record(),
+            (self.marks, self.provs),
         )
-    }
-
-    /// What readers record for checkpoints: marks and (when asked for) positions, in
-    /// deterministic order only (a nondeterministic interleave cannot be saved, so nothing
-    /// is spent on it).
-    fn record(&self) -> (bool, bool) {
-        let on = self.config.deterministic;
-        (on, on && self.provs)
     }
 
     /// The position of the input element just taken, as a key.
@@ -237,6 +231,7 @@ where
                 config,
                 ahead: VecDeque::new(),
                 provs: false,
+                marks: false,
             },
             cycle: Cycle::new(config.cycle_length, config.block_length).counting_errors_in_blocks(),
             reopen: None,
@@ -261,7 +256,7 @@ where
                 self.opener.config.buffer_output_elements,
                 self.opener.ctx.stats_handle(),
                 Some(key),
-                self.opener.record(),
+                (self.opener.marks, self.opener.provs),
             )?;
             reader.marker.set(mark);
             reader.marker.skip = skip;
@@ -360,9 +355,11 @@ where
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
     let mut interleave = ParallelInterleave::new(upstream, Arc::clone(f), nested.fresh(), config);
-    // Positions are recorded when a stage downstream asks, and always over an input that is
-    // not small (stages downstream then hold its elements by position).
-    interleave.opener.provs = ctx.provenance() || !input.is_small();
+    // Nothing is recorded in a nondeterministic interleave (it cannot be saved); positions
+    // when a stage downstream asks, and always over an input that is not small.
+    let deterministic = interleave.opener.config.deterministic;
+    interleave.opener.provs = deterministic && (ctx.provenance() || !input.is_small());
+    interleave.opener.marks = deterministic;
     if let Some(state) = ctx.restoring() {
         match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
             Ok(reopen) => interleave.reopen = reopen,
@@ -390,6 +387,12 @@ where
                 "its order is not deterministic (Options::deterministic(false))",
             ));
         }
+        if this.reopen.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its inputs were reopened after a restore",
+            ));
+        }
         let input = match this.opener.ahead.front() {
             Some((_, Some(mark))) => mark.clone(),
             Some((_, None)) => {
@@ -397,13 +400,8 @@ where
             }
             None => this.opener.input.get_mut().as_mut().save()?,
         };
-        let reopen = &this.reopen;
-        // Slots still to be reopened after a restore are saved as they were restored.
-        let slots = this.cycle.slots.iter().enumerate().map(|(i, open)| {
-            let Some(reader) = open else {
-                return reopen.as_ref().and_then(|r| r.pending(i)).map(Ok);
-            };
-            Some((|| {
+        let slots = this.cycle.slots.iter().map(|open| {
+            open.as_ref().map(|reader| {
                 let key = reader.key.clone().ok_or_else(|| {
                     unsupported(STAGE, "its input cannot say where its elements come from")
                 })?;
@@ -412,7 +410,7 @@ where
                 let mut inner = reader.marker.save(STAGE)?;
                 inner.stage = "(reader)".into();
                 Ok((key, inner))
-            })())
+            })
         });
         save_cycle(STAGE, this.cycle.cursor(), input, slots)
     }
@@ -436,10 +434,9 @@ where
         let key = reader.key.as_ref().ok_or_else(|| {
             unsupported(STAGE, "its input cannot say where its elements come from")
         })?;
-        reader
-            .last
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))?
-            .push_prov(key)
+        let inner = reader.last.clone().ok_or_else(|| {
+            unsupported(STAGE, "the position of its last element was not recorded")
+        })?;
+        inner.keyed(key)
     }
 }

@@ -186,19 +186,16 @@ pub(crate) fn build<T: Send + 'static, U: Send + 'static>(
             Err(e) => (error_stream(e), None),
         },
     };
-    let mut map = ParallelMap::new(upstream, f, workers, knob, deterministic, ctx);
-    map.stage = stage;
-    map.words = words;
-    if let Some((mark, base)) = restored {
-        map.restored = Some((mark, base));
-    }
+    let mut map = ParallelMap::new(upstream, f, workers, knob, deterministic, ctx, stage);
+    map.in_flight.own_words(words);
+    map.in_flight.restored(restored);
     map
 }
 
 /// The input to go on with after a restore, and (over a small input) the mark and the count
 /// already passed on since it.
 #[allow(clippy::type_complexity)]
-fn restore<T: Send + 'static>(
+pub(crate) fn restore<T: Send + 'static>(
     ctx: &Ctx,
     input: &Input<'_, T>,
     state: &State,
@@ -213,7 +210,7 @@ fn restore<T: Send + 'static>(
     if state.held.is_empty() {
         return Ok((upstream, None));
     }
-    let held: Arc<[crate::checkpoint::Prov]> = state.held.clone().into();
+    let held: Arc<[Prov]> = state.held.clone().into();
     let replay = (input.build)(&ctx.for_input(0).with_replay(Arc::clone(&held)));
     Ok((
         Box::pin(crate::checkpoint::Resumed::new(replay, held, upstream)),
@@ -249,6 +246,210 @@ struct GroupInfo {
     len: usize,
 }
 
+/// The checkpoint bookkeeping of a stage that hands consecutive elements to calls in flight
+/// and passes the results on in input order (`map_parallel`, `random_map`, `map_async`): the
+/// groups of elements handed over and not yet wholly passed on, oldest first, each with a mark
+/// of the input from before its first element (small inputs) or its elements' positions, and
+/// how many of the oldest's were passed on. A mark is taken once per group.
+///
+/// Saved state: the stage's own words (a random map's seed and epoch), then over a small input
+/// `[skip]` with the mark before the oldest group not wholly passed on as the input; over an
+/// input that is not small, the positions of the elements handed over and not passed on
+/// (`held`) and the input's state now. Calls in flight are made again after a restore (see
+/// [`restore`]).
+pub(crate) struct InFlight {
+    groups: VecDeque<GroupInfo>,
+    yielded: usize,
+    /// Take a mark of the input before each group / record each element's position.
+    marks: bool,
+    provs: bool,
+    small: bool,
+    /// Whether the newest group in `groups` is still taking elements.
+    open: bool,
+    /// Where the last element passed on came from (when recorded).
+    last: Option<Prov>,
+    /// After a restore over a small input: the mark restored from, and the count to skip.
+    restored: Option<(State, u64)>,
+    deterministic: bool,
+    /// The stage name and own words in its saved state.
+    stage: &'static str,
+    words: Vec<u64>,
+}
+
+impl InFlight {
+    pub(crate) fn new<T>(
+        input: &BoxStream<T>,
+        deterministic: bool,
+        ctx: &Ctx,
+        stage: &'static str,
+    ) -> Self {
+        let small = input.is_small();
+        InFlight {
+            marks: deterministic && small && input.resumable(),
+            provs: deterministic && (!small || ctx.provenance()) && input.resumable(),
+            small,
+            groups: VecDeque::new(),
+            yielded: 0,
+            open: false,
+            last: None,
+            restored: None,
+            deterministic,
+            stage,
+            words: Vec::new(),
+        }
+    }
+
+    /// Goes on after a restore over a small input: from `mark`, `skip` elements were passed
+    /// on before the checkpoint (the input skips them).
+    pub(crate) fn restored(&mut self, restored: Option<(State, u64)>) {
+        self.restored = restored;
+    }
+
+    /// The stage's own words, first in its saved state.
+    pub(crate) fn own_words(&mut self, words: Vec<u64>) {
+        self.words = words;
+    }
+
+    /// Starts a group before taking its first element from `input`: its mark.
+    pub(crate) fn open_group<T>(&mut self, input: &mut BoxStream<T>) {
+        self.open = self.marks || self.provs;
+        if !self.open {
+            return;
+        }
+        let mut info = GroupInfo {
+            mark: None,
+            base: 0,
+            provs: Vec::new(),
+            len: 0,
+        };
+        if self.marks {
+            info.mark = input.as_mut().save().ok();
+            // A mark of its own ends the restored one; while the restored input is still
+            // skipping what was passed on before the restore, the restored mark stands.
+            if let (None, Some((mark, skip))) = (&info.mark, self.restored.take()) {
+                info.mark = Some(mark);
+                info.base = skip;
+            }
+        }
+        self.groups.push_back(info);
+    }
+
+    /// Whether it keeps track of anything (marks or positions).
+    pub(crate) fn tracking(&self) -> bool {
+        self.marks || self.provs
+    }
+
+    /// The size of the group being filled, if one is open.
+    pub(crate) fn open_len(&self) -> Option<usize> {
+        self.groups.back().filter(|_| self.open).map(|g| g.len)
+    }
+
+    /// The open group took an element just yielded by `input`.
+    pub(crate) fn took<T>(&mut self, input: &BoxStream<T>) {
+        if !self.open {
+            return;
+        }
+        let provs = self.provs;
+        let Some(group) = self.groups.back_mut() else {
+            return;
+        };
+        group.len += 1;
+        if provs {
+            match input.last_prov() {
+                Ok(p) => group.provs.push(p),
+                Err(_) => self.provs = false,
+            }
+        }
+    }
+
+    /// Closes the open group; one that took nothing is forgotten.
+    pub(crate) fn close_group(&mut self) {
+        if !std::mem::take(&mut self.open) {
+            return;
+        }
+        if self.groups.back().is_some_and(|g| g.len == 0)
+            && let Some(info) = self.groups.pop_back()
+            && info.base > 0
+            && let Some(mark) = info.mark
+        {
+            self.restored = Some((mark, info.base));
+        }
+    }
+
+    /// One more element passed on.
+    pub(crate) fn passed_on(&mut self) {
+        let Some(front) = self.groups.front() else {
+            return;
+        };
+        if self.provs {
+            self.last = front.provs.get(self.yielded).cloned();
+        }
+        self.yielded += 1;
+        if self.yielded >= front.len {
+            if self.open && self.groups.len() == 1 {
+                // The open group's elements were all passed on: it starts again, after them.
+                self.open = false;
+            }
+            self.groups.pop_front();
+            self.yielded = 0;
+        }
+    }
+
+    pub(crate) fn save<T>(&mut self, input: &mut BoxStream<T>) -> anyhow::Result<State> {
+        if !self.deterministic {
+            return Err(unsupported(
+                self.stage,
+                "its order is not deterministic (Options::deterministic(false)): the elements \
+                 in flight cannot be placed",
+            ));
+        }
+        let state = State::new(self.stage).words(self.words.iter().copied());
+        if self.small {
+            let (mark, skip) = match self.groups.front() {
+                Some(front) => (
+                    front.mark.clone().ok_or_else(|| {
+                        unsupported(self.stage, "its input cannot save its position")
+                    })?,
+                    front.base + self.yielded as u64,
+                ),
+                None => match self.restored.clone() {
+                    Some(restored) => restored,
+                    None => (input.as_mut().save()?, 0),
+                },
+            };
+            return Ok(state.words([skip]).input(mark));
+        }
+        if !self.provs {
+            input.last_prov()?;
+            return Err(unsupported(
+                self.stage,
+                "its input cannot say where its elements come from",
+            ));
+        }
+        let mut held = Vec::new();
+        for (i, group) in self.groups.iter().enumerate() {
+            let from = if i == 0 { self.yielded } else { 0 };
+            held.extend(group.provs.iter().skip(from).cloned());
+        }
+        // What a restored input has still to replay comes after the calls in flight.
+        held.extend(input.pending());
+        Ok(state.held(held).input(input.as_mut().save()?))
+    }
+
+    pub(crate) fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.last.clone().ok_or_else(|| {
+            unsupported(
+                self.stage,
+                "the position of its last element was not recorded",
+            )
+        })
+    }
+
+    pub(crate) fn is_small(&self) -> bool {
+        self.small
+    }
+}
+
 /// Stream for the [`map_parallel`](crate::Dataset::map_parallel) method.
 ///
 /// `parallelism` blocking threads (started at the first poll) take groups of consecutive
@@ -277,7 +478,7 @@ pub(crate) struct ParallelMap<T, U> {
     reorder: BTreeMap<u64, Vec<anyhow::Result<U>>>,
     ready: VecDeque<anyhow::Result<U>>,
     /// Groups handed over whose outputs have not been moved to `ready`.
-    in_flight: usize,
+    calls: usize,
     group_size: usize,
     /// Smoothed cost of one call of `f`, in nanoseconds (0 until measured).
     nanos_per_call: f64,
@@ -286,21 +487,8 @@ pub(crate) struct ParallelMap<T, U> {
     failed: bool,
     /// This stage's statistics: the workers' busy time is added here.
     stats: Option<Arc<StageCounters>>,
-    /// For checkpoints (deterministic order): the groups not yet wholly passed on, oldest
-    /// first, and how many of the oldest's elements were passed on.
-    groups: VecDeque<GroupInfo>,
-    yielded: usize,
-    /// Take a mark of the input before each group / record each element's position.
-    marks: bool,
-    provs: bool,
-    small: bool,
-    /// Where the last element passed on came from (when recorded).
-    last: Option<Prov>,
-    /// After a restore over a small input: the mark restored from, and the count to skip.
-    restored: Option<(State, u64)>,
-    /// The stage name and own words in its saved state.
-    stage: &'static str,
-    words: Vec<u64>,
+    /// For checkpoints (deterministic order): the groups not yet wholly passed on.
+    in_flight: InFlight,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -314,6 +502,7 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         knob: Option<Arc<Knob>>,
         deterministic: bool,
         ctx: &Ctx,
+        stage: &'static str,
     ) -> Self {
         let cancel = CancelToken::default();
         let stats = ctx.stats_handle();
@@ -321,17 +510,8 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             stats.set_parallelism(parallelism.max(1));
         }
         ctx.gauge();
-        let small = input.is_small();
         ParallelMap {
-            marks: deterministic && small && input.resumable(),
-            provs: deterministic && (!small || ctx.provenance()) && input.resumable(),
-            small,
-            groups: VecDeque::new(),
-            yielded: 0,
-            last: None,
-            restored: None,
-            stage: STAGE,
-            words: Vec::new(),
+            in_flight: InFlight::new(&input, deterministic, ctx, stage),
             input: input.fuse(),
             f,
             pool: None,
@@ -343,28 +523,13 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
             next_out: 0,
             reorder: BTreeMap::new(),
             ready: VecDeque::new(),
-            in_flight: 0,
+            calls: 0,
             group_size: 1,
             nanos_per_call: 0.0,
             _cancel_on_drop: cancel.drop_guard(),
             cancel,
             failed: false,
             stats,
-        }
-    }
-
-    /// One more element passed on: move the checkpoint bookkeeping along.
-    fn passed_on(&mut self) {
-        let Some(front) = self.groups.front() else {
-            return;
-        };
-        if self.provs {
-            self.last = front.provs.get(self.yielded).cloned();
-        }
-        self.yielded += 1;
-        if self.yielded >= front.len {
-            self.groups.pop_front();
-            self.yielded = 0;
         }
     }
 
@@ -385,14 +550,14 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
     fn accept(&mut self, done: Done<U>) {
         self.learn(done.calls, done.took);
         if !self.deterministic {
-            self.in_flight -= 1;
+            self.calls -= 1;
             self.ready.extend(done.out);
             return;
         }
         self.reorder.insert(done.seq, done.out);
         while let Some(out) = self.reorder.remove(&self.next_out) {
             self.next_out += 1;
-            self.in_flight -= 1;
+            self.calls -= 1;
             self.ready.extend(out);
         }
     }
@@ -400,48 +565,21 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
     /// Hands over groups while there is room and the input has elements ready.
     fn fill(&mut self, cx: &mut Context<'_>) -> anyhow::Result<()> {
         let workers = self.knob.as_ref().map_or(self.parallelism, |k| k.get());
-        while self.in_flight < GROUPS_PER_WORKER * workers && !self.input.is_terminated() {
-            let mut info = GroupInfo {
-                mark: None,
-                base: 0,
-                provs: Vec::new(),
-                len: 0,
-            };
-            if self.marks {
-                info.mark = self.input.get_mut().as_mut().save().ok();
-                // A mark of its own ends the restored one; while the restored input is still
-                // skipping what was passed on before the restore, the restored mark stands.
-                if let (None, Some((mark, skip))) = (&info.mark, self.restored.take()) {
-                    info.mark = Some(mark);
-                    info.base = skip;
-                }
-            }
+        while self.calls < GROUPS_PER_WORKER * workers && !self.input.is_terminated() {
+            self.in_flight.open_group(self.input.get_mut());
             let mut items = Vec::new();
             while items.len() < self.group_size {
                 match self.input.poll_next_unpin(cx) {
                     Poll::Ready(Some(item)) => {
-                        if self.provs {
-                            match self.input.get_ref().last_prov() {
-                                Ok(p) => info.provs.push(p),
-                                Err(_) => self.provs = false,
-                            }
-                        }
+                        self.in_flight.took(self.input.get_ref());
                         items.push(item);
                     }
                     Poll::Ready(None) | Poll::Pending => break,
                 }
             }
+            self.in_flight.close_group();
             if items.is_empty() {
-                if info.base > 0
-                    && let Some(mark) = info.mark
-                {
-                    self.restored = Some((mark, info.base));
-                }
                 return Ok(());
-            }
-            info.len = items.len();
-            if self.marks || self.provs {
-                self.groups.push_back(info);
             }
             let pool = match &mut self.pool {
                 Some(pool) => pool,
@@ -462,7 +600,7 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
                 .send(group)
                 .map_err(|_| anyhow::anyhow!("{STAGE}: the workers stopped"))?;
             self.next_seq += 1;
-            self.in_flight += 1;
+            self.calls += 1;
         }
         Ok(())
     }
@@ -479,7 +617,7 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
         loop {
             if let Some(item) = this.ready.pop_front() {
                 this.held -= 1;
-                this.passed_on();
+                this.in_flight.passed_on();
                 return Poll::Ready(Some(item));
             }
             if this.failed {
@@ -489,7 +627,7 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
                 this.failed = true;
                 return Poll::Ready(Some(Err(e)));
             }
-            if this.in_flight == 0 {
+            if this.calls == 0 {
                 // Nothing in flight: the input has ended, or is pending with its waker set.
                 return if this.input.is_terminated() {
                     Poll::Ready(None)
@@ -517,68 +655,22 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
     }
 }
 
-/// Saved state: the stage's own words (a random map's), then over a small input `[skip]` with
-/// the mark before the oldest group not wholly passed on as the input; over an input that is
-/// not small, the positions of the elements handed over and not passed on (`held`) and the
-/// input's state now. Calls in flight are made again after a restore.
+/// Saved state: see [`InFlight`].
 impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if !this.deterministic {
-            return Err(unsupported(
-                this.stage,
-                "its order is not deterministic (Options::deterministic(false)): the elements \
-                 in flight cannot be placed",
-            ));
-        }
-        let state = State::new(this.stage).words(this.words.iter().copied());
-        if this.small {
-            let (mark, skip) = match this.groups.front() {
-                Some(front) => (
-                    front.mark.clone().ok_or_else(|| {
-                        unsupported(this.stage, "its input cannot save its position")
-                    })?,
-                    front.base + this.yielded as u64,
-                ),
-                None => match this.restored.clone() {
-                    Some(restored) => restored,
-                    None => (this.input.get_mut().as_mut().save()?, 0),
-                },
-            };
-            return Ok(state.words([skip]).input(mark));
-        }
-        if !this.provs {
-            return Err(unsupported(
-                this.stage,
-                "its input cannot say where its elements come from",
-            ));
-        }
-        let mut held = Vec::new();
-        for (i, group) in this.groups.iter().enumerate() {
-            let from = if i == 0 { this.yielded } else { 0 };
-            held.extend(group.provs.iter().skip(from).cloned());
-        }
-        // What a restored input has still to replay comes after the calls in flight.
-        held.extend(this.input.get_ref().pending());
-        Ok(state
-            .held(held)
-            .input(this.input.get_mut().as_mut().save()?))
+        this.in_flight.save(this.input.get_mut())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.last.clone().ok_or_else(|| {
-            unsupported(
-                self.stage,
-                "the position of its last element was not recorded",
-            )
-        })
+        self.in_flight.last_prov()
     }
 
     fn is_small(&self) -> bool {
-        self.small
+        self.in_flight.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.deterministic && self.input.get_ref().resumable()
+        self.in_flight.deterministic && self.input.get_ref().resumable()
     }
 }

@@ -90,10 +90,11 @@ impl<T: Send + 'static> Repeat<T> {
             return None;
         }
         let run = (|| {
-            let (rep, _) = provs[*next].pop()?;
+            let rep = provs[*next].split_key()?.0.single()?;
             let mut inner = Vec::new();
             while let Some(p) = provs.get(*next) {
-                let (r, rest) = p.pop()?;
+                let (r, rest) = p.split_key()?;
+                let r = r.single()?;
                 if r != rep {
                     break;
                 }
@@ -180,7 +181,8 @@ impl<T: Send + 'static> Resumable for Repeat<T> {
             .current
             .as_ref()
             .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        current.last_prov()?.push(self.started.saturating_sub(1))
+        let repetition = Prov::at(self.started.saturating_sub(1));
+        current.last_prov()?.keyed(&repetition)
     }
 
     fn is_small(&self) -> bool {

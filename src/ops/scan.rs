@@ -1,3 +1,7 @@
+//! Saved state ([`scan_resumable`](crate::Dataset::scan_resumable) only): `[n, then the
+//! running state's postcard encoding, n bytes packed 8 to a word]` (`n = u64::MAX` once the
+//! stage has ended: its input ended, or a panic in `f`), and the input's state.
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -5,7 +9,124 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-/// Stream for the [`scan`](crate::Dataset::scan) method.
+use crate::checkpoint::{Opaque, Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Ctx, Dataset};
+
+const STAGE: &str = "scan";
+
+/// How a serializable running state is saved and read back.
+pub(crate) struct Codec<S> {
+    pub(crate) save: fn(&S) -> anyhow::Result<Vec<u8>>,
+    pub(crate) load: fn(&[u8]) -> anyhow::Result<S>,
+}
+
+impl<S> Clone for Codec<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Codec<S> {}
+
+impl<S: serde::Serialize + serde::de::DeserializeOwned> Codec<S> {
+    /// Postcard's encoding, as checkpoints use it.
+    pub(crate) fn postcard() -> Self {
+        Codec {
+            save: |s| {
+                postcard::to_allocvec(s).map_err(|e| {
+                    unsupported(
+                        STAGE,
+                        &format!("its running state cannot be serialized: {e}"),
+                    )
+                })
+            },
+            load: |bytes| {
+                postcard::from_bytes(bytes).map_err(|e| {
+                    crate::Error::Checkpoint(format!(
+                        "the saved running state of `scan` cannot be read back: {e}"
+                    ))
+                    .into()
+                })
+            },
+        }
+    }
+}
+
+/// The scan of one epoch: fresh, or (with a codec) restored with its saved running state.
+/// Its elements cannot be replayed by position (each depends on all before it).
+pub(crate) fn build<T: Send + 'static, S: Clone, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    initial: &S,
+    f: &Arc<F>,
+    codec: Option<Codec<S>>,
+) -> Scan<BoxStream<T>, S, F> {
+    let fail = |e| {
+        let empty: BoxStream<T> = Box::pin(Opaque::new(futures::stream::empty(), STAGE));
+        let mut scan = Scan::new(empty, None, Arc::clone(f), codec);
+        scan.failed = Some(e);
+        scan
+    };
+    if ctx.replaying().is_some() {
+        return fail(not_placeable());
+    }
+    let (Some(state), Some(codec)) = (ctx.restoring(), codec) else {
+        return Scan::new(
+            input.build(ctx),
+            Some(initial.clone()),
+            Arc::clone(f),
+            codec,
+        );
+    };
+    match unpack(&state.words).and_then(|bytes| bytes.map(|b| (codec.load)(&b)).transpose()) {
+        Ok(running) => Scan::new(
+            input.build(&ctx.for_input(0)),
+            running,
+            Arc::clone(f),
+            Some(codec),
+        ),
+        Err(e) => fail(e),
+    }
+}
+
+fn not_placeable() -> anyhow::Error {
+    unsupported(
+        STAGE,
+        "its elements depend on the running state before them and cannot be placed by \
+         position (put the shuffle before the scan)",
+    )
+}
+
+/// `bytes`' length, then the bytes 8 to a word (little-endian).
+fn pack(bytes: &[u8]) -> Vec<u64> {
+    let mut words = Vec::with_capacity(1 + bytes.len().div_ceil(8));
+    words.push(bytes.len() as u64);
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        words.push(u64::from_le_bytes(word));
+    }
+    words
+}
+
+/// [`pack`]'s bytes back; `None` for an ended scan.
+fn unpack(words: &[u64]) -> anyhow::Result<Option<Vec<u8>>> {
+    let malformed = || State::new(STAGE).malformed();
+    let (&n, rest) = words.split_first().ok_or_else(malformed)?;
+    if n == u64::MAX {
+        return Ok(None);
+    }
+    let n = usize::try_from(n).map_err(|_| malformed())?;
+    if rest.len() != n.div_ceil(8) {
+        return Err(malformed());
+    }
+    let mut bytes: Vec<u8> = rest.iter().flat_map(|w| w.to_le_bytes()).collect();
+    bytes.truncate(n);
+    Ok(Some(bytes))
+}
+
+/// Stream for the [`scan`](crate::Dataset::scan) and
+/// [`scan_resumable`](crate::Dataset::scan_resumable) methods.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Scan<St, S, F> {
@@ -14,14 +135,20 @@ pub(crate) struct Scan<St, S, F> {
     /// `None` only while `f` runs (or after it panicked, which ends the stream).
     state: Option<S>,
     f: Arc<F>,
+    /// How to save the running state (`scan_resumable`).
+    codec: Option<Codec<S>>,
+    /// A restore that failed: yielded first, then the stream ends.
+    failed: Option<anyhow::Error>,
 }
 
 impl<St, S, F> Scan<St, S, F> {
-    pub(crate) fn new(input: St, state: S, f: Arc<F>) -> Self {
+    pub(crate) fn new(input: St, state: Option<S>, f: Arc<F>, codec: Option<Codec<S>>) -> Self {
         Scan {
             input,
-            state: Some(state),
+            state,
             f,
+            codec,
+            failed: None,
         }
     }
 }
@@ -35,10 +162,18 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        if this.state.is_none() {
+            return Poll::Ready(None);
+        }
+        // The state is taken only once the input has answered: a pending input keeps it.
+        let item = ready!(this.input.poll_next(cx));
         let Some(state) = this.state.take() else {
             return Poll::Ready(None);
         };
-        match ready!(this.input.poll_next(cx)) {
+        match item {
             Some(Ok(x)) => {
                 let f = &**this.f;
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state, x))) {
@@ -50,7 +185,7 @@ where
                     Err(payload) => {
                         let message = crate::error::panic_message(payload.as_ref());
                         Poll::Ready(Some(Err(crate::Error::WorkerPanicked {
-                            stage: "scan",
+                            stage: STAGE,
                             message,
                         }
                         .into())))
@@ -63,5 +198,66 @@ where
             }
             None => Poll::Ready(None),
         }
+    }
+}
+
+impl<St: Resumable, S, F> Resumable for Scan<St, S, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        let codec = this.codec.ok_or_else(|| {
+            unsupported(
+                STAGE,
+                "its running state is not serializable: use scan_resumable, whose state is \
+                 `Serialize + DeserializeOwned`",
+            )
+        })?;
+        let words = match this.state.as_ref() {
+            Some(state) => pack(&(codec.save)(state)?),
+            None => vec![u64::MAX],
+        };
+        Ok(State::new(STAGE).words(words).input(this.input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Err(not_placeable())
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.codec.is_some() && self.input.resumable()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::{pack, unpack};
+    use crate::Dataset;
+
+    #[tokio::test]
+    async fn a_pending_input_keeps_the_running_state() {
+        // Every element comes after a `Pending` (a yield): the scan must not end there.
+        let ds = Dataset::from_stream(|| {
+            futures::stream::iter(1..=5).then(|x| async move {
+                tokio::task::yield_now().await;
+                anyhow::Ok(x)
+            })
+        })
+        .scan(0, |s, x| (s + x, s + x));
+        assert_eq!(ds.collect().await.unwrap(), [1, 3, 6, 10, 15]);
+    }
+
+    #[test]
+    fn bytes_pack_into_words_and_back() {
+        for n in [0, 1, 7, 8, 9, 23] {
+            let bytes: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(37)).collect();
+            assert_eq!(unpack(&pack(&bytes)).unwrap(), Some(bytes));
+        }
+        assert_eq!(unpack(&[u64::MAX]).unwrap(), None);
+        assert!(unpack(&[9, 1]).is_err());
     }
 }

@@ -1,8 +1,34 @@
+//! Saved state: `[position of the next element within its group of num_shards]` and the
+//! input's state.
+
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 use pin_project::pin_project;
+
+use crate::checkpoint::{Prov, Resumable, State};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+
+/// The shard of one epoch: fresh, restored, or in replay (the elements replayed are ones it
+/// kept: it keeps them all).
+pub(crate) fn build<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    num_shards: u64,
+    index: u64,
+) -> Shard<BoxStream<T>> {
+    if ctx.replaying().is_some() {
+        return Shard::new(input.build(ctx), 1, 0);
+    }
+    let position = match ctx.restoring().map(|s| s.word(0)).transpose() {
+        Ok(position) => position.unwrap_or(0) % num_shards,
+        Err(e) => return Shard::new(error_stream(e), 1, 0),
+    };
+    let mut shard = Shard::new(input.build(&ctx.for_input(0)), num_shards, index);
+    shard.position = position;
+    shard
+}
 
 /// Stream for the [`shard`](crate::Dataset::shard) method.
 #[pin_project]
@@ -50,5 +76,26 @@ where
                 other => return Poll::Ready(other),
             }
         }
+    }
+}
+
+impl<St: Resumable> Resumable for Shard<St> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let position = self.position;
+        Ok(State::new("shard")
+            .words([position])
+            .input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

@@ -87,11 +87,25 @@ fn build<T: Send + 'static>(
     let pos = u128::from(state.word(2)?) | (u128::from(state.word(3)?) << 64);
     let mut generator = rng(base, epoch);
     generator.set_word_pos(pos);
-    let upstream = crate::checkpoint::resumed_input(ctx, input, state);
+    let upstream = input.build(&ctx.for_input(0).with_provenance());
     let mut shuffle = Shuffle::new(upstream, buffer_size, generator, ctx.stats_handle(), true);
     shuffle.seed = (base, epoch);
+    if !state.held.is_empty() {
+        let held: Arc<[Prov]> = state.held.clone().into();
+        shuffle.refill = Some((
+            input
+                .build(&ctx.for_input(0).with_replay(Arc::clone(&held)))
+                .fuse(),
+            held,
+            0,
+        ));
+    }
     Ok(shuffle)
 }
+
+/// After a restore: the buffer's members replayed from their saved positions, those
+/// positions, and how many were read.
+type Refill<T> = (Fuse<BoxStream<T>>, Arc<[Prov]>, usize);
 
 /// The generator of one epoch's order.
 fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
@@ -115,6 +129,9 @@ pub(crate) struct Shuffle<St, T> {
     seed: (u64, u64),
     /// The stage's statistics: the buffer's fill is reported there.
     stats: Option<Arc<StageCounters>>,
+    /// After a restore: the buffer's members replayed from their saved positions (and those
+    /// positions), read before anything else.
+    refill: Option<Refill<T>>,
     /// In replay: elements pass through in order.
     passthrough: bool,
 }
@@ -139,6 +156,7 @@ impl<St: Stream, T> Shuffle<St, T> {
             rng,
             seed: (0, 0),
             stats,
+            refill: None,
             passthrough: false,
         }
     }
@@ -158,6 +176,31 @@ where
                 *this.last = this.input.get_ref().last_prov().ok();
             }
             return Poll::Ready(item);
+        }
+        if let Some((refill, held, n)) = this.refill {
+            // The members the buffer held at the checkpoint, in their saved order.
+            loop {
+                match std::task::ready!(refill.poll_next_unpin(cx)) {
+                    Some(Ok(x)) => {
+                        this.buffer.push(x);
+                        if let Some(provs) = this.provs.as_mut() {
+                            provs.push(held.get(*n).cloned().unwrap_or(Prov::group(Vec::new())));
+                        }
+                        *n += 1;
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => break,
+                }
+            }
+            if *n != held.len() {
+                let e = unsupported(
+                    STAGE,
+                    "replaying its saved buffer gave fewer elements than saved",
+                );
+                *this.refill = None;
+                return Poll::Ready(Some(Err(e)));
+            }
+            *this.refill = None;
         }
         // Fill the buffer before each output (the whole buffer before the first one).
         while this.buffer.len() < *this.buffer_size && !this.input.is_terminated() {
@@ -201,10 +244,20 @@ where
 impl<St: Resumable, T> Resumable for Shuffle<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
-        let mut held = this.provs.clone().ok_or_else(|| {
-            unsupported(STAGE, "its input cannot say where its elements come from")
-        })?;
-        held.extend(this.input.get_ref().pending());
+        if this.refill.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
+        }
+        let Some(held) = this.provs.clone() else {
+            // Name the stage that cannot place its elements, when it says so.
+            this.input.get_ref().last_prov()?;
+            return Err(unsupported(
+                STAGE,
+                "its input cannot say where its elements come from",
+            ));
+        };
         let pos = this.rng.get_word_pos();
         Ok(State::new(STAGE)
             .words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64])

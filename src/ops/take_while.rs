@@ -1,9 +1,33 @@
+//! Saved state: `[1 once the predicate has failed, else 0]` and the input's state.
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 use pin_project::pin_project;
+
+use crate::checkpoint::{Prov, Resumable, State};
+use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+
+/// The take_while of one epoch: fresh, restored (ended or not), or in replay (every element
+/// replayed passed).
+pub(crate) fn build<T: Send + 'static, P>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    predicate: Arc<P>,
+) -> TakeWhile<BoxStream<T>, P> {
+    let done = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
+        None => false,
+        Some(state) => match state.word(0) {
+            Ok(done) => done == 1,
+            Err(e) => return TakeWhile::new(error_stream(e), predicate),
+        },
+    };
+    let mut take_while = TakeWhile::new(input.build(&ctx.for_input(0)), predicate);
+    take_while.done = done;
+    take_while
+}
 
 /// Stream for the [`take_while`](crate::Dataset::take_while) method.
 #[pin_project]
@@ -49,5 +73,26 @@ where
                 Poll::Ready(None)
             }
         }
+    }
+}
+
+impl<St: Resumable, P> Resumable for TakeWhile<St, P> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let done = u64::from(self.done);
+        Ok(State::new("take_while")
+            .words([done])
+            .input(self.project().input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }

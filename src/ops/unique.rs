@@ -1,48 +1,150 @@
+//! Saved state: the positions of the distinct elements seen so far (`held`, in the order they
+//! were first seen; the values are not saved: a restore reads them again to rebuild the set,
+//! which compares values with `Eq` as before) and the input's state.
+
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::Stream;
+use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
+
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Ctx, Dataset};
+
+const STAGE: &str = "unique";
+
+/// The unique of one epoch: fresh, restored (the set rebuilt by reading the distinct elements
+/// seen again at their positions), or in replay (the elements replayed are ones it passed on,
+/// distinct: they pass through).
+pub(crate) fn build<T>(ctx: &Ctx, input: &Dataset<T>) -> Unique<BoxStream<T>, T>
+where
+    T: Clone + Eq + Hash + Send + 'static,
+{
+    if ctx.replaying().is_some() {
+        let mut unique = Unique::new(input.build(ctx));
+        unique.passthrough = true;
+        return unique;
+    }
+    let mut unique = Unique::new(input.build(&ctx.for_input(0).with_provenance()));
+    unique.seen_provs = unique.input.get_ref().resumable().then(Vec::new);
+    if let Some(state) = ctx.restoring()
+        && !state.held.is_empty()
+    {
+        let held = state.held.clone();
+        unique.refill = Some(
+            input
+                .build(&ctx.for_input(0).with_replay(held.clone().into()))
+                .fuse(),
+        );
+        unique.seen_provs = Some(held);
+    }
+    unique
+}
 
 /// Stream for the [`unique`](crate::Dataset::unique) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Unique<St, T> {
     #[pin]
-    input: St,
+    input: Fuse<St>,
     seen: HashSet<T>,
+    /// The positions of the elements in `seen`, in the order seen (when the input can say).
+    seen_provs: Option<Vec<Prov>>,
+    /// After a restore: the distinct elements seen before the checkpoint, read again.
+    refill: Option<Fuse<BoxStream<T>>>,
+    /// In replay: elements pass through.
+    passthrough: bool,
 }
 
-impl<St, T> Unique<St, T> {
+impl<St: Stream, T> Unique<St, T> {
     pub(crate) fn new(input: St) -> Self {
         Unique {
-            input,
+            input: input.fuse(),
             seen: HashSet::new(),
+            seen_provs: None,
+            refill: None,
+            passthrough: false,
         }
     }
 }
 
 impl<St, T> Stream for Unique<St, T>
 where
-    St: Stream<Item = anyhow::Result<T>>,
+    St: Stream<Item = anyhow::Result<T>> + Resumable,
     T: Clone + Eq + Hash,
 {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
+        if *this.passthrough {
+            return this.input.poll_next(cx);
+        }
+        if let Some(refill) = this.refill.as_mut() {
+            while let Some(x) = ready!(refill.poll_next_unpin(cx)) {
+                match x {
+                    Ok(x) => {
+                        this.seen.insert(x);
+                    }
+                    Err(e) => {
+                        *this.refill = None;
+                        *this.seen_provs = None;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            *this.refill = None;
+        }
         loop {
             match ready!(this.input.as_mut().poll_next(cx)) {
                 Some(Ok(x)) => {
                     if !this.seen.contains(&x) {
                         this.seen.insert(x.clone());
+                        if let Some(provs) = this.seen_provs.as_mut() {
+                            match this.input.get_ref().last_prov() {
+                                Ok(p) => provs.push(p),
+                                // The input cannot say where its elements come from: no
+                                // checkpoint can hold the set.
+                                Err(_) => *this.seen_provs = None,
+                            }
+                        }
                         return Poll::Ready(Some(Ok(x)));
                     }
                 }
                 other => return Poll::Ready(other),
             }
         }
+    }
+}
+
+impl<St: Resumable, T> Resumable for Unique<St, T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        if this.refill.is_some() || *this.passthrough {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
+        }
+        let held = this.seen_provs.clone().ok_or_else(|| {
+            unsupported(STAGE, "its input cannot say where its elements come from")
+        })?;
+        Ok(State::new(STAGE)
+            .held(held)
+            .input(this.input.get_pin_mut().save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.get_ref().last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        false
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
     }
 }

@@ -1,11 +1,21 @@
-use std::collections::VecDeque;
+//! Saved state: `[index of the first element of the oldest window not yet passed on (or of
+//! the next element, when none)]`; over a small input, the input's state before that element
+//! (a mark is taken before each window's first element): a restore reads the elements from
+//! there again and fills the windows anew (none of them was complete); otherwise those
+//! elements' positions (`held`) and the input's state now.
+
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
-use crate::dataset::Cardinality;
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
+
+const STAGE: &str = "window";
 
 pub(crate) fn cardinality(
     input: Cardinality,
@@ -28,6 +38,45 @@ pub(crate) fn cardinality(
     })
 }
 
+/// The windows of one epoch: fresh, restored, or replaying saved windows (each the group of
+/// its members' positions).
+pub(crate) fn build<T: Clone + Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    size: usize,
+    shift: usize,
+    stride: usize,
+    drop_remainder: bool,
+) -> Window<BoxStream<T>, T> {
+    let new = |input| Window::new(input, size, shift, stride, drop_remainder, ctx.provenance());
+    if let Some(provs) = ctx.replaying() {
+        return match WindowReplay::new(provs) {
+            Ok((replay, members)) => {
+                let mut window = new(input.build(&ctx.for_input(0).with_replay(members.into())));
+                window.replay = Some(Box::new(replay));
+                window
+            }
+            Err(e) => new(error_stream(e)),
+        };
+    }
+    let Some(state) = ctx.restoring() else {
+        return new(input.build(ctx));
+    };
+    let start = match state.word(0) {
+        Ok(start) => start,
+        Err(e) => return new(error_stream(e)),
+    };
+    let mut window = new(input.build(&ctx.for_input(0)));
+    window.index = start;
+    window.elems_start = start;
+    if !state.held.is_empty() {
+        // The elements from the oldest window's first, read again at their positions.
+        let held = state.held.clone().into();
+        window.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
+    }
+    window
+}
+
 /// A window still filling.
 struct Open<T> {
     /// Index of its first input element.
@@ -37,15 +86,30 @@ struct Open<T> {
     taken: usize,
     /// The first error element among them: the window is then that error.
     error: Option<anyhow::Error>,
+    /// The input's state before its first element (small inputs).
+    mark: Option<State>,
 }
 
 impl<T> Open<T> {
-    fn finish(self) -> anyhow::Result<Vec<T>> {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(self.items),
+    fn finish(self) -> Finished<T> {
+        Finished {
+            start: self.start,
+            taken: self.taken,
+            mark: self.mark,
+            window: match self.error {
+                Some(e) => Err(e),
+                None => Ok(self.items),
+            },
         }
     }
+}
+
+/// A window complete (or cut short by the end), waiting to be yielded.
+struct Finished<T> {
+    start: u64,
+    taken: usize,
+    mark: Option<State>,
+    window: anyhow::Result<Vec<T>>,
 }
 
 /// Stream for the [`window`](crate::Dataset::window) method.
@@ -67,19 +131,40 @@ pub(crate) struct Window<St, T> {
     /// Windows still filling, oldest first.
     open: VecDeque<Open<T>>,
     /// Finished windows waiting to be yielded.
-    done: VecDeque<anyhow::Result<Vec<T>>>,
+    done: VecDeque<Finished<T>>,
     ended: bool,
+    /// Take a mark of the input before each window's first element (the input is small and
+    /// can save its position), and the one taken for the element about to be read.
+    marking: bool,
+    next_mark: Option<(u64, Option<State>)>,
+    /// Record the elements' positions (the input is not small, or a stage downstream asked
+    /// for positions): those of the elements from `elems_start` on, while a window holds them.
+    record: bool,
+    elems: VecDeque<Prov>,
+    elems_start: u64,
+    /// The last window's members' positions, when recorded.
+    last: Option<Prov>,
+    /// After a restore over an input that is not small: the elements from the oldest
+    /// window's first, read again before the input.
+    refill: Option<Fuse<BoxStream<T>>>,
+    /// In replay: the windows to make again.
+    replay: Option<Box<WindowReplay<T>>>,
 }
 
-impl<St: Stream, T> Window<St, T> {
+impl<St: Stream + Resumable, T> Window<St, T> {
+    /// `provenance`: a stage downstream asked for positions.
     pub(crate) fn new(
         input: St,
         size: usize,
         shift: usize,
         stride: usize,
         drop_remainder: bool,
+        provenance: bool,
     ) -> Self {
+        let small = input.is_small();
         Window {
+            marking: small && input.resumable(),
+            record: !small || provenance,
             input: input.fuse(),
             size,
             shift: shift as u64,
@@ -89,36 +174,92 @@ impl<St: Stream, T> Window<St, T> {
             open: VecDeque::new(),
             done: VecDeque::new(),
             ended: false,
+            next_mark: None,
+            elems: VecDeque::new(),
+            elems_start: 0,
+            last: None,
+            refill: None,
+            replay: None,
         }
     }
 }
 
 impl<St, T> Stream for Window<St, T>
 where
-    St: Stream<Item = anyhow::Result<T>>,
+    St: Stream<Item = anyhow::Result<T>> + Resumable,
     T: Clone,
 {
     type Item = anyhow::Result<Vec<T>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
+        if let Some(replay) = this.replay.as_mut() {
+            return replay.poll_next(this.input, cx);
+        }
         loop {
             if let Some(w) = this.done.pop_front() {
-                return Poll::Ready(Some(w));
+                if *this.record {
+                    *this.last = members(this.elems, *this.elems_start, &w, *this.stride);
+                    // The elements before the next window's first are no longer needed.
+                    let keep_from = match (this.done.front(), this.open.front()) {
+                        (Some(next), _) => next.start,
+                        (None, Some(next)) => next.start,
+                        (None, None) => *this.index,
+                    };
+                    while *this.elems_start < keep_from && this.elems.pop_front().is_some() {
+                        *this.elems_start += 1;
+                    }
+                }
+                return Poll::Ready(Some(w.window));
             }
             if *this.ended {
                 return Poll::Ready(None);
             }
-            match ready!(this.input.as_mut().poll_next(cx)) {
+            let j = *this.index;
+            let starts = j % *this.shift == 0;
+            let item = match this.refill.as_mut() {
+                Some(refill) => match ready!(refill.poll_next_unpin(cx)) {
+                    Some(item) => {
+                        if *this.record {
+                            record(this.elems, this.record, refill.get_ref().last_prov());
+                        }
+                        Some(item)
+                    }
+                    None => {
+                        *this.refill = None;
+                        continue;
+                    }
+                },
+                None => {
+                    if starts
+                        && *this.marking
+                        && this.next_mark.as_ref().is_none_or(|(at, _)| *at != j)
+                    {
+                        // Where this window starts: restored from here, it is filled again.
+                        let mark = this.input.as_mut().get_pin_mut().save().ok();
+                        *this.next_mark = Some((j, mark));
+                    }
+                    let item = ready!(this.input.as_mut().poll_next(cx));
+                    if *this.record && item.is_some() {
+                        record(this.elems, this.record, this.input.get_ref().last_prov());
+                    }
+                    item
+                }
+            };
+            match item {
                 Some(item) => {
-                    let j = *this.index;
                     *this.index += 1;
-                    if j % *this.shift == 0 {
+                    if starts {
+                        let mark = match this.next_mark.take() {
+                            Some((at, mark)) if at == j => mark,
+                            _ => None,
+                        };
                         this.open.push_back(Open {
                             start: j,
                             items: Vec::with_capacity((*this.size).min(4096)),
                             taken: 0,
                             error: None,
+                            mark,
                         });
                     }
                     let (size, stride) = (*this.size, *this.stride);
@@ -155,6 +296,11 @@ where
                             this.done.push_back(w.finish());
                         }
                     }
+                    if *this.record && this.open.is_empty() && this.done.is_empty() {
+                        // No window holds an element: no position is needed.
+                        this.elems.clear();
+                        *this.elems_start = *this.index;
+                    }
                 }
                 None => {
                     *this.ended = true;
@@ -166,5 +312,191 @@ where
                 }
             }
         }
+    }
+}
+
+/// Records an element's position (or, when the input cannot say, stops recording: no
+/// checkpoint can place the windows then, and `save` says so).
+fn record(elems: &mut VecDeque<Prov>, on: &mut bool, prov: anyhow::Result<Prov>) {
+    match prov {
+        Ok(p) => elems.push_back(p),
+        Err(_) => {
+            *on = false;
+            elems.clear();
+        }
+    }
+}
+
+/// The positions of a finished window's members, from the recorded elements.
+fn members<T>(
+    elems: &VecDeque<Prov>,
+    elems_start: u64,
+    w: &Finished<T>,
+    stride: u64,
+) -> Option<Prov> {
+    if w.window.is_err() {
+        return None;
+    }
+    let first = w.start.checked_sub(elems_start)?;
+    (0..w.taken as u64)
+        .map(|k| {
+            elems
+                .get(usize::try_from(first + k * stride).ok()?)
+                .cloned()
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(Prov::group)
+}
+
+impl<St: Resumable, T> Resumable for Window<St, T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        if this.refill.is_some() || this.replay.is_some() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first window after a restore",
+            ));
+        }
+        let oldest = match this.done.front() {
+            Some(w) => Some((w.start, &w.mark)),
+            None => this.open.front().map(|w| (w.start, &w.mark)),
+        };
+        let input = this.input.get_pin_mut();
+        if input.is_small() {
+            return Ok(match oldest {
+                None => State::new(STAGE).words([*this.index]).input(input.save()?),
+                Some((start, mark)) => {
+                    let mark = mark.clone().ok_or_else(|| {
+                        unsupported(
+                            STAGE,
+                            "its input could not save its position before a window",
+                        )
+                    })?;
+                    State::new(STAGE).words([start]).input(mark)
+                }
+            });
+        }
+        if !*this.record {
+            input.last_prov()?;
+            return Err(unsupported(
+                STAGE,
+                "its input cannot say where its elements come from",
+            ));
+        }
+        let start = oldest.map_or(*this.index, |(start, _)| start);
+        let skip = usize::try_from(start.saturating_sub(*this.elems_start)).unwrap_or(usize::MAX);
+        let held: Vec<Prov> = this.elems.iter().skip(skip).cloned().collect();
+        Ok(State::new(STAGE)
+            .words([start])
+            .held(held)
+            .input(input.save()?))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(replay) = &self.replay {
+            return replay.last_prov();
+        }
+        if self.last.is_none() {
+            // Name the stage that cannot place its elements, when it says so.
+            self.input.get_ref().last_prov()?;
+        }
+        self.last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "the positions of its windows were not recorded"))
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.get_ref().is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.get_ref().resumable()
+    }
+}
+
+/// In replay: windows at saved positions (groups of their members' positions). Members are
+/// shared between overlapping windows: each is read again once (in the order first needed),
+/// and cloned into every window that holds it.
+pub(crate) struct WindowReplay<T> {
+    provs: Arc<[Prov]>,
+    /// For each window, its members (indices into `values`).
+    windows: Vec<Vec<usize>>,
+    next: usize,
+    values: Vec<T>,
+}
+
+impl<T> WindowReplay<T> {
+    /// The replay of `provs`, and the positions of the distinct members to read again.
+    fn new(provs: &Arc<[Prov]>) -> anyhow::Result<(Self, Vec<Prov>)> {
+        let mut seen: HashMap<&Prov, usize> = HashMap::new();
+        let mut distinct = Vec::new();
+        let mut windows = Vec::with_capacity(provs.len());
+        for prov in provs.iter() {
+            let Prov::Group(members, _) = prov else {
+                return Err(unsupported(
+                    STAGE,
+                    &format!("saved window is not a group: {prov:?}"),
+                ));
+            };
+            let window = members
+                .iter()
+                .map(|m| {
+                    *seen.entry(m).or_insert_with(|| {
+                        distinct.push(m.clone());
+                        distinct.len() - 1
+                    })
+                })
+                .collect();
+            windows.push(window);
+        }
+        let replay = WindowReplay {
+            provs: Arc::clone(provs),
+            windows,
+            next: 0,
+            values: Vec::new(),
+        };
+        Ok((replay, distinct))
+    }
+
+    fn poll_next<St>(
+        &mut self,
+        mut input: Pin<&mut Fuse<St>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<Vec<T>>>>
+    where
+        St: Stream<Item = anyhow::Result<T>>,
+        T: Clone,
+    {
+        let Some(window) = self.windows.get(self.next) else {
+            return Poll::Ready(None);
+        };
+        let needed = window.iter().max().map_or(0, |&k| k + 1);
+        while self.values.len() < needed {
+            match ready!(input.as_mut().poll_next(cx)) {
+                Some(Ok(x)) => self.values.push(x),
+                Some(Err(e)) => {
+                    self.next = self.windows.len();
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    self.next = self.windows.len();
+                    let e = crate::Error::Checkpoint(
+                        "a window's element could not be read again".into(),
+                    );
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+            }
+        }
+        let out = window.iter().map(|&k| self.values[k].clone()).collect();
+        self.next += 1;
+        Poll::Ready(Some(Ok(out)))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.next
+            .checked_sub(1)
+            .and_then(|i| self.provs.get(i))
+            .cloned()
+            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))
     }
 }

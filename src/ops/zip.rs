@@ -1,10 +1,18 @@
+//! Saved state: `[1 if the zip has ended, then a 0/1 per input: 1 when its element for the
+//! next step was taken (a checkpoint while the step waits on another input)]`, the positions
+//! of those taken elements (`held`, read again after a restore), and each input's state
+//! (`inputs[i]`).
+
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use futures::stream::{Stream, StreamExt};
+use futures::stream::Stream;
+use pin_project::pin_project;
 
-use crate::checkpoint::Opaque;
-use crate::dataset::{BoxStream, Cardinality, Dataset};
+use crate::checkpoint::{Prov, Resumable, State, unsupported};
+use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+
+const STAGE: &str = "zip";
 
 fn min_cardinality(cards: impl IntoIterator<Item = Cardinality>) -> Cardinality {
     cards
@@ -28,18 +36,28 @@ pub(crate) fn zip<A: Send + 'static, B: Send + 'static>(
     };
     let options = a.options().merge(b.options());
     let depth = a.depth().max(b.depth()) + 1;
-    Dataset::stage("zip", card, options, depth, move |ctx| {
-        let zipped = ZipAll::new(vec![
-            Box::pin(Opaque::new(a.build(ctx).map(|r| r.map(Either::A)), "zip")),
-            Box::pin(Opaque::new(b.build(ctx).map(|r| r.map(Either::B)), "zip")),
-        ]);
-        Box::pin(zipped.map(|r| {
-            r.and_then(|mut v| match (v.pop(), v.pop()) {
-                (Some(Either::B(y)), Some(Either::A(x))) => Ok((x, y)),
-                _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
-            })
-        }))
+    let (fingerprints, resumable, small) = (
+        [a.fingerprint(), b.fingerprint()],
+        a.is_resumable() && b.is_resumable(),
+        a.is_small() && b.is_small(),
+    );
+    let make = move |i: usize, ctx: &Ctx| -> BoxStream<Either<A, B>> {
+        match i {
+            0 => Box::pin(Tag::new(a.build(ctx), Either::A)),
+            _ => Box::pin(Tag::new(b.build(ctx), Either::B)),
+        }
+    };
+    let pair = |mut v: Vec<Either<A, B>>| match (v.pop(), v.pop()) {
+        (Some(Either::B(y)), Some(Either::A(x))) => Ok((x, y)),
+        _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
+    };
+    Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
+        build(ctx, 2, &make, pair)
     })
+    .keyed(fingerprints[0])
+    .keyed(fingerprints[1])
+    .resumable(resumable)
+    .small(small)
 }
 
 enum Either<A, B> {
@@ -60,9 +78,82 @@ pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<V
         .iter()
         .fold(crate::Options::default(), |o, d| o.merge(d.options()));
     let depth = datasets.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
-    Dataset::stage("zip", card, options, depth, move |ctx| {
-        Box::pin(ZipAll::new(datasets.iter().map(|d| d.build(ctx)).collect()))
-    })
+    let resumable = datasets.iter().all(Dataset::is_resumable);
+    let small = datasets.iter().all(Dataset::is_small);
+    let fingerprints: Vec<u64> = datasets.iter().map(Dataset::fingerprint).collect();
+    let n = datasets.len();
+    let make = move |i: usize, ctx: &Ctx| datasets[i].build(ctx);
+    let mut ds =
+        Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
+            build(ctx, n, &make, Ok)
+        })
+        .keyed(n as u64);
+    for fingerprint in fingerprints {
+        ds = ds.keyed(fingerprint);
+    }
+    ds.resumable(resumable).small(small)
+}
+
+/// The zip of one epoch over `n` inputs (`make(i, ctx)` builds input `i`): fresh, restored,
+/// or replaying saved steps (each position is the group of its inputs' positions).
+fn build<T: Send + 'static, O, F>(
+    ctx: &Ctx,
+    n: usize,
+    make: &dyn Fn(usize, &Ctx) -> BoxStream<T>,
+    finish: F,
+) -> ZipAll<T, F>
+where
+    F: Fn(Vec<T>) -> anyhow::Result<O>,
+{
+    if let Some(provs) = ctx.replaying() {
+        let mut lists = vec![Vec::new(); n];
+        for prov in provs.iter() {
+            match prov {
+                Prov::Group(members, w) if w.is_empty() && members.len() == n => {
+                    for (list, member) in lists.iter_mut().zip(members) {
+                        list.push(member.clone());
+                    }
+                }
+                other => {
+                    let e = unsupported(STAGE, &format!("saved step is not a group: {other:?}"));
+                    return ZipAll::new(vec![error_stream(e)], finish);
+                }
+            }
+        }
+        let inputs = lists
+            .into_iter()
+            .enumerate()
+            .map(|(i, list)| make(i, &ctx.for_input(i).with_replay(list.into())))
+            .collect();
+        return ZipAll::new(inputs, finish);
+    }
+    let Some(state) = ctx.restoring() else {
+        return ZipAll::new((0..n).map(|i| make(i, ctx)).collect(), finish);
+    };
+    // `[ended, then 1 per input whose element for the next step was taken]`, their positions.
+    let restored = (|| {
+        let done = state.word(0)? == 1;
+        let mut held = state.held.iter();
+        let mut taken = Vec::new();
+        for i in 0..n {
+            if state.words.get(1 + i) == Some(&1) {
+                taken.push((i, held.next().ok_or_else(|| state.malformed())?.clone()));
+            }
+        }
+        Ok((done, taken))
+    })();
+    let (done, taken) = match restored {
+        Ok(restored) => restored,
+        Err(e) => return ZipAll::new(vec![error_stream(e)], finish),
+    };
+    let inputs = (0..n).map(|i| make(i, &ctx.for_input(i))).collect();
+    let mut zip = ZipAll::new(inputs, finish);
+    zip.done = done;
+    for (i, prov) in taken {
+        let replay = ctx.for_input(i).with_replay(vec![prov].into());
+        zip.refill.push((i, make(i, &replay)));
+    }
+    zip
 }
 
 /// Stream for the [`zip`](crate::Dataset::zip) and [`zip_all`](crate::Dataset::zip_all) methods.
@@ -71,33 +162,58 @@ pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<V
 /// item is an error, so the inputs stay in step: a step with an error yields its first error
 /// and drops the other inputs' items.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct ZipAll<T> {
+pub(crate) struct ZipAll<T, F> {
     inputs: Vec<BoxStream<T>>,
     /// One item waiting from each input.
     slots: Vec<Option<anyhow::Result<T>>>,
     done: bool,
+    /// Makes a step's output from its items.
+    finish: F,
+    /// After a restore: the items taken for the next step before the checkpoint, read again
+    /// at their positions, into their slots before anything else.
+    refill: Vec<(usize, BoxStream<T>)>,
 }
 
 // Elements are never pinned in place.
-impl<T> Unpin for ZipAll<T> {}
+impl<T, F> Unpin for ZipAll<T, F> {}
 
-impl<T> ZipAll<T> {
-    pub(crate) fn new(inputs: Vec<BoxStream<T>>) -> Self {
+impl<T, F> ZipAll<T, F> {
+    pub(crate) fn new(inputs: Vec<BoxStream<T>>, finish: F) -> Self {
         let slots = inputs.iter().map(|_| None).collect();
         let done = inputs.is_empty();
         ZipAll {
             inputs,
             slots,
             done,
+            finish,
+            refill: Vec::new(),
         }
     }
 }
 
-impl<T> Stream for ZipAll<T> {
-    type Item = anyhow::Result<Vec<T>>;
+impl<T, O, F> Stream for ZipAll<T, F>
+where
+    F: Fn(Vec<T>) -> anyhow::Result<O>,
+{
+    type Item = anyhow::Result<O>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        while let Some((i, refill)) = this.refill.last_mut() {
+            let item = std::task::ready!(refill.as_mut().poll_next(cx));
+            let i = *i;
+            this.refill.pop();
+            match item {
+                Some(Ok(x)) => this.slots[i] = Some(Ok(x)),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    let e = crate::Error::Checkpoint(
+                        "an element taken for the next step could not be read again".into(),
+                    );
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+            }
+        }
         if this.done {
             return Poll::Ready(None);
         }
@@ -125,6 +241,108 @@ impl<T> Stream for ZipAll<T> {
         // Empty every slot before looking for an error, so the next step starts afresh.
         let items: Vec<anyhow::Result<T>> =
             this.slots.iter_mut().filter_map(Option::take).collect();
-        Poll::Ready(Some(items.into_iter().collect()))
+        let items: anyhow::Result<Vec<T>> = items.into_iter().collect();
+        Poll::Ready(Some(items.and_then(&this.finish)))
+    }
+}
+
+impl<T, F> Resumable for ZipAll<T, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if !this.refill.is_empty() {
+            return Err(unsupported(
+                STAGE,
+                "a checkpoint before its first element after a restore",
+            ));
+        }
+        let mut words = vec![u64::from(this.done)];
+        let mut held = Vec::new();
+        for (input, slot) in this.inputs.iter().zip(&this.slots) {
+            words.push(u64::from(slot.is_some()));
+            match slot {
+                None => {}
+                Some(Ok(_)) => held.push(input.last_prov()?),
+                Some(Err(_)) => {
+                    return Err(unsupported(
+                        STAGE,
+                        "a checkpoint while a step that holds an error waits on another input",
+                    ));
+                }
+            }
+        }
+        let mut state = State::new(STAGE).words(words).held(held);
+        for input in &mut this.inputs {
+            state = state.input(input.as_mut().save()?);
+        }
+        Ok(state)
+    }
+
+    /// The group of the step's elements' positions, one per input.
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        let members = self
+            .inputs
+            .iter()
+            .map(|input| input.last_prov())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Prov::group(members))
+    }
+
+    fn is_small(&self) -> bool {
+        self.inputs.iter().all(|input| input.is_small())
+    }
+
+    fn resumable(&self) -> bool {
+        self.inputs.iter().all(|input| input.resumable())
+    }
+}
+
+/// An input of `zip(a, b)`, its elements tagged with their side.
+#[pin_project]
+#[must_use = "streams do nothing unless polled"]
+struct Tag<St, F> {
+    #[pin]
+    input: St,
+    tag: F,
+}
+
+impl<St, F> Tag<St, F> {
+    fn new(input: St, tag: F) -> Self {
+        Tag { input, tag }
+    }
+}
+
+impl<St, F, T, E> Stream for Tag<St, F>
+where
+    St: Stream<Item = anyhow::Result<T>>,
+    F: Fn(T) -> E,
+{
+    type Item = anyhow::Result<E>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.project();
+        let item = std::task::ready!(this.input.poll_next(cx));
+        Poll::Ready(item.map(|r| r.map(this.tag)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.input.size_hint()
+    }
+}
+
+impl<St: Resumable, F> Resumable for Tag<St, F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.project().input.save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.input.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.input.resumable()
     }
 }
