@@ -103,6 +103,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 pub(crate) use route::Routed;
+pub(crate) use state::positions_of_input;
 pub(crate) use state::{
     ENDED, Ended, Marker, Opaque, Prov, ReplaySource, Restored, Resumable, Resumed, Skipping,
     StageStream, State, unsupported,

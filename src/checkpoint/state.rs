@@ -237,6 +237,25 @@ pub(crate) trait Resumable {
     }
 }
 
+/// The methods of [`Resumable`] a one-to-one stage answers as its `input` field does: where
+/// its last element came from, whether its state is small, whether it can be saved.
+macro_rules! positions_of_input {
+    () => {
+        fn last_prov(&self) -> anyhow::Result<$crate::checkpoint::Prov> {
+            self.input.last_prov()
+        }
+
+        fn is_small(&self) -> bool {
+            self.input.is_small()
+        }
+
+        fn resumable(&self) -> bool {
+            self.input.resumable()
+        }
+    };
+}
+pub(crate) use positions_of_input;
+
 /// A stage's stream: elements or errors, and its position.
 pub(crate) trait StageStream<T>:
     Stream<Item = anyhow::Result<T>> + Resumable + Send

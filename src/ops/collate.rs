@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Resumable, State};
 use crate::dataset::Ctx;
 use crate::runtime::catch_panic;
 
@@ -103,15 +103,5 @@ impl<St: Resumable, F> Resumable for CollateBatches<St, F> {
             .input(self.project().input.save()?))
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }

@@ -2,7 +2,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Resumable, State};
 use futures::stream::Stream;
 use pin_project::{pin_project, pinned_drop};
 
@@ -117,15 +117,5 @@ impl<St: Resumable, P> Resumable for Filter<St, P> {
         Ok(State::new("filter").input(self.project().input.save()?))
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }

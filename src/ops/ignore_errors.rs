@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Resumable, State};
 
 /// Stream for the [`ignore_errors`](crate::Dataset::ignore_errors) method.
 #[pin_project]
@@ -44,15 +44,5 @@ impl<St: Resumable> Resumable for IgnoreErrors<St> {
         Ok(State::new("ignore_errors").input(self.project().input.save()?))
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }

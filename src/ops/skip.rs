@@ -1,7 +1,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Resumable, State};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
@@ -65,15 +65,5 @@ impl<St: Resumable> Resumable for Skip<St> {
             .input(self.project().input.save()?))
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Resumable, State};
 use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
 
 /// The take_while of one epoch: fresh, restored (ended or not), or in replay (every element
@@ -84,15 +84,5 @@ impl<St: Resumable, P> Resumable for TakeWhile<St, P> {
             .input(self.project().input.save()?))
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }

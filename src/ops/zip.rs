@@ -334,15 +334,5 @@ impl<St: Resumable, F> Resumable for Tag<St, F> {
         self.project().input.save()
     }
 
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
+    crate::checkpoint::positions_of_input!();
 }
