@@ -51,6 +51,7 @@
 mod blocking;
 mod checkpoint;
 mod dataset;
+pub mod distribute;
 
 // The README's examples include the image pipeline, so they run with the `image` feature (a
 // default one).

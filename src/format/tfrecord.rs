@@ -387,6 +387,20 @@ impl TFRecordDataset {
         self
     }
 
+    /// Its files and compression (for `distribute`).
+    pub(crate) fn parts(&self) -> (&[Location], Compression) {
+        (&self.files, self.compression)
+    }
+
+    /// The same reader over other files, one at a time (for `distribute`).
+    pub(crate) fn with_files(&self, files: Vec<Location>) -> Self {
+        TFRecordDataset {
+            files,
+            num_parallel_reads: None,
+            ..self.clone()
+        }
+    }
+
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
         let format = FileFormat {

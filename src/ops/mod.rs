@@ -18,6 +18,7 @@
 //! | `repeat.rs` | `repeat()` (forever), `repeat(count)`: `repeat`, `repeat_n` |
 //! | `take.rs`, `skip.rs`, `take_while.rs` | `take`, `skip`, `take_while` |
 //! | `shard.rs`, `enumerate.rs` | `shard`, `enumerate` |
+//! | `assert_cardinality.rs` | `tf.data.experimental.assert_cardinality` |
 //! | `window.rs` | `window` (each window a `Vec`; as a dataset: `window_datasets`) |
 //! | `scan.rs`, `unique.rs` | `scan`, `unique` |
 //! | `group_by_window.rs` | `group_by_window` (`window_size_func`: `group_by_window_with`) |
@@ -27,6 +28,7 @@
 //! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
 //! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
 
+pub(crate) mod assert_cardinality;
 pub(crate) mod batch;
 pub(crate) mod bucket_by_sequence_length;
 pub(crate) mod cache;
