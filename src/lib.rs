@@ -48,6 +48,8 @@
 // (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
 
+#[cfg(any(feature = "burn", feature = "candle"))]
+pub mod adapters;
 mod blocking;
 mod checkpoint;
 mod dataset;

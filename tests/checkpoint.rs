@@ -1546,3 +1546,35 @@ async fn generators_made_from_a_position_resume_there() {
     let calls = calls.load(SeqCst);
     assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributed_shards_resume_with_their_padding_and_rotation() {
+    use streamload::distribute::{Distribute, Remainder, ShardPolicy};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 5, 7, false).await;
+    let source = || streamload::format::TFRecordDataset::new(&files);
+    for (policy, rank) in [(ShardPolicy::File, 1), (ShardPolicy::Element, 2)] {
+        let dist = Distribute::new(rank, 3)
+            .policy(policy)
+            .remainder(Remainder::Pad)
+            .rotate(3);
+        let plan = dist.plan(source()).await.unwrap();
+        // By position: a shuffle holds the shard's elements (padding too), replayed on restore.
+        let make = || {
+            plan.dataset()
+                .map(|d| (d.item, d.padded, d.file, d.record))
+                .shuffle(6, Some(9))
+                .batch(4)
+        };
+        assert_exact(make, [0, 1, 2, 3, 5]).await;
+        // Through `assert_cardinality` and the padding passes, in order.
+        let make = || plan.dataset().map(|d| (d.item, d.padded));
+        assert_exact(make, spread(plan.elements_per_rank() as usize)).await;
+    }
+    let make = || {
+        Dataset::range(0, 20)
+            .filter(|x| x % 3 != 0)
+            .assert_cardinality(13)
+    };
+    assert_exact(make, [0, 1, 6, 12, 13]).await;
+}

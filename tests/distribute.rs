@@ -42,11 +42,7 @@ type RankRun = (u64, Vec<(usize, u64)>, Coverage);
 
 /// One rank's epoch: its batches (of `batch` elements), checked against their marks, and its
 /// coverage.
-async fn run_rank(
-    plan: ShardPlan<TFRecordDataset>,
-    epoch: u64,
-    batch: usize,
-) -> RankRun {
+async fn run_rank(plan: ShardPlan<TFRecordDataset>, epoch: u64, batch: usize) -> RankRun {
     let batches = plan.dataset().batch(batch);
     let expected = batches
         .cardinality()
@@ -94,12 +90,7 @@ async fn run_world(
     out
 }
 
-fn assert_disjoint_complete(
-    results: &[RankRun],
-    sizes: &[u64],
-    remainder: Remainder,
-    what: &str,
-) {
+fn assert_disjoint_complete(results: &[RankRun], sizes: &[u64], remainder: Remainder, what: &str) {
     let counts: BTreeSet<u64> = results.iter().map(|r| r.0).collect();
     assert_eq!(counts.len(), 1, "{what}: batch counts differ: {counts:?}");
     let mut all: Vec<(usize, u64)> = results.iter().flat_map(|r| r.1.clone()).collect();

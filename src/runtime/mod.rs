@@ -21,6 +21,8 @@ pub(crate) use chunks::{
 pub(crate) use coop::Coop;
 pub(crate) use prefetch::prefetch_element;
 pub(crate) use shared::spawn_shared;
+#[cfg(feature = "burn")]
+pub(crate) use shared::wait_shared;
 
 use std::future::Future;
 use std::sync::Arc;

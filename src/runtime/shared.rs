@@ -41,3 +41,15 @@ where
 {
     Ok(AbortOnDropHandle::new(runtime()?.spawn(fut)))
 }
+
+/// Runs `fut` to completion on the shared runtime and waits for it on the calling thread
+/// (which may be any thread: the future does not run on it).
+#[cfg(feature = "burn")]
+pub(crate) fn wait_shared<F>(fut: F) -> anyhow::Result<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let task = spawn_shared(fut)?;
+    futures::executor::block_on(task).map_err(|e| super::join_error("burn", e))
+}
