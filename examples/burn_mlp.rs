@@ -24,7 +24,8 @@ use streamload::adapters::burn::StreamLoader;
 use streamload::distribute::{Distribute, Distributed, Remainder};
 use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
 
-type B = Autodiff<NdArray>;
+/// The backend trained on: ndarray on the CPU, with autodiff.
+type Train = Autodiff<NdArray>;
 const FEATURES: usize = 8;
 
 /// The function to learn.
@@ -100,16 +101,16 @@ fn parse(d: Distributed<bytes::Bytes>) -> anyhow::Result<Row> {
 
 /// A batch on the device: features `[n, 8]`, targets and weights `[n, 1]`.
 #[derive(Clone, Debug)]
-struct Batch<Bk: Backend> {
-    x: Tensor<Bk, 2>,
-    y: Tensor<Bk, 2>,
-    weight: Tensor<Bk, 2>,
+struct Batch<B: Backend> {
+    x: Tensor<B, 2>,
+    y: Tensor<B, 2>,
+    weight: Tensor<B, 2>,
 }
 
 struct RowBatcher;
 
-impl<Bk: Backend> Batcher<Bk, Row, Batch<Bk>> for RowBatcher {
-    fn batch(&self, rows: Vec<Row>, device: &Bk::Device) -> Batch<Bk> {
+impl<B: Backend> Batcher<B, Row, Batch<B>> for RowBatcher {
+    fn batch(&self, rows: Vec<Row>, device: &B::Device) -> Batch<B> {
         let n = rows.len();
         let x: Vec<f32> = rows.iter().flat_map(|r| r.x).collect();
         let y: Vec<f32> = rows.iter().map(|r| r.y).collect();
@@ -123,14 +124,14 @@ impl<Bk: Backend> Batcher<Bk, Row, Batch<Bk>> for RowBatcher {
 }
 
 #[derive(Module, Debug)]
-struct Mlp<Bk: Backend> {
-    hidden: Linear<Bk>,
-    out: Linear<Bk>,
+struct Mlp<B: Backend> {
+    hidden: Linear<B>,
+    out: Linear<B>,
     relu: Relu,
 }
 
-impl<Bk: Backend> Mlp<Bk> {
-    fn new(device: &Bk::Device) -> Self {
+impl<B: Backend> Mlp<B> {
+    fn new(device: &B::Device) -> Self {
         Mlp {
             hidden: LinearConfig::new(FEATURES, 32).init(device),
             out: LinearConfig::new(32, 1).init(device),
@@ -138,19 +139,19 @@ impl<Bk: Backend> Mlp<Bk> {
         }
     }
 
-    fn forward(&self, x: Tensor<Bk, 2>) -> Tensor<Bk, 2> {
+    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         self.out.forward(self.relu.forward(self.hidden.forward(x)))
     }
 
     /// Mean squared error, padding weighted 0.
-    fn loss(&self, batch: &Batch<Bk>) -> Tensor<Bk, 1> {
+    fn loss(&self, batch: &Batch<B>) -> Tensor<B, 1> {
         let err = self.forward(batch.x.clone()) - batch.y.clone();
         let weighted = err.clone() * err * batch.weight.clone();
         weighted.sum() / batch.weight.clone().sum().clamp_min(1.0)
     }
 }
 
-fn loader(items: Dataset<Row>) -> anyhow::Result<StreamLoader<B, Row, Batch<B>>> {
+fn loader(items: Dataset<Row>) -> anyhow::Result<StreamLoader<Train, Row, Batch<Train>>> {
     StreamLoader::new(items, 32, RowBatcher, Default::default())
 }
 
@@ -181,8 +182,8 @@ fn main() -> anyhow::Result<()> {
     );
 
     let device = Default::default();
-    let mut model = Mlp::<B>::new(&device);
-    let mut optim = AdamConfig::new().init();
+    let mut model = Mlp::<Train>::new(&device);
+    let mut optim = AdamConfig::new().init::<Train, Mlp<Train>>();
     let mut saved = None;
     let mut losses = Vec::new();
     for epoch in 0..4 {
