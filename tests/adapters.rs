@@ -13,15 +13,13 @@ mod burn_loader {
     use streamload::distribute::{Distribute, Remainder};
 
     type B = NdArray;
+    /// A batch: the items as a tensor, and the items.
+    type Pair = (Tensor<B, 1>, Vec<(i64, bool)>);
 
     /// Items as a 1-d tensor, and the items themselves (to check them).
     struct Keep;
-    impl Batcher<B, (i64, bool), (Tensor<B, 1>, Vec<(i64, bool)>)> for Keep {
-        fn batch(
-            &self,
-            items: Vec<(i64, bool)>,
-            device: &burn::tensor::Device<B>,
-        ) -> (Tensor<B, 1>, Vec<(i64, bool)>) {
+    impl Batcher<B, (i64, bool), Pair> for Keep {
+        fn batch(&self, items: Vec<(i64, bool)>, device: &burn::tensor::Device<B>) -> Pair {
             let values: Vec<f32> = items.iter().map(|&(x, _)| x as f32).collect();
             let n = values.len();
             (
@@ -31,10 +29,7 @@ mod burn_loader {
         }
     }
 
-    fn loader(
-        rank: usize,
-        world: usize,
-    ) -> StreamLoader<B, (i64, bool), (Tensor<B, 1>, Vec<(i64, bool)>)> {
+    fn loader(rank: usize, world: usize) -> StreamLoader<B, (i64, bool), Pair> {
         let plan = Dataset::range(0, 23)
             .distribute(&Distribute::new(rank, world).remainder(Remainder::Pad))
             .unwrap();
