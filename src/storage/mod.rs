@@ -32,8 +32,15 @@
 //!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`, and its
 //!   retries with `RetryConfig { max_retries: 0, .. }`, so that one retry policy runs).
 //! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
-//!   password or a query string (a pre-signed URL, an Azure SAS token) is refused rather than
-//!   sent: pass credentials through the environment or [`register_with`].
+//!   password, a query string (a pre-signed URL, an Azure SAS token) or a fragment is refused
+//!   rather than sent: pass credentials through the environment or [`register_with`].
+//! - Nor in errors: every error of [`open`], [`read_range`], [`glob`] and the readers passes
+//!   through one redaction, done on the text (so it holds for URLs that fail to parse: a
+//!   bad host, port or IPv6 literal), that removes user names and passwords of any scheme,
+//!   non-numeric ports, query strings and fragments, and the values of parameters named like
+//!   signatures, tokens, secrets, passwords, credentials and keys; in `Display` and `Debug`
+//!   of the error and of each of its causes (foreign errors, whose `Debug` may show a
+//!   URL's fields, are kept as their redacted message).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -54,7 +61,10 @@
 
 pub(crate) mod local;
 mod ranged;
+mod redact;
 mod remote;
+
+pub(crate) use redact::{redact, redact_error, redact_io};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -118,13 +128,15 @@ impl fmt::Display for Location {
     /// The path, or the URL without any credentials it carried.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Local(p) => write!(f, "{}", p.display()),
+            // A malformed URL is a local path: shown redacted all the same.
+            Location::Local(p) => f.write_str(&redact(&p.display().to_string())),
             Location::Url(u) => {
                 let mut shown = u.clone();
                 let _ = shown.set_password(None);
                 let _ = shown.set_username("");
                 shown.set_query(None);
-                write!(f, "{shown}")
+                shown.set_fragment(None);
+                f.write_str(&redact(shown.as_str()))
             }
         }
     }
@@ -134,7 +146,10 @@ impl fmt::Debug for Location {
     /// As [`Display`](fmt::Display): `Url("s3://bucket/key")`, without credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Local(p) => f.debug_tuple("Local").field(p).finish(),
+            Location::Local(p) => f
+                .debug_tuple("Local")
+                .field(&format_args!("{}", redact(&format!("{p:?}"))))
+                .finish(),
             Location::Url(_) => f
                 .debug_tuple("Url")
                 .field(&format_args!("{:?}", self.to_string()))
@@ -220,11 +235,15 @@ pub async fn open(
     let location = location.into();
     let blocks = open_blocks(&location, local::DEFAULT_BLOCK, local::READ_AHEAD, false, 0)
         .await
-        .map_err(|e| e.context(format!("opening {location}")))?
+        .map_err(|e| redact_error(e.context(format!("opening {location}"))))?
         .blocks;
     let shown = location.to_string();
-    let blocks =
-        blocks.map_err(move |e| std::io::Error::new(e.kind(), format!("reading {shown}: {e}")));
+    let blocks = blocks.map_err(move |e| {
+        std::io::Error::new(
+            e.kind(),
+            redact(&format!("reading {shown}: {e}")).into_owned(),
+        )
+    });
     Ok(tokio_util::io::StreamReader::new(blocks))
 }
 
@@ -263,6 +282,7 @@ pub async fn read_range(
             .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
         Location::Url(url) => remote::read_range(url, range).await,
     }
+    .map_err(redact_error)
 }
 
 /// `e` and its sources as one message, each cause once: a source whose message its error's
@@ -272,7 +292,13 @@ pub async fn read_range(
 ///
 /// Errors from object stores enter `anyhow` through this, as a message: kept as sources,
 /// `{:#}` would show each cause as often as it is repeated down the chain.
+///
+/// The message is redacted (see [`redact`]): object stores' errors show the URLs they asked.
 pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    redact(&describe_raw(e)).into_owned()
+}
+
+fn describe_raw(e: &(dyn std::error::Error + 'static)) -> String {
     let mut shown = e.to_string();
     let mut source = e.source();
     while let Some(e) = source {
@@ -319,6 +345,19 @@ pub(crate) async fn open_blocks(
     memory_map: bool,
     offset: u64,
 ) -> anyhow::Result<OpenedFile> {
+    open_blocks_raw(location, block, read_ahead, memory_map, offset)
+        .await
+        .map_err(redact_error)
+}
+
+async fn open_blocks_raw(
+    location: &Location,
+    block: usize,
+    read_ahead: usize,
+    memory_map: bool,
+    offset: u64,
+) -> anyhow::Result<OpenedFile> {
+    use futures::TryStreamExt;
     match location {
         Location::Local(path) if memory_map => {
             Ok(local::map_ahead(path, block, read_ahead, offset).await?)
@@ -327,7 +366,7 @@ pub(crate) async fn open_blocks(
         Location::Url(url) => {
             let (blocks, identity) = remote::open(url, offset).await?;
             Ok(OpenedFile {
-                blocks,
+                blocks: Box::pin(blocks.map_err(redact_io)),
                 mapped: false,
                 start: offset,
                 identity: Some(identity),

@@ -66,14 +66,16 @@ fn insert(prefix: String, reader: Reader) {
     stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
 }
 
-/// Refuses a URL carrying a password or a query string (a pre-signed URL's signature, an
-/// Azure SAS token): it would be sent as part of the object's path, and could end up in an
-/// error; the message shows the URL without them.
+/// Refuses a URL carrying a user name or password (a token user), a query string (a pre-signed URL's signature, an
+/// Azure SAS token) or a fragment: it would be sent as part of the object's path, and could
+/// end up in an error; the message shows the URL without them.
 fn refuse_credentials(url: &Url) -> anyhow::Result<()> {
-    if url.query().is_some() || url.password().is_some() {
+    let user = !url.username().is_empty() || url.password().is_some();
+    if user || url.query().is_some() || url.fragment().is_some() {
         return Err(Error::InvalidArgument(format!(
-            "query strings (pre-signed URLs, SAS tokens) and passwords in URLs are not \
-             supported: {}; pass credentials through the environment or register_with",
+            "query strings (pre-signed URLs, SAS tokens), fragments (write a `#` in a key as \
+             %23) and user names or passwords in URLs are not supported: {}; pass credentials through the \
+             environment or register_with",
             Location::Url(url.clone())
         ))
         .into());
@@ -515,6 +517,10 @@ pub(crate) async fn read_range(
 /// password or a query string (`?key=value`: a pre-signed URL, a SAS token). Messages never
 /// show a password or a query.
 pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
+    glob_raw(pattern).await.map_err(super::redact_error)
+}
+
+async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
     let mut url = match Url::parse(pattern) {
         Ok(url) if url.scheme() == "file" => url,
         _ => match Location::parse(pattern) {
