@@ -1088,7 +1088,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// Elements from a blocking iterator made afresh for each epoch by `make` (tf.data's
     /// `from_generator`).
     ///
-    /// The generator runs on a blocking thread of its own, at most `buffer` elements ahead of
+    /// The generator runs on a thread of its own (one of streamload's, not tokio's blocking
+    /// pool, so it holds none of the readers' threads), at most `buffer` elements ahead of
     /// the consumer (a bounded channel; when the consumer falls behind, elements are handed
     /// over in chunks of up to `buffer / 2`, so the thread wakes once per chunk), so a slow
     /// Python-style generator never blocks the async workers. To make its work parallel, generate cheap indices or file names and do the work
@@ -1447,8 +1448,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
     /// [`try_map_parallel`](Dataset::try_map_parallel).
     ///
-    /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
-    /// workers), which take groups of consecutive elements from a queue the stream keeps
+    /// Calls run on `parallelism` threads of streamload's own (started at the first poll;
+    /// never the async workers, nor tokio's blocking pool, which the workers would hold for the
+    /// whole epoch and so could starve the readers of pipelines running at once), which take
+    /// groups of consecutive elements from a queue the stream keeps
     /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
     /// of `f` to take about 1 ms (one element for slow functions, up to 256 for cheap ones),
     /// so the hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are
