@@ -112,6 +112,7 @@ where
                 offset: self.cursor.offset,
                 message,
                 looks_compressed: None,
+                skipped: None,
             }
             .into(),
             None => {

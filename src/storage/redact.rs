@@ -266,12 +266,14 @@ fn redact_ours(e: &crate::Error) -> crate::Error {
             offset,
             message,
             looks_compressed,
+            skipped,
         } => Error::DataLoss {
             path: r(path),
             record: *record,
             offset: *offset,
             message: r(message),
             looks_compressed: *looks_compressed,
+            skipped: skipped.clone(),
         },
         Error::PaddingTooSmall {
             component,
