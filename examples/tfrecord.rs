@@ -3,6 +3,8 @@
 //! ```text
 //! cargo run --release --example tfrecord -- count data/*.tfrecord
 //! cargo run --release --example tfrecord -- verify data/*.tfrecord      # exit code 1 if any file is damaged
+//! cargo run --release --example tfrecord -- verify --resync data/x.tfrecord   # every damaged range
+//! cargo run --release --example tfrecord -- cat --skip-damaged data/x.tfrecord  # every good record
 //! cargo run --release --example tfrecord -- count 'data/train-*.tfrecord'   # the tool expands a quoted pattern
 //! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
 //! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord   # --base64 for binary payloads
@@ -26,7 +28,12 @@
 //! an error naming it (exit code 2): an empty glob does not pass for an empty data set. A
 //! damaged file among several is reported (`count` and `cat`: an `error:` line on stderr;
 //! `verify`: a `DAMAGED` line) and the other files are read; the exit code is then 1, and
-//! `count`'s total leaves the damaged files out. When the reader of the output goes away
+//! `count`'s total leaves the damaged files out. `verify --resync` reads on after each damage
+//! (`TFRecordDataset::resync`) and lists every damaged range of a file, a line each:
+//! `DAMAGED\trecord R\toffset O\tbytes START..END\tMESSAGE\tPATH`, then `damaged\tN records
+//! read\tK damaged ranges\tPATH`; `cat --skip-damaged` prints every record that is whole, each
+//! damaged range reported on stderr (`skipped: ...`); both exit with code 1 when anything was
+//! damaged. When the reader of the output goes away
 //! (`tfrecord cat x | head -1`), the tool stops quietly with exit code 0.
 //!
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
@@ -99,6 +106,9 @@ enum Command {
     },
     /// Checks every CRC; reports each damaged file with the record, offset and error.
     Verify {
+        /// Read on after each damage and list every damaged range (record, offset, bytes).
+        #[arg(long)]
+        resync: bool,
         #[arg(required = true)]
         paths: Vec<Location>,
     },
@@ -120,6 +130,9 @@ enum Command {
     Cat {
         #[arg(long)]
         base64: bool,
+        /// Skip damaged records (resynchronising after each), reporting them on stderr.
+        #[arg(long)]
+        skip_damaged: bool,
         #[arg(required = true)]
         paths: Vec<Location>,
     },
@@ -227,11 +240,33 @@ fn records(
     compression: Compression,
     timing: bool,
 ) -> streamload::Epoch<bytes::Bytes> {
+    records_resyncing(path, compression, timing, false)
+}
+
+/// [`records`], resynchronising after damage when `resync`.
+fn records_resyncing(
+    path: &Location,
+    compression: Compression,
+    timing: bool,
+    resync: bool,
+) -> streamload::Epoch<bytes::Bytes> {
     TFRecordDataset::new([path.clone()])
         .compression(compression)
+        .resync(resync)
         .build()
         .with_options(streamload::Options::new().stats_timing(timing))
         .iter()
+}
+
+/// Whether `e` is damage a resynchronising reader stepped over (it reads on after it).
+fn is_resynced(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::DataLoss {
+            skipped: Some(_),
+            ..
+        })
+    )
 }
 
 /// The stage report of `epoch`, whose advice for timing the stages names this tool's flag.
@@ -444,7 +479,68 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        Command::Verify { paths } => {
+        Command::Verify {
+            resync: true,
+            paths,
+        } => {
+            let paths = expand(paths).await?;
+            let mut damaged = 0;
+            for path in &paths {
+                let mut epoch = records_resyncing(path, compression, cli.timing, true);
+                let (mut n, mut ranges) = (0u64, 0u64);
+                while let Some(record) = epoch.next().await {
+                    let e = match record {
+                        Ok(_) => {
+                            n += 1;
+                            continue;
+                        }
+                        Err(e) => e,
+                    };
+                    ranges += 1;
+                    match e.downcast_ref::<Error>() {
+                        Some(Error::DataLoss {
+                            record,
+                            offset,
+                            message,
+                            skipped,
+                            ..
+                        }) => {
+                            let bytes = skipped
+                                .as_ref()
+                                .map_or("-".to_string(), |r| format!("{}..{}", r.start, r.end));
+                            writeln!(
+                                out,
+                                "DAMAGED\trecord {record}\toffset {offset}\tbytes {bytes}\t\
+                                 {message}\t{path}"
+                            )?
+                        }
+                        _ => writeln!(out, "ERROR\t{e:#}")?,
+                    }
+                }
+                if cli.report {
+                    eprintln!("{path}:\n{}", report(&epoch));
+                }
+                match ranges {
+                    0 => writeln!(out, "ok\t{n} records\t{path}")?,
+                    _ => {
+                        damaged += 1;
+                        writeln!(
+                            out,
+                            "damaged\t{n} records read\t{ranges} damaged ranges\t{path}"
+                        )?
+                    }
+                }
+            }
+            out.flush()?;
+            if damaged > 0 {
+                eprintln!("{damaged} of {} files damaged", paths.len());
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Verify {
+            resync: false,
+            paths,
+        } => {
             let paths = expand(paths).await?;
             let mut damaged = 0;
             for path in &paths {
@@ -518,13 +614,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 shown += 1;
             }
         }
-        Command::Cat { base64, paths } => {
+        Command::Cat {
+            base64,
+            skip_damaged,
+            paths,
+        } => {
             let paths = expand(paths).await?;
             for path in &paths {
-                let mut epoch = records(path, compression, cli.timing);
+                let mut epoch = records_resyncing(path, compression, cli.timing, skip_damaged);
                 while let Some(record) = epoch.next().await {
                     let record = match record {
                         Ok(record) => record,
+                        // Resynchronised: the records after the damage follow.
+                        Err(e) if skip_damaged && is_resynced(&e) => {
+                            failed += 1;
+                            out.flush()?;
+                            eprintln!("skipped: {}", describe(&e));
+                            continue;
+                        }
                         Err(e) => {
                             // The records before the damage are out; the next file follows.
                             failed += 1;

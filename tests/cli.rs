@@ -642,3 +642,57 @@ fn a_file_that_is_not_tfrecords_gets_tensorflows_reminder_and_a_compression_hint
         assert!(stdout(&out).contains(flag), "{}", stdout(&out));
     }
 }
+
+/// `verify --resync` lists every damaged range of a file; `cat --skip-damaged` prints every
+/// whole record around them; both exit with 1.
+#[test]
+fn verify_resync_lists_every_damaged_range_and_cat_skips_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("damaged.tfrecord");
+    let path = path.to_str().expect("utf-8");
+    let lines: String = (0..10).map(|i| format!("r{i}\n")).collect();
+    let written = run(&["write", path], Some(&lines));
+    assert!(written.status.success(), "{}", stderr(&written));
+    // Records of 18 bytes: a flipped payload byte in record 3, a damaged length in record 7.
+    let mut bytes = std::fs::read(path).expect("read");
+    bytes[3 * 18 + 12] ^= 1;
+    bytes[7 * 18 + 2] ^= 1;
+    std::fs::write(path, bytes).expect("write");
+
+    let verified = run(&["verify", "--resync", path], None);
+    assert_eq!(verified.status.code(), Some(1), "{}", stderr(&verified));
+    let shown = stdout(&verified);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    assert!(
+        lines[0].starts_with("DAMAGED\trecord 3\toffset 66\tbytes 54..72\tcorrupted record"),
+        "{shown}"
+    );
+    assert!(
+        lines[1].starts_with("DAMAGED\trecord 7\toffset 126\tbytes 126..144\tcorrupted record"),
+        "{shown}"
+    );
+    assert!(
+        lines[2].starts_with("damaged\t8 records read\t2 damaged ranges"),
+        "{shown}"
+    );
+    // Without --resync, verify stops at the first damage, as before.
+    let plain = run(&["verify", path], None);
+    assert!(
+        stdout(&plain).starts_with("DAMAGED\trecord 3\toffset 66"),
+        "{}",
+        stdout(&plain)
+    );
+
+    let cat = run(&["cat", "--skip-damaged", path], None);
+    assert_eq!(cat.status.code(), Some(1));
+    assert_eq!(stdout(&cat), "r0\nr1\nr2\nr4\nr5\nr6\nr8\nr9\n");
+    assert_eq!(
+        stderr(&cat).matches("skipped: ").count(),
+        2,
+        "{}",
+        stderr(&cat)
+    );
+    let cat = run(&["cat", path], None);
+    assert_eq!(stdout(&cat), "r0\nr1\nr2\n");
+}
