@@ -218,22 +218,24 @@ async fn every_reader_and_user_functions_share_the_policy() -> anyhow::Result<()
     assert_eq!(rows.len(), 2);
 
     // User functions: map and map_parallel.
-    let parse = |s: &'static str| -> anyhow::Result<i64> { Ok(s.parse()?) };
+    fn parse(s: &'static str) -> anyhow::Result<i64> {
+        Ok(s.parse()?)
+    }
     let words = ["1", "x", "3", "y", "5"];
     let mapped = Dataset::from_iter(words)
-        .try_map(move |s| parse(s))
+        .try_map(parse)
         .ignore_errors_within(ErrorBudget::count(2))
         .collect()
         .await?;
     assert_eq!(mapped, [1, 3, 5]);
     let mapped = Dataset::from_iter(words)
-        .try_map_parallel(4, move |s| parse(s))
+        .try_map_parallel(4, parse)
         .ignore_errors_within(ErrorBudget::count(2))
         .collect()
         .await?;
     assert_eq!(mapped, [1, 3, 5]);
     let err = Dataset::from_iter(words)
-        .try_map_parallel(4, move |s| parse(s))
+        .try_map_parallel(4, parse)
         .ignore_errors_within(ErrorBudget::count(1))
         .collect()
         .await
