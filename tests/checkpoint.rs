@@ -474,6 +474,32 @@ async fn shard_take_while_and_ignore_errors_keep_their_counters() {
 }
 
 #[tokio::test]
+async fn ignore_errors_within_keeps_its_budget_counters() {
+    let faulty = |x: i64| {
+        anyhow::ensure!(x % 17 != 5, "element {x} is bad");
+        Ok(x)
+    };
+    // 24 errors in 400 elements: a budget of 24 holds to the end.
+    let make = move || {
+        Dataset::range(0, 400)
+            .try_map(faulty)
+            .ignore_errors_within(streamload::ErrorBudget::count(24))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 5, 13, 40, 70, 94]).await;
+    // Over a shuffle (positions replayed) and with a rate.
+    let make = move || {
+        Dataset::range(0, 400)
+            .shuffle(25, Some(3))
+            .try_map(faulty)
+            .ignore_errors_within(streamload::ErrorBudget::rate(0.1))
+            .shuffle(10, Some(4))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 7, 20, 30, 60]).await;
+}
+
+#[tokio::test]
 async fn a_batch_over_an_input_that_cannot_place_its_elements_still_runs() {
     // The shuffle asks the batch for positions its input cannot give: the epoch runs, and
     // only a checkpoint is refused (naming the stage that cannot save).
