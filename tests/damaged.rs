@@ -143,6 +143,8 @@ async fn a_budget_skips_within_and_fails_past_it_with_a_summary() -> anyhow::Res
     assert_eq!(ok.len(), RECORDS - 2);
     let skipped: u64 = epoch.stats().snapshot().iter().map(|s| s.skipped).sum();
     assert_eq!(skipped, 3, "the stage's count");
+    let report = epoch.stats().to_string();
+    assert!(report.contains("0 (3 skipped)"), "{report}");
     let lines = std::fs::read_to_string(&log)?;
     let lines: Vec<&str> = lines.lines().collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
