@@ -290,3 +290,26 @@ async fn resync_and_budgets_resume_from_checkpoints() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A CSV row that does not parse is an error element of its own: the rows after it follow,
+/// so a budget counts bad rows one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_csv_rows_are_skipped_one_by_one() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("rows.csv");
+    std::fs::write(&path, "1\nx\n3\ny\n5\n")?;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let rows =
+        CsvDataset::new([&path], [Column::int64()])
+            .build()
+            .ignore_errors_within(ErrorBudget::count(2).quarantine(Quarantine::callback(
+                move |s| log.lock().expect("lock").push(s.index),
+            )))
+            .collect()
+            .await?;
+    let values: Vec<i64> = rows.iter().filter_map(|r| r[0].as_i64()).collect();
+    assert_eq!(values, [1, 3, 5]);
+    assert_eq!(*seen.lock().expect("lock"), [1, 3]);
+    Ok(())
+}

@@ -5,7 +5,8 @@
 //!
 //! The random test runs 16 rounds of 10 concurrent epochs (a few seconds); with
 //! `STREAMLOAD_STRESS_SECS=N` it runs rounds for N seconds instead:
-//! `STREAMLOAD_STRESS_SECS=600 cargo test --release --test stress`. The sources are a range,
+//! `STREAMLOAD_STRESS_SECS=600 cargo test --release --test stress` (with a fresh random
+//! seed, printed; `STREAMLOAD_STRESS_SEED` replays one). The sources are a range,
 //! a generator, a parallel interleave, local TFRecord shards and the same shards in an S3
 //! store behind a fault proxy (503s, cut and reset bodies, ridden out by streamload's
 //! retries within `ReadOptions::retry_deadline`); the stages every spawning one
@@ -390,7 +391,17 @@ fn random_pipelines_under_stress_leave_nothing_behind() -> anyhow::Result<()> {
         Source::Local(local),
         Source::Store(remote),
     ];
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5157_2e55);
+    // A fixed seed in CI; a fresh one (printed, and taken from STREAMLOAD_STRESS_SEED to
+    // replay a failure) for longer runs.
+    let seed = std::env::var("STREAMLOAD_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| match seconds {
+            Some(_) => rand::random(),
+            None => 0x5157_2e55,
+        });
+    println!("stress seed: STREAMLOAD_STRESS_SEED={seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let started = std::time::Instant::now();
     let round = |rng: &mut rand_chacha::ChaCha8Rng| -> anyhow::Result<()> {
         // Faults for this round: a burst of 503s and broken bodies (each within the retry
@@ -412,6 +423,18 @@ fn random_pipelines_under_stress_leave_nothing_behind() -> anyhow::Result<()> {
                 epochs.push((format!("{source:?}"), dataset, injects, drop_after));
             }
         }
+        // Now and then a throttling storm: every open connection cut, every new one answered
+        // 503 for a while (well within the retry deadline).
+        let storm = rng.random_bool(0.5).then(|| {
+            let (start, length) = (rng.random_range(0..100u64), rng.random_range(50..400u64));
+            let faults = Arc::clone(&faults);
+            servers.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(start)).await;
+                faults.start_storm();
+                tokio::time::sleep(Duration::from_millis(length)).await;
+                faults.end_storm();
+            })
+        });
         runtime.block_on(async {
             let mut running = Vec::new();
             for (name, dataset, injects, drop_after) in epochs {
@@ -424,6 +447,9 @@ fn random_pipelines_under_stress_leave_nothing_behind() -> anyhow::Result<()> {
                     .map_err(|_| anyhow::anyhow!("{name}: no end in {HANG:?}"))?
                     .map_err(|e| anyhow::anyhow!("{name}: {e}"))?
                     .map_err(|e| e.context(name))?;
+            }
+            if let Some(storm) = storm {
+                storm.await?;
             }
             anyhow::Ok(())
         })
