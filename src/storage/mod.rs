@@ -77,9 +77,10 @@ pub use remote::{glob, register, register_with};
 /// Built from `&str`/`String` (a string with `scheme://` is a URL, anything else a path;
 /// `file://` URLs become paths) and from `Path`/`PathBuf`.
 ///
-/// Shown (`{}` and `{:?}`) without the user name, password or query string a URL may carry,
-/// so a location is safe in errors and logs; reading a URL with a password or a query string
-/// (a pre-signed URL, an Azure SAS token) is refused, never sent.
+/// Shown (`{}` and `{:?}`) without the user name, password, query string or fragment a URL
+/// may carry (a malformed URL, kept as a local path, is shown redacted too), so a location is
+/// safe in errors and logs; reading a URL with a user name, a password, a query string (a
+/// pre-signed URL, an Azure SAS token) or a fragment is refused, never sent.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Location {
     /// A local file.

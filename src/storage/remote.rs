@@ -514,8 +514,8 @@ pub(crate) async fn read_range(
 /// # Errors
 ///
 /// An invalid pattern, a failed listing (naming the URL), no match at all, or a URL with a
-/// password or a query string (`?key=value`: a pre-signed URL, a SAS token). Messages never
-/// show a password or a query.
+/// user name, a password, a query string (`?key=value`: a pre-signed URL, a SAS token) or a
+/// fragment. Messages never show credentials: a pattern is shown up to its first `?`.
 pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
     glob_raw(pattern).await.map_err(super::redact_error)
 }
