@@ -11,6 +11,8 @@ mod csv;
 mod example;
 mod files;
 mod fixed_length;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 mod parse_example;
 mod text;
 mod tfrecord;

@@ -57,6 +57,8 @@ mod ranged;
 mod remote;
 
 use std::fmt;
+
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 
 pub use ranged::ReadOptions;
@@ -262,6 +264,26 @@ pub async fn read_range(
             .await
             .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
         Location::Url(url) => remote::read_range(url, range).await,
+    }
+}
+
+/// What `location` is now: its size and version (a local file's modification time, an
+/// object's ETag from a HEAD, retried like a read).
+///
+/// # Errors
+///
+/// A missing file or object, not a regular file, or a fault reading its metadata, each
+/// naming the location.
+pub(crate) async fn stat(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .with_context(|| format!("reading the size of {location}"))?;
+            local::identity(&meta)
+                .ok_or_else(|| anyhow::anyhow!("{location} is not a regular file"))
+        }
+        Location::Url(url) => remote::stat(url).await,
     }
 }
 

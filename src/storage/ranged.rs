@@ -382,6 +382,34 @@ async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::
     }
 }
 
+/// The object's size and version (see [`super::Identity`]) from a HEAD, retried on transient
+/// faults until the retry deadline; `shown` names it in the error.
+pub(crate) async fn stat(
+    reader: Reader,
+    path: StorePath,
+    shown: Location,
+) -> anyhow::Result<super::Identity> {
+    let mut retrying = Retrying::default();
+    loop {
+        let head = {
+            let _permit = reader.connections.acquire().await?;
+            reader.store.head(&path).await
+        };
+        // As a first request: a connection that cannot be made is permanent.
+        let delay = match head {
+            Ok(meta) => return Ok(identity(&meta)),
+            Err(e) => match classify(e, false) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        let delay = delay.with_context(|| format!("reading the size of {shown}"))?;
+        tokio::time::sleep(delay).await;
+    }
+}
+
 /// A response whose body is being read, with the connection permit it holds.
 type Body = (
     OwnedSemaphorePermit,

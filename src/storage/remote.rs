@@ -504,6 +504,12 @@ pub(crate) async fn read_range(
     super::ranged::read_range(reader, path, Location::Url(url.clone()), range).await
 }
 
+/// The size and version of the object at `url` (a HEAD, retried).
+pub(crate) async fn stat(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::stat(reader, path, Location::Url(url.clone())).await
+}
+
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
 /// whose path has glob characters (`s3://bucket/train/part-*.tfrecord`), listed with the
 /// longest literal prefix and matched with `glob`'s rules. In a URL, a `?` is a wildcard
