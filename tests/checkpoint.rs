@@ -1546,3 +1546,111 @@ async fn generators_made_from_a_position_resume_there() {
     let calls = calls.load(SeqCst);
     assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }
+
+/// Parquet files `part-N.parquet` of `rows` rows each (`id`, unique across files, and a
+/// fixed-size list), in row groups of `group` rows.
+#[cfg(feature = "parquet")]
+fn parquet_files(
+    dir: &std::path::Path,
+    n: usize,
+    rows: i64,
+    group: usize,
+) -> Vec<std::path::PathBuf> {
+    use std::sync::Arc;
+    use streamload::format::parquet::RecordBatch;
+    use streamload::format::parquet::arrow_array::types::Float32Type;
+    use streamload::format::parquet::arrow_array::{ArrayRef, FixedSizeListArray, Int64Array};
+    (0..n)
+        .map(|f| {
+            let base = f as i64 * 10_000;
+            let id: ArrayRef = Arc::new(Int64Array::from_iter_values(base..base + rows));
+            let w: ArrayRef = Arc::new(
+                FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+                    (base..base + rows).map(|i| Some([Some(i as f32); 3])),
+                    3,
+                ),
+            );
+            let batch = RecordBatch::try_from_iter([("id", id), ("w", w)]).unwrap();
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_max_row_group_row_count(Some(group))
+                .build();
+            let path = dir.join(format!("part-{f}.parquet"));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            path
+        })
+        .collect()
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_resumes_at_its_row_group_and_row() {
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    // 3 files of 3 row groups (100, 100, 50 rows): batches of 40, 40, 20 | 40, 40, 20 | 40, 10.
+    let files = parquet_files(dir.path(), 3, 250, 100);
+    let f = files.clone();
+    let make = move || ParquetDataset::new(f.clone()).batch_size(40).build();
+    let n = make().collect().await.unwrap().len();
+    assert_eq!(n, 3 * 8);
+    let size = assert_exact(make, [0, 1, 2, 3, 4, 5, 10, 17, 22, 23, 24]).await;
+    assert!(size < 100, "checkpoint of {size} bytes");
+    // Sharded by row group, one decode at a time, projected.
+    let f = files.clone();
+    let make = move || {
+        ParquetDataset::new(f.clone())
+            .columns(["w"])
+            .batch_size(30)
+            .shard(2, 1)
+            .num_parallel_reads(1)
+            .build()
+    };
+    assert_exact(make, 0..12).await;
+    // Batches held by position in a shuffle buffer are read again (replay), through a map and
+    // a prefetch.
+    let f = files.clone();
+    let make = move || {
+        ParquetDataset::new(f.clone())
+            .batch_size(25)
+            .build()
+            .shuffle(6, Some(9))
+            .map(|b| b.num_rows())
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 2, 5, 6, 7, 15, 29, 30]).await;
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_files_that_changed_are_refused() {
+    use futures::StreamExt;
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = parquet_files(dir.path(), 2, 200, 100);
+    let make = || ParquetDataset::new(files.clone()).batch_size(50).build();
+    let ds = make();
+    let mut epoch = ds.iter();
+    for _ in 0..3 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let checkpoint = epoch.checkpoint().unwrap();
+    drop(epoch);
+    // Rewritten with other row groups.
+    parquet_files(dir.path(), 2, 200, 60);
+    let mut resumed = make().iter_from(&checkpoint).unwrap();
+    let e = resumed.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            e.downcast_ref::<streamload::Error>(),
+            Some(streamload::Error::Checkpoint(_))
+        ),
+        "{e:#}"
+    );
+    assert!(
+        format!("{e:#}").contains("changed since the checkpoint"),
+        "{e:#}"
+    );
+}
