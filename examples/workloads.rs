@@ -6,6 +6,7 @@
 //! cargo run --release --example workloads -- --only W1,W4,W7
 //! cargo run --release --example workloads -- --data DIR --only W3 --autotune --report
 //! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D3
+//! cargo run --release --example workloads --features parquet -- --data DIR --only W11,W11s
 //! ```
 //!
 //! W2, W2gz and W3 (and W3's `no-parse` and `read` figures) repeat their pass until at least
@@ -240,6 +241,17 @@ async fn main() -> anyhow::Result<()> {
                 text as f64 / 1e6
             ));
         }
+        #[cfg(feature = "parquet")]
+        if wanted("D5") {
+            let records = workloads::scaled(workloads::D1_RECORDS, scale);
+            let bytes = workloads::generate_d5(dir, workloads::D1_SHARDS, records)?;
+            wrote.push(format!(
+                "D5 ({} rows of D1 in row groups of {}, {:.1} MB of Parquet)",
+                workloads::D1_SHARDS * records,
+                workloads::D5_ROW_GROUP,
+                bytes as f64 / 1e6
+            ));
+        }
         eprintln!(
             "wrote {} to {} in {:.1} s",
             wrote.join(", "),
@@ -417,6 +429,30 @@ async fn main() -> anyhow::Result<()> {
         }
         let (c1, c16) = (rates[0], rates[3]);
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);
+    }
+    #[cfg(feature = "parquet")]
+    for (name, remote) in [("W11", false), ("W11s", true)] {
+        if !wanted(name) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with --generate DIR)");
+            continue;
+        };
+        let path = workloads::d5_file(dir)?;
+        // W11s: the file on the in-process S3 server (kept alive for the passes).
+        let (_server, file) = if remote {
+            let (server, url) = workloads::w11s_setup(&path).await?;
+            (Some(server), url)
+        } else {
+            warm_page_cache(&[&path])?;
+            (None, path.display().to_string())
+        };
+        let passes = repeated(args.autotune, || async {
+            Ok(workloads::w11_parquet(file.clone(), name).await? as f64)
+        })
+        .await?;
+        emit_repeated(name, "rows/s", &passes);
     }
     for (name, gz) in [("W2", false), ("W2gz", true)] {
         if !wanted(name) {

@@ -696,3 +696,151 @@ pub fn w5_decode_resize_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
     }
     Ok(jpegs.len() as u64)
 }
+
+/// Rows per row group in D5.
+#[cfg(feature = "parquet")]
+pub const D5_ROW_GROUP: usize = 16_384;
+
+/// D5 of WORKLOADS.md: D1's `shards` x `records` Examples (the same seeded draws, so the
+/// same content) as columns `image` (binary), `label` (int64) and `weights` (fixed-size list
+/// of 16 float32) in `dir/parquet/train.parquet`, row groups of 16,384 rows, snappy.
+/// Written in Rust with the `parquet` crate's `ArrowWriter` (WORKLOADS.md says pyarrow; D1
+/// is generated in Rust, so D5 is too; pyarrow's peers read it as any Parquet file).
+/// Returns the file's size in bytes.
+#[cfg(feature = "parquet")]
+pub fn generate_d5(dir: &std::path::Path, shards: usize, records: usize) -> anyhow::Result<u64> {
+    use std::sync::Arc;
+
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    use rand::{Rng, RngCore, SeedableRng};
+    use streamload::format::parquet::RecordBatch;
+    use streamload::format::parquet::arrow_array::ArrayRef;
+    use streamload::format::parquet::arrow_array::builder::{
+        BinaryBuilder, FixedSizeListBuilder, Float32Builder, Int64Builder,
+    };
+
+    let out = dir.join("parquet");
+    std::fs::create_dir_all(&out)?;
+    let path = out.join("train.parquet");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(D5_ROW_GROUP))
+        .build();
+    let mut writer: Option<parquet::arrow::ArrowWriter<std::fs::File>> = None;
+    let (mut image, mut label, mut weights) = (
+        BinaryBuilder::new(),
+        Int64Builder::new(),
+        FixedSizeListBuilder::new(Float32Builder::new(), 16),
+    );
+    let flush = |image: &mut BinaryBuilder,
+                 label: &mut Int64Builder,
+                 weights: &mut FixedSizeListBuilder<Float32Builder>,
+                 writer: &mut Option<parquet::arrow::ArrowWriter<std::fs::File>>|
+     -> anyhow::Result<()> {
+        let columns: [(&str, ArrayRef); 3] = [
+            ("image", Arc::new(image.finish())),
+            ("label", Arc::new(label.finish())),
+            ("weights", Arc::new(weights.finish())),
+        ];
+        let batch = RecordBatch::try_from_iter(columns)?;
+        if writer.is_none() {
+            let file = std::fs::File::create(&path)?;
+            *writer = Some(parquet::arrow::ArrowWriter::try_new(
+                file,
+                batch.schema(),
+                Some(props.clone()),
+            )?);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write(&batch)?;
+        }
+        Ok(())
+    };
+    let mut rows = 0usize;
+    let mut bytes = vec![0u8; 3000];
+    for shard in 0..shards {
+        // D1's draws, in D1's order: image length, image bytes, weights, label.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD1 ^ shard as u64);
+        for _ in 0..records {
+            let len = rng.random_range(1000..3000);
+            rng.fill_bytes(&mut bytes[..len]);
+            image.append_value(&bytes[..len]);
+            for _ in 0..16 {
+                weights.values().append_value(rng.random::<f32>());
+            }
+            weights.append(true);
+            label.append_value(rng.random_range(0..1000));
+            rows += 1;
+            if rows % D5_ROW_GROUP == 0 {
+                flush(&mut image, &mut label, &mut weights, &mut writer)?;
+            }
+        }
+    }
+    if rows % D5_ROW_GROUP != 0 || writer.is_none() {
+        flush(&mut image, &mut label, &mut weights, &mut writer)?;
+    }
+    if let Some(w) = writer {
+        w.close()?;
+    }
+    Ok(std::fs::metadata(&path)?.len())
+}
+
+/// D5's file under `dir`.
+#[cfg(feature = "parquet")]
+pub fn d5_file(dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    let path = dir.join("parquet/train.parquet");
+    anyhow::ensure!(
+        path.exists(),
+        "no {} (generate the data with --generate)",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// W11 parquet: D5 (a local path or a URL) -> project `label`, `weights` -> batches of 256
+/// rows -> as tensors (int64 [256], float32 [256, 16]). Returns the rows.
+#[cfg(feature = "parquet")]
+pub async fn w11_parquet(file: String, workload: &str) -> anyhow::Result<u64> {
+    use streamload::format::parquet::{ParquetDataset, column_tensor};
+    let ds = ParquetDataset::new([file])
+        .columns(["label", "weights"])
+        .batch_size(256)
+        .num_parallel_reads(tuned(available_cores()))
+        .build()
+        .try_map(|batch| {
+            Ok((
+                column_tensor(&batch, "label")?,
+                column_tensor(&batch, "weights")?,
+            ))
+        })
+        .with_options(options());
+    let mut rows = 0u64;
+    let mut epoch = ds.iter();
+    while let Some(tensors) = epoch.next().await {
+        let (label, weights) = tensors?;
+        rows += label.shape()[0] as u64;
+        black_box((label, weights));
+    }
+    report(workload, &epoch);
+    Ok(rows)
+}
+
+/// W11s's bucket: D5's file on a local S3 server (s3s over objects in memory, SigV4
+/// checked, no added latency), registered as `s3://w11-bucket`. Returns the server and the
+/// file's URL.
+#[cfg(feature = "parquet")]
+pub async fn w11s_setup(file: &std::path::Path) -> anyhow::Result<(s3::MemoryS3, String)> {
+    let server = s3::MemoryS3::default();
+    server.insert(
+        "w11-bucket",
+        "parquet/train.parquet",
+        std::fs::read(file)?.into(),
+    );
+    let addr = s3::memory_s3_server(server.clone(), "AKIDW11", "w11-secret-key").await;
+    streamload::storage::register(
+        "s3://w11-bucket",
+        s3::s3_store(addr, "w11-bucket", "AKIDW11", "w11-secret-key"),
+    )?;
+    Ok((server, "s3://w11-bucket/parquet/train.parquet".to_string()))
+}
