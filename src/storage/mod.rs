@@ -274,6 +274,8 @@ pub async fn read_range(
 ///
 /// A missing file or object, not a regular file, or a fault reading its metadata, each
 /// naming the location.
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) async fn stat(location: &Location) -> anyhow::Result<Identity> {
     match location {
         Location::Local(path) => {

@@ -384,6 +384,8 @@ async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::
 
 /// The object's size and version (see [`super::Identity`]) from a HEAD, retried on transient
 /// faults until the retry deadline; `shown` names it in the error.
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) async fn stat(
     reader: Reader,
     path: StorePath,

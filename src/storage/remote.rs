@@ -505,6 +505,8 @@ pub(crate) async fn read_range(
 }
 
 /// The size and version of the object at `url` (a HEAD, retried).
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) async fn stat(url: &Url) -> anyhow::Result<super::Identity> {
     let (reader, _, path) = resolve(url)?;
     super::ranged::stat(reader, path, Location::Url(url.clone())).await

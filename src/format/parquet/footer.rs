@@ -319,7 +319,7 @@ fn check_value(buf: &[u8], at: &mut usize, kind: u8, depth: u32) -> Result<(), S
     let left = |at: &usize| (buf.len() - *at) as u64;
     match kind {
         // A boolean inside a list is a byte; a byte.
-        1 | 2 | 3 => skip(buf, at, 1),
+        1..=3 => skip(buf, at, 1),
         4..=6 => varint(buf, at).map(drop),
         7 => skip(buf, at, 8),
         8 => {
