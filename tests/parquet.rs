@@ -427,12 +427,16 @@ async fn flipped_bytes_are_clean_errors_naming_row_group_and_column() {
     let footer_len =
         u32::from_le_bytes(good[good.len() - 8..good.len() - 4].try_into().unwrap()) as usize;
     let footer_start = good.len() - 8 - footer_len;
-    // Bytes of the footer (every one of its last 384, with its length and magic) and
+    // Bytes of the footer (every one of its last 256, with its length and magic) and
     // across the data, each flipped in a few ways.
     let n = good.len();
-    let mut points: Vec<(usize, u8)> = (n - 384..n).map(|at| (at, 0xff)).collect();
-    points.extend((n.saturating_sub(2048)..n).step_by(5).map(|at| (at, 0x01)));
-    points.extend((4..footer_start).step_by(131).flat_map(|at| [(at, 0xff), (at, 0x80)]));
+    let mut points: Vec<(usize, u8)> = (n - 256..n).map(|at| (at, 0xff)).collect();
+    points.extend((n.saturating_sub(2048)..n).step_by(7).map(|at| (at, 0x01)));
+    points.extend(
+        (4..footer_start)
+            .step_by(131)
+            .flat_map(|at| [(at, 0xff), (at, 0x80)]),
+    );
     // A few files at once (each read decodes on blocking threads).
     let results: Vec<(usize, u8, Vec<String>)> = futures::stream::iter(points)
         .enumerate()
@@ -455,7 +459,10 @@ async fn flipped_bytes_are_clean_errors_naming_row_group_and_column() {
         caught += errors.iter().filter(|e| e.contains("panicked")).count();
         if at < footer_start {
             for e in &errors {
-                assert!(e.contains("row group"), "byte {at}: no row group named: {e}");
+                assert!(
+                    e.contains("row group"),
+                    "byte {at}: no row group named: {e}"
+                );
                 if e.contains("column `") {
                     chunk_errors += 1;
                 }
@@ -501,4 +508,12 @@ async fn absurd_lengths_in_the_footer_are_refused_before_reading() {
         .map(|i| i.as_ref().unwrap().num_rows())
         .sum();
     assert_eq!(rows, 1000);
+}
+
+#[test]
+fn the_recipe_is_send_sync_and_cloneable() {
+    fn check<T: Send + Sync + Clone + std::fmt::Debug>(_: &T) {}
+    check(&ParquetDataset::new(["a.parquet"]));
+    fn send<T: Send>(_: &T) {}
+    send(&ParquetDataset::new(["a.parquet"]).build().iter());
 }

@@ -152,7 +152,8 @@ pub(super) async fn read_footer(
 /// The footer's Thrift bytes, checked, then decoded by the `parquet` crate.
 fn decode_footer(footer: &[u8]) -> Result<ParquetMetaData, String> {
     let mut at = 0;
-    check_struct(footer, &mut at, 0, &mut |_, _| {}).map_err(|e| format!("damaged footer: {e}"))?;
+    check_struct(footer, &mut at, 0, 0, &mut |_, _, _| {})
+        .map_err(|e| format!("damaged footer: {e}"))?;
     guard(|| ParquetMetaDataReader::decode_metadata(footer))
         .map_err(|e| format!("damaged footer: {e}"))
 }
@@ -241,37 +242,62 @@ pub(super) fn guard<R, E: std::fmt::Display>(
 /// Checks the pages of a column chunk (`chunk`, its bytes) before they are decoded: each
 /// page header's Thrift lengths against the chunk, its compressed size against what is
 /// left of the chunk, its uncompressed size against `uncompressed` (the chunk's total from
-/// the footer).
-pub(super) fn check_pages(chunk: &[u8], uncompressed: u64) -> Result<(), String> {
+/// the footer), and its count of values against `values` (the chunk's, from the footer; a
+/// dictionary page's also against its size: a value takes a byte at least), so that the
+/// buffers the decoder sizes by these numbers are bounded by numbers written elsewhere.
+pub(super) fn check_pages(chunk: &[u8], uncompressed: u64, values: u64) -> Result<(), String> {
     let mut at = 0usize;
     let mut page = 0usize;
     while at < chunk.len() {
         let start = at;
-        let (mut compressed, mut size) = (None, None);
-        check_struct(chunk, &mut at, 0, &mut |field, value| match field {
-            2 => size = Some(value),
-            3 => compressed = Some(value),
-            _ => {}
-        })
+        let (mut compressed, mut size, mut counts) = (None, None, Vec::new());
+        check_struct(
+            chunk,
+            &mut at,
+            0,
+            0,
+            &mut |parent, field, value| match (parent, field) {
+                (0, 2) => size = Some(value),
+                (0, 3) => compressed = Some(value),
+                // `num_values` of the data page (5), dictionary page (7) and data page v2 (8)
+                // headers.
+                (5 | 7 | 8, 1) => counts.push((parent, value)),
+                _ => {}
+            },
+        )
         .map_err(|e| format!("page {page} at byte {start} of the chunk: damaged header: {e}"))?;
+        let damaged = |what: String| {
+            format!("page {page} at byte {start} of the chunk: damaged header: {what}")
+        };
         let left = (chunk.len() - at) as u64;
         let compressed = compressed
             .and_then(|c| u64::try_from(c).ok())
             .filter(|&c| c <= left)
             .ok_or_else(|| {
-                format!(
-                    "page {page} at byte {start} of the chunk: damaged header: compressed size \
-                     {compressed:?}, with {left} bytes left in the chunk"
-                )
+                damaged(format!(
+                    "compressed size {compressed:?}, with {left} bytes left in the chunk"
+                ))
             })?;
-        size.and_then(|s| u64::try_from(s).ok())
+        let size = size
+            .and_then(|s| u64::try_from(s).ok())
             .filter(|&s| s <= uncompressed)
             .ok_or_else(|| {
-                format!(
-                    "page {page} at byte {start} of the chunk: damaged header: uncompressed \
-                     size {size:?}, more than the chunk's {uncompressed} bytes"
-                )
+                damaged(format!(
+                    "uncompressed size {size:?}, more than the chunk's {uncompressed} bytes"
+                ))
             })?;
+        for (header, count) in counts {
+            let most = if header == 7 {
+                values.min(size)
+            } else {
+                values
+            };
+            if u64::try_from(count).map_or(true, |c| c > most) {
+                return Err(damaged(format!(
+                    "{count} values, more than the {most} the chunk can hold"
+                )));
+            }
+        }
         at += compressed as usize;
         page += 1;
     }
@@ -279,13 +305,15 @@ pub(super) fn check_pages(chunk: &[u8], uncompressed: u64) -> Result<(), String>
 }
 
 /// Walks one Thrift compact-protocol struct at `buf[*at..]` without allocating, checking
-/// that every length fits in the bytes left; `top` sees the struct's integer fields (id,
-/// value).
+/// that every length fits in the bytes left; `seen` gets the integer fields of the struct
+/// and of the structs in its fields as (the field holding the struct, or 0 for the struct
+/// itself; field id; value). `parent` is the field this struct is in (0 at the top).
 fn check_struct(
     buf: &[u8],
     at: &mut usize,
     depth: u32,
-    top: &mut dyn FnMut(i16, i64),
+    parent: i16,
+    seen: &mut dyn FnMut(i16, i16, i64),
 ) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("nested too deep".into());
@@ -308,7 +336,8 @@ fn check_struct(
         match kind {
             // Booleans carry their value in the type.
             1 | 2 => {}
-            5 | 6 => top(id, zigzag(varint(buf, at)?)),
+            5 | 6 => seen(parent, id, zigzag(varint(buf, at)?)),
+            12 if depth == 0 => check_struct(buf, at, depth + 1, id, seen)?,
             _ => check_value(buf, at, kind, depth)?,
         }
     }
@@ -367,7 +396,7 @@ fn check_value(buf: &[u8], at: &mut usize, kind: u8, depth: u32) -> Result<(), S
             }
             Ok(())
         }
-        12 => check_struct(buf, at, depth + 1, &mut |_, _| {}),
+        12 => check_struct(buf, at, depth + 1, 0, &mut |_, _, _| {}),
         _ => Err(format!("an unknown Thrift type {kind}")),
     }
 }
@@ -419,15 +448,15 @@ mod tests {
     fn thrift_lengths_past_the_end_are_refused() {
         // A struct with field 1 a binary of 200 bytes, but 3 present.
         let buf = [0x18, 0xc8, 0x01, b'a', b'b', b'c', 0];
-        let e = check_struct(&buf, &mut 0, 0, &mut |_, _| {}).unwrap_err();
+        let e = check_struct(&buf, &mut 0, 0, 0, &mut |_, _, _| {}).unwrap_err();
         assert!(e.contains("200 bytes"), "{e}");
         // A list of 2^31 structs in 4 bytes.
         let buf = [0x19, 0xfc, 0x80, 0x80, 0x80, 0x80, 0x08, 0, 0];
-        let e = check_struct(&buf, &mut 0, 0, &mut |_, _| {}).unwrap_err();
+        let e = check_struct(&buf, &mut 0, 0, 0, &mut |_, _, _| {}).unwrap_err();
         assert!(e.contains("2147483648 elements"), "{e}");
         // Deep nesting.
         let buf = vec![0x1c; 200];
-        assert!(check_struct(&buf, &mut 0, 0, &mut |_, _| {}).is_err());
+        assert!(check_struct(&buf, &mut 0, 0, 0, &mut |_, _, _| {}).is_err());
     }
 
     #[test]
@@ -436,8 +465,32 @@ mod tests {
         let buf = [0x25, 0xc8, 0x01, 0x15, 0x01, 0];
         let mut seen = Vec::new();
         let mut at = 0;
-        check_struct(&buf, &mut at, 0, &mut |id, v| seen.push((id, v))).unwrap();
-        assert_eq!(seen, [(2, 100), (3, -1)]);
+        check_struct(&buf, &mut at, 0, 0, &mut |p, id, v| seen.push((p, id, v))).unwrap();
+        assert_eq!(seen, [(0, 2, 100), (0, 3, -1)]);
         assert_eq!(at, buf.len());
+        // field 5, a struct with field 1 (i32) = 7, then the top struct's field 6 = 1.
+        let buf = [0x5c, 0x15, 0x0e, 0x00, 0x15, 0x02, 0];
+        let mut seen = Vec::new();
+        check_struct(&buf, &mut 0, 0, 0, &mut |p, id, v| seen.push((p, id, v))).unwrap();
+        assert_eq!(seen, [(5, 1, 7), (0, 6, 1)]);
+    }
+
+    #[test]
+    fn page_headers_are_checked_against_the_chunk() {
+        // A data page header: type 0, uncompressed 4, compressed 4, data_page_header
+        // { num_values 3 }, then 4 bytes of data.
+        let page = [
+            0x15, 0x00, 0x15, 0x08, 0x15, 0x08, 0x2c, 0x15, 0x06, 0x00, 0x00, 1, 2, 3, 4,
+        ];
+        assert_eq!(check_pages(&page, 4, 3), Ok(()));
+        let e = check_pages(&page, 3, 3).unwrap_err();
+        assert!(e.contains("uncompressed size Some(4)"), "{e}");
+        let e = check_pages(&page, 4, 2).unwrap_err();
+        assert!(e.contains("3 values, more than the 2"), "{e}");
+        let e = check_pages(&page[..13], 4, 3).unwrap_err();
+        assert!(
+            e.contains("compressed size Some(4), with 2 bytes left"),
+            "{e}"
+        );
     }
 }

@@ -26,8 +26,16 @@
 //! file's size before it is read, every length in the footer and in each page header is
 //! checked against the bytes that are really there before the `parquet` crate sees them, and
 //! the crate's decoding runs under `catch_unwind` as a last resort (a panic inside it becomes
-//! an error naming the file and row group). A file whose footer is damaged is one error
-//! element (the dataset goes on with the other files); so is a damaged row group.
+//! an error naming the file and row group). The one place that last resort is known to be
+//! needed: a damaged Arrow schema stored in the footer (`ARROW:schema`, a flatbuffer) makes
+//! `arrow-ipc` 59 panic (an `unwrap` on a missing field) while the footer is read; the panic
+//! message still goes to the panic hook (stderr), and the element is an error naming the
+//! file. A file whose footer is damaged is one error element (the dataset goes on with the
+//! other files); so is a damaged row group.
+//!
+//! Every file's footer (a HEAD and usually one ranged read of its last 64 KiB, 16 files at
+//! once) is read when an epoch starts, before the first batch: the interleaved order needs
+//! every file's row group count.
 //!
 //! # Checkpoints
 //!
@@ -479,8 +487,12 @@ fn check_unit_pages(
             .unwrap_or_else(|| column.data_page_offset()) as u64;
         let range = start..start + column.compressed_size() as u64;
         if let Some(chunk) = slice_of(pieces, range) {
-            footer::check_pages(&chunk, column.uncompressed_size() as u64)
-                .map_err(|e| format!("column `{}`: {e}", column.column_path()))?;
+            footer::check_pages(
+                &chunk,
+                column.uncompressed_size() as u64,
+                column.num_values().max(0) as u64,
+            )
+            .map_err(|e| format!("column `{}`: {e}", column.column_path()))?;
         }
     }
     Ok(())
