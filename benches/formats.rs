@@ -1,8 +1,9 @@
 //! Criterion benches of the file formats: W2 (raw TFRecord read, plain and GZIP), W3 (read,
 //! shuffle, parse Examples in parallel, batch) and W6 (text lines, split, batch) from
 //! WORKLOADS.md, on smaller data generated once into a temporary directory: D1 as 4 shards of
-//! 2,048 records (~35 MB), D3 as 200,000 lines. `examples/workloads.rs --generate DIR` makes
-//! the full-size data.
+//! 2,048 records (~35 MB), D3 as 200,000 lines; with feature `parquet`, W11 (Parquet, label and
+//! weights as tensors) on D5 of the same 4 x 2,048 rows. `examples/workloads.rs --generate DIR`
+//! makes the full-size data.
 
 #[path = "support/workloads.rs"]
 mod workloads;
@@ -58,5 +59,25 @@ fn w6(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, w2, w6);
+#[cfg(feature = "parquet")]
+fn w11(c: &mut Criterion) {
+    let rt = workloads::runtime();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    workloads::generate_d5(dir.path(), 4, 2048).expect("D5 written");
+    let file = workloads::d5_file(dir.path()).expect("D5");
+    let file = file.display().to_string();
+    let mut group = c.benchmark_group("W11_parquet");
+    group.throughput(Throughput::Elements(4 * 2048));
+    group.sample_size(20);
+    group.bench_function("rows", |b| {
+        b.to_async(&rt)
+            .iter(|| workloads::w11_parquet(file.clone(), "W11"))
+    });
+    group.finish();
+}
+
+#[cfg(not(feature = "parquet"))]
+fn w11(_: &mut Criterion) {}
+
+criterion_group!(benches, w2, w6, w11);
 criterion_main!(benches);

@@ -434,7 +434,7 @@ async fn flipped_bytes_are_clean_errors_naming_row_group_and_column() {
     points.extend((n.saturating_sub(2048)..n).step_by(7).map(|at| (at, 0x01)));
     points.extend(
         (4..footer_start)
-            .step_by(131)
+            .step_by(173)
             .flat_map(|at| [(at, 0xff), (at, 0x80)]),
     );
     // A few files at once (each read decodes on blocking threads).
