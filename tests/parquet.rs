@@ -517,3 +517,43 @@ fn the_recipe_is_send_sync_and_cloneable() {
     fn send<T: Send>(_: &T) {}
     send(&ParquetDataset::new(["a.parquet"]).build().iter());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_storage_faults_are_retried_by_the_storage_layer() {
+    use std::sync::atomic::Ordering;
+    let path = data("types-brotli.parquet");
+    let server = s3::MemoryS3::default();
+    server.insert(
+        "pq-faulty",
+        "types.parquet",
+        std::fs::read(&path).unwrap().into(),
+    );
+    let addr = s3::memory_s3_server(server.clone(), "AKIDPQF", "pq-faulty-secret").await;
+    // Throttled (503 Slow Down) and cut connections, behind a proxy; object_store's own
+    // retries off, so streamload's retries and resumes do all the work.
+    let faults = Arc::new(s3::Faults {
+        slow_downs: 4.into(),
+        cuts: 3.into(),
+        cut_after: 5_000,
+        ..Default::default()
+    });
+    let proxy = s3::fault_proxy(addr, Arc::clone(&faults)).await;
+    let store = s3::s3_store_retrying(proxy, "pq-faulty", "AKIDPQF", "pq-faulty-secret", 0);
+    let options = streamload::storage::ReadOptions::default().backoff(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(50),
+    );
+    streamload::storage::register_with("s3://pq-faulty", store, options).unwrap();
+    let local = read(ParquetDataset::new([&path])).await;
+    let remote = read(ParquetDataset::new(["s3://pq-faulty/types.parquet"])).await;
+    assert_eq!(local, remote);
+    assert_eq!(
+        faults.slow_downs.load(Ordering::SeqCst),
+        0,
+        "every 503 was answered"
+    );
+    assert!(
+        faults.fired.load(Ordering::SeqCst) > 0,
+        "connections were cut"
+    );
+}
