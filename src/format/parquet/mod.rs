@@ -5,7 +5,7 @@
 //! # How it reads
 //!
 //! The unit of work is the *row group*: every file's footer is read first (through
-//! [`storage`](crate::storage), so local paths and object-store URLs alike, with the storage
+//! [`storage`], so local paths and object-store URLs alike, with the storage
 //! layer's retries), and the dataset is the list of (file, row group) units, interleaved
 //! across files (row group 0 of every file, then row group 1, ...), so that a few large files
 //! still spread over workers ([`ParquetDataset::shard`] keeps every n-th unit) and over the
@@ -42,7 +42,7 @@
 //! A position is (unit, row within its row group): a restored epoch fetches that row group
 //! again and skips the rows already delivered. The checkpoint names the file by size and
 //! version, and the layout of all the files (their row groups' sizes): a file that changed
-//! is refused with [`Error::Checkpoint`](crate::Error::Checkpoint).
+//! is refused with [`Error::Checkpoint`].
 
 mod footer;
 mod tensor;
