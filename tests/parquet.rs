@@ -557,3 +557,38 @@ async fn object_storage_faults_are_retried_by_the_storage_layer() {
         "connections were cut"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_column_chunk_is_one_error_naming_it_then_the_next_row_groups() {
+    use parquet::file::reader::FileReader;
+    let path = data("types-snappy.parquet");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&path).unwrap())
+            .unwrap();
+    // Row group 1's chunk of `score` (column 2) overwritten with 0xff.
+    let chunk = reader.metadata().row_group(1).column(2);
+    let (start, len) = chunk.byte_range();
+    bytes[start as usize..(start + len) as usize].fill(0xff);
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged.parquet");
+    let items = read_damaged(&damaged, &bytes).await;
+    // Row group 0's batch, one error for row group 1, then row groups 2 and 3.
+    assert_eq!(items.len(), 4, "{items:?}");
+    assert_eq!(items[0], Ok(300));
+    let e = items[1].clone().unwrap_err();
+    assert!(
+        e.contains("damaged.parquet") && e.contains("row group 1") && e.contains("column `score`"),
+        "{e}"
+    );
+    assert_eq!(items[2..], [Ok(300), Ok(100)]);
+    // `ignore_errors` reads around it.
+    let rows = ParquetDataset::new([&damaged])
+        .build()
+        .ignore_errors()
+        .map(|b| b.num_rows())
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows, [300, 300, 100]);
+}

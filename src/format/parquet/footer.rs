@@ -182,7 +182,7 @@ fn check_chunks(metadata: &ParquetMetaData, data_end: u64) -> Result<(), String>
                 return Err(format!(
                     "damaged footer: row group {g}, column `{}`: its chunk ({len} bytes at \
                      {start}, {} uncompressed) is not inside the file's data (bytes 4..{data_end})",
-                    column.column_path(),
+                    column.column_path().string(),
                     column.uncompressed_size()
                 ));
             }

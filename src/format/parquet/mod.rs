@@ -492,7 +492,7 @@ fn check_unit_pages(
                 column.uncompressed_size() as u64,
                 column.num_values().max(0) as u64,
             )
-            .map_err(|e| format!("column `{}`: {e}", column.column_path()))?;
+            .map_err(|e| format!("column `{}`: {e}", column.column_path().string()))?;
         }
     }
     Ok(())
