@@ -592,3 +592,57 @@ async fn a_damaged_column_chunk_is_one_error_naming_it_then_the_next_row_groups(
         .unwrap();
     assert_eq!(rows, [300, 300, 100]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_row_groups_are_fetched_ahead_and_no_further() {
+    use futures::StreamExt;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ahead.parquet");
+    write_file(&path, 0, 600, 100); // 6 row groups
+    let server = s3::MemoryS3::default();
+    server.insert(
+        "pq-ahead",
+        "f.parquet",
+        std::fs::read(&path).unwrap().into(),
+    );
+    let addr = s3::memory_s3_server(server.clone(), "AKIDPQA", "pq-ahead-secret").await;
+    streamload::storage::register(
+        "s3://pq-ahead",
+        s3::s3_store(addr, "pq-ahead", "AKIDPQA", "pq-ahead-secret"),
+    )
+    .unwrap();
+    // One row group decoding at a time, one more fetched ahead; one column: one GET each.
+    let ds = ParquetDataset::new(["s3://pq-ahead/f.parquet"])
+        .columns(["id"])
+        .batch_size(1000)
+        .num_parallel_reads(1)
+        .build();
+    let mut epoch = ds.iter();
+    let gets = || server.gets.load(Ordering::SeqCst);
+    let settle = |want: usize| async move {
+        // Until the fetches spawned so far have all been served (no assertion on time).
+        for _ in 0..1000 {
+            if gets() >= want {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        gets()
+    };
+    let first = epoch.next().await.unwrap().unwrap();
+    assert_eq!(first.num_rows(), 100);
+    // The footer's read, row group 0's and row group 1's (fetched while the consumer holds
+    // row group 0), and not row group 2's.
+    assert_eq!(settle(3).await, 3);
+    epoch.next().await.unwrap().unwrap();
+    assert_eq!(
+        settle(4).await,
+        4,
+        "row group 2 fetched once row group 1 was taken"
+    );
+    let rest: Vec<_> = epoch.collect().await;
+    assert_eq!(rest.len(), 4);
+    assert_eq!(gets(), 1 + 6);
+}
