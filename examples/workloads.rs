@@ -56,7 +56,8 @@ struct Args {
     /// `--generate`, the data sets' sizes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
     scale_down: i64,
-    /// Write the workload data (D1, D2, D3) into this directory, then exit.
+    /// Write the workload data (D1, D2, D3; D5 with feature `parquet`) into this directory,
+    /// then exit.
     #[arg(long)]
     generate: Option<PathBuf>,
     /// Run every parallelism and buffer of the workloads on AUTOTUNE (same JSON lines).

@@ -87,3 +87,47 @@ async fn generate_scales_every_data_set_down() {
         assert_eq!(labels.lines().count(), 5);
     }
 }
+
+/// `--generate --only D1,D5 --scale-down 64`: D5 holds D1's 16 x 128 Examples as columns, in
+/// shard order (label and weights equal), as one row group.
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d5_holds_d1s_examples_as_columns() {
+    use streamload::format::parquet::{ParquetDataset, column_tensor};
+    use streamload::format::{FeatureSpec, ParseSpec, TFRecordDataset, parse_single_example_view};
+    use streamload::tensor::DType;
+    let dir = tempfile::tempdir().expect("tempdir");
+    generate(dir.path(), "D1,D5", "64");
+    let spec = ParseSpec::new([
+        ("label", FeatureSpec::fixed_len([], DType::Int64)),
+        ("weights", FeatureSpec::fixed_len([16], DType::Float32)),
+    ])
+    .expect("spec");
+    let (mut labels, mut weights) = (Vec::new(), Vec::new());
+    for shard in files(&dir.path().join("tfrecord")) {
+        let records = TFRecordDataset::new([&shard])
+            .build()
+            .collect()
+            .await
+            .expect("D1");
+        for record in records {
+            let example = parse_single_example_view(&record, &spec).expect("an Example");
+            labels.push(example.int64("label").expect("label").next().expect("one"));
+            weights.extend(example.floats("weights").expect("weights"));
+        }
+    }
+    let batches = ParquetDataset::new([dir.path().join("parquet/train.parquet")])
+        .columns(["label", "weights"])
+        .batch_size(100_000)
+        .build()
+        .collect()
+        .await
+        .expect("D5");
+    assert_eq!(batches.len(), 1, "one row group of 2,048 rows");
+    let label = column_tensor(&batches[0], "label").expect("label");
+    let w = column_tensor(&batches[0], "weights").expect("weights");
+    assert_eq!(label.shape(), [2048]);
+    assert_eq!(w.shape(), [2048, 16]);
+    assert_eq!(label.as_slice::<i64>().expect("int64"), &labels[..]);
+    assert_eq!(w.as_slice::<f32>().expect("float"), &weights[..]);
+}
