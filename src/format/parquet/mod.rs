@@ -42,7 +42,9 @@
 //! A position is (unit, row within its row group): a restored epoch fetches that row group
 //! again and skips the rows already delivered. The checkpoint names the file by size and
 //! version, and the layout of all the files (their row groups' sizes): a file that changed
-//! is refused with [`Error::Checkpoint`].
+//! is refused with [`Error::Checkpoint`]. Batches held by position downstream (in a shuffle
+//! buffer) are read again one by one after a restore: each from its row group, fetched and
+//! decoded up to that batch (so a restore of a shuffle of N batches costs N such reads).
 
 mod footer;
 mod tensor;
