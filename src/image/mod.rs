@@ -51,18 +51,29 @@
 mod brightness;
 mod clip;
 mod convert;
+mod crop;
 mod decode;
 mod flip;
+mod jpeg;
+mod jpeg_turbo;
+mod normalize;
 mod resize;
 mod saturation;
+mod transform;
 
 pub use brightness::{adjust_brightness, random_brightness};
 pub use clip::clip_by_value;
 pub use convert::convert_image_dtype;
+pub use crop::{DistortedBoxOptions, sample_distorted_bounding_box};
 pub use decode::{decode_image, decode_jpeg, decode_png, read_image};
 pub use flip::{flip_left_right, random_flip_left_right};
-pub use resize::{resize, resize_u8};
+pub use jpeg::{
+    MAX_PIXELS, decode_and_crop_jpeg, decode_and_resize, decode_jpeg_scaled, extract_jpeg_shape,
+};
+pub use normalize::{Layout, Normalize, convert_and_normalize};
+pub use resize::{ResizeMethod, resize, resize_u8, resize_u8_with, resize_with};
 pub use saturation::{adjust_saturation, random_saturation};
+pub use transform::{CenterCrop, RandomResizedCrop};
 
 /// The image in standard (row-major, contiguous) layout, copied only if it is not.
 pub(crate) fn standard<T: Clone>(image: ndarray::Array3<T>) -> ndarray::Array3<T> {
@@ -71,4 +82,20 @@ pub(crate) fn standard<T: Clone>(image: ndarray::Array3<T>) -> ndarray::Array3<T
     } else {
         image.as_standard_layout().into_owned()
     }
+}
+
+/// A smooth test JPEG of `width` × `height` (for the documentation's examples).
+#[doc(hidden)]
+pub fn __doc_jpeg(width: u32, height: u32) -> Vec<u8> {
+    let img = ::image::RgbImage::from_fn(width, height, |x, y| {
+        ::image::Rgb([
+            (x * 255 / width) as u8,
+            (y * 255 / height) as u8,
+            ((x + y) % 256) as u8,
+        ])
+    });
+    let mut out = Vec::new();
+    // Encoding into a Vec cannot fail for an RGB image of positive size.
+    let _ = ::image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90).encode_image(&img);
+    out
 }

@@ -17,8 +17,25 @@ thread_local! {
 /// antialiasing (a 4x reduction averages 2 of every 4 pixels per axis, as TensorFlow does).
 /// fast_image_resize calls this `Interpolation(Bilinear)`; its `Convolution` form is the
 /// antialiased one (`antialias=True`).
-fn options() -> ResizeOptions {
-    ResizeOptions::new().resize_alg(ResizeAlg::Interpolation(FilterType::Bilinear))
+fn options(method: ResizeMethod) -> ResizeOptions {
+    ResizeOptions::new().resize_alg(match method {
+        ResizeMethod::Bilinear => ResizeAlg::Interpolation(FilterType::Bilinear),
+        ResizeMethod::Area => ResizeAlg::Convolution(FilterType::Box),
+    })
+}
+
+/// How [`resize_with`] and [`resize_u8_with`] resample (`tf.image.resize`'s `method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ResizeMethod {
+    /// `tf.image.ResizeMethod.BILINEAR` (the default): bilinear between the two nearest pixels
+    /// on each axis, half-pixel centres, no antialiasing.
+    #[default]
+    Bilinear,
+    /// `tf.image.ResizeMethod.AREA`: each output pixel is the mean of the input pixels its
+    /// area covers (a box filter; exact for whole-number reductions, where it is the mean of
+    /// each `k` × `k` block). Antialiased: the right choice for large reductions.
+    Area,
 }
 
 /// Resizes a float RGB image to `height` × `width` (`tf.image.resize(image, [height, width])`
@@ -39,6 +56,30 @@ fn options() -> ResizeOptions {
 ///
 /// If the image does not have 3 channels, or a size is 0.
 pub fn resize(image: Array3<f32>, height: usize, width: usize) -> anyhow::Result<Array3<f32>> {
+    resize_with(image, height, width, ResizeMethod::Bilinear)
+}
+
+/// [`resize`] with a choice of [`ResizeMethod`] (`tf.image.resize(image, size, method)`).
+///
+/// ```
+/// use ndarray::Array3;
+/// use streamload::image::{ResizeMethod, resize_with};
+/// // 4x4 -> 2x2 by area: each output pixel is the mean of a 2x2 block.
+/// let img = Array3::from_shape_fn((4, 4, 3), |(y, x, _)| (y * 4 + x) as f32);
+/// let small = resize_with(img, 2, 2, ResizeMethod::Area)?;
+/// assert!((small[[1, 1, 0]] - (10.0 + 11.0 + 14.0 + 15.0) / 4.0).abs() < 1e-4);
+/// # anyhow::Ok(())
+/// ```
+///
+/// # Errors
+///
+/// If the image does not have 3 channels, or a size is 0.
+pub fn resize_with(
+    image: Array3<f32>,
+    height: usize,
+    width: usize,
+    method: ResizeMethod,
+) -> anyhow::Result<Array3<f32>> {
     let image = super::standard(image);
     let (h, w, c) = image.dim();
     if (h, w) == (height, width) {
@@ -52,6 +93,7 @@ pub fn resize(image: Array3<f32>, height: usize, width: usize) -> anyhow::Result
         (h, w, c),
         (height, width),
         PixelType::F32x3,
+        method,
     )?;
     Ok(Array3::from_shape_vec((height, width, c), out)?)
 }
@@ -69,6 +111,20 @@ pub fn resize(image: Array3<f32>, height: usize, width: usize) -> anyhow::Result
 ///
 /// If the image does not have 3 channels, or a size is 0.
 pub fn resize_u8(image: Array3<u8>, height: usize, width: usize) -> anyhow::Result<Array3<u8>> {
+    resize_u8_with(image, height, width, ResizeMethod::Bilinear)
+}
+
+/// [`resize_u8`] with a choice of [`ResizeMethod`].
+///
+/// # Errors
+///
+/// If the image does not have 3 channels, or a size is 0.
+pub fn resize_u8_with(
+    image: Array3<u8>,
+    height: usize,
+    width: usize,
+    method: ResizeMethod,
+) -> anyhow::Result<Array3<u8>> {
     let image = super::standard(image);
     let (h, w, c) = image.dim();
     if (h, w) == (height, width) {
@@ -76,7 +132,14 @@ pub fn resize_u8(image: Array3<u8>, height: usize, width: usize) -> anyhow::Resu
     }
     let src = image.as_slice().context("resize: image not contiguous")?;
     let mut out = vec![0u8; height * width * c];
-    resize_bytes(src, &mut out, (h, w, c), (height, width), PixelType::U8x3)?;
+    resize_bytes(
+        src,
+        &mut out,
+        (h, w, c),
+        (height, width),
+        PixelType::U8x3,
+        method,
+    )?;
     Ok(Array3::from_shape_vec((height, width, c), out)?)
 }
 
@@ -86,6 +149,7 @@ fn resize_bytes(
     (h, w, c): (usize, usize, usize),
     (height, width): (usize, usize),
     pixel: PixelType,
+    method: ResizeMethod,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(c == 3, "resize: expected 3 channels (RGB), got {c}");
     anyhow::ensure!(
@@ -100,7 +164,7 @@ fn resize_bytes(
     RESIZER.with(|r| {
         let mut resizer = r.try_borrow_mut().context("resize: resizer in use")?;
         resizer
-            .resize(&src, &mut dst, &options())
+            .resize(&src, &mut dst, &options(method))
             .map_err(|e| anyhow::anyhow!("resize: {e}"))
     })
 }
@@ -149,6 +213,23 @@ mod tests {
         let floats = resize(img.mapv(f32::from), 5, 7)?;
         for (b, f) in bytes.iter().zip(floats.iter()) {
             assert!((f32::from(*b) - f).abs() <= 1.0, "{b} vs {f}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn area_averages_whole_blocks_in_both_types() -> anyhow::Result<()> {
+        let img = Array3::from_shape_fn((12, 9, 3), |(y, x, c)| (y * 9 + x + c * 7) as u8);
+        let small = resize_u8_with(img.clone(), 4, 3, ResizeMethod::Area)?;
+        let floats = resize_with(img.mapv(f32::from), 4, 3, ResizeMethod::Area)?;
+        for ((i, j, c), v) in small.indexed_iter() {
+            let block = img.slice(ndarray::s![3 * i..3 * i + 3, 3 * j..3 * j + 3, c]);
+            let mean = block.iter().map(|v| f32::from(*v)).sum::<f32>() / 9.0;
+            assert!(
+                (f32::from(*v) - mean).abs() <= 1.0,
+                "{i},{j},{c}: {v} vs {mean}"
+            );
+            assert!((floats[[i, j, c]] - mean).abs() < 1e-3, "{i},{j},{c}");
         }
         Ok(())
     }
