@@ -5,8 +5,10 @@
 //! boundary values, insertions, deletions, truncation, huge length fields). Every case must end
 //! (no hang, no busy loop: a timeout guards it) with records or an error, never a panic.
 //! The CSV and fixed-length readers (whose grammar is TensorFlow's, written here) get the same
-//! treatment over files. `FUZZ_CASES` sets the number of cases (default 5,000 per target; a
-//! tenth of that for the file readers, which write a file per case).
+//! treatment over files, and so do the image decoders (zune-jpeg, libjpeg-turbo through
+//! streamload's C bridge, the PNG decoder, and the fused crop transforms) over small JPEGs and
+//! PNGs. `FUZZ_CASES` sets the number of cases (default 5,000 per target; a tenth of that for
+//! the file readers, which write a file per case, and a fifth for the image decoders).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -369,4 +371,50 @@ async fn count_all<T: Send + 'static>(dataset: streamload::Dataset<T>) -> usize 
         n += 1;
     }
     n
+}
+
+#[cfg(feature = "image")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_decoders_survive_mutations() {
+    use streamload::image::{self, CenterCrop, RandomResizedCrop};
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/images"));
+    let mut seeds: Vec<Vec<u8>> = ["baseline.jpg", "progressive.jpg", "cmyk.jpg", "grey.jpg"]
+        .iter()
+        .map(|name| std::fs::read(dir.join(name)).expect("seed image"))
+        .collect();
+    let png =
+        ::image::RgbImage::from_fn(24, 16, |x, y| ::image::Rgb([x as u8 * 9, y as u8 * 13, 3]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    png.write_to(&mut out, ::image::ImageFormat::Png)
+        .expect("png");
+    seeds.push(out.into_inner());
+    let mut rng = StdRng::seed_from_u64(0x1a_6e_f0_22);
+    for case in 0..cases() / 5 {
+        let bytes = mutate(&mut rng, &seeds[case % seeds.len()]);
+        let input = bytes.clone();
+        let run = tokio::task::spawn_blocking(move || {
+            let mut crop_rng = StdRng::seed_from_u64(case as u64);
+            let mut sizes = Vec::new();
+            let mut keep = |r: anyhow::Result<ndarray::Array3<u8>>| {
+                if let Ok(img) = r {
+                    sizes.push(img.len());
+                }
+            };
+            keep(image::decode_image(&input));
+            keep(image::decode_jpeg_scaled(&input, 1));
+            keep(image::decode_jpeg_scaled(&input, 8));
+            keep(image::decode_and_crop_jpeg(&input, [2, 3, 9, 11]));
+            keep(image::decode_and_resize(&input, 5, 7));
+            let _ = image::extract_jpeg_shape(&input);
+            let _ = RandomResizedCrop::new(6, 6).apply(&input, &mut crop_rng);
+            let _ = CenterCrop::new(6, 6, 8).apply(&input);
+            sizes
+        });
+        let sizes = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("image case {case} hangs: {bytes:?}"))
+            .unwrap_or_else(|e| panic!("image case {case} panicked ({e}): {bytes:?}"));
+        // Whatever decodes is bounded by the pixel limit.
+        assert!(sizes.iter().all(|n| *n as u64 <= image::MAX_PIXELS * 3));
+    }
 }

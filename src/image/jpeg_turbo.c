@@ -125,8 +125,10 @@ static int sl_decode_body(struct jpeg_decompress_struct *cinfo, const struct sl_
     cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     cinfo->scale_num = 1;
     cinfo->scale_denom = req->scale_denom;
+    /* tf.io.decode_jpeg's defaults: dct_method "" is libjpeg's INTEGER_FAST, fancy upscaling
+       on. */
+    cinfo->dct_method = JDCT_IFAST;
     if (req->fast) {
-        cinfo->dct_method = JDCT_IFAST;
         cinfo->do_fancy_upsampling = FALSE;
     }
     jpeg_start_decompress(cinfo);

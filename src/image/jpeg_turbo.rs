@@ -103,7 +103,6 @@ pub(crate) fn decode(
     denom: usize,
     window: Option<Window>,
     max_pixels: u64,
-    fast: bool,
 ) -> anyhow::Result<Array3<u8>> {
     anyhow::ensure!(
         matches!(denom, 1 | 2 | 4 | 8),
@@ -141,7 +140,8 @@ pub(crate) fn decode(
         max_pixels,
         out: out.as_mut_ptr(),
         out_len: out.len() as c_ulonglong,
-        fast: c_int::from(fast),
+        // Fancy (smooth) chroma upsampling, as tf.io's default `fancy_upscaling=True`.
+        fast: 0,
     };
     let rc = unsafe { sl_jpeg_decode(bytes.as_ptr(), len(bytes)?, &req, msg.as_mut_ptr()) };
     anyhow::ensure!(rc == 0, "corrupt or truncated JPEG: {}", message(&msg));
