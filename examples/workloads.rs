@@ -55,7 +55,7 @@ struct Args {
     /// `--generate`, the data sets' sizes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
     scale_down: i64,
-    /// Write the workload data (D1, D2, D3) into this directory, then exit.
+    /// Write the workload data (D1, D2, D3, D6) into this directory, then exit.
     #[arg(long)]
     generate: Option<PathBuf>,
     /// Run every parallelism and buffer of the workloads on AUTOTUNE (same JSON lines).
@@ -232,6 +232,12 @@ async fn main() -> anyhow::Result<()> {
             let jpegs = workloads::generate_d2(dir, images).await?;
             wrote.push(format!("D2 ({images} JPEGs, {:.1} MB)", jpegs as f64 / 1e6));
         }
+        #[cfg(feature = "image")]
+        if wanted("D6") {
+            let images = workloads::scaled(workloads::D6_IMAGES, scale);
+            let jpegs = workloads::generate_d6(dir, images).await?;
+            wrote.push(format!("D6 ({images} JPEGs, {:.1} MB)", jpegs as f64 / 1e6));
+        }
         if wanted("D3") {
             let lines = workloads::scaled(workloads::D3_LINES, scale);
             let text = workloads::generate_d3(dir, lines)?;
@@ -310,6 +316,56 @@ async fn main() -> anyhow::Result<()> {
                 let (images, s) = timed(workloads::w5_image(items)).await?;
                 emit("W5", images as f64 / s, "images/s", s);
             }
+        }
+    }
+    #[cfg(feature = "image")]
+    if wanted("W5r") {
+        match &args.data {
+            None => eprintln!("W5r: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => {
+                let items = workloads::d2_files(dir)?;
+                let items = items[..items.len() / args.scale_down as usize].to_vec();
+                let jpegs = items
+                    .iter()
+                    .map(|(path, _)| std::fs::read(path))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
+                    emit(
+                        &format!("W5r/decode1-{name}"),
+                        rate,
+                        "images/s (D2 decode only, one core)",
+                        jpegs.len() as f64 / rate,
+                    );
+                }
+                let (images, s) = timed(workloads::w5r_image(items)).await?;
+                emit("W5r", images as f64 / s, "images/s", s);
+            }
+        }
+    }
+    #[cfg(feature = "image")]
+    if wanted("W5b") {
+        match &args.data {
+            None => eprintln!("W5b: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => match workloads::d6_files(dir) {
+                Err(e) => eprintln!("W5b: skipped ({e})"),
+                Ok(items) => {
+                    let items = items[..items.len() / args.scale_down as usize].to_vec();
+                    let jpegs = items
+                        .iter()
+                        .map(|(path, _)| std::fs::read(path))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
+                        emit(
+                            &format!("W5b/decode1-{name}"),
+                            rate,
+                            "images/s (D6 decode only, one core)",
+                            jpegs.len() as f64 / rate,
+                        );
+                    }
+                    let (images, s) = timed(workloads::w5b_image(items)).await?;
+                    emit("W5b", images as f64 / s, "images/s", s);
+                }
+            },
         }
     }
     if wanted("W3") {
