@@ -87,3 +87,40 @@ async fn generate_scales_every_data_set_down() {
         assert_eq!(labels.lines().count(), 5);
     }
 }
+
+/// W5r and W5b run on small D2 and D6 and print their figures and one-core decode rates.
+#[cfg(feature = "image")]
+#[test]
+fn image_workloads_w5r_w5b_run_on_small_data() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    generate(dir.path(), "D2,D6", "200");
+    let d6 = files(&dir.path().join("imagenet"));
+    assert_eq!(d6.len(), 6, "5 JPEGs and labels.txt: {d6:?}");
+    let (h, w) = streamload::image::extract_jpeg_shape(&std::fs::read(&d6[0]).expect("jpeg"))
+        .expect("a JPEG");
+    assert_eq!((h, w), (375, 500));
+    let out = Command::new(workloads())
+        .args(["--data", dir.path().to_str().expect("utf-8 path")])
+        .args(["--only", "W5r,W5b"])
+        .output()
+        .expect("run examples/workloads");
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for name in [
+        "W5r",
+        "W5b",
+        "W5r/decode1-1/4",
+        "W5b/decode1-full",
+        "W5b/decode1-crop",
+        "W5b/decode1-1/2",
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l["workload"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {lines:?}"));
+        assert!(line["figure"].as_f64().is_some_and(|f| f > 0.0), "{line}");
+    }
+}
