@@ -276,3 +276,46 @@ fn read_image_names_the_file_of_a_bomb() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// TensorFlow 2.21's `decode_jpeg(ratio=r)` and `decode_and_crop_jpeg` of the sample images
+/// (tests/data/tensorflow/jpeg_scaled.json, written by scripts/tf_jpeg_scaled.py). Both are
+/// libjpeg-turbo with INTEGER_FAST IDCT and fancy upsampling (CMYK converted by TensorFlow's
+/// formula): the bytes are TensorFlow's exactly.
+#[test]
+fn scaled_and_cropped_decoding_matches_tensorflow() -> anyhow::Result<()> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow/jpeg_scaled.json"
+    );
+    let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let mut report = Vec::new();
+    for name in ["baseline.jpg", "progressive.jpg", "cmyk.jpg", "grey.jpg"] {
+        let bytes = data(name);
+        for (key, ours) in [
+            ("ratio1", image::decode_jpeg_scaled(&bytes, 1)?),
+            ("ratio2", image::decode_jpeg_scaled(&bytes, 2)?),
+            ("ratio4", image::decode_jpeg_scaled(&bytes, 4)?),
+            ("ratio8", image::decode_jpeg_scaled(&bytes, 8)?),
+            ("crop", image::decode_and_crop_jpeg(&bytes, [5, 3, 10, 9])?),
+        ] {
+            let case = &cases[format!("{name}/{key}")];
+            let shape: Vec<usize> = serde_json::from_value(case["shape"].clone())?;
+            let want: Vec<u8> = serde_json::from_value(case["pixels"].clone())?;
+            assert_eq!(ours.shape(), &shape[..], "{name}/{key}");
+            let diffs: Vec<i32> = ours
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+                .collect();
+            let max = diffs.iter().copied().max().unwrap_or(0);
+            let off = diffs.iter().filter(|d| **d > 0).count();
+            report.push(format!(
+                "{name}/{key}: max {max}, {off} of {} differ",
+                diffs.len()
+            ));
+            assert_eq!(max, 0, "{name}/{key}: {off} values differ, by up to {max}");
+        }
+    }
+    println!("{}", report.join("\n"));
+    Ok(())
+}
