@@ -75,7 +75,7 @@ fn jpeg_claiming(height: u16, width: u16) -> Vec<u8> {
     let mut bytes = data("baseline.jpg");
     let sof = bytes
         .windows(2)
-        .position(|w| w[0] == 0xFF && matches!(w[1], 0xC0 | 0xC1 | 0xC2))
+        .position(|w| w[0] == 0xFF && matches!(w[1], 0xC0..=0xC2))
         .expect("a frame header");
     // FF Cx, length (2), precision (1), height (2), width (2).
     bytes[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
