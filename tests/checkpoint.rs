@@ -1546,3 +1546,33 @@ async fn generators_made_from_a_position_resume_there() {
     let calls = calls.load(SeqCst);
     assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }
+
+/// ImageNet-style training input (W5b's shape): shuffled JPEG bytes, the random-resized-crop
+/// transform drawn from `try_random_map`'s per-element generator, batches collated into
+/// `Array4`: a resumed epoch yields the same pixels, crops and flips included.
+#[cfg(feature = "image")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_resized_crop_batches_resume_with_the_same_crops() {
+    use ndarray::{Array1, Array4};
+    use streamload::image::{Layout, RandomResizedCrop};
+    let jpegs: Vec<(Vec<u8>, i64)> = (0..24)
+        .map(|i| {
+            (
+                streamload::image::__doc_jpeg(40 + i as u32 * 3, 30 + i as u32),
+                i,
+            )
+        })
+        .collect();
+    let make = move || -> Dataset<(Array4<f32>, Array1<i64>)> {
+        let mut train = RandomResizedCrop::new(12, 16);
+        train.layout = Layout::Chw;
+        Dataset::from_vec(jpegs.clone())
+            .shuffle(8, Some(3))
+            .try_random_map(2, Some(9), move |(bytes, label), rng| {
+                Ok((train.apply(&bytes, rng)?, label))
+            })
+            .batch(5)
+            .collate()
+    };
+    assert_exact(make, [0, 1, 2, 3, 4, 5]).await;
+}
