@@ -17,11 +17,8 @@ thread_local! {
 /// antialiasing (a 4x reduction averages 2 of every 4 pixels per axis, as TensorFlow does).
 /// fast_image_resize calls this `Interpolation(Bilinear)`; its `Convolution` form is the
 /// antialiased one (`antialias=True`).
-fn options(method: ResizeMethod) -> ResizeOptions {
-    ResizeOptions::new().resize_alg(match method {
-        ResizeMethod::Bilinear => ResizeAlg::Interpolation(FilterType::Bilinear),
-        ResizeMethod::Area => ResizeAlg::Convolution(FilterType::Box),
-    })
+fn options() -> ResizeOptions {
+    ResizeOptions::new().resize_alg(ResizeAlg::Interpolation(FilterType::Bilinear))
 }
 
 /// How [`resize_with`] and [`resize_u8_with`] resample (`tf.image.resize`'s `method`).
@@ -33,8 +30,10 @@ pub enum ResizeMethod {
     #[default]
     Bilinear,
     /// `tf.image.ResizeMethod.AREA`: each output pixel is the mean of the input pixels its
-    /// area covers (a box filter; exact for whole-number reductions, where it is the mean of
-    /// each `k` × `k` block). Antialiased: the right choice for large reductions.
+    /// box covers, each weighted by the fraction of it inside the box (TensorFlow's
+    /// `resize_area` arithmetic, computed separably; for a whole-number reduction, the mean of
+    /// each `k` × `k` block). Antialiased: the right choice for large reductions. Not SIMD:
+    /// slower than bilinear.
     Area,
 }
 
@@ -86,6 +85,11 @@ pub fn resize_with(
         return Ok(image);
     }
     let src = image.as_slice().context("resize: image not contiguous")?;
+    if method == ResizeMethod::Area {
+        check((h, w, c), (height, width))?;
+        let out = area(src, |v| v, (h, w, c), (height, width));
+        return Ok(Array3::from_shape_vec((height, width, c), out)?);
+    }
     let mut out = vec![0f32; height * width * c];
     resize_bytes(
         bytemuck::cast_slice(src),
@@ -93,7 +97,6 @@ pub fn resize_with(
         (h, w, c),
         (height, width),
         PixelType::F32x3,
-        method,
     )?;
     Ok(Array3::from_shape_vec((height, width, c), out)?)
 }
@@ -131,16 +134,87 @@ pub fn resize_u8_with(
         return Ok(image);
     }
     let src = image.as_slice().context("resize: image not contiguous")?;
+    if method == ResizeMethod::Area {
+        check((h, w, c), (height, width))?;
+        let out = area(src, f32::from, (h, w, c), (height, width));
+        let out = out
+            .into_iter()
+            .map(|v| v.round().clamp(0.0, 255.0) as u8)
+            .collect();
+        return Ok(Array3::from_shape_vec((height, width, c), out)?);
+    }
     let mut out = vec![0u8; height * width * c];
-    resize_bytes(
-        src,
-        &mut out,
-        (h, w, c),
-        (height, width),
-        PixelType::U8x3,
-        method,
-    )?;
+    resize_bytes(src, &mut out, (h, w, c), (height, width), PixelType::U8x3)?;
     Ok(Array3::from_shape_vec((height, width, c), out)?)
+}
+
+fn check((h, w, c): (usize, usize, usize), (height, width): (usize, usize)) -> anyhow::Result<()> {
+    anyhow::ensure!(c == 3, "resize: expected 3 channels (RGB), got {c}");
+    anyhow::ensure!(
+        h > 0 && w > 0 && height > 0 && width > 0,
+        "resize: cannot resize {h}x{w} to {height}x{width} (sizes must be positive)"
+    );
+    Ok(())
+}
+
+/// For each output index along an axis of `input` pixels resized to `output`: the input
+/// pixels its box `[i * scale, (i + 1) * scale)` overlaps and the overlap of each
+/// (TensorFlow's `resize_area`, `align_corners=False`).
+fn area_weights(input: usize, output: usize) -> Vec<Vec<(usize, f32)>> {
+    let scale = input as f32 / output as f32;
+    (0..output)
+        .map(|i| {
+            let (start, end) = (i as f32 * scale, (i + 1) as f32 * scale);
+            let (first, last) = (start.floor() as usize, end.ceil() as usize);
+            (first..last)
+                .map(|j| {
+                    let weight = ((j + 1) as f32).min(end) - (j as f32).max(start);
+                    (j.min(input - 1), weight)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Area resize of a packed `(h, w, c)` image to `(height, width, c)` floats: a horizontal
+/// pass into `(h, width, c)`, then a vertical one, then the division by the box's area.
+fn area<T: Copy>(
+    src: &[T],
+    to_f32: impl Fn(T) -> f32,
+    (h, w, c): (usize, usize, usize),
+    (height, width): (usize, usize),
+) -> Vec<f32> {
+    let xs = area_weights(w, width);
+    let ys = area_weights(h, height);
+    let norm = 1.0 / ((h as f32 / height as f32) * (w as f32 / width as f32));
+    let mut rows = vec![0f32; h * width * c];
+    for (src_row, dst_row) in src
+        .chunks_exact(w * c)
+        .zip(rows.chunks_exact_mut(width * c))
+    {
+        for (dst, taps) in dst_row.chunks_exact_mut(c).zip(&xs) {
+            for &(x, weight) in taps {
+                for (d, s) in dst.iter_mut().zip(&src_row[x * c..x * c + c]) {
+                    *d += weight * to_f32(*s);
+                }
+            }
+        }
+    }
+    let mut out = vec![0f32; height * width * c];
+    for (dst_row, taps) in out.chunks_exact_mut(width * c).zip(&ys) {
+        for &(y, weight) in taps {
+            for (d, s) in dst_row
+                .iter_mut()
+                .zip(&rows[y * width * c..(y + 1) * width * c])
+            {
+                *d += weight * s;
+            }
+        }
+        for d in dst_row.iter_mut() {
+            *d *= norm;
+        }
+    }
+    out
 }
 
 fn resize_bytes(
@@ -149,7 +223,6 @@ fn resize_bytes(
     (h, w, c): (usize, usize, usize),
     (height, width): (usize, usize),
     pixel: PixelType,
-    method: ResizeMethod,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(c == 3, "resize: expected 3 channels (RGB), got {c}");
     anyhow::ensure!(
@@ -164,7 +237,7 @@ fn resize_bytes(
     RESIZER.with(|r| {
         let mut resizer = r.try_borrow_mut().context("resize: resizer in use")?;
         resizer
-            .resize(&src, &mut dst, &options(method))
+            .resize(&src, &mut dst, &options())
             .map_err(|e| anyhow::anyhow!("resize: {e}"))
     })
 }
