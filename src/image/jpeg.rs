@@ -11,6 +11,10 @@ use super::jpeg_turbo::{self, scaled};
 /// Every decoder in [`streamload::image`](crate::image) reads the header first and refuses a
 /// larger image with an error before allocating anything sized by it, so a small file that
 /// declares 30,000 × 30,000 pixels (a decompression bomb) costs microseconds and no memory.
+/// Within the limit, a decode holds its output (3 bytes a pixel, less for a crop or a scaled
+/// decode) and, for a progressive JPEG, libjpeg's coefficients (2 bytes a pixel per channel at
+/// most); a progressive JPEG of more than 1,000 scans (the "many scans" attack: a small file
+/// that takes minutes) is refused by the libjpeg-turbo decoders.
 pub const MAX_PIXELS: u64 = 89_478_485;
 
 /// The (height, width) a JPEG declares, from its header alone (`tf.io.extract_jpeg_shape`,
