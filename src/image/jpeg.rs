@@ -53,7 +53,7 @@ pub fn extract_jpeg_shape(bytes: &[u8]) -> anyhow::Result<(usize, usize)> {
 /// [`MAX_PIXELS`]. Grayscale and CMYK JPEGs come out as RGB, as in tf.io.
 pub fn decode_jpeg_scaled(bytes: &[u8], ratio: usize) -> anyhow::Result<Array3<u8>> {
     super::decode::ensure_jpeg(bytes)?;
-    jpeg_turbo::decode(bytes, ratio, None, MAX_PIXELS)
+    jpeg_turbo::decode(bytes, ratio, None)
 }
 
 /// Decodes only the window `[y, x, height, width]` of a JPEG (`tf.io.decode_and_crop_jpeg(bytes,
@@ -78,7 +78,7 @@ pub fn decode_jpeg_scaled(bytes: &[u8], ratio: usize) -> anyhow::Result<Array3<u
 pub fn decode_and_crop_jpeg(bytes: &[u8], crop_window: [usize; 4]) -> anyhow::Result<Array3<u8>> {
     super::decode::ensure_jpeg(bytes)?;
     let [y, x, h, w] = crop_window;
-    jpeg_turbo::decode(bytes, 1, Some((y, x, h, w)), MAX_PIXELS)
+    jpeg_turbo::decode(bytes, 1, Some((y, x, h, w)))
 }
 
 /// The largest DCT scale denominator (8, 4, 2 or 1) at which a `h` × `w` region stays at
@@ -113,9 +113,10 @@ pub fn decode_and_resize(bytes: &[u8], height: usize, width: usize) -> anyhow::R
         height > 0 && width > 0,
         "decode_and_resize: target {height}x{width} must be positive"
     );
-    let (h, w) = extract_jpeg_shape(bytes)?;
-    let denom = dct_denominator(h, w, height, width);
-    let img = jpeg_turbo::decode(bytes, denom, None, MAX_PIXELS)?;
+    super::decode::ensure_jpeg(bytes)?;
+    let info = jpeg_turbo::header(bytes)?;
+    let denom = dct_denominator(info.height, info.width, height, width);
+    let img = jpeg_turbo::decode_known(bytes, info, denom, None)?;
     super::resize_u8(img, height, width)
 }
 
@@ -136,7 +137,11 @@ pub(crate) fn decode_crop_resize(
     let (sy, sx) = ((y / denom).min(sh - 1), (x / denom).min(sw - 1));
     let wh = (h / denom).clamp(1, sh - sy);
     let ww = (w / denom).clamp(1, sw - sx);
-    let crop = jpeg_turbo::decode(bytes, denom, Some((sy, sx, wh, ww)), MAX_PIXELS)?;
+    let info = jpeg_turbo::JpegInfo {
+        height: img_h,
+        width: img_w,
+    };
+    let crop = jpeg_turbo::decode_known(bytes, info, denom, Some((sy, sx, wh, ww)))?;
     super::resize::resize_u8_with(crop, target_h, target_w, method)
 }
 

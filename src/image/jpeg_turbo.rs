@@ -97,26 +97,27 @@ pub(crate) fn scaled(dim: usize, denom: usize) -> usize {
 }
 
 /// Decodes at scale `1/denom` (1, 2, 4 or 8), keeping `window` of the scaled image (all of it
-/// if `None`), with the full image bounded by `max_pixels`.
+/// if `None`); an image over [`MAX_PIXELS`](super::MAX_PIXELS) is refused from its header.
 pub(crate) fn decode(
     bytes: &[u8],
     denom: usize,
     window: Option<Window>,
-    max_pixels: u64,
+) -> anyhow::Result<Array3<u8>> {
+    decode_known(bytes, header(bytes)?, denom, window)
+}
+
+/// [`decode`] when the header has already been read into `info`.
+pub(crate) fn decode_known(
+    bytes: &[u8],
+    info: JpegInfo,
+    denom: usize,
+    window: Option<Window>,
 ) -> anyhow::Result<Array3<u8>> {
     anyhow::ensure!(
         matches!(denom, 1 | 2 | 4 | 8),
         "JPEG scale 1/{denom}: the ratio must be 1, 2, 4 or 8"
     );
-    let info = header(bytes)?;
-    let pixels = info.width as u64 * info.height as u64;
-    anyhow::ensure!(
-        pixels <= max_pixels,
-        "JPEG of {}x{} pixels (width x height) is over the limit of {max_pixels} pixels \
-         (a decompression bomb, or raise the limit)",
-        info.width,
-        info.height
-    );
+    super::decode::check_pixels("JPEG", info.width, info.height)?;
     let (sh, sw) = (scaled(info.height, denom), scaled(info.width, denom));
     let (y, x, h, w) = window.unwrap_or((0, 0, sh, sw));
     anyhow::ensure!(
@@ -137,7 +138,7 @@ pub(crate) fn decode(
         crop_y: c(y)?,
         crop_w: c(w)?,
         crop_h: c(h)?,
-        max_pixels,
+        max_pixels: super::MAX_PIXELS,
         out: out.as_mut_ptr(),
         out_len: out.len() as c_ulonglong,
         // Fancy (smooth) chroma upsampling, as tf.io's default `fancy_upscaling=True`.
