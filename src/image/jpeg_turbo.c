@@ -108,7 +108,6 @@ struct sl_request {
     unsigned long long max_pixels;
     unsigned char *out;
     unsigned long long out_len;
-    int fast;
 };
 
 /* The decode proper; any libjpeg error longjmps out of it to sl_jpeg_decode, which set the
@@ -126,11 +125,8 @@ static int sl_decode_body(struct jpeg_decompress_struct *cinfo, const struct sl_
     cinfo->scale_num = 1;
     cinfo->scale_denom = req->scale_denom;
     /* tf.io.decode_jpeg's defaults: dct_method "" is libjpeg's INTEGER_FAST, fancy upscaling
-       on. */
+       on (libjpeg's default). */
     cinfo->dct_method = JDCT_IFAST;
-    if (req->fast) {
-        cinfo->do_fancy_upsampling = FALSE;
-    }
     jpeg_start_decompress(cinfo);
     unsigned int width = cinfo->output_width;
     unsigned int height = cinfo->output_height;

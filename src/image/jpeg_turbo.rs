@@ -43,7 +43,6 @@ struct Request {
     max_pixels: c_ulonglong,
     out: *mut u8,
     out_len: c_ulonglong,
-    fast: c_int,
 }
 
 /// What a JPEG's header says about its size.
@@ -141,8 +140,6 @@ pub(crate) fn decode_known(
         max_pixels: super::MAX_PIXELS,
         out: out.as_mut_ptr(),
         out_len: out.len() as c_ulonglong,
-        // Fancy (smooth) chroma upsampling, as tf.io's default `fancy_upscaling=True`.
-        fast: 0,
     };
     let rc = unsafe { sl_jpeg_decode(bytes.as_ptr(), len(bytes)?, &req, msg.as_mut_ptr()) };
     anyhow::ensure!(rc == 0, "corrupt or truncated JPEG: {}", message(&msg));

@@ -101,8 +101,8 @@ impl RandomResizedCrop {
     /// # Errors
     ///
     /// If `bytes` is not a JPEG or PNG the decoders can read, or is over
-    /// [`MAX_PIXELS`](super::MAX_PIXELS). The message names no file: add it as context (or
-    /// read the file with [`read_image`](super::read_image)'s error in mind).
+    /// [`MAX_PIXELS`](super::MAX_PIXELS). The message names no file: add the file's name as
+    /// context (`.with_context(|| format!("decoding image {}", path.display()))`).
     pub fn apply(&self, bytes: &[u8], rng: &mut impl Rng) -> anyhow::Result<Array3<f32>> {
         let shape = image_shape(bytes)?;
         let window = sample_distorted_bounding_box(shape.0, shape.1, &self.crop, rng);
