@@ -130,7 +130,7 @@ async fn open(
 
 /// A regular file's size and modification time (in nanoseconds since 1970), to tell later
 /// whether it changed; nothing for anything else (a pipe, a device).
-fn identity(meta: &Metadata) -> Option<Identity> {
+pub(crate) fn identity(meta: &Metadata) -> Option<Identity> {
     if !meta.is_file() {
         return None;
     }

@@ -495,6 +495,12 @@ pub(crate) async fn open(
     super::ranged::open(reader, path, Location::Url(url.clone()), offset).await
 }
 
+/// What the object at `url` is now (its size and version), from a HEAD.
+pub(crate) async fn identity(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::head(&reader, &path).await
+}
+
 /// The bytes of `range` in the object at `url`, up to its end.
 pub(crate) async fn read_range(
     url: &Url,
