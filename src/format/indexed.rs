@@ -172,8 +172,9 @@ impl Files {
 }
 
 fn hash_str(s: &str) -> u64 {
-    s.bytes()
-        .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3))
+    s.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    })
 }
 
 /// Where `file`'s index is by convention: `<file>.idx`.
@@ -318,7 +319,10 @@ impl IndexedTFRecords {
     ///
     /// If `n` is 0.
     pub fn num_parallel_reads(mut self, n: usize) -> Self {
-        assert!(n > 0, "IndexedTFRecords: num_parallel_reads must be at least 1");
+        assert!(
+            n > 0,
+            "IndexedTFRecords: num_parallel_reads must be at least 1"
+        );
         self.parallel_reads = n;
         self
     }
@@ -616,7 +620,10 @@ impl IndexedRecords {
             out.into_iter()
                 .map(|slot| {
                     slot.unwrap_or_else(|| {
-                        (u64::MAX, Err(anyhow::anyhow!("{STAGE}: a record was not read")))
+                        (
+                            u64::MAX,
+                            Err(anyhow::anyhow!("{STAGE}: a record was not read")),
+                        )
                     })
                 })
                 .collect()
@@ -738,8 +745,14 @@ mod tests {
         }
         let (a, b) = (Permutation::new(1000, 1), Permutation::new(1000, 2));
         let differ = (0..1000).filter(|&k| a.at(k) != b.at(k)).count();
-        assert!(differ > 900, "keys give different orders ({differ} of 1000 differ)");
+        assert!(
+            differ > 900,
+            "keys give different orders ({differ} of 1000 differ)"
+        );
         let fixed = (0..1000).filter(|&k| a.at(k) == k).count();
-        assert!(fixed < 20, "not close to the identity ({fixed} fixed points)");
+        assert!(
+            fixed < 20,
+            "not close to the identity ({fixed} fixed points)"
+        );
     }
 }

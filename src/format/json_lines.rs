@@ -87,7 +87,10 @@ impl JsonLinesDataset {
     ///
     /// If `bytes` is 0.
     pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(bytes > 0, "JsonLinesDataset: buffer_size must be at least 1");
+        assert!(
+            bytes > 0,
+            "JsonLinesDataset: buffer_size must be at least 1"
+        );
         self.buffer_size = bytes;
         self
     }
@@ -158,7 +161,11 @@ where
                     "{}: line {}: not valid JSON{}: {e}",
                     this.name,
                     this.lines.line_number(),
-                    if e.is_data() { " of the type asked for" } else { "" }
+                    if e.is_data() {
+                        " of the type asked for"
+                    } else {
+                        ""
+                    }
                 )
             });
             return Poll::Ready(Some(value));

@@ -229,7 +229,11 @@ pub(crate) fn compressed(name: &str, c: Compression) -> anyhow::Error {
     anyhow::anyhow!(
         "{name} is {}-compressed: a compressed stream has no random access, so it cannot be \
          indexed or read by index (decompress it first)",
-        if c == Compression::Gzip { "GZIP" } else { "ZLIB" }
+        if c == Compression::Gzip {
+            "GZIP"
+        } else {
+            "ZLIB"
+        }
     )
 }
 
