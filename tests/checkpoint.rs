@@ -1546,3 +1546,144 @@ async fn generators_made_from_a_position_resume_there() {
     let calls = calls.load(SeqCst);
     assert!((2..=10).contains(&calls), "{calls} calls of the generator");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 200, false).await;
+    for f in &files {
+        let mut idx = f.clone().into_os_string();
+        idx.push(".idx");
+        TFRecordIndex::build(f)
+            .await
+            .unwrap()
+            .write(idx)
+            .await
+            .unwrap();
+    }
+    let indexed = IndexedTFRecords::open(&files).await.unwrap();
+    // In order: windows of 256 records, across files.
+    let i = indexed.clone();
+    let make = move || i.records();
+    assert_exact(make, [0, 1, 199, 200, 255, 256, 257, 511, 512, 599, 600]).await;
+    // Shuffled across files, and a shard of that, two epochs through `repeat`.
+    let i = indexed.clone();
+    let make = move || i.clone().shuffle_records(4).records();
+    assert_exact(make, [0, 1, 2, 255, 256, 300, 599, 600]).await;
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shard(3, 1)
+            .shuffle_records(4)
+            .records()
+            .repeat_n(2)
+    };
+    assert_exact(make, [0, 1, 199, 200, 201, 350, 400]).await;
+    // Held by position in a shuffle buffer (replayed by record number), then batched.
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shuffle_records(8)
+            .records()
+            .shuffle(50, Some(2))
+            .map_parallel(2, |r| r.len())
+            .batch(7)
+    };
+    assert_exact(make, [0, 1, 7, 8, 40, 85, 86]).await;
+    let i = indexed.clone();
+    let make = move || i.clone().shuffle_records(8).records().shuffle(50, Some(2));
+    let size = assert_exact(make, [0, 1, 50, 300]).await;
+    // Record numbers (a few bytes each), not records.
+    assert!(size < 50 * 4 + 200, "checkpoint of {size} bytes");
+    // A checkpoint of another shuffle seed or shard is another recipe's.
+    let mut epoch = indexed.clone().shuffle_records(1).records().iter();
+    epoch.next().await.unwrap().unwrap();
+    let cp = epoch.checkpoint().unwrap();
+    let e = indexed
+        .clone()
+        .shuffle_records(2)
+        .records()
+        .iter_from(&cp)
+        .unwrap_err();
+    assert!(e.to_string().contains("another recipe"), "{e:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_over_object_storage_resume() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let server = s3::MemoryS3::default();
+    let urls = tfrecord_objects(&server, "ckptidx", 3, 100).await;
+    let addr = s3::memory_s3_server(server.clone(), "AKIDCKPTIDX", "ckpt-idx-secret").await;
+    let store = s3::s3_store(addr, "ckptidx", "AKIDCKPTIDX", "ckpt-idx-secret");
+    streamload::storage::register("s3://ckptidx", store).expect("register");
+    // Indexes built over the URLs, stored beside the objects.
+    for url in &urls {
+        let index = TFRecordIndex::build(url.as_str()).await.unwrap();
+        let key = url.trim_start_matches("s3://ckptidx/");
+        server.insert("ckptidx", &format!("{key}.idx"), index.to_string().into());
+    }
+    let indexed = IndexedTFRecords::open(&urls).await.unwrap();
+    assert_eq!(indexed.num_records(), 300);
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shuffle_records(3)
+            .records()
+            .shuffle(40, Some(1))
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 8, 9, 30, 59, 60]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_lines_resume_at_their_lines() {
+    use streamload::format::{Compression, JsonLinesDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (f, gzip) in [(0, false), (1, true), (2, false)] {
+        let mut text = String::new();
+        for l in 0..300 {
+            // Blank lines now and then, which are skipped.
+            if l % 17 == 0 {
+                text.push_str("  \n");
+            }
+            text.push_str(&format!(
+                "{{\"file\": {f}, \"line\": {l}, \"pad\": \"{}\"}}\n",
+                "y".repeat(l % 50)
+            ));
+        }
+        let path = dir
+            .path()
+            .join(format!("part-{f}.jsonl{}", if gzip { ".gz" } else { "" }));
+        let bytes = if gzip {
+            use std::io::Write;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(text.as_bytes()).unwrap();
+            gz.finish().unwrap()
+        } else {
+            text.into_bytes()
+        };
+        std::fs::write(&path, bytes).unwrap();
+        files.push(path);
+    }
+    let f = files.clone();
+    let make = move || {
+        JsonLinesDataset::new(f.clone())
+            .compression(Compression::Auto)
+            .buffer_size(1000)
+            .build()
+    };
+    assert_exact(make, [0, 1, 299, 300, 301, 450, 899, 900]).await;
+    let f = files.clone();
+    let make = move || {
+        JsonLinesDataset::new(f.clone())
+            .compression(Compression::Auto)
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(64, Some(3))
+            .map(|v| v["line"].as_u64().unwrap_or(0))
+            .batch(10)
+    };
+    assert_exact(make, [0, 1, 9, 10, 45, 89, 90]).await;
+}
