@@ -401,6 +401,25 @@ async fn bad_indexes_are_errors_naming_the_file_and_the_record() {
     // Record 0 starts where the index says, but its length is not the index's.
     let first = results[0].as_ref().unwrap_err().to_string();
     assert!(first.contains("the index 20"), "{first}");
+    // Entries that no reader would accept as a frame are refused when opening.
+    for entry in [
+        IndexEntry {
+            offset: 0,
+            size: 15,
+        },
+        IndexEntry {
+            offset: 0,
+            size: (1 << 30) + 17,
+        },
+    ] {
+        let e = IndexedTFRecords::from_indexes([&a], vec![TFRecordIndex::new(vec![entry])])
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("record 0 at offset 0 has a size of"),
+            "{e}"
+        );
+    }
     // As many indexes as files; compressed files refused.
     let e = IndexedTFRecords::from_indexes(&paths, vec![])
         .await

@@ -16,6 +16,7 @@ use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_strea
 use crate::error::Error;
 use crate::stats::StageCounters;
 use crate::storage::Location;
+use crate::storage::local::OpenSlot;
 
 /// The stage's name in statistics, errors and checkpoints.
 const STAGE: &str = "indexed_tfrecord";
@@ -31,6 +32,9 @@ const COALESCE_GAP: u64 = 64 << 10;
 const MAX_READ: u64 = 16 << 20;
 /// Ranged reads in flight per window, by default.
 const DEFAULT_PARALLEL_READS: usize = 16;
+/// With at most this many files, local files are kept open for an epoch's reads (more would
+/// hold too many file descriptors: each read then opens its file).
+const KEEP_OPEN: usize = 256;
 /// Files whose indexes and sizes are read at once when opening.
 const OPEN_AT_ONCE: usize = 16;
 
@@ -53,7 +57,9 @@ const OPEN_AT_ONCE: usize = 16;
 /// window are sorted by file and offset, and records of one file less than 64 KiB apart are
 /// read together by one ranged read (up to 16 MiB, gaps included); those reads run
 /// [`num_parallel_reads`](Self::num_parallel_reads) at once (16 by default), and the next
-/// window is read while the current one is yielded. Without a shuffle, consecutive records
+/// window is read while the current one is yielded. Local files are read by positioned reads
+/// on blocking threads, each file opened once per epoch (up to 256 files; with more, each read
+/// opens its file). Without a shuffle, consecutive records
 /// coalesce into large reads and the files are read about as fast as sequentially. With a
 /// shuffle over many files, most records are read one by one: a ranged GET per record costs
 /// a round trip to object storage (tens of milliseconds), so throughput from object storage
@@ -379,6 +385,11 @@ impl IndexedTFRecords {
                 yielded: next,
                 last: None,
                 stats: stats.clone(),
+                kept: (self.files.locations.len() <= KEEP_OPEN).then(|| {
+                    (0..self.files.locations.len())
+                        .map(|_| OpenSlot::default())
+                        .collect()
+                }),
             }) as BoxStream<Bytes>
         };
         if let Some(provs) = ctx.replaying() {
@@ -507,6 +518,8 @@ struct IndexedRecords {
     /// The global number of the last record yielded.
     last: Option<u64>,
     stats: Option<Arc<StageCounters>>,
+    /// Local files kept open for the epoch's reads, when there are few enough of them.
+    kept: Option<Arc<[OpenSlot]>>,
 }
 
 /// One record of a window: its place in the window, global number, file, record in the
@@ -590,11 +603,23 @@ impl IndexedRecords {
         }
         let files = Arc::clone(&self.files);
         let (parallel, stats) = (self.parallel_reads, self.stats.clone());
+        let kept = self.kept.clone();
         Box::pin(async move {
             let mut reads = stream::iter(reads.into_iter().map(|read| {
                 let location = files.locations[read.file].clone();
+                let slot = kept.as_ref().map(|kept| Arc::clone(&kept[read.file]));
                 async move {
-                    let bytes = crate::storage::read_range(location, read.start..read.end).await;
+                    let range = read.start..read.end;
+                    let bytes = match (&location, slot) {
+                        (Location::Local(path), Some(slot)) => {
+                            crate::storage::local::read_range_kept(path, slot, range.clone())
+                                .await
+                                .map_err(|e| {
+                                    anyhow::anyhow!("reading {location} at {range:?}: {e}")
+                                })
+                        }
+                        _ => crate::storage::read_range(location, range).await,
+                    };
                     (read, bytes)
                 }
             }))
@@ -645,8 +670,12 @@ fn cut(bytes: &Bytes, start: u64, w: &Wanted, name: &str) -> anyhow::Result<Byte
         .into()
     };
     let IndexEntry { offset, size } = w.entry;
+    if size < FRAME_OVERHEAD {
+        // Refused when the index was opened; never sliced short.
+        return Err(data_loss(offset, format!("an index entry of {size} bytes")));
+    }
     let from = (offset - start) as usize;
-    let Some(frame) = bytes.get(from..from + size as usize) else {
+    let Some(frame) = bytes.get(from..from.saturating_add(size as usize)) else {
         return Err(data_loss(
             offset,
             format!(

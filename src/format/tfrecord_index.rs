@@ -7,7 +7,7 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::Compression;
-use super::tfrecord::{FRAME_OVERHEAD, TFRecordFrames};
+use super::tfrecord::{FRAME_OVERHEAD, MAX_RECORD_LEN, TFRecordFrames};
 use crate::error::Error;
 use crate::storage::Location;
 
@@ -193,9 +193,16 @@ impl TFRecordIndex {
     }
 
     /// Checks the entries against the file they index, `file_size` bytes long: each must
-    /// lie inside it.
+    /// lie inside it and be the size of a frame TFRecord readers accept.
     pub(crate) fn check(&self, file_size: u64, file: &str, index: &str) -> anyhow::Result<()> {
         for (record, entry) in self.entries.iter().enumerate() {
+            anyhow::ensure!(
+                (FRAME_OVERHEAD..=MAX_RECORD_LEN + FRAME_OVERHEAD).contains(&entry.size),
+                "the index {index} of {file}: record {record} at offset {} has a size of {} \
+                 bytes, not a TFRecord frame's (16 bytes and a payload of at most {MAX_RECORD_LEN})",
+                entry.offset,
+                entry.size
+            );
             let end = entry.offset.saturating_add(entry.size);
             anyhow::ensure!(
                 end <= file_size,
