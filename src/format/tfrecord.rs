@@ -293,6 +293,9 @@ impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
 /// Files are read in order, or `num_parallel_reads` at once through
 /// [`parallel_interleave`](Dataset::parallel_interleave) (cycle of that many files, one
 /// record from each in turn: deterministic, like tf.data's). Each record's CRCs are checked.
+/// For random access (exact sharding by record, a global shuffle of the records across
+/// files), index the files and read them through
+/// [`IndexedTFRecords`](super::IndexedTFRecords).
 ///
 /// # Errors
 ///
