@@ -56,10 +56,10 @@ const OPEN_AT_ONCE: usize = 16;
 /// The epoch's order is cut into windows of up to 256 records or 8 MiB. The records of a
 /// window are sorted by file and offset, and records of one file less than 64 KiB apart are
 /// read together by one ranged read (up to 16 MiB, gaps included); those reads run
-/// [`num_parallel_reads`](Self::num_parallel_reads) at once (16 by default), and the next
-/// window is read while the current one is yielded. Local files are read by positioned reads
-/// on blocking threads, each file opened once per epoch (up to 256 files; with more, each read
-/// opens its file). Without a shuffle, consecutive records
+/// [`num_parallel_reads`](Self::num_parallel_reads) at once (16 by default), in a task per
+/// window, and the next two windows are read while the current one is yielded. Local files
+/// are read by positioned reads on blocking threads, each file opened once per epoch (up to
+/// 256 files; with more, each read opens its file). Without a shuffle, consecutive records
 /// coalesce into large reads and the files are read about as fast as sequentially. With a
 /// shuffle over many files, most records are read one by one: a ranged GET per record costs
 /// a round trip to object storage (tens of milliseconds), so throughput from object storage
@@ -351,9 +351,12 @@ impl IndexedTFRecords {
     ///
     /// # Cancellation
     ///
-    /// Dropping the epoch drops the reads in flight (a local positioned read already begun
-    /// on a blocking thread finishes its read). At most two windows (2 x 8 MiB of records,
-    /// or of a file's bytes read together) are held.
+    /// Each window is read by a task of its own (its reads in flight, its CRCs checked),
+    /// while the consumer takes the records of the window before. Dropping the epoch aborts
+    /// those tasks and the reads in flight (a local positioned read already begun on a
+    /// blocking thread finishes its read). At most three windows are held: the one being
+    /// yielded and two read ahead (each 8 MiB of records, or one record if larger, and the
+    /// gaps of under 64 KiB read with them).
     pub fn records(&self) -> Dataset<Bytes> {
         let this = self.clone();
         let key = self.files.key
@@ -604,7 +607,11 @@ impl IndexedRecords {
         let files = Arc::clone(&self.files);
         let (parallel, stats) = (self.parallel_reads, self.stats.clone());
         let kept = self.kept.clone();
-        Box::pin(async move {
+        let ids: Vec<u64> = out
+            .iter()
+            .map(|slot| slot.as_ref().map_or(u64::MAX, |(id, _)| *id))
+            .collect();
+        let read = async move {
             let mut reads = stream::iter(reads.into_iter().map(|read| {
                 let location = files.locations[read.file].clone();
                 let slot = kept.as_ref().map(|kept| Arc::clone(&kept[read.file]));
@@ -651,6 +658,22 @@ impl IndexedRecords {
                         )
                     })
                 })
+                .collect::<Window>()
+        };
+        // A task of its own: the reads go on, and their CRCs are checked, while the consumer
+        // works on the window before (dropping the stream aborts it).
+        let task = crate::runtime::spawn(STAGE, read);
+        Box::pin(async move {
+            let failed = match task {
+                Ok(task) => match task.await {
+                    Ok(window) => return window,
+                    Err(e) => crate::runtime::join_error(STAGE, e),
+                },
+                Err(e) => e,
+            };
+            // Every record of the window gets the error: none is lost quietly.
+            ids.into_iter()
+                .map(|id| (id, Err(anyhow::anyhow!("{failed:#}"))))
                 .collect()
         })
     }
