@@ -387,6 +387,32 @@ async fn count_and_cat_expand_a_url_glob() {
         .flat_map(|&(s, n)| (0..n).map(move |r| format!("shard {s} record {r}")))
         .collect();
     assert_eq!(stdout(&cat).lines().collect::<Vec<_>>(), want);
+
+    // `index` over the glob: the indexes are written locally, into --out-dir (needed).
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let dir = out_dir.path().to_str().expect("UTF-8").to_string();
+    let index = tokio::task::spawn_blocking(move || {
+        run_with_s3(vec![
+            "index".into(),
+            "--out-dir".into(),
+            dir,
+            pattern.into(),
+        ])
+    })
+    .await
+    .expect("index ran");
+    assert!(index.status.success(), "{index:?}");
+    assert_eq!(stdout(&index).lines().count(), 3, "{}", stdout(&index));
+    let idx = std::fs::read_to_string(out_dir.path().join("train-00001.tfrecord.idx")).unwrap();
+    let sizes: Vec<&str> = idx.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    // "shard 1 record r" is 16 bytes, framed 32.
+    assert_eq!(sizes, ["32"; 5]);
+    let no_dir =
+        tokio::task::spawn_blocking(move || run_with_s3(vec!["index".into(), pattern.into()]))
+            .await
+            .expect("index ran");
+    assert_eq!(no_dir.status.code(), Some(2), "{no_dir:?}");
+    assert!(String::from_utf8_lossy(&no_dir.stderr).contains("pass --out-dir"));
 }
 
 /// `sequence_examples.expected.json`'s feature (`{"kind", "values"}`, bytes in base64) as the

@@ -541,3 +541,12 @@ async fn over_object_storage_with_ranged_gets_coalesced() {
         .unwrap_err();
     assert!(format!("{e:#}").contains("none.tfrecord.idx"), "{e:#}");
 }
+
+#[test]
+fn public_types_are_send_sync_and_debug() {
+    fn send_sync_debug<T: Send + Sync + std::fmt::Debug + Clone>() {}
+    send_sync_debug::<TFRecordIndex>();
+    send_sync_debug::<IndexEntry>();
+    send_sync_debug::<IndexedTFRecords>();
+    send_sync_debug::<streamload::format::JsonLinesDataset>();
+}
