@@ -550,3 +550,63 @@ fn public_types_are_send_sync_and_debug() {
     send_sync_debug::<IndexedTFRecords>();
     send_sync_debug::<streamload::format::JsonLinesDataset>();
 }
+
+/// Dropping an epoch aborts the tasks reading its windows: past the reads in flight when it
+/// was dropped, no GET reaches the server (behind a proxy delaying each response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_epoch_stops_its_reads() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::Duration;
+    let server = s3::MemoryS3::default();
+    let dir = tempfile::tempdir().unwrap();
+    // 3,000 records of 6 KB: the 256 of a shuffled window lie about 70 KB apart, mostly
+    // farther than reads coalesce over, so about a GET per record or two.
+    let mut urls = Vec::new();
+    for f in 0..2 {
+        let mut w = TFRecordWriter::new(Vec::new(), Compression::None);
+        for r in 0..1500u32 {
+            w.write(&vec![r as u8; 6_000]).await.unwrap();
+        }
+        let bytes = w.finish().await.unwrap();
+        let name = format!("big-{f}.tfrecord");
+        let path = dir.path().join(&name);
+        std::fs::write(&path, &bytes).unwrap();
+        let index = TFRecordIndex::build(&path).await.unwrap();
+        server.insert("dropped", &name, bytes.into());
+        server.insert("dropped", &format!("{name}.idx"), index.to_string().into());
+        urls.push(format!("s3://dropped/{name}"));
+    }
+    let upstream = s3::memory_s3_server(server.clone(), "AKIDDROP", "drop-secret").await;
+    let faults = Arc::new(s3::Faults {
+        first_byte_delay: Duration::from_millis(30),
+        ..Default::default()
+    });
+    let proxy = s3::fault_proxy(upstream, faults).await;
+    let store = s3::s3_store(proxy, "dropped", "AKIDDROP", "drop-secret");
+    streamload::storage::register("s3://dropped", store).unwrap();
+    let records = IndexedTFRecords::open(&urls)
+        .await
+        .unwrap()
+        .shuffle_records(3)
+        .num_parallel_reads(4)
+        .records();
+    // Two windows are being read, each about a hundred GETs, 4 at a time.
+    let mut epoch = records.iter();
+    let first = tokio::time::timeout(Duration::from_millis(200), epoch.next()).await;
+    assert!(
+        first.is_err(),
+        "a hundred delayed GETs, 4 at a time, take longer: {:?}",
+        first.map(|r| r.map(|r| r.map(|b| b.len())))
+    );
+    drop(epoch);
+    let at_drop = server.gets.load(SeqCst);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = server.gets.load(SeqCst);
+    // At most the 8 reads in flight arrive; tasks left running would make a hundred more.
+    assert!(
+        after - at_drop <= 8,
+        "{} GETs after the epoch was dropped",
+        after - at_drop
+    );
+}
