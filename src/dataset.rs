@@ -231,6 +231,18 @@ impl Ctx {
         }
     }
 
+    /// This context for the inputs of a stage that merges several (zip, concatenate, the
+    /// samplers): when they are not all small, a stage downstream may hold the merged
+    /// elements by position, and an input that is small on its own must then place its
+    /// elements too.
+    pub(crate) fn for_merged(&self, all_small: bool) -> Ctx {
+        if all_small || self.provenance {
+            self.clone()
+        } else {
+            self.with_provenance()
+        }
+    }
+
     /// This context for repetition `n` of a `repeat`: the first is the epoch itself (as in
     /// tf.data, a dataset's first repetition draws what the dataset alone draws), the others
     /// derive from (epoch, n).
@@ -335,8 +347,24 @@ pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> 
     ))
 }
 
+/// `stream` boxed, unless it is boxed already (a stage that builds one of several stream
+/// types: a fresh source or its replay): a second box would cost an indirect call per element.
+fn boxed<T: Send + 'static, S: StageStream<T> + 'static>(stream: S) -> BoxStream<T> {
+    let mut slot = Some(stream);
+    if let Some(inner) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<BoxStream<T>>>()
+        && let Some(inner) = inner.take()
+    {
+        return inner;
+    }
+    match slot {
+        Some(stream) => Box::pin(stream),
+        None => error_stream(anyhow::anyhow!("internal error: a stage's stream was lost")),
+    }
+}
+
 /// A stage's stream, boxed with the wrapper that counts it (see [`Counting`]).
-fn finish<T, S: StageStream<T> + 'static>(
+fn finish<T: Send + 'static, S: StageStream<T> + 'static>(
     stream: S,
     timing: bool,
     counting: Counting,
@@ -349,7 +377,7 @@ fn finish<T, S: StageStream<T> + 'static>(
         if counting == Counting::ByInput {
             counters.set_counted_by_input();
         }
-        Box::pin(stream)
+        boxed(stream)
     } else if watched {
         Box::pin(Counted::<_, true>::new(stream, counters))
     } else {

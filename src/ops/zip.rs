@@ -52,7 +52,7 @@ pub(crate) fn zip<A: Send + 'static, B: Send + 'static>(
         _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
     };
     Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-        build(ctx, 2, &make, pair)
+        build(&ctx.for_merged(small), 2, &make, pair)
     })
     .keyed(fingerprints[0])
     .keyed(fingerprints[1])
@@ -85,7 +85,7 @@ pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<V
     let make = move |i: usize, ctx: &Ctx| datasets[i].build(ctx);
     let mut ds =
         Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-            build(ctx, n, &make, Ok)
+            build(&ctx.for_merged(small), n, &make, Ok)
         })
         .keyed(n as u64);
     for fingerprint in fingerprints {
