@@ -2228,11 +2228,12 @@ impl<T: Send + 'static> Dataset<T> {
     /// checkpoint, and read back by [`Dataset::iter_from`]. The elements are the same as
     /// `scan`'s.
     ///
-    /// A scan's elements depend on the running state before them, so they cannot be placed by
-    /// position: a checkpoint is refused with [`Error::NotResumable`](crate::Error) when a
-    /// stage after the scan holds its elements by position: a `shuffle` after it, or a
-    /// `batch` or `prefetch` after it when a shuffle comes before it. Shuffle before the scan,
-    /// and batch after it only when no shuffle comes before it.
+    /// A scan's elements depend on the running state before them: when a stage after the
+    /// scan holds its elements by position (a `shuffle` after it, or a `batch` after it when
+    /// a shuffle comes before it), each element's position is its input element's with the
+    /// running state it was made with, and a resume applies `f` to that state again. Such a
+    /// position costs the state's serialized size, so keep the state small there (a plain
+    /// `scan` is refused instead).
     ///
     /// ```
     /// use futures::StreamExt;
