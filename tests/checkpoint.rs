@@ -1618,3 +1618,25 @@ async fn a_checkpoint_while_a_damaged_file_is_skipped_resumes_identically() {
     };
     assert_exact(make, [0, 1, 5, 12, 20, 30, 39, 40]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zip_restored_with_an_element_taken_for_its_next_step_places_it() {
+    // The slow side keeps the zip waiting with the fast side's element taken; a prefetch
+    // polls ahead, so checkpoints find the zip so; a shuffle after it holds the steps by
+    // position. Each resume is checkpointed again right away.
+    let make = || {
+        let fast = Dataset::range(0, 30).parallel_interleave(2, 2, 2, |x| {
+            Dataset::range(0, x % 3 + 1).map(move |y| x * 10 + y)
+        });
+        let slow = Dataset::range(100, 160)
+            .shuffle(7, Some(3))
+            .map_async(1, |x| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                x
+            });
+        Dataset::zip(fast, slow).prefetch(3).shuffle(4, Some(2))
+    };
+    for _ in 0..3 {
+        assert_hops(make, &[3, 0, 1, 0, 5, 1, 1, 0, 7]).await;
+    }
+}
