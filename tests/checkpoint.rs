@@ -583,10 +583,19 @@ async fn scan_resumable_saves_its_running_state() {
             .prefetch(4)
     };
     assert_exact(make, [0, 1, 2, 17, 150, 299, 300]).await;
-    // A plain scan cannot save its state; a scan's elements cannot be placed by position.
+    // Upstream of a shuffle: each element placed by its input's position and the running
+    // state it was made with.
+    let make = || {
+        Dataset::range(0, 200)
+            .scan_resumable(0i64, |s, x| (s + x, s * 3 + x))
+            .shuffle(10, Some(1))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 5, 30, 66, 67]).await;
+    // A plain scan cannot save its state, nor place its elements.
     assert_refused(Dataset::range(0, 10).scan(0, |s, x| (s + x, s)), 2, "scan").await;
     let ds = Dataset::range(0, 100)
-        .scan_resumable(0i64, |s, x| (s + x, s))
+        .scan(0i64, |s, x| (s + x, s))
         .shuffle(10, Some(1));
     assert_refused(ds, 2, "scan").await;
 }
@@ -1686,4 +1695,87 @@ async fn json_lines_resume_at_their_lines() {
             .batch(10)
     };
     assert_exact(make, [0, 1, 9, 10, 45, 89, 90]).await;
+
+async fn a_checkpoint_while_a_damaged_file_is_skipped_resumes_identically() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 4, 120, false).await;
+    // File 1: one payload byte flipped about halfway (a data CRC mismatch); file 2 cut short
+    // inside a record (truncated). `ignore_errors` drops the rest of each, as TensorFlow does.
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&files[1], &bytes).unwrap();
+    let bytes = std::fs::read(&files[2]).unwrap();
+    std::fs::write(&files[2], &bytes[..bytes.len() * 2 / 3 + 5]).unwrap();
+
+    let f = files.clone();
+    let sequential = move || TFRecordDataset::new(f.clone()).build().ignore_errors();
+    let full = sequential().collect().await.unwrap();
+    assert!(
+        full.len() > 240 && full.len() < 400,
+        "{} records",
+        full.len()
+    );
+    // Points before, at and after each damaged file's error.
+    let first_bad = full
+        .iter()
+        .position(|r| r.starts_with(b"2-"))
+        .expect("file 2's records");
+    let second_bad = full
+        .iter()
+        .position(|r| r.starts_with(b"3-"))
+        .expect("file 3's records");
+    assert_exact(
+        sequential,
+        [
+            0,
+            50,
+            first_bad - 1,
+            first_bad,
+            first_bad + 1,
+            second_bad - 1,
+            second_bad,
+            second_bad + 1,
+            full.len(),
+        ],
+    )
+    .await;
+
+    // W3's shape around the damaged files: parallel reads, shuffle, parallel map, batches.
+    let f = files.clone();
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(3)
+            .buffer_size(700)
+            .build()
+            .ignore_errors()
+            .shuffle(40, Some(9))
+            .map_parallel(2, |r| r.to_vec())
+            .batch(8)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 5, 12, 20, 30, 39, 40]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zip_restored_with_an_element_taken_for_its_next_step_places_it() {
+    // The slow side keeps the zip waiting with the fast side's element taken; a prefetch
+    // polls ahead, so checkpoints find the zip so; a shuffle after it holds the steps by
+    // position. Each resume is checkpointed again right away.
+    let make = || {
+        let fast = Dataset::range(0, 30).parallel_interleave(2, 2, 2, |x| {
+            Dataset::range(0, x % 3 + 1).map(move |y| x * 10 + y)
+        });
+        let slow = Dataset::range(100, 160)
+            .shuffle(7, Some(3))
+            .map_async(1, |x| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                x
+            });
+        Dataset::zip(fast, slow).prefetch(3).shuffle(4, Some(2))
+    };
+    for _ in 0..3 {
+        assert_hops(make, &[3, 0, 1, 0, 5, 1, 1, 0, 7]).await;
+    }
 }
