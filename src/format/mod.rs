@@ -1,5 +1,6 @@
 //! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
-//! encode, `parse_example` with a feature spec), text lines, fixed-length records, CSV and
+//! encode, `parse_example` with a feature spec), text lines, fixed-length records, CSV,
+//! WebDataset tar shards (read and write) and
 //! `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
@@ -15,6 +16,7 @@ mod parse_example;
 mod text;
 mod tfrecord;
 mod tfrecord_writer;
+mod webdataset;
 
 pub(crate) use blocks::Blocks;
 pub use compression::Compression;
@@ -31,6 +33,7 @@ pub use parse_example::{
 pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};
 pub use tfrecord_writer::TFRecordWriter;
+pub use webdataset::{Sample, ShardWriter, WebDataset, webdataset_samples};
 
 /// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.
 pub(crate) fn masked_crc32c(data: &[u8]) -> u32 {
