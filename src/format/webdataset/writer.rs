@@ -14,7 +14,8 @@ use crate::error::Error;
 /// The open shard's destination.
 enum Out {
     Plain(BufWriter<tokio::fs::File>),
-    Gzip(GzipEncoder<BufWriter<tokio::fs::File>>),
+    // Boxed: the encoder's state is large beside a plain writer.
+    Gzip(Box<GzipEncoder<BufWriter<tokio::fs::File>>>),
 }
 
 impl Out {
@@ -282,7 +283,7 @@ impl ShardWriter {
             .with_context(|| format!("creating {}", path.display()))?;
         let file = BufWriter::with_capacity(1 << 20, file);
         let out = if self.gzip {
-            Out::Gzip(GzipEncoder::new(file))
+            Out::Gzip(Box::new(GzipEncoder::new(file)))
         } else {
             Out::Plain(file)
         };
