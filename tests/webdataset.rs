@@ -261,8 +261,12 @@ async fn shards_in_object_storage() {
     }
     let addr = s3::memory_s3_server(server.clone(), "AKIDWDS", "wds-secret-key").await;
     let store = s3::s3_store(addr, "wds-bucket", "AKIDWDS", "wds-secret-key");
-    storage::register_with("s3://wds-bucket", store, ReadOptions::default().block_size(1000))
-        .unwrap();
+    storage::register_with(
+        "s3://wds-bucket",
+        store,
+        ReadOptions::default().block_size(1000),
+    )
+    .unwrap();
     let from_files = WebDataset::new(&local).build().collect().await.unwrap();
     let from_urls = WebDataset::new(&urls)
         .num_parallel_reads(1)
@@ -289,15 +293,31 @@ async fn shards_in_object_storage() {
     }
     let cp = epoch.checkpoint().unwrap();
     drop(epoch);
-    let rest: Vec<Sample> = ds().iter_from(&cp).unwrap().map(Result::unwrap).collect().await;
+    let rest: Vec<Sample> = ds()
+        .iter_from(&cp)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
     assert_eq!(as_read(&rest), as_read(&from_files[3..5]));
 
     // A cut object.
     let bytes = std::fs::read(&local[1]).unwrap();
-    server.insert("wds-bucket", "wds/cut.tar", bytes[..bytes.len() / 2].to_vec().into());
-    let cut = vec![urls[0].clone(), "s3://wds-bucket/wds/cut.tar".to_string(), urls[2].clone()];
+    server.insert(
+        "wds-bucket",
+        "wds/cut.tar",
+        bytes[..bytes.len() / 2].to_vec().into(),
+    );
+    let cut = vec![
+        urls[0].clone(),
+        "s3://wds-bucket/wds/cut.tar".to_string(),
+        urls[2].clone(),
+    ];
     let items: Vec<_> = WebDataset::new(&cut).build().iter().collect().await;
-    let err = items.iter().find_map(|i| i.as_ref().err()).expect("an error");
+    let err = items
+        .iter()
+        .find_map(|i| i.as_ref().err())
+        .expect("an error");
     assert!(
         matches!(err.downcast_ref::<Error>(), Some(Error::DataLoss { path, .. }) if path == "s3://wds-bucket/wds/cut.tar"),
         "{err:#}"

@@ -325,22 +325,30 @@ where
                 }
                 Step::Header => {
                     self.header_at = self.cursor.offset;
-                    let header = match ready!(self.poll_exact(cx, BLOCK)).map_err(ReadError::Io)? {
-                        Exact::Bytes(header) => header,
-                        Exact::Eof(0) if self.pending.start.is_none() => {
-                            self.step = Step::End;
-                            continue;
+                    let mut header = [0u8; BLOCK];
+                    if self.cursor.carry.is_empty() && self.cursor.block.len() >= BLOCK {
+                        // Read in place: no allocation per header.
+                        header.copy_from_slice(&self.cursor.block[..BLOCK]);
+                        self.cursor.block.advance(BLOCK);
+                        self.cursor.offset += BLOCK as u64;
+                    } else {
+                        match ready!(self.poll_exact(cx, BLOCK)).map_err(ReadError::Io)? {
+                            Exact::Bytes(bytes) => header.copy_from_slice(&bytes),
+                            Exact::Eof(0) if self.pending.start.is_none() => {
+                                self.step = Step::End;
+                                continue;
+                            }
+                            Exact::Eof(got) => {
+                                let what = if got == 0 {
+                                    "truncated tar archive (an extended header without its member)"
+                                        .to_string()
+                                } else {
+                                    format!("truncated tar header ({got} of 512 bytes)")
+                                };
+                                return Poll::Ready(Err(self.damage(what, None)));
+                            }
                         }
-                        Exact::Eof(got) => {
-                            let what = if got == 0 {
-                                "truncated tar archive (an extended header without its member)"
-                                    .to_string()
-                            } else {
-                                format!("truncated tar header ({got} of 512 bytes)")
-                            };
-                            return Poll::Ready(Err(self.damage(what, None)));
-                        }
-                    };
+                    }
                     if header.iter().all(|&b| b == 0) {
                         if self.pending.start.is_some() {
                             return Poll::Ready(Err(self.damage(
