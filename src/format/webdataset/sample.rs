@@ -25,13 +25,37 @@ use bytes::Bytes;
 /// assert_eq!(sample.json()?["caption"], "a cat");
 /// assert_eq!(sample.get("jpg").map(|b| b.len()), Some(2));
 /// assert_eq!(sample.extensions().collect::<Vec<_>>(), ["jpg", "cls", "json"]);
+/// assert_eq!(
+///     format!("{sample:?}"),
+///     r#"Sample { key: "images/000017", url: "", fields: {"jpg": "2 bytes", "cls": "1 bytes", "json": "20 bytes"} }"#
+/// );
 /// # anyhow::Ok(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Sample {
     key: String,
     url: Arc<str>,
     fields: Vec<(String, Bytes)>,
+}
+
+/// The key, the URL and each field's extension and size (not its bytes: a JPEG in a panic
+/// message helps no one).
+impl std::fmt::Debug for Sample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Sizes<'a>(&'a [(String, Bytes)]);
+        impl std::fmt::Debug for Sizes<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_map()
+                    .entries(self.0.iter().map(|(e, b)| (e, format!("{} bytes", b.len()))))
+                    .finish()
+            }
+        }
+        f.debug_struct("Sample")
+            .field("key", &self.key)
+            .field("url", &&*self.url)
+            .field("fields", &Sizes(&self.fields))
+            .finish()
+    }
 }
 
 impl Sample {
