@@ -46,7 +46,11 @@ impl std::fmt::Debug for Sample {
         impl std::fmt::Debug for Sizes<'_> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_map()
-                    .entries(self.0.iter().map(|(e, b)| (e, format!("{} bytes", b.len()))))
+                    .entries(
+                        self.0
+                            .iter()
+                            .map(|(e, b)| (e, format!("{} bytes", b.len()))),
+                    )
                     .finish()
             }
         }
