@@ -414,7 +414,11 @@ async fn webdataset_shards(
         }
         w.write(&sample).await.unwrap();
     }
-    w.finish().await.unwrap()
+    let shards = w.finish().await.unwrap();
+    shards
+        .iter()
+        .map(|s| s.as_path().unwrap().to_path_buf())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,7 +147,11 @@ async fn write_rust_shards(dir: &Path, gzip: bool) -> Vec<PathBuf> {
     for s in rust_samples() {
         w.write(&s).await.unwrap();
     }
-    w.finish().await.unwrap()
+    let shards = w.finish().await.unwrap();
+    shards
+        .iter()
+        .map(|s| s.as_path().unwrap().to_path_buf())
+        .collect()
 }
 
 /// `ShardWriter`'s shards are the committed ones (reproducible bytes), which the Python
@@ -300,6 +304,26 @@ async fn shards_in_object_storage() {
         .collect()
         .await;
     assert_eq!(as_read(&rest), as_read(&from_files[3..5]));
+
+    // ShardWriter uploads shards to a URL pattern, plain or compressed.
+    for pattern in [
+        "s3://wds-bucket/out/part-%03d.tar",
+        "s3://wds-bucket/out/part-%03d.tar.gz",
+    ] {
+        let mut w = ShardWriter::new(pattern).unwrap().max_samples(5);
+        for s in rust_samples() {
+            w.write(&s).await.unwrap();
+        }
+        let uploaded = w.finish().await.unwrap();
+        assert_eq!(uploaded.len(), 3);
+        assert_eq!(
+            uploaded[2].to_string(),
+            pattern.replace("%03d", "002"),
+            "named by the pattern"
+        );
+        let read = WebDataset::new(&uploaded).build().collect().await.unwrap();
+        assert_eq!(as_read(&read), as_read(&rust_samples()));
+    }
 
     // A cut object.
     let bytes = std::fs::read(&local[1]).unwrap();

@@ -745,7 +745,7 @@ pub async fn generate_d4(
     }
     let written = writer.finish().await?;
     let mut bytes = 0;
-    for shard in &written {
+    for shard in written.iter().filter_map(|s| s.as_path()) {
         bytes += std::fs::metadata(shard)?.len();
     }
     Ok(bytes)

@@ -40,7 +40,7 @@ const DEFAULT_BUFFER: usize = 256 * 1024;
 /// let mut writer = ShardWriter::new(dir.path().join("shard-%03d.tar").to_str().unwrap())?;
 /// writer.write(&Sample::new("a").with("txt", "hello").with("cls", "1")).await?;
 /// let shards = writer.finish().await?;
-/// let file = tokio::fs::File::open(&shards[0]).await?;
+/// let file = tokio::fs::File::open(shards[0].as_path().unwrap()).await?;
 /// let samples: Vec<anyhow::Result<Sample>> = webdataset_samples(file, "shard-000.tar").collect().await;
 /// assert_eq!(samples.len(), 1);
 /// let sample = samples.into_iter().next().unwrap()?;

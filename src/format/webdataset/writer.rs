@@ -1,21 +1,23 @@
 //! Writing WebDataset shards.
 
-use std::path::PathBuf;
-
 use anyhow::Context as _;
 use async_compression::tokio::write::GzipEncoder;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 
 use super::Sample;
 use super::sample::{base_plus_ext, is_meta};
 use super::tar::{BLOCK, DEFAULT_MAX_MEMBER, padding_len, pax_path, ustar_header};
 use crate::error::Error;
+use crate::storage::Location;
+
+/// Where a shard's bytes go: a local file or an object (both buffered).
+type Sink = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The open shard's destination.
 enum Out {
-    Plain(BufWriter<tokio::fs::File>),
+    Plain(Sink),
     // Boxed: the encoder's state is large beside a plain writer.
-    Gzip(Box<GzipEncoder<BufWriter<tokio::fs::File>>>),
+    Gzip(Box<GzipEncoder<Sink>>),
 }
 
 impl Out {
@@ -26,23 +28,18 @@ impl Out {
         }
     }
 
+    /// Completes the stream: the GZIP trailer, the buffered bytes, the upload of an object.
     async fn close(self) -> std::io::Result<()> {
         match self {
-            Out::Plain(mut w) => {
-                w.flush().await?;
-                w.into_inner().sync_all().await
-            }
-            Out::Gzip(mut w) => {
-                w.shutdown().await?;
-                w.into_inner().into_inner().sync_all().await
-            }
+            Out::Plain(mut w) => w.shutdown().await,
+            Out::Gzip(mut w) => w.shutdown().await,
         }
     }
 }
 
 struct Shard {
     out: Out,
-    path: PathBuf,
+    location: Location,
     samples: u64,
     bytes: u64,
 }
@@ -52,8 +49,11 @@ struct Shard {
 /// or when the next sample would take it past `max_bytes` (a sample is never split, so a
 /// single sample larger than `max_bytes` makes a shard of its own).
 ///
-/// Shards are local files named by a pattern with one printf-style number (`%d`, `%06d`),
-/// counted from 0; a pattern ending in `.gz` or `.tgz` writes GZIP-compressed shards. Members
+/// Shards are named by a pattern with one printf-style number (`%d`, `%06d`), counted from 0:
+/// local paths, or objects of any store the [`storage`](crate::storage) layer reads (an
+/// `s3://`, `gs://`, `az://`, `memory://` ... URL; uploaded as they are written, with one PUT
+/// for a small shard and a multipart upload for a large one, complete once the shard is
+/// closed). A pattern ending in `.gz` or `.tgz` writes GZIP-compressed shards. Members
 /// are `KEY.EXT` in ustar format (a PAX header carries names over 100 bytes or not ASCII),
 /// mode 0444, owner `bigdata`, as the Python `TarWriter` writes them, with modification time 0
 /// (the same samples make the same bytes: shards are reproducible); both readers read them
@@ -72,7 +72,7 @@ struct Shard {
 /// let shards = writer.finish().await?;
 /// // Each sample takes 512 + 1024 bytes of tar: two per shard.
 /// assert_eq!(shards.len(), 3);
-/// assert!(shards[2].ends_with("part-0002.tar.gz"));
+/// assert!(shards[2].to_string().ends_with("part-0002.tar.gz"));
 /// let samples = WebDataset::new(&shards).build().collect().await?;
 /// assert_eq!(samples[5].get("bin").unwrap()[..], [5u8; 1000]);
 /// # anyhow::Ok(()) }).unwrap();
@@ -88,7 +88,7 @@ pub struct ShardWriter {
     mtime: u64,
     shard: Option<Shard>,
     next: u64,
-    written: Vec<PathBuf>,
+    written: Vec<Location>,
 }
 
 impl std::fmt::Debug for ShardWriter {
@@ -177,7 +177,7 @@ impl ShardWriter {
     }
 
     /// The shards finished so far.
-    pub fn shards(&self) -> &[PathBuf] {
+    pub fn shards(&self) -> &[Location] {
         &self.written
     }
 
@@ -238,7 +238,7 @@ impl ShardWriter {
     /// [`Error::InvalidArgument`], with nothing written, for a sample that would not read
     /// back as itself: no fields, a key whose file name is empty or holds a `.`, an extension
     /// that is empty, upper-case or holds a `/`, a `__...__` name readers skip, or a member
-    /// over 2 GiB. Otherwise the file system's errors, naming the shard.
+    /// over 2 GiB. Otherwise the file system's or the store's errors, naming the shard.
     pub async fn write(&mut self, sample: &Sample) -> anyhow::Result<()> {
         let names = Self::names(sample)?;
         let size: u64 = names
@@ -258,11 +258,10 @@ impl ShardWriter {
         let Some(shard) = self.shard.as_mut() else {
             return Err(anyhow::anyhow!("ShardWriter: no shard open"));
         };
-        let path = shard.path.display().to_string();
         for (name, (_, data)) in names.iter().zip(sample.fields()) {
             write_member(&mut shard.out, name, data, mtime)
                 .await
-                .with_context(|| format!("writing {name} to {path}"))?;
+                .with_context(|| format!("writing {name} to {}", shard.location))?;
         }
         shard.samples += 1;
         shard.bytes += size;
@@ -270,7 +269,7 @@ impl ShardWriter {
     }
 
     async fn open(&mut self) -> anyhow::Result<()> {
-        let path = PathBuf::from(format!(
+        let location = Location::parse(&format!(
             "{}{:0width$}{}",
             self.before,
             self.next,
@@ -278,18 +277,26 @@ impl ShardWriter {
             width = self.width
         ));
         self.next += 1;
-        let file = tokio::fs::File::create(&path)
-            .await
-            .with_context(|| format!("creating {}", path.display()))?;
-        let file = BufWriter::with_capacity(1 << 20, file);
+        let sink: Sink = match &location {
+            Location::Local(path) => {
+                let file = tokio::fs::File::create(path)
+                    .await
+                    .with_context(|| format!("creating {location}"))?;
+                Box::new(BufWriter::with_capacity(1 << 20, file))
+            }
+            Location::Url(url) => Box::new(
+                crate::storage::remote::create(url)
+                    .with_context(|| format!("creating {location}"))?,
+            ),
+        };
         let out = if self.gzip {
-            Out::Gzip(Box::new(GzipEncoder::new(file)))
+            Out::Gzip(Box::new(GzipEncoder::new(sink)))
         } else {
-            Out::Plain(file)
+            Out::Plain(sink)
         };
         self.shard = Some(Shard {
             out,
-            path,
+            location,
             samples: 0,
             bytes: 0,
         });
@@ -298,7 +305,7 @@ impl ShardWriter {
 
     async fn close(&mut self) -> anyhow::Result<()> {
         if let Some(mut shard) = self.shard.take() {
-            let name = shard.path.display().to_string();
+            let name = shard.location.to_string();
             // The end of the archive: two zero blocks.
             shard
                 .out
@@ -310,7 +317,7 @@ impl ShardWriter {
                 .close()
                 .await
                 .with_context(|| format!("closing {name}"))?;
-            self.written.push(shard.path);
+            self.written.push(shard.location);
         }
         Ok(())
     }
@@ -319,8 +326,13 @@ impl ShardWriter {
     ///
     /// # Errors
     ///
-    /// The file system's errors, naming the shard.
-    pub async fn finish(mut self) -> anyhow::Result<Vec<PathBuf>> {
+    /// The file system's or the store's errors, naming the shard.
+    ///
+    /// # Cancellation
+    ///
+    /// A writer dropped without `finish` leaves its last shard incomplete: a local file cut
+    /// short (readers report it as truncated), an object never completed (not created).
+    pub async fn finish(mut self) -> anyhow::Result<Vec<Location>> {
         self.close().await?;
         Ok(std::mem::take(&mut self.written))
     }
