@@ -14,7 +14,6 @@ use streamload::Error;
 use streamload::format::{Compression, Sample, ShardWriter, WebDataset, webdataset_samples};
 
 #[path = "support/s3.rs"]
-#[allow(dead_code, unreachable_pub)] // each test binary uses part of the S3 test server
 mod s3;
 
 fn data_dir() -> PathBuf {
