@@ -32,6 +32,12 @@ const DEFAULT_BUFFER: usize = 256 * 1024;
 /// decompressor, an object-storage body); `name` is the shard's name in errors and each
 /// sample's [`url`](Sample::url). After an error the stream ends.
 ///
+/// # Errors
+///
+/// As [`WebDataset`]'s: damage is an [`Error::DataLoss`] naming `name`, the sample and the
+/// byte offset (members over 2 GiB are refused as damage); an error of `reader` is passed on
+/// with `name` as context.
+///
 /// ```
 /// use futures::StreamExt;
 /// use streamload::format::{Sample, ShardWriter, webdataset_samples};
