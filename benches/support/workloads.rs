@@ -237,7 +237,10 @@ pub fn d1_files(dir: &std::path::Path, gz: bool) -> anyhow::Result<Vec<std::path
 
 /// W2's read: the files -> interleave(TFRecord reader, cycle 4, 4 parallel) -> records
 /// (every CRC checked), GZIP-compressed or not.
-fn d1_records(files: Vec<std::path::PathBuf>, gz: bool) -> Dataset<bytes::Bytes> {
+fn d1_records<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
+    gz: bool,
+) -> Dataset<bytes::Bytes> {
     use streamload::format::{Compression, TFRecordDataset};
     TFRecordDataset::new(files)
         .compression(if gz {
@@ -275,8 +278,8 @@ pub struct W3Record {
 /// W3's pipeline: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into image
 /// bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE); W3 runs it nondeterministic,
 /// W9 (checkpoints) deterministic.
-pub fn w3_dataset(
-    files: Vec<std::path::PathBuf>,
+pub fn w3_dataset<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
     deterministic: bool,
 ) -> anyhow::Result<Dataset<Vec<W3Record>>> {
     use streamload::format::{FeatureSpec, ParseSpec};
@@ -355,10 +358,11 @@ pub async fn w9_pass(
 /// W9's state and resume: an epoch of W3's pipeline (deterministic) stopped after `stop`
 /// batches; returns the checkpoint's size in bytes, the time to take it, and the time from
 /// `iter_from` to the first batch of the resumed epoch (a fresh recipe, as a new process).
-pub async fn w9_resume(
-    files: Vec<std::path::PathBuf>,
-    stop: usize,
-) -> anyhow::Result<(usize, f64, f64)> {
+/// `files`: D1's files, local paths or URLs.
+pub async fn w9_resume<L>(files: Vec<L>, stop: usize) -> anyhow::Result<(usize, f64, f64)>
+where
+    L: Into<streamload::storage::Location> + Clone,
+{
     let ds = w3_dataset(files.clone(), true)?;
     let mut epoch = ds.iter();
     for _ in 0..stop {
@@ -481,6 +485,31 @@ pub struct W8Bucket {
     pub files: Vec<String>,
     /// Payload bytes in all shards.
     pub bytes: u64,
+}
+
+/// W9 over object storage: D1's files copied into an in-process S3 server (no added
+/// latency) registered as `s3://w9-bucket`; returns their URLs, in `files`' order.
+pub async fn w9_s3_setup(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<String>> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| anyhow::anyhow!("{}: not a file name", file.display()))?;
+        server.insert(
+            "w9-bucket",
+            &format!("d1/{name}"),
+            std::fs::read(file)?.into(),
+        );
+        urls.push(format!("s3://w9-bucket/d1/{name}"));
+    }
+    let addr = s3::memory_s3_server(server, "AKIDW9", "w9-secret-key").await;
+    streamload::storage::register(
+        "s3://w9-bucket",
+        s3::s3_store(addr, "w9-bucket", "AKIDW9", "w9-secret-key"),
+    )?;
+    Ok(urls)
 }
 
 /// Writes W8's shards and starts the server and the proxy.

@@ -301,6 +301,22 @@ pub(crate) struct Identity {
     pub(crate) version: u64,
 }
 
+/// What the file at `location` is now: its size and version (a local file's metadata, an
+/// object's HEAD).
+pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the size of {location}: {e}"))?;
+            local::identity(&meta).ok_or_else(|| anyhow::anyhow!("{location} is not a file"))
+        }
+        Location::Url(url) => remote::identity(url)
+            .await
+            .map_err(|e| e.context(format!("reading the size of {location}"))),
+    }
+}
+
 /// A file opened for reading, as a stream of blocks.
 pub(crate) struct OpenedFile {
     pub(crate) blocks: crate::format::Blocks,

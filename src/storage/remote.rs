@@ -505,6 +505,12 @@ pub(crate) fn create(url: &Url) -> anyhow::Result<object_store::buffered::BufWri
     ))
 }
 
+/// What the object at `url` is now (its size and version), from a HEAD.
+pub(crate) async fn identity(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::head(&reader, &path).await
+}
+
 /// The bytes of `range` in the object at `url`, up to its end.
 pub(crate) async fn read_range(
     url: &Url,
