@@ -1778,7 +1778,9 @@ async fn json_lines_resume_at_their_lines() {
             .batch(10)
     };
     assert_exact(make, [0, 1, 9, 10, 45, 89, 90]).await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_while_a_damaged_file_is_skipped_resumes_identically() {
     use streamload::format::TFRecordDataset;
     let dir = tempfile::tempdir().unwrap();
