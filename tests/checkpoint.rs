@@ -388,6 +388,89 @@ async fn tfrecord_files_resume_at_their_offsets() {
     assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
 }
 
+/// `n` WebDataset shards of `per` samples each (two or three members of varied sizes, some
+/// spanning the reader's blocks), plain or `.tar.gz`.
+async fn webdataset_shards(
+    dir: &std::path::Path,
+    n: usize,
+    per: usize,
+    gzip: bool,
+) -> Vec<std::path::PathBuf> {
+    use streamload::format::{Sample, ShardWriter};
+    let pattern = dir.join(if gzip {
+        "wds-%02d.tar.gz"
+    } else {
+        "wds-%02d.tar"
+    });
+    let mut w = ShardWriter::new(pattern.to_str().unwrap())
+        .unwrap()
+        .max_samples(per as u64);
+    for i in 0..n * per {
+        let mut sample = Sample::new(format!("s/{i:05}"))
+            .with("cls", (i % 10).to_string())
+            .with("txt", "x".repeat((i * 37) % 900));
+        if i % 4 == 0 {
+            sample.insert("json", format!("{{\"i\": {i}}}"));
+        }
+        w.write(&sample).await.unwrap();
+    }
+    let shards = w.finish().await.unwrap();
+    shards
+        .iter()
+        .map(|s| s.as_path().unwrap().to_path_buf())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webdataset_shards_resume_at_their_samples_offsets() {
+    use streamload::format::WebDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let shards = webdataset_shards(dir.path(), 4, 60, false).await;
+    let f = shards.clone();
+    let make = move || WebDataset::new(f.clone()).buffer_size(1000).build();
+    assert_exact(make, [0, 1, 2, 59, 60, 61, 150, 239, 240]).await;
+    // Through a shuffle (samples held by position), a map and batches.
+    let f = shards.clone();
+    let make = move || {
+        WebDataset::new(f.clone())
+            .memory_map(false)
+            .buffer_size(700)
+            .build()
+            .shuffle(40, Some(3))
+            .map(|s| (s.key().to_string(), s.cls().unwrap(), s.len()))
+            .batch(7)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 5, 6, 20, 33, 34]).await;
+    assert!(size < 40 * 8 + 400, "checkpoint of {size} bytes");
+    // Parallel reads, and an interleave of single shards.
+    let f = shards.clone();
+    let make = move || {
+        WebDataset::new(f.clone())
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(30, Some(9))
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 7, 30, 47, 48]).await;
+    let f = shards.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .interleave(3, 2, |p| WebDataset::new([p]).buffer_size(500).build())
+            .batch(9)
+    };
+    assert_exact(make, [0, 1, 13, 26, 27]).await;
+    // Compressed: offsets in the decompressed stream, inflated again up to them.
+    let gz = webdataset_shards(dir.path(), 3, 40, true).await;
+    let make = move || {
+        WebDataset::new(gz.clone())
+            .build()
+            .shuffle(25, Some(2))
+            .batch(6)
+    };
+    assert_exact(make, [0, 1, 4, 11, 19, 20]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
     use streamload::format::TFRecordDataset;

@@ -725,3 +725,152 @@ pub fn w5_decode_resize_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
     }
     Ok(jpegs.len() as u64)
 }
+
+/// Shards in D4.
+pub const D4_SHARDS: usize = 16;
+/// Samples per D4 shard.
+pub const D4_SAMPLES: usize = 1000;
+
+/// D4 of WORKLOADS.md: `shards` WebDataset shards `dir/wds/train-NNNNNN.tar` of `per_shard`
+/// samples, key `sNNNNNN`, members `KEY.cls` (the label), `KEY.jpg` (D2's image `i mod n`, its
+/// bytes as they are) and `KEY.json` (`{"i": i, "label": l}`), in that order (the Python
+/// `TarWriter`'s, which sorts a sample's fields). Written with streamload's `ShardWriter`
+/// from D2 (which must be there); the tar layout is the one the Python package writes (ustar
+/// headers, one per member). Returns the bytes of the shards.
+pub async fn generate_d4(
+    dir: &std::path::Path,
+    shards: usize,
+    per_shard: usize,
+) -> anyhow::Result<u64> {
+    use streamload::format::{Sample, ShardWriter};
+    let images = d2_files(dir)?;
+    anyhow::ensure!(
+        !images.is_empty(),
+        "D4 needs D2's images: generate D2 first"
+    );
+    let out = dir.join("wds");
+    std::fs::create_dir_all(&out)?;
+    let pattern = out.join("train-%06d.tar");
+    let pattern = pattern
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("a non-UTF-8 directory"))?;
+    let mut writer = ShardWriter::new(pattern)?.max_samples(per_shard as u64);
+    let mut jpegs: Vec<Option<bytes::Bytes>> = vec![None; images.len()];
+    for i in 0..shards * per_shard {
+        let (path, label) = &images[i % images.len()];
+        let jpeg = match &jpegs[i % images.len()] {
+            Some(jpeg) => jpeg.clone(),
+            None => {
+                let jpeg = bytes::Bytes::from(std::fs::read(path)?);
+                jpegs[i % images.len()] = Some(jpeg.clone());
+                jpeg
+            }
+        };
+        let sample = Sample::new(format!("s{i:06}"))
+            .with("cls", label.to_string())
+            .with("jpg", jpeg)
+            .with("json", format!("{{\"i\": {i}, \"label\": {label}}}"));
+        writer.write(&sample).await?;
+    }
+    let written = writer.finish().await?;
+    let mut bytes = 0;
+    for shard in written.iter().filter_map(|s| s.as_path()) {
+        bytes += std::fs::metadata(shard)?.len();
+    }
+    Ok(bytes)
+}
+
+/// D4's shards, in order.
+pub fn d4_files(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let sub = dir.join("wds");
+    let mut files: Vec<_> = std::fs::read_dir(&sub)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "reading {}: {e} (generate the data with --generate)",
+                sub.display()
+            )
+        })?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "tar"));
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no shards in {}", sub.display());
+    Ok(files)
+}
+
+/// W10 webdataset: D4's shards, 4 at once -> samples grouped by key, `cls` parsed ->
+/// batch(64). With `decode` (W10d), each sample's JPEG is decoded, converted to float and
+/// resized to 64x64 (W5's image work) in a parallel map over the cores. `shards` are paths or
+/// URLs.
+pub fn w10_dataset(shards: Vec<streamload::storage::Location>, decode: bool) -> Dataset<usize> {
+    use streamload::format::WebDataset;
+    let samples = WebDataset::new(shards).num_parallel_reads(tuned(4)).build();
+    let batches = if decode {
+        #[cfg(feature = "image")]
+        {
+            use streamload::image;
+            samples
+                .try_map_parallel(tuned(available_cores()), |sample| {
+                    let img = image::convert_image_dtype(&sample.image("jpg")?);
+                    Ok((image::resize(img, 64, 64)?, sample.cls()?))
+                })
+                .named("decode")
+                .batch(64)
+                .map(|batch| batch.len())
+        }
+        #[cfg(not(feature = "image"))]
+        {
+            return Dataset::from_vec(Vec::new());
+        }
+    } else {
+        samples
+            .try_map(|sample| Ok((sample.cls()?, sample)))
+            .batch(64)
+            .map(|batch| batch.len())
+    };
+    batches.with_options(options())
+}
+
+/// W10 / W10d: one epoch of [`w10_dataset`]; returns the samples.
+pub async fn w10_read(
+    workload: &str,
+    shards: Vec<streamload::storage::Location>,
+    decode: bool,
+) -> anyhow::Result<u64> {
+    let ds = w10_dataset(shards, decode);
+    let mut epoch = ds.iter();
+    let mut samples = 0u64;
+    while let Some(batch) = epoch.next().await {
+        samples += batch? as u64;
+    }
+    report(workload, &epoch);
+    Ok(samples)
+}
+
+/// W10s: D4's shards (read from `dir`) as objects of the local S3 server (in memory, SigV4
+/// checked, no added latency), registered as `s3://w10-bucket`. Returns their URLs and the
+/// server (which lives as long as the runtime).
+pub async fn w10s_setup(
+    dir: &std::path::Path,
+) -> anyhow::Result<(Vec<streamload::storage::Location>, s3::MemoryS3)> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for path in d4_files(dir)? {
+        let name = format!(
+            "wds/{}",
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("shard.tar")
+        );
+        server.insert("w10-bucket", &name, std::fs::read(&path)?.into());
+        urls.push(streamload::storage::Location::parse(&format!(
+            "s3://w10-bucket/{name}"
+        )));
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDW10", "w10-secret-key").await;
+    streamload::storage::register(
+        "s3://w10-bucket",
+        s3::s3_store(addr, "w10-bucket", "AKIDW10", "w10-secret-key"),
+    )?;
+    Ok((urls, server))
+}

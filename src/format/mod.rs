@@ -1,6 +1,6 @@
 //! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
 //! encode, `parse_example` with a feature spec; indexes for random access), text lines, JSON
-//! lines, fixed-length records, CSV and `list_files`.
+//! lines, fixed-length records, CSV, WebDataset tar shards (read and write) and `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
@@ -18,6 +18,7 @@ mod text;
 mod tfrecord;
 mod tfrecord_index;
 mod tfrecord_writer;
+mod webdataset;
 
 pub(crate) use blocks::Blocks;
 pub use compression::Compression;
@@ -37,6 +38,7 @@ pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};
 pub use tfrecord_index::{IndexEntry, TFRecordIndex};
 pub use tfrecord_writer::TFRecordWriter;
+pub use webdataset::{Sample, ShardWriter, WebDataset, webdataset_samples};
 
 /// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.
 pub(crate) fn masked_crc32c(data: &[u8]) -> u32 {

@@ -54,7 +54,7 @@
 
 pub(crate) mod local;
 mod ranged;
-mod remote;
+pub(crate) mod remote;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -182,6 +182,12 @@ impl From<&Path> for Location {
 impl From<url::Url> for Location {
     fn from(url: url::Url) -> Location {
         Location::parse(url.as_str())
+    }
+}
+
+impl From<&Location> for Location {
+    fn from(location: &Location) -> Location {
+        location.clone()
     }
 }
 
