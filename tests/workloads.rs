@@ -124,3 +124,39 @@ fn image_workloads_w5r_w5b_run_on_small_data() {
         assert!(line["figure"].as_f64().is_some_and(|f| f > 0.0), "{line}");
     }
 }
+
+/// `--generate --only D2,D4 --scale-down 100`: D4 keeps its 16 WebDataset shards with 10
+/// samples each, made from D2's 20 JPEGs (sample i holds image i mod 20 and its label).
+#[cfg(feature = "image")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_writes_d4_from_d2() {
+    use streamload::format::WebDataset;
+    let dir = tempfile::tempdir().expect("tempdir");
+    generate(dir.path(), "D2,D4", "100");
+    let shards = files(&dir.path().join("wds"));
+    assert_eq!(shards.len(), 16);
+    assert!(shards[15].ends_with("wds/train-000015.tar"), "{shards:?}");
+    let labels = std::fs::read_to_string(dir.path().join("jpeg/labels.txt")).expect("labels");
+    let labels: Vec<i64> = labels
+        .lines()
+        .map(|l| l.parse().expect("a label"))
+        .collect();
+    assert_eq!(labels.len(), 20);
+    let samples = WebDataset::new(&shards)
+        .build()
+        .collect()
+        .await
+        .expect("readable");
+    assert_eq!(samples.len(), 160);
+    for (i, sample) in samples.iter().enumerate() {
+        assert_eq!(sample.key(), format!("s{i:06}"));
+        assert_eq!(
+            sample.extensions().collect::<Vec<_>>(),
+            ["cls", "jpg", "json"]
+        );
+        assert_eq!(sample.cls().expect("cls"), labels[i % 20]);
+        assert_eq!(sample.json().expect("json")["i"], i);
+        let jpeg = std::fs::read(dir.path().join(format!("jpeg/{:05}.jpg", i % 20))).expect("D2");
+        assert_eq!(sample.get("jpg").expect("jpg")[..], jpeg[..]);
+    }
+}

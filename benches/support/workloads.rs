@@ -237,7 +237,10 @@ pub fn d1_files(dir: &std::path::Path, gz: bool) -> anyhow::Result<Vec<std::path
 
 /// W2's read: the files -> interleave(TFRecord reader, cycle 4, 4 parallel) -> records
 /// (every CRC checked), GZIP-compressed or not.
-fn d1_records(files: Vec<std::path::PathBuf>, gz: bool) -> Dataset<bytes::Bytes> {
+fn d1_records<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
+    gz: bool,
+) -> Dataset<bytes::Bytes> {
     use streamload::format::{Compression, TFRecordDataset};
     TFRecordDataset::new(files)
         .compression(if gz {
@@ -275,8 +278,8 @@ pub struct W3Record {
 /// W3's pipeline: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into image
 /// bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE); W3 runs it nondeterministic,
 /// W9 (checkpoints) deterministic.
-pub fn w3_dataset(
-    files: Vec<std::path::PathBuf>,
+pub fn w3_dataset<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
     deterministic: bool,
 ) -> anyhow::Result<Dataset<Vec<W3Record>>> {
     use streamload::format::{FeatureSpec, ParseSpec};
@@ -355,10 +358,11 @@ pub async fn w9_pass(
 /// W9's state and resume: an epoch of W3's pipeline (deterministic) stopped after `stop`
 /// batches; returns the checkpoint's size in bytes, the time to take it, and the time from
 /// `iter_from` to the first batch of the resumed epoch (a fresh recipe, as a new process).
-pub async fn w9_resume(
-    files: Vec<std::path::PathBuf>,
-    stop: usize,
-) -> anyhow::Result<(usize, f64, f64)> {
+/// `files`: D1's files, local paths or URLs.
+pub async fn w9_resume<L>(files: Vec<L>, stop: usize) -> anyhow::Result<(usize, f64, f64)>
+where
+    L: Into<streamload::storage::Location> + Clone,
+{
     let ds = w3_dataset(files.clone(), true)?;
     let mut epoch = ds.iter();
     for _ in 0..stop {
@@ -481,6 +485,31 @@ pub struct W8Bucket {
     pub files: Vec<String>,
     /// Payload bytes in all shards.
     pub bytes: u64,
+}
+
+/// W9 over object storage: D1's files copied into an in-process S3 server (no added
+/// latency) registered as `s3://w9-bucket`; returns their URLs, in `files`' order.
+pub async fn w9_s3_setup(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<String>> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| anyhow::anyhow!("{}: not a file name", file.display()))?;
+        server.insert(
+            "w9-bucket",
+            &format!("d1/{name}"),
+            std::fs::read(file)?.into(),
+        );
+        urls.push(format!("s3://w9-bucket/d1/{name}"));
+    }
+    let addr = s3::memory_s3_server(server, "AKIDW9", "w9-secret-key").await;
+    streamload::storage::register(
+        "s3://w9-bucket",
+        s3::s3_store(addr, "w9-bucket", "AKIDW9", "w9-secret-key"),
+    )?;
+    Ok(urls)
 }
 
 /// Writes W8's shards and starts the server and the proxy.
@@ -873,4 +902,153 @@ pub fn decode_rates_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<Vec<(&'static 
     time("1/2", &|b| Ok(image::decode_jpeg_scaled(b, 2)?.len()))?;
     time("1/4", &|b| Ok(image::decode_jpeg_scaled(b, 4)?.len()))?;
     Ok(rates)
+}
+
+/// Shards in D4.
+pub const D4_SHARDS: usize = 16;
+/// Samples per D4 shard.
+pub const D4_SAMPLES: usize = 1000;
+
+/// D4 of WORKLOADS.md: `shards` WebDataset shards `dir/wds/train-NNNNNN.tar` of `per_shard`
+/// samples, key `sNNNNNN`, members `KEY.cls` (the label), `KEY.jpg` (D2's image `i mod n`, its
+/// bytes as they are) and `KEY.json` (`{"i": i, "label": l}`), in that order (the Python
+/// `TarWriter`'s, which sorts a sample's fields). Written with streamload's `ShardWriter`
+/// from D2 (which must be there); the tar layout is the one the Python package writes (ustar
+/// headers, one per member). Returns the bytes of the shards.
+pub async fn generate_d4(
+    dir: &std::path::Path,
+    shards: usize,
+    per_shard: usize,
+) -> anyhow::Result<u64> {
+    use streamload::format::{Sample, ShardWriter};
+    let images = d2_files(dir)?;
+    anyhow::ensure!(
+        !images.is_empty(),
+        "D4 needs D2's images: generate D2 first"
+    );
+    let out = dir.join("wds");
+    std::fs::create_dir_all(&out)?;
+    let pattern = out.join("train-%06d.tar");
+    let pattern = pattern
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("a non-UTF-8 directory"))?;
+    let mut writer = ShardWriter::new(pattern)?.max_samples(per_shard as u64);
+    let mut jpegs: Vec<Option<bytes::Bytes>> = vec![None; images.len()];
+    for i in 0..shards * per_shard {
+        let (path, label) = &images[i % images.len()];
+        let jpeg = match &jpegs[i % images.len()] {
+            Some(jpeg) => jpeg.clone(),
+            None => {
+                let jpeg = bytes::Bytes::from(std::fs::read(path)?);
+                jpegs[i % images.len()] = Some(jpeg.clone());
+                jpeg
+            }
+        };
+        let sample = Sample::new(format!("s{i:06}"))
+            .with("cls", label.to_string())
+            .with("jpg", jpeg)
+            .with("json", format!("{{\"i\": {i}, \"label\": {label}}}"));
+        writer.write(&sample).await?;
+    }
+    let written = writer.finish().await?;
+    let mut bytes = 0;
+    for shard in written.iter().filter_map(|s| s.as_path()) {
+        bytes += std::fs::metadata(shard)?.len();
+    }
+    Ok(bytes)
+}
+
+/// D4's shards, in order.
+pub fn d4_files(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let sub = dir.join("wds");
+    let mut files: Vec<_> = std::fs::read_dir(&sub)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "reading {}: {e} (generate the data with --generate)",
+                sub.display()
+            )
+        })?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "tar"));
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no shards in {}", sub.display());
+    Ok(files)
+}
+
+/// W10 webdataset: D4's shards, 4 at once -> samples grouped by key, `cls` parsed ->
+/// batch(64). With `decode` (W10d), each sample's JPEG is decoded, converted to float and
+/// resized to 64x64 (W5's image work) in a parallel map over the cores. `shards` are paths or
+/// URLs.
+pub fn w10_dataset(shards: Vec<streamload::storage::Location>, decode: bool) -> Dataset<usize> {
+    use streamload::format::WebDataset;
+    let samples = WebDataset::new(shards).num_parallel_reads(tuned(4)).build();
+    let batches = if decode {
+        #[cfg(feature = "image")]
+        {
+            use streamload::image;
+            samples
+                .try_map_parallel(tuned(available_cores()), |sample| {
+                    let img = image::convert_image_dtype(&sample.image("jpg")?);
+                    Ok((image::resize(img, 64, 64)?, sample.cls()?))
+                })
+                .named("decode")
+                .batch(64)
+                .map(|batch| batch.len())
+        }
+        #[cfg(not(feature = "image"))]
+        {
+            return Dataset::from_vec(Vec::new());
+        }
+    } else {
+        samples
+            .try_map(|sample| Ok((sample.cls()?, sample)))
+            .batch(64)
+            .map(|batch| batch.len())
+    };
+    batches.with_options(options())
+}
+
+/// W10 / W10d: one epoch of [`w10_dataset`]; returns the samples.
+pub async fn w10_read(
+    workload: &str,
+    shards: Vec<streamload::storage::Location>,
+    decode: bool,
+) -> anyhow::Result<u64> {
+    let ds = w10_dataset(shards, decode);
+    let mut epoch = ds.iter();
+    let mut samples = 0u64;
+    while let Some(batch) = epoch.next().await {
+        samples += batch? as u64;
+    }
+    report(workload, &epoch);
+    Ok(samples)
+}
+
+/// W10s: D4's shards (read from `dir`) as objects of the local S3 server (in memory, SigV4
+/// checked, no added latency), registered as `s3://w10-bucket`. Returns their URLs and the
+/// server (which lives as long as the runtime).
+pub async fn w10s_setup(
+    dir: &std::path::Path,
+) -> anyhow::Result<(Vec<streamload::storage::Location>, s3::MemoryS3)> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for path in d4_files(dir)? {
+        let name = format!(
+            "wds/{}",
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("shard.tar")
+        );
+        server.insert("w10-bucket", &name, std::fs::read(&path)?.into());
+        urls.push(streamload::storage::Location::parse(&format!(
+            "s3://w10-bucket/{name}"
+        )));
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDW10", "w10-secret-key").await;
+    streamload::storage::register(
+        "s3://w10-bucket",
+        s3::s3_store(addr, "w10-bucket", "AKIDW10", "w10-secret-key"),
+    )?;
+    Ok((urls, server))
 }
