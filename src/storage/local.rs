@@ -161,6 +161,36 @@ pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyh
     Ok(bytes)
 }
 
+/// A local file opened once and kept for reads at many offsets (the records an index
+/// points to), shared by the reads of an epoch.
+pub(crate) type OpenSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<std::fs::File>>>;
+
+/// The bytes of `range` in the file at `path`, up to its end (fewer bytes when the file ends
+/// before), by one positioned read on a blocking thread; the file is opened there the first
+/// time and kept in `slot` for the next reads (no open, `fstat` and close per read).
+pub(crate) async fn read_range_kept(
+    path: &Path,
+    slot: OpenSlot,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<Bytes> {
+    let n = usize::try_from(range.end.saturating_sub(range.start))?;
+    let path = path.to_path_buf();
+    let task = runtime::spawn_blocking("read", move || {
+        let file = match slot.get() {
+            Some(file) => std::sync::Arc::clone(file),
+            None => {
+                let file = std::sync::Arc::new(std::fs::File::open(&path)?);
+                // Two first reads racing open it twice; one is kept.
+                let _ = slot.set(std::sync::Arc::clone(&file));
+                file
+            }
+        };
+        read_at(&file, range.start, n)
+    })?;
+    let (bytes, _) = task.await.map_err(|e| runtime::join_error("read", e))??;
+    Ok(bytes)
+}
+
 /// Like [`read_ahead`], but each block is a window of the file mapped into memory and
 /// populated on a blocking thread (so no page fault stalls the consumer's thread): the bytes
 /// are never copied into the heap, and an element sliced out of a window holds on to page

@@ -54,7 +54,7 @@
 
 pub(crate) mod local;
 mod ranged;
-mod remote;
+pub(crate) mod remote;
 
 use std::fmt;
 
@@ -184,6 +184,12 @@ impl From<&Path> for Location {
 impl From<url::Url> for Location {
     fn from(url: url::Url) -> Location {
         Location::parse(url.as_str())
+    }
+}
+
+impl From<&Location> for Location {
+    fn from(location: &Location) -> Location {
+        location.clone()
     }
 }
 
@@ -317,6 +323,22 @@ pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) struct Identity {
     pub(crate) size: u64,
     pub(crate) version: u64,
+}
+
+/// What the file at `location` is now: its size and version (a local file's metadata, an
+/// object's HEAD).
+pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the size of {location}: {e}"))?;
+            local::identity(&meta).ok_or_else(|| anyhow::anyhow!("{location} is not a file"))
+        }
+        Location::Url(url) => remote::identity(url)
+            .await
+            .map_err(|e| e.context(format!("reading the size of {location}"))),
+    }
 }
 
 /// A file opened for reading, as a stream of blocks.

@@ -341,6 +341,28 @@ impl Fetch {
     }
 }
 
+/// The object's size and version from a HEAD, retried on transient faults within the
+/// deadline that begins with the first of them.
+pub(crate) async fn head(reader: &Reader, path: &StorePath) -> anyhow::Result<super::Identity> {
+    let mut retrying = Retrying::default();
+    loop {
+        let head = {
+            let _permit = reader.connections.acquire().await?;
+            reader.store.head(path).await
+        };
+        let delay = match head {
+            Ok(meta) => return Ok(identity(&meta)),
+            Err(e) => match classify(e, false) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        tokio::time::sleep(delay?).await;
+    }
+}
+
 /// After the object's first GET failed with `fault`: the error, when the fault is permanent
 /// (but a 416, a range over an empty object); otherwise the object's size and ETag from a
 /// HEAD, retried on transient faults within the deadline that began with the GET's fault.
