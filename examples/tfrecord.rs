@@ -8,6 +8,8 @@
 //! cargo run --release --example tfrecord -- count 'data/train-*.tfrecord'   # the tool expands a quoted pattern
 //! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
 //! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord   # --base64 for binary payloads
+//! cargo run --release --example tfrecord -- index data/*.tfrecord        # writes data/<file>.idx (DALI's format)
+//! cargo run --release --example tfrecord -- index --out-dir idx/ 's3://bucket/train-*.tfrecord'
 //! printf 'a\nb\n' | cargo run --release --example tfrecord -- write --gzip out.tfrecord.gz
 //! echo '{"label": [1], "weights": [0.5, 2.0], "text": ["hi"]}' | cargo run --release --example tfrecord -- write --json out.tfrecord
 //! ```
@@ -18,6 +20,14 @@
 //! are bytes). On an error (a line that is not such an object, a failed read or write) it
 //! stops, closes the file holding the records of the lines before (whole and readable), and
 //! exits with code 2 naming the line.
+//!
+//! `index` reads each file once (CRCs checked), several files at once (`--jobs`, default the
+//! number of cores), and writes its index in DALI's `tfrecord2idx` format (one `offset size`
+//! line per record) beside it as `<file>.idx`, or with `--out-dir DIR` as `DIR/<file name>.idx`
+//! (needed for URLs: the index is written locally). It prints `records<TAB>index path` per
+//! file. A compressed file (no random access) or a damaged one is an `error:` line naming it;
+//! the other files are indexed and the exit code is 1. Indexes are what
+//! `streamload::format::IndexedTFRecords::open` (and DALI's reader) read.
 //!
 //! `head --example` prints a `tf.train.SequenceExample` that has feature lists as
 //! `{"context": {...}, "feature_lists": {"name": [{"int64_list": [...]}, ...]}}`; one without
@@ -57,7 +67,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use streamload::Error;
 use streamload::format::{
-    Compression, Example, Feature, Features, Kind, SequenceExample, TFRecordDataset, TFRecordWriter,
+    Compression, Example, Feature, Features, Kind, SequenceExample, TFRecordDataset, TFRecordIndex,
+    TFRecordWriter,
 };
 use streamload::storage::Location;
 use tokio::io::AsyncBufReadExt;
@@ -133,6 +144,18 @@ enum Command {
         /// Skip damaged records (resynchronising after each), reporting them on stderr.
         #[arg(long)]
         skip_damaged: bool,
+        #[arg(required = true)]
+        paths: Vec<Location>,
+    },
+    /// Writes each file's index (DALI's tfrecord2idx format: an `offset size` line per
+    /// record) as <file>.idx, several files at once.
+    Index {
+        /// Write the indexes into this directory as <file name>.idx (needed for URLs).
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+        /// Files indexed at once (default: the number of cores).
+        #[arg(short = 'j', long)]
+        jobs: Option<usize>,
         #[arg(required = true)]
         paths: Vec<Location>,
     },
@@ -438,6 +461,40 @@ where
     }
 }
 
+/// Where `index` writes the index of `path`: beside it, or into `out_dir`.
+fn index_path(path: &Location, out_dir: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    match (path, out_dir) {
+        (_, Some(dir)) => {
+            let name = match path {
+                Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+                Location::Url(u) => u
+                    .path_segments()
+                    .and_then(|mut s| s.next_back())
+                    .map(str::to_string),
+            };
+            let name = name
+                .filter(|n| !n.is_empty())
+                .with_context(|| format!("{path} has no file name"))?;
+            Ok(dir.join(format!("{name}.idx")))
+        }
+        (Location::Local(p), None) => {
+            let mut name = p.clone().into_os_string();
+            name.push(".idx");
+            Ok(name.into())
+        }
+        (Location::Url(_), None) => {
+            anyhow::bail!("{path}: the index of a URL is written locally: pass --out-dir")
+        }
+    }
+}
+
+/// Builds the index of `path` and writes it to `out`; returns the number of records.
+async fn index_one(path: Location, out: PathBuf) -> anyhow::Result<usize> {
+    let index = TFRecordIndex::build(path).await?;
+    index.write(&out).await?;
+    Ok(index.len())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let compression = Compression::from(cli.compression);
     // `Stdout` (not its lock) so the future stays `Send` across awaits.
@@ -651,6 +708,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         out.write_all(b"\n")?;
                     }
                 }
+            }
+        }
+        Command::Index {
+            out_dir,
+            jobs,
+            paths,
+        } => {
+            let paths = expand(paths).await?;
+            let outs = paths
+                .iter()
+                .map(|p| index_path(p, out_dir.as_deref()))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut seen = std::collections::HashSet::new();
+            if let Some(twice) = outs.iter().find(|o| !seen.insert(*o)) {
+                anyhow::bail!("two files would write the same index {}", twice.display());
+            }
+            let jobs = jobs.unwrap_or_else(streamload::available_cores).max(1);
+            // A task per file (at most `jobs` at once), so files are read and checked on
+            // several cores; the results come in the files' order.
+            let mut built = futures::stream::iter(paths.iter().cloned().zip(outs.clone()))
+                .map(|(path, out)| tokio::spawn(index_one(path, out)))
+                .buffered(jobs);
+            let mut i = 0;
+            while let Some(result) = built.next().await {
+                let result = result.map_err(anyhow::Error::from).and_then(|r| r);
+                match result {
+                    Ok(n) => writeln!(out, "{n}\t{}", outs[i].display())?,
+                    Err(e) => {
+                        failed += 1;
+                        out.flush()?;
+                        eprintln!("error: {}", describe(&e));
+                    }
+                }
+                i += 1;
+            }
+            if failed > 0 {
+                out.flush()?;
+                eprintln!("{failed} of {} files could not be indexed", paths.len());
             }
         }
         Command::Write {

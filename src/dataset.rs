@@ -231,6 +231,18 @@ impl Ctx {
         }
     }
 
+    /// This context for the inputs of a stage that merges several (zip, concatenate, the
+    /// samplers): when they are not all small, a stage downstream may hold the merged
+    /// elements by position, and an input that is small on its own must then place its
+    /// elements too.
+    pub(crate) fn for_merged(&self, all_small: bool) -> Ctx {
+        if all_small || self.provenance {
+            self.clone()
+        } else {
+            self.with_provenance()
+        }
+    }
+
     /// This context for repetition `n` of a `repeat`: the first is the epoch itself (as in
     /// tf.data, a dataset's first repetition draws what the dataset alone draws), the others
     /// derive from (epoch, n).
@@ -335,8 +347,24 @@ pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> 
     ))
 }
 
+/// `stream` boxed, unless it is boxed already (a stage that builds one of several stream
+/// types: a fresh source or its replay): a second box would cost an indirect call per element.
+fn boxed<T: Send + 'static, S: StageStream<T> + 'static>(stream: S) -> BoxStream<T> {
+    let mut slot = Some(stream);
+    if let Some(inner) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<BoxStream<T>>>()
+        && let Some(inner) = inner.take()
+    {
+        return inner;
+    }
+    match slot {
+        Some(stream) => Box::pin(stream),
+        None => error_stream(anyhow::anyhow!("internal error: a stage's stream was lost")),
+    }
+}
+
 /// A stage's stream, boxed with the wrapper that counts it (see [`Counting`]).
-fn finish<T, S: StageStream<T> + 'static>(
+fn finish<T: Send + 'static, S: StageStream<T> + 'static>(
     stream: S,
     timing: bool,
     counting: Counting,
@@ -349,7 +377,7 @@ fn finish<T, S: StageStream<T> + 'static>(
         if counting == Counting::ByInput {
             counters.set_counted_by_input();
         }
-        Box::pin(stream)
+        boxed(stream)
     } else if watched {
         Box::pin(Counted::<_, true>::new(stream, counters))
     } else {
@@ -2203,11 +2231,12 @@ impl<T: Send + 'static> Dataset<T> {
     /// checkpoint, and read back by [`Dataset::iter_from`]. The elements are the same as
     /// `scan`'s.
     ///
-    /// A scan's elements depend on the running state before them, so they cannot be placed by
-    /// position: a checkpoint is refused with [`Error::NotResumable`](crate::Error) when a
-    /// stage after the scan holds its elements by position: a `shuffle` after it, or a
-    /// `batch` or `prefetch` after it when a shuffle comes before it. Shuffle before the scan,
-    /// and batch after it only when no shuffle comes before it.
+    /// A scan's elements depend on the running state before them: when a stage after the
+    /// scan holds its elements by position (a `shuffle` after it, or a `batch` after it when
+    /// a shuffle comes before it), each element's position is its input element's with the
+    /// running state it was made with, and a resume applies `f` to that state again. Such a
+    /// position costs the state's serialized size, so keep the state small there (a plain
+    /// `scan` is refused instead).
     ///
     /// ```
     /// use futures::StreamExt;

@@ -29,6 +29,8 @@ use crate::storage::Location;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
+/// A frame's bytes besides its payload: the 12-byte header and the 4-byte footer.
+pub(crate) const FRAME_OVERHEAD: u64 = (HEADER + FOOTER) as u64;
 /// Records longer than this (1 GiB) are refused by the reader, as data loss, and by
 /// [`TFRecordWriter::write`](super::TFRecordWriter::write), which writes nothing of them
 /// (TensorFlow's records are protocol buffers, at most 2 GiB); a damaged length field never
@@ -144,6 +146,11 @@ where
         self.last_end = start.offset;
         self.last_start = start.offset;
         self
+    }
+
+    /// Where the last record yielded starts and ends (its whole frame).
+    pub(crate) fn last_span(&self) -> (u64, u64) {
+        (self.last_start, self.last_end)
     }
 
     fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
@@ -464,6 +471,9 @@ impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
 /// Files are read in order, or `num_parallel_reads` at once through
 /// [`parallel_interleave`](Dataset::parallel_interleave) (cycle of that many files, one
 /// record from each in turn: deterministic, like tf.data's). Each record's CRCs are checked.
+/// For random access (exact sharding by record, a global shuffle of the records across
+/// files), index the files and read them through
+/// [`IndexedTFRecords`](super::IndexedTFRecords).
 ///
 /// # Errors
 ///

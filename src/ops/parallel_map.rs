@@ -301,7 +301,11 @@ impl InFlight {
         let small = input.is_small();
         InFlight {
             marks: deterministic && small && input.resumable(),
-            provs: deterministic && (!small || ctx.provenance()) && input.resumable(),
+            // In replay the input says where each element comes from even when it cannot
+            // save itself (a stage in replay): positions pass through.
+            provs: deterministic
+                && (!small || ctx.provenance())
+                && (input.resumable() || ctx.replaying().is_some()),
             small,
             groups: VecDeque::new(),
             yielded: 0,

@@ -62,11 +62,13 @@
 pub(crate) mod local;
 mod ranged;
 mod redact;
-mod remote;
+pub(crate) mod remote;
 
 pub(crate) use redact::{redact, redact_error, redact_io};
 
 use std::fmt;
+
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 
 pub use ranged::ReadOptions;
@@ -201,6 +203,12 @@ impl From<url::Url> for Location {
     }
 }
 
+impl From<&Location> for Location {
+    fn from(location: &Location) -> Location {
+        location.clone()
+    }
+}
+
 /// Opens `location` as an async reader of its bytes: a local file read in 1 MiB blocks two
 /// ahead on blocking threads; an object as ranged GETs with read-ahead, retries and resumes
 /// (its store's [`ReadOptions`]), through `tokio_util`'s `StreamReader`.
@@ -286,6 +294,28 @@ pub async fn read_range(
     .map_err(redact_error)
 }
 
+/// What `location` is now: its size and version (a local file's modification time, an
+/// object's ETag from a HEAD, retried like a read).
+///
+/// # Errors
+///
+/// A missing file or object, not a regular file, or a fault reading its metadata, each
+/// naming the location.
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) async fn stat(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .with_context(|| format!("reading the size of {location}"))?;
+            local::identity(&meta)
+                .ok_or_else(|| anyhow::anyhow!("{location} is not a regular file"))
+        }
+        Location::Url(url) => remote::stat(url).await,
+    }
+}
+
 /// `e` and its sources as one message, each cause once: a source whose message its error's
 /// message already holds (object_store's errors show their source, "Generic S3 error:
 /// Error performing GET ... - HTTP error: ...") is not shown again, one that adds something
@@ -320,6 +350,22 @@ fn describe_raw(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) struct Identity {
     pub(crate) size: u64,
     pub(crate) version: u64,
+}
+
+/// What the file at `location` is now: its size and version (a local file's metadata, an
+/// object's HEAD).
+pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the size of {location}: {e}"))?;
+            local::identity(&meta).ok_or_else(|| anyhow::anyhow!("{location} is not a file"))
+        }
+        Location::Url(url) => remote::identity(url)
+            .await
+            .map_err(|e| e.context(format!("reading the size of {location}"))),
+    }
 }
 
 /// A file opened for reading, as a stream of blocks.

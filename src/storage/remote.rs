@@ -497,6 +497,22 @@ pub(crate) async fn open(
     super::ranged::open(reader, path, Location::Url(url.clone()), offset).await
 }
 
+/// A writer of the object at `url`: object_store's buffered writer (one PUT for a small
+/// object, a multipart upload for a large one), complete once shut down.
+pub(crate) fn create(url: &Url) -> anyhow::Result<object_store::buffered::BufWriter> {
+    let (reader, _, path) = resolve(url)?;
+    Ok(object_store::buffered::BufWriter::new(
+        Arc::clone(&reader.store),
+        path,
+    ))
+}
+
+/// What the object at `url` is now (its size and version), from a HEAD.
+pub(crate) async fn identity(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::head(&reader, &path).await
+}
+
 /// The bytes of `range` in the object at `url`, up to its end.
 pub(crate) async fn read_range(
     url: &Url,
@@ -504,6 +520,14 @@ pub(crate) async fn read_range(
 ) -> anyhow::Result<bytes::Bytes> {
     let (reader, _, path) = resolve(url)?;
     super::ranged::read_range(reader, path, Location::Url(url.clone()), range).await
+}
+
+/// The size and version of the object at `url` (a HEAD, retried).
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) async fn stat(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::stat(reader, path, Location::Url(url.clone())).await
 }
 
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
