@@ -3,9 +3,13 @@
 //! ```text
 //! cargo run --release --example tfrecord -- count data/*.tfrecord
 //! cargo run --release --example tfrecord -- verify data/*.tfrecord      # exit code 1 if any file is damaged
+//! cargo run --release --example tfrecord -- verify --resync data/x.tfrecord   # every damaged range
+//! cargo run --release --example tfrecord -- cat --skip-damaged data/x.tfrecord  # every good record
 //! cargo run --release --example tfrecord -- count 'data/train-*.tfrecord'   # the tool expands a quoted pattern
 //! cargo run --release --example tfrecord -- head -n 3 --example data/train-00000.tfrecord
 //! cargo run --release --example tfrecord -- cat data/train-00000.tfrecord   # --base64 for binary payloads
+//! cargo run --release --example tfrecord -- index data/*.tfrecord        # writes data/<file>.idx (DALI's format)
+//! cargo run --release --example tfrecord -- index --out-dir idx/ 's3://bucket/train-*.tfrecord'
 //! printf 'a\nb\n' | cargo run --release --example tfrecord -- write --gzip out.tfrecord.gz
 //! echo '{"label": [1], "weights": [0.5, 2.0], "text": ["hi"]}' | cargo run --release --example tfrecord -- write --json out.tfrecord
 //! ```
@@ -17,6 +21,14 @@
 //! stops, closes the file holding the records of the lines before (whole and readable), and
 //! exits with code 2 naming the line.
 //!
+//! `index` reads each file once (CRCs checked), several files at once (`--jobs`, default the
+//! number of cores), and writes its index in DALI's `tfrecord2idx` format (one `offset size`
+//! line per record) beside it as `<file>.idx`, or with `--out-dir DIR` as `DIR/<file name>.idx`
+//! (needed for URLs: the index is written locally). It prints `records<TAB>index path` per
+//! file. A compressed file (no random access) or a damaged one is an `error:` line naming it;
+//! the other files are indexed and the exit code is 1. Indexes are what
+//! `streamload::format::IndexedTFRecords::open` (and DALI's reader) read.
+//!
 //! `head --example` prints a `tf.train.SequenceExample` that has feature lists as
 //! `{"context": {...}, "feature_lists": {"name": [{"int64_list": [...]}, ...]}}`; one without
 //! feature lists is byte for byte an Example and prints as one, unless `--sequence-example`
@@ -26,7 +38,12 @@
 //! an error naming it (exit code 2): an empty glob does not pass for an empty data set. A
 //! damaged file among several is reported (`count` and `cat`: an `error:` line on stderr;
 //! `verify`: a `DAMAGED` line) and the other files are read; the exit code is then 1, and
-//! `count`'s total leaves the damaged files out. When the reader of the output goes away
+//! `count`'s total leaves the damaged files out. `verify --resync` reads on after each damage
+//! (`TFRecordDataset::resync`) and lists every damaged range of a file, a line each:
+//! `DAMAGED\trecord R\toffset O\tbytes START..END\tMESSAGE\tPATH`, then `damaged\tN records
+//! read\tK damaged ranges\tPATH`; `cat --skip-damaged` prints every record that is whole, each
+//! damaged range reported on stderr (`skipped: ...`); both exit with code 1 when anything was
+//! damaged. When the reader of the output goes away
 //! (`tfrecord cat x | head -1`), the tool stops quietly with exit code 0.
 //!
 //! Compression is taken from the file name (`.gz`, `.zz`) unless `--compression` says
@@ -50,7 +67,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use streamload::Error;
 use streamload::format::{
-    Compression, Example, Feature, Features, Kind, SequenceExample, TFRecordDataset, TFRecordWriter,
+    Compression, Example, Feature, Features, Kind, SequenceExample, TFRecordDataset, TFRecordIndex,
+    TFRecordWriter,
 };
 use streamload::storage::Location;
 use tokio::io::AsyncBufReadExt;
@@ -99,6 +117,9 @@ enum Command {
     },
     /// Checks every CRC; reports each damaged file with the record, offset and error.
     Verify {
+        /// Read on after each damage and list every damaged range (record, offset, bytes).
+        #[arg(long)]
+        resync: bool,
         #[arg(required = true)]
         paths: Vec<Location>,
     },
@@ -120,6 +141,21 @@ enum Command {
     Cat {
         #[arg(long)]
         base64: bool,
+        /// Skip damaged records (resynchronising after each), reporting them on stderr.
+        #[arg(long)]
+        skip_damaged: bool,
+        #[arg(required = true)]
+        paths: Vec<Location>,
+    },
+    /// Writes each file's index (DALI's tfrecord2idx format: an `offset size` line per
+    /// record) as <file>.idx, several files at once.
+    Index {
+        /// Write the indexes into this directory as <file name>.idx (needed for URLs).
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+        /// Files indexed at once (default: the number of cores).
+        #[arg(short = 'j', long)]
+        jobs: Option<usize>,
         #[arg(required = true)]
         paths: Vec<Location>,
     },
@@ -227,11 +263,33 @@ fn records(
     compression: Compression,
     timing: bool,
 ) -> streamload::Epoch<bytes::Bytes> {
+    records_resyncing(path, compression, timing, false)
+}
+
+/// [`records`], resynchronising after damage when `resync`.
+fn records_resyncing(
+    path: &Location,
+    compression: Compression,
+    timing: bool,
+    resync: bool,
+) -> streamload::Epoch<bytes::Bytes> {
     TFRecordDataset::new([path.clone()])
         .compression(compression)
+        .resync(resync)
         .build()
         .with_options(streamload::Options::new().stats_timing(timing))
         .iter()
+}
+
+/// Whether `e` is damage a resynchronising reader stepped over (it reads on after it).
+fn is_resynced(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::DataLoss {
+            skipped: Some(_),
+            ..
+        })
+    )
 }
 
 /// The stage report of `epoch`, whose advice for timing the stages names this tool's flag.
@@ -403,6 +461,40 @@ where
     }
 }
 
+/// Where `index` writes the index of `path`: beside it, or into `out_dir`.
+fn index_path(path: &Location, out_dir: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    match (path, out_dir) {
+        (_, Some(dir)) => {
+            let name = match path {
+                Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+                Location::Url(u) => u
+                    .path_segments()
+                    .and_then(|mut s| s.next_back())
+                    .map(str::to_string),
+            };
+            let name = name
+                .filter(|n| !n.is_empty())
+                .with_context(|| format!("{path} has no file name"))?;
+            Ok(dir.join(format!("{name}.idx")))
+        }
+        (Location::Local(p), None) => {
+            let mut name = p.clone().into_os_string();
+            name.push(".idx");
+            Ok(name.into())
+        }
+        (Location::Url(_), None) => {
+            anyhow::bail!("{path}: the index of a URL is written locally: pass --out-dir")
+        }
+    }
+}
+
+/// Builds the index of `path` and writes it to `out`; returns the number of records.
+async fn index_one(path: Location, out: PathBuf) -> anyhow::Result<usize> {
+    let index = TFRecordIndex::build(path).await?;
+    index.write(&out).await?;
+    Ok(index.len())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let compression = Compression::from(cli.compression);
     // `Stdout` (not its lock) so the future stays `Send` across awaits.
@@ -444,7 +536,68 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        Command::Verify { paths } => {
+        Command::Verify {
+            resync: true,
+            paths,
+        } => {
+            let paths = expand(paths).await?;
+            let mut damaged = 0;
+            for path in &paths {
+                let mut epoch = records_resyncing(path, compression, cli.timing, true);
+                let (mut n, mut ranges) = (0u64, 0u64);
+                while let Some(record) = epoch.next().await {
+                    let e = match record {
+                        Ok(_) => {
+                            n += 1;
+                            continue;
+                        }
+                        Err(e) => e,
+                    };
+                    ranges += 1;
+                    match e.downcast_ref::<Error>() {
+                        Some(Error::DataLoss {
+                            record,
+                            offset,
+                            message,
+                            skipped,
+                            ..
+                        }) => {
+                            let bytes = skipped
+                                .as_ref()
+                                .map_or("-".to_string(), |r| format!("{}..{}", r.start, r.end));
+                            writeln!(
+                                out,
+                                "DAMAGED\trecord {record}\toffset {offset}\tbytes {bytes}\t\
+                                 {message}\t{path}"
+                            )?
+                        }
+                        _ => writeln!(out, "ERROR\t{e:#}")?,
+                    }
+                }
+                if cli.report {
+                    eprintln!("{path}:\n{}", report(&epoch));
+                }
+                match ranges {
+                    0 => writeln!(out, "ok\t{n} records\t{path}")?,
+                    _ => {
+                        damaged += 1;
+                        writeln!(
+                            out,
+                            "damaged\t{n} records read\t{ranges} damaged ranges\t{path}"
+                        )?
+                    }
+                }
+            }
+            out.flush()?;
+            if damaged > 0 {
+                eprintln!("{damaged} of {} files damaged", paths.len());
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Verify {
+            resync: false,
+            paths,
+        } => {
             let paths = expand(paths).await?;
             let mut damaged = 0;
             for path in &paths {
@@ -518,13 +671,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 shown += 1;
             }
         }
-        Command::Cat { base64, paths } => {
+        Command::Cat {
+            base64,
+            skip_damaged,
+            paths,
+        } => {
             let paths = expand(paths).await?;
             for path in &paths {
-                let mut epoch = records(path, compression, cli.timing);
+                let mut epoch = records_resyncing(path, compression, cli.timing, skip_damaged);
                 while let Some(record) = epoch.next().await {
                     let record = match record {
                         Ok(record) => record,
+                        // Resynchronised: the records after the damage follow.
+                        Err(e) if skip_damaged && is_resynced(&e) => {
+                            failed += 1;
+                            out.flush()?;
+                            eprintln!("skipped: {}", describe(&e));
+                            continue;
+                        }
                         Err(e) => {
                             // The records before the damage are out; the next file follows.
                             failed += 1;
@@ -544,6 +708,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         out.write_all(b"\n")?;
                     }
                 }
+            }
+        }
+        Command::Index {
+            out_dir,
+            jobs,
+            paths,
+        } => {
+            let paths = expand(paths).await?;
+            let outs = paths
+                .iter()
+                .map(|p| index_path(p, out_dir.as_deref()))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut seen = std::collections::HashSet::new();
+            if let Some(twice) = outs.iter().find(|o| !seen.insert(*o)) {
+                anyhow::bail!("two files would write the same index {}", twice.display());
+            }
+            let jobs = jobs.unwrap_or_else(streamload::available_cores).max(1);
+            // A task per file (at most `jobs` at once), so files are read and checked on
+            // several cores; the results come in the files' order.
+            let mut built = futures::stream::iter(paths.iter().cloned().zip(outs.clone()))
+                .map(|(path, out)| tokio::spawn(index_one(path, out)))
+                .buffered(jobs);
+            let mut i = 0;
+            while let Some(result) = built.next().await {
+                let result = result.map_err(anyhow::Error::from).and_then(|r| r);
+                match result {
+                    Ok(n) => writeln!(out, "{n}\t{}", outs[i].display())?,
+                    Err(e) => {
+                        failed += 1;
+                        out.flush()?;
+                        eprintln!("error: {}", describe(&e));
+                    }
+                }
+                i += 1;
+            }
+            if failed > 0 {
+                out.flush()?;
+                eprintln!("{failed} of {} files could not be indexed", paths.len());
             }
         }
         Command::Write {

@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --release --example workloads -- --only W1,W4,W7
 //! cargo run --release --example workloads -- --data DIR --only W3 --autotune --report
-//! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D3
+//! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D4
+//! cargo run --release --example workloads --features parquet -- --data DIR --only W11,W11s
 //! ```
 //!
 //! W2, W2gz and W3 (and W3's `no-parse` and `read` figures) repeat their pass until at least
@@ -21,7 +22,7 @@
 //! repeated ones); `--ram-budget BYTES` sets `Options::ram_budget`; `--fixed N` sets every
 //! parallelism and buffer to `N` (sweeps of hand-tuned settings to set `--autotune` beside).
 //! `--scale-down K` divides the element counts by `K`, and with `--generate` the size of
-//! every data set (D1's records per shard, D2's JPEGs, D3's lines).
+//! every data set (D1's records per shard, D2's JPEGs, D3's lines, D4's samples per shard).
 //!
 //! The figures of one run can be set side by side (ratios within one run are what to compare
 //! on a shared, noisy machine). Criterion versions of the same workloads are in `benches/`;
@@ -44,7 +45,7 @@ use streamload::available_cores;
 #[derive(Parser, Debug)]
 #[command(about = "streamload's benchmark workloads (defined in the repository's WORKLOADS.md)")]
 struct Args {
-    /// Directory with the workload data (D1-D3); not needed by W1, W4, W7 and W8.
+    /// Directory with the workload data (D1-D4); not needed by W1, W4, W7 and W8.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Comma-separated workloads to run, e.g. `W1,W4,W7` (default: all available); with
@@ -55,7 +56,8 @@ struct Args {
     /// `--generate`, the data sets' sizes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
     scale_down: i64,
-    /// Write the workload data (D1, D2, D3) into this directory, then exit.
+    /// Write the workload data (D1, D2, D3, D4, D6; D5 with feature `parquet`) into this
+    /// directory, then exit.
     #[arg(long)]
     generate: Option<PathBuf>,
     /// Run every parallelism and buffer of the workloads on AUTOTUNE (same JSON lines).
@@ -232,12 +234,39 @@ async fn main() -> anyhow::Result<()> {
             let jpegs = workloads::generate_d2(dir, images).await?;
             wrote.push(format!("D2 ({images} JPEGs, {:.1} MB)", jpegs as f64 / 1e6));
         }
+        #[cfg(feature = "image")]
+        if wanted("D6") {
+            let images = workloads::scaled(workloads::D6_IMAGES, scale);
+            let jpegs = workloads::generate_d6(dir, images).await?;
+            wrote.push(format!("D6 ({images} JPEGs, {:.1} MB)", jpegs as f64 / 1e6));
+        }
         if wanted("D3") {
             let lines = workloads::scaled(workloads::D3_LINES, scale);
             let text = workloads::generate_d3(dir, lines)?;
             wrote.push(format!(
                 "D3 ({lines} lines, {:.1} MB of text)",
                 text as f64 / 1e6
+            ));
+        }
+        #[cfg(feature = "parquet")]
+        if wanted("D5") {
+            let records = workloads::scaled(workloads::D1_RECORDS, scale);
+            let bytes = workloads::generate_d5(dir, workloads::D1_SHARDS, records)?;
+            wrote.push(format!(
+                "D5 ({} rows of D1 in row groups of {}, {:.1} MB of Parquet)",
+                workloads::D1_SHARDS * records,
+                workloads::D5_ROW_GROUP,
+                bytes as f64 / 1e6
+            ));
+        }
+        if wanted("D4") {
+            // From D2's JPEGs (generate D2 first, or with it).
+            let per = workloads::scaled(workloads::D4_SAMPLES, scale);
+            let bytes = workloads::generate_d4(dir, workloads::D4_SHARDS, per).await?;
+            wrote.push(format!(
+                "D4 ({} WebDataset shards of {per} samples, {:.1} MB, by ShardWriter)",
+                workloads::D4_SHARDS,
+                bytes as f64 / 1e6
             ));
         }
         eprintln!(
@@ -312,6 +341,56 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    #[cfg(feature = "image")]
+    if wanted("W5r") {
+        match &args.data {
+            None => eprintln!("W5r: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => {
+                let items = workloads::d2_files(dir)?;
+                let items = items[..items.len() / args.scale_down as usize].to_vec();
+                let jpegs = items
+                    .iter()
+                    .map(|(path, _)| std::fs::read(path))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
+                    emit(
+                        &format!("W5r/decode1-{name}"),
+                        rate,
+                        "images/s (D2 decode only, one core)",
+                        jpegs.len() as f64 / rate,
+                    );
+                }
+                let (images, s) = timed(workloads::w5r_image(items)).await?;
+                emit("W5r", images as f64 / s, "images/s", s);
+            }
+        }
+    }
+    #[cfg(feature = "image")]
+    if wanted("W5b") {
+        match &args.data {
+            None => eprintln!("W5b: skipped (needs --data DIR; make it with --generate DIR)"),
+            Some(dir) => match workloads::d6_files(dir) {
+                Err(e) => eprintln!("W5b: skipped ({e})"),
+                Ok(items) => {
+                    let items = items[..items.len() / args.scale_down as usize].to_vec();
+                    let jpegs = items
+                        .iter()
+                        .map(|(path, _)| std::fs::read(path))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
+                        emit(
+                            &format!("W5b/decode1-{name}"),
+                            rate,
+                            "images/s (D6 decode only, one core)",
+                            jpegs.len() as f64 / rate,
+                        );
+                    }
+                    let (images, s) = timed(workloads::w5b_image(items)).await?;
+                    emit("W5b", images as f64 / s, "images/s", s);
+                }
+            },
+        }
+    }
     if wanted("W3") {
         match &args.data {
             None => eprintln!("W3: skipped (needs --data DIR; make it with --generate DIR)"),
@@ -381,6 +460,16 @@ async fn main() -> anyhow::Result<()> {
                     median(|r| r.1),
                 );
                 emit("W9/resume-ms", median(|r| r.2 * 1e3), "ms", median(|r| r.2));
+                // The same resume with the files on the in-process S3 server (ranged GETs
+                // from the saved offsets).
+                let urls = workloads::w9_s3_setup(&files).await?;
+                let mut runs = Vec::new();
+                for _ in 0..5 {
+                    runs.push(workloads::w9_resume(urls.clone(), half).await?);
+                }
+                let mut v: Vec<f64> = runs.iter().map(|r| r.2).collect();
+                v.sort_by(f64::total_cmp);
+                emit("W9s/resume-ms", v[v.len() / 2] * 1e3, "ms", v[v.len() / 2]);
                 without.emit("W9/deterministic", "records/s");
                 with.emit("W9/with-checkpoints", "records/s");
                 ratios.emit(
@@ -418,6 +507,69 @@ async fn main() -> anyhow::Result<()> {
         let (c1, c16) = (rates[0], rates[3]);
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);
     }
+    #[cfg(feature = "parquet")]
+    for (name, remote) in [("W11", false), ("W11s", true)] {
+        if !wanted(name) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with --generate DIR)");
+            continue;
+        };
+        let path = workloads::d5_file(dir)?;
+        // W11s: the file on the in-process S3 server (kept alive for the passes).
+        let (_server, file) = if remote {
+            let (server, url) = workloads::w11s_setup(&path).await?;
+            (Some(server), url)
+        } else {
+            warm_page_cache(&[&path])?;
+            (None, path.display().to_string())
+        };
+        let passes = repeated(args.autotune, || async {
+            Ok(workloads::w11_parquet(file.clone(), name).await? as f64)
+        })
+        .await?;
+        emit_repeated(name, "rows/s", &passes);
+    }
+    // W10 (local), W10s (the local S3 server), W10d (W10 + JPEG decode and resize).
+    let mut w10_bucket = None;
+    for (name, remote, decode) in [
+        ("W10", false, false),
+        ("W10s", true, false),
+        ("W10d", false, true),
+    ] {
+        if !wanted(name) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with --generate DIR)");
+            continue;
+        };
+        if decode && cfg!(not(feature = "image")) {
+            eprintln!("{name}: skipped (needs the image feature)");
+            continue;
+        }
+        let shards = if remote {
+            let (urls, server) = workloads::w10s_setup(dir).await?;
+            w10_bucket = Some(server);
+            urls
+        } else {
+            let files = workloads::d4_files(dir)?;
+            warm_page_cache(&files)?;
+            files.into_iter().map(Into::into).collect()
+        };
+        if decode {
+            let (n, s) = timed(workloads::w10_read(name, shards, true)).await?;
+            emit(name, n as f64 / s, "samples/s", s);
+        } else {
+            let passes = repeated(args.autotune, || async {
+                Ok(workloads::w10_read(name, shards.clone(), false).await? as f64)
+            })
+            .await?;
+            emit_repeated(name, "samples/s", &passes);
+        }
+    }
+    drop(w10_bucket);
     for (name, gz) in [("W2", false), ("W2gz", true)] {
         if !wanted(name) {
             continue;

@@ -231,6 +231,18 @@ impl Ctx {
         }
     }
 
+    /// This context for the inputs of a stage that merges several (zip, concatenate, the
+    /// samplers): when they are not all small, a stage downstream may hold the merged
+    /// elements by position, and an input that is small on its own must then place its
+    /// elements too.
+    pub(crate) fn for_merged(&self, all_small: bool) -> Ctx {
+        if all_small || self.provenance {
+            self.clone()
+        } else {
+            self.with_provenance()
+        }
+    }
+
     /// This context for repetition `n` of a `repeat`: the first is the epoch itself (as in
     /// tf.data, a dataset's first repetition draws what the dataset alone draws), the others
     /// derive from (epoch, n).
@@ -335,8 +347,24 @@ pub(crate) fn error_stream<T: Send + 'static>(e: anyhow::Error) -> BoxStream<T> 
     ))
 }
 
+/// `stream` boxed, unless it is boxed already (a stage that builds one of several stream
+/// types: a fresh source or its replay): a second box would cost an indirect call per element.
+fn boxed<T: Send + 'static, S: StageStream<T> + 'static>(stream: S) -> BoxStream<T> {
+    let mut slot = Some(stream);
+    if let Some(inner) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<BoxStream<T>>>()
+        && let Some(inner) = inner.take()
+    {
+        return inner;
+    }
+    match slot {
+        Some(stream) => Box::pin(stream),
+        None => error_stream(anyhow::anyhow!("internal error: a stage's stream was lost")),
+    }
+}
+
 /// A stage's stream, boxed with the wrapper that counts it (see [`Counting`]).
-fn finish<T, S: StageStream<T> + 'static>(
+fn finish<T: Send + 'static, S: StageStream<T> + 'static>(
     stream: S,
     timing: bool,
     counting: Counting,
@@ -349,7 +377,7 @@ fn finish<T, S: StageStream<T> + 'static>(
         if counting == Counting::ByInput {
             counters.set_counted_by_input();
         }
-        Box::pin(stream)
+        boxed(stream)
     } else if watched {
         Box::pin(Counted::<_, true>::new(stream, counters))
     } else {
@@ -1088,7 +1116,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// Elements from a blocking iterator made afresh for each epoch by `make` (tf.data's
     /// `from_generator`).
     ///
-    /// The generator runs on a blocking thread of its own, at most `buffer` elements ahead of
+    /// The generator runs on a thread of its own (one of streamload's, not tokio's blocking
+    /// pool, so it holds none of the readers' threads), at most `buffer` elements ahead of
     /// the consumer (a bounded channel; when the consumer falls behind, elements are handed
     /// over in chunks of up to `buffer / 2`, so the thread wakes once per chunk), so a slow
     /// Python-style generator never blocks the async workers. To make its work parallel, generate cheap indices or file names and do the work
@@ -1447,8 +1476,10 @@ impl<T: Send + 'static> Dataset<T> {
     /// `f` cannot fail; for a function returning `anyhow::Result<U>` use
     /// [`try_map_parallel`](Dataset::try_map_parallel).
     ///
-    /// Calls run on `parallelism` blocking threads (started at the first poll; never the async
-    /// workers), which take groups of consecutive elements from a queue the stream keeps
+    /// Calls run on `parallelism` threads of streamload's own (started at the first poll;
+    /// never the async workers, nor tokio's blocking pool, which the workers would hold for the
+    /// whole epoch and so could starve the readers of pipelines running at once), which take
+    /// groups of consecutive elements from a queue the stream keeps
     /// topped up, so no worker waits for the consumer. A group is sized from the measured cost
     /// of `f` to take about 1 ms (one element for slow functions, up to 256 for cheap ones),
     /// so the hand-over costs little whatever `f` costs. At most `2 × parallelism` groups are
@@ -2200,11 +2231,12 @@ impl<T: Send + 'static> Dataset<T> {
     /// checkpoint, and read back by [`Dataset::iter_from`]. The elements are the same as
     /// `scan`'s.
     ///
-    /// A scan's elements depend on the running state before them, so they cannot be placed by
-    /// position: a checkpoint is refused with [`Error::NotResumable`](crate::Error) when a
-    /// stage after the scan holds its elements by position: a `shuffle` after it, or a
-    /// `batch` or `prefetch` after it when a shuffle comes before it. Shuffle before the scan,
-    /// and batch after it only when no shuffle comes before it.
+    /// A scan's elements depend on the running state before them: when a stage after the
+    /// scan holds its elements by position (a `shuffle` after it, or a `batch` after it when
+    /// a shuffle comes before it), each element's position is its input element's with the
+    /// running state it was made with, and a resume applies `f` to that state again. Such a
+    /// position costs the state's serialized size, so keep the state small there (a plain
+    /// `scan` is refused instead).
     ///
     /// ```
     /// use futures::StreamExt;
@@ -2256,6 +2288,71 @@ impl<T: Send + 'static> Dataset<T> {
             Cardinality::Unknown,
             Counting::Wrapped,
             |_, input| ops::ignore_errors::IgnoreErrors::new(input),
+        )
+    }
+
+    /// Skips error elements within an error `budget`, and fails the epoch past it: tf.data's
+    /// [`ignore_errors`](Dataset::ignore_errors) with SPDL's `max_failures` (a count,
+    /// [`ErrorBudget::count`](crate::ErrorBudget::count), or a rate,
+    /// [`ErrorBudget::rate`](crate::ErrorBudget::rate)). Every skipped element is reported to
+    /// the budget's [`Quarantine`](crate::Quarantine) (a JSON-lines file or a callback: the
+    /// file or URL, record index and byte offset of damaged data, the element's index, the
+    /// error) and counted in the stage's statistics
+    /// ([`StageSnapshot::skipped`](crate::StageSnapshot::skipped)).
+    ///
+    /// Place it at the end of a pipeline for a budget of the whole pipeline (errors travel
+    /// downstream as elements: a reader's damaged records, a `map`'s or `map_parallel`'s
+    /// failed calls), or right after a stage for a budget of that stage. Every reader's errors
+    /// come through it: TFRecord, text, CSV and fixed-length files yield an
+    /// [`Error::DataLoss`](crate::Error) for damage and then end that file (as in
+    /// TensorFlow), except a TFRecord file read with
+    /// [`resync`](crate::format::TFRecordDataset::resync), which goes on after the damage, so
+    /// that a flipped bit costs one record. See README's "Damaged data".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use streamload::{Dataset, ErrorBudget, Quarantine};
+    /// use std::sync::{Arc, Mutex};
+    /// # tokio_test::block_on(async {
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let budget = ErrorBudget::count(2)
+    ///     .quarantine(Quarantine::callback(move |s| log.lock().unwrap().push(s.index)));
+    /// let parsed = Dataset::from_iter(["1", "x", "3", "y"])
+    ///     .try_map(|s| Ok(s.parse::<i64>()?))
+    ///     .ignore_errors_within(budget.clone());
+    /// assert_eq!(parsed.collect().await?, [1, 3]);
+    /// assert_eq!(*seen.lock().unwrap(), [1, 3], "the indices of the skipped elements");
+    ///
+    /// // A third error exhausts the budget: the epoch ends with an error summing it up.
+    /// let err = Dataset::from_iter(["x", "y", "z", "4"])
+    ///     .try_map(|s| Ok(s.parse::<i64>()?))
+    ///     .ignore_errors_within(ErrorBudget::count(2))
+    ///     .collect()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(format!("{err:#}").contains("error budget exhausted (at most 2 errors)"));
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The error that exceeds the budget, in the context of a summary ("error budget
+    /// exhausted (...): N errors in M elements; damaged files: ...; first skipped: ..."),
+    /// after which the epoch ends. The error keeps its type (`downcast_ref` finds a
+    /// `DataLoss`).
+    ///
+    /// # Checkpoints
+    ///
+    /// Resumable: the counts of elements seen and errors skipped are saved, so a resumed epoch
+    /// goes on with the budget where it was (the summary's lists start afresh).
+    pub fn ignore_errors_within(&self, budget: crate::ErrorBudget) -> Dataset<T> {
+        self.unary_with(
+            "ignore_errors_within",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| ops::ignore_errors_within::build(ctx, input, &budget),
         )
     }
 

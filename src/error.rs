@@ -49,9 +49,10 @@ pub enum Error {
     /// read without decompression but starts as a GZIP or ZLIB stream, the text ends with
     /// which compression to set (see `looks_compressed`).
     #[error(
-        "{path}: {message} at {offset}{} (record {record}){}",
+        "{path}: {message} at {offset}{} (record {record}){}{}",
         checksum_suffix(.message, *.offset),
-        compression_hint(*.looks_compressed)
+        compression_hint(*.looks_compressed),
+        resync_note(.skipped)
     )]
     #[non_exhaustive]
     DataLoss {
@@ -69,6 +70,11 @@ pub enum Error {
         /// (`1f 8b`) or a ZLIB one (`78 ..`): TensorFlow's reader says only "corrupted record
         /// at 0"; this says which `compression` to set.
         looks_compressed: Option<crate::format::Compression>,
+        /// With [`TFRecordDataset::resync`](crate::format::TFRecordDataset::resync): the
+        /// bytes skipped to find the next good record (`start..end`, where reading went on
+        /// at `end`, or the end of the file), shown as "; skipped N bytes (start..end),
+        /// reading on at end".
+        skipped: Option<std::ops::Range<u64>>,
     },
     /// An element is longer than the shape it is padded to (`padded_batch`,
     /// `bucket_by_sequence_length`): TensorFlow's `DataLossError` "Attempted to pad to a
@@ -96,6 +102,19 @@ fn checksum_suffix(message: &str, offset: u64) -> &'static str {
         " (Is this even a TFRecord file?)"
     } else {
         ""
+    }
+}
+
+fn resync_note(skipped: &Option<std::ops::Range<u64>>) -> String {
+    match skipped {
+        Some(r) => format!(
+            "; skipped {} bytes ({}..{}), reading on at {}",
+            r.end - r.start,
+            r.start,
+            r.end,
+            r.end
+        ),
+        None => String::new(),
     }
 }
 

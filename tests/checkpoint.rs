@@ -388,6 +388,89 @@ async fn tfrecord_files_resume_at_their_offsets() {
     assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
 }
 
+/// `n` WebDataset shards of `per` samples each (two or three members of varied sizes, some
+/// spanning the reader's blocks), plain or `.tar.gz`.
+async fn webdataset_shards(
+    dir: &std::path::Path,
+    n: usize,
+    per: usize,
+    gzip: bool,
+) -> Vec<std::path::PathBuf> {
+    use streamload::format::{Sample, ShardWriter};
+    let pattern = dir.join(if gzip {
+        "wds-%02d.tar.gz"
+    } else {
+        "wds-%02d.tar"
+    });
+    let mut w = ShardWriter::new(pattern.to_str().unwrap())
+        .unwrap()
+        .max_samples(per as u64);
+    for i in 0..n * per {
+        let mut sample = Sample::new(format!("s/{i:05}"))
+            .with("cls", (i % 10).to_string())
+            .with("txt", "x".repeat((i * 37) % 900));
+        if i % 4 == 0 {
+            sample.insert("json", format!("{{\"i\": {i}}}"));
+        }
+        w.write(&sample).await.unwrap();
+    }
+    let shards = w.finish().await.unwrap();
+    shards
+        .iter()
+        .map(|s| s.as_path().unwrap().to_path_buf())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webdataset_shards_resume_at_their_samples_offsets() {
+    use streamload::format::WebDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let shards = webdataset_shards(dir.path(), 4, 60, false).await;
+    let f = shards.clone();
+    let make = move || WebDataset::new(f.clone()).buffer_size(1000).build();
+    assert_exact(make, [0, 1, 2, 59, 60, 61, 150, 239, 240]).await;
+    // Through a shuffle (samples held by position), a map and batches.
+    let f = shards.clone();
+    let make = move || {
+        WebDataset::new(f.clone())
+            .memory_map(false)
+            .buffer_size(700)
+            .build()
+            .shuffle(40, Some(3))
+            .map(|s| (s.key().to_string(), s.cls().unwrap(), s.len()))
+            .batch(7)
+            .prefetch(2)
+    };
+    let size = assert_exact(make, [0, 1, 5, 6, 20, 33, 34]).await;
+    assert!(size < 40 * 8 + 400, "checkpoint of {size} bytes");
+    // Parallel reads, and an interleave of single shards.
+    let f = shards.clone();
+    let make = move || {
+        WebDataset::new(f.clone())
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(30, Some(9))
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 7, 30, 47, 48]).await;
+    let f = shards.clone();
+    let make = move || {
+        streamload::Dataset::from_vec(f.clone())
+            .interleave(3, 2, |p| WebDataset::new([p]).buffer_size(500).build())
+            .batch(9)
+    };
+    assert_exact(make, [0, 1, 13, 26, 27]).await;
+    // Compressed: offsets in the decompressed stream, inflated again up to them.
+    let gz = webdataset_shards(dir.path(), 3, 40, true).await;
+    let make = move || {
+        WebDataset::new(gz.clone())
+            .build()
+            .shuffle(25, Some(2))
+            .batch(6)
+    };
+    assert_exact(make, [0, 1, 4, 11, 19, 20]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_reads_resume_each_reader_where_it_was_passed_on() {
     use streamload::format::TFRecordDataset;
@@ -467,6 +550,32 @@ async fn shard_take_while_and_ignore_errors_keep_their_counters() {
             .ignore_errors()
             .shard(2, 1)
             .take_while(|x| *x != 171)
+            .shuffle(10, Some(4))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 7, 20, 30, 60]).await;
+}
+
+#[tokio::test]
+async fn ignore_errors_within_keeps_its_budget_counters() {
+    let faulty = |x: i64| {
+        anyhow::ensure!(x % 17 != 5, "element {x} is bad");
+        Ok(x)
+    };
+    // 24 errors in 400 elements: a budget of 24 holds to the end.
+    let make = move || {
+        Dataset::range(0, 400)
+            .try_map(faulty)
+            .ignore_errors_within(streamload::ErrorBudget::count(24))
+            .batch(4)
+    };
+    assert_exact(make, [0, 1, 2, 5, 13, 40, 70, 94]).await;
+    // Over a shuffle (positions replayed) and with a rate.
+    let make = move || {
+        Dataset::range(0, 400)
+            .shuffle(25, Some(3))
+            .try_map(faulty)
+            .ignore_errors_within(streamload::ErrorBudget::rate(0.1))
             .shuffle(10, Some(4))
             .batch(3)
     };
@@ -583,10 +692,19 @@ async fn scan_resumable_saves_its_running_state() {
             .prefetch(4)
     };
     assert_exact(make, [0, 1, 2, 17, 150, 299, 300]).await;
-    // A plain scan cannot save its state; a scan's elements cannot be placed by position.
+    // Upstream of a shuffle: each element placed by its input's position and the running
+    // state it was made with.
+    let make = || {
+        Dataset::range(0, 200)
+            .scan_resumable(0i64, |s, x| (s + x, s * 3 + x))
+            .shuffle(10, Some(1))
+            .batch(3)
+    };
+    assert_exact(make, [0, 1, 2, 5, 30, 66, 67]).await;
+    // A plain scan cannot save its state, nor place its elements.
     assert_refused(Dataset::range(0, 10).scan(0, |s, x| (s + x, s)), 2, "scan").await;
     let ds = Dataset::range(0, 100)
-        .scan_resumable(0i64, |s, x| (s + x, s))
+        .scan(0i64, |s, x| (s + x, s))
         .shuffle(10, Some(1));
     assert_refused(ds, 2, "scan").await;
 }
@@ -1577,4 +1695,368 @@ async fn distributed_shards_resume_with_their_padding_and_rotation() {
             .assert_cardinality(13)
     };
     assert_exact(make, [0, 1, 6, 12, 13]).await;
+}
+
+/// ImageNet-style training input (W5b's shape): shuffled JPEG bytes, the random-resized-crop
+/// transform drawn from `try_random_map`'s per-element generator, batches collated into
+/// `Array4`: a resumed epoch yields the same pixels, crops and flips included.
+#[cfg(feature = "image")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_resized_crop_batches_resume_with_the_same_crops() {
+    use ndarray::{Array1, Array4};
+    use streamload::image::{Layout, RandomResizedCrop};
+    let jpegs: Vec<(Vec<u8>, i64)> = (0..24)
+        .map(|i| {
+            (
+                streamload::image::__doc_jpeg(40 + i as u32 * 3, 30 + i as u32),
+                i,
+            )
+        })
+        .collect();
+    let make = move || -> Dataset<(Array4<f32>, Array1<i64>)> {
+        let mut train = RandomResizedCrop::new(12, 16);
+        train.layout = Layout::Chw;
+        Dataset::from_vec(jpegs.clone())
+            .shuffle(8, Some(3))
+            .try_random_map(2, Some(9), move |(bytes, label), rng| {
+                Ok((train.apply(&bytes, rng)?, label))
+            })
+            .batch(5)
+            .collate()
+    };
+    assert_exact(make, [0, 1, 2, 3, 4, 5]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 200, false).await;
+    for f in &files {
+        let mut idx = f.clone().into_os_string();
+        idx.push(".idx");
+        TFRecordIndex::build(f)
+            .await
+            .unwrap()
+            .write(idx)
+            .await
+            .unwrap();
+    }
+    let indexed = IndexedTFRecords::open(&files).await.unwrap();
+    // In order: windows of 256 records, across files.
+    let i = indexed.clone();
+    let make = move || i.records();
+    assert_exact(make, [0, 1, 199, 200, 255, 256, 257, 511, 512, 599, 600]).await;
+    // Shuffled across files, and a shard of that, two epochs through `repeat`.
+    let i = indexed.clone();
+    let make = move || i.clone().shuffle_records(4).records();
+    assert_exact(make, [0, 1, 2, 255, 256, 300, 599, 600]).await;
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shard(3, 1)
+            .shuffle_records(4)
+            .records()
+            .repeat_n(2)
+    };
+    assert_exact(make, [0, 1, 199, 200, 201, 350, 400]).await;
+    // Held by position in a shuffle buffer (replayed by record number), then batched.
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shuffle_records(8)
+            .records()
+            .shuffle(50, Some(2))
+            .map_parallel(2, |r| r.len())
+            .batch(7)
+    };
+    assert_exact(make, [0, 1, 7, 8, 40, 85, 86]).await;
+    let i = indexed.clone();
+    let make = move || i.clone().shuffle_records(8).records().shuffle(50, Some(2));
+    let size = assert_exact(make, [0, 1, 50, 300]).await;
+    // Record numbers (a few bytes each), not records.
+    assert!(size < 50 * 4 + 200, "checkpoint of {size} bytes");
+    // A checkpoint of another shuffle seed or shard is another recipe's.
+    let mut epoch = indexed.clone().shuffle_records(1).records().iter();
+    epoch.next().await.unwrap().unwrap();
+    let cp = epoch.checkpoint().unwrap();
+    let e = indexed
+        .clone()
+        .shuffle_records(2)
+        .records()
+        .iter_from(&cp)
+        .unwrap_err();
+    assert!(e.to_string().contains("another recipe"), "{e:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_over_object_storage_resume() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let server = s3::MemoryS3::default();
+    let urls = tfrecord_objects(&server, "ckptidx", 3, 100).await;
+    let addr = s3::memory_s3_server(server.clone(), "AKIDCKPTIDX", "ckpt-idx-secret").await;
+    let store = s3::s3_store(addr, "ckptidx", "AKIDCKPTIDX", "ckpt-idx-secret");
+    streamload::storage::register("s3://ckptidx", store).expect("register");
+    // Indexes built over the URLs, stored beside the objects.
+    for url in &urls {
+        let index = TFRecordIndex::build(url.as_str()).await.unwrap();
+        let key = url.trim_start_matches("s3://ckptidx/");
+        server.insert("ckptidx", &format!("{key}.idx"), index.to_string().into());
+    }
+    let indexed = IndexedTFRecords::open(&urls).await.unwrap();
+    assert_eq!(indexed.num_records(), 300);
+    let i = indexed.clone();
+    let make = move || {
+        i.clone()
+            .shuffle_records(3)
+            .records()
+            .shuffle(40, Some(1))
+            .batch(5)
+    };
+    assert_exact(make, [0, 1, 8, 9, 30, 59, 60]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_lines_resume_at_their_lines() {
+    use streamload::format::{Compression, JsonLinesDataset};
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (f, gzip) in [(0, false), (1, true), (2, false)] {
+        let mut text = String::new();
+        for l in 0..300 {
+            // Blank lines now and then, which are skipped.
+            if l % 17 == 0 {
+                text.push_str("  \n");
+            }
+            text.push_str(&format!(
+                "{{\"file\": {f}, \"line\": {l}, \"pad\": \"{}\"}}\n",
+                "y".repeat(l % 50)
+            ));
+        }
+        let path = dir
+            .path()
+            .join(format!("part-{f}.jsonl{}", if gzip { ".gz" } else { "" }));
+        let bytes = if gzip {
+            use std::io::Write;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(text.as_bytes()).unwrap();
+            gz.finish().unwrap()
+        } else {
+            text.into_bytes()
+        };
+        std::fs::write(&path, bytes).unwrap();
+        files.push(path);
+    }
+    let f = files.clone();
+    let make = move || {
+        JsonLinesDataset::new(f.clone())
+            .compression(Compression::Auto)
+            .buffer_size(1000)
+            .build()
+    };
+    assert_exact(make, [0, 1, 299, 300, 301, 450, 899, 900]).await;
+    let f = files.clone();
+    let make = move || {
+        JsonLinesDataset::new(f.clone())
+            .compression(Compression::Auto)
+            .num_parallel_reads(2)
+            .build()
+            .shuffle(64, Some(3))
+            .map(|v| v["line"].as_u64().unwrap_or(0))
+            .batch(10)
+    };
+    assert_exact(make, [0, 1, 9, 10, 45, 89, 90]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_while_a_damaged_file_is_skipped_resumes_identically() {
+    use streamload::format::TFRecordDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 4, 120, false).await;
+    // File 1: one payload byte flipped about halfway (a data CRC mismatch); file 2 cut short
+    // inside a record (truncated). `ignore_errors` drops the rest of each, as TensorFlow does.
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&files[1], &bytes).unwrap();
+    let bytes = std::fs::read(&files[2]).unwrap();
+    std::fs::write(&files[2], &bytes[..bytes.len() * 2 / 3 + 5]).unwrap();
+
+    let f = files.clone();
+    let sequential = move || TFRecordDataset::new(f.clone()).build().ignore_errors();
+    let full = sequential().collect().await.unwrap();
+    assert!(
+        full.len() > 240 && full.len() < 400,
+        "{} records",
+        full.len()
+    );
+    // Points before, at and after each damaged file's error.
+    let first_bad = full
+        .iter()
+        .position(|r| r.starts_with(b"2-"))
+        .expect("file 2's records");
+    let second_bad = full
+        .iter()
+        .position(|r| r.starts_with(b"3-"))
+        .expect("file 3's records");
+    assert_exact(
+        sequential,
+        [
+            0,
+            50,
+            first_bad - 1,
+            first_bad,
+            first_bad + 1,
+            second_bad - 1,
+            second_bad,
+            second_bad + 1,
+            full.len(),
+        ],
+    )
+    .await;
+
+    // W3's shape around the damaged files: parallel reads, shuffle, parallel map, batches.
+    let f = files.clone();
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(3)
+            .buffer_size(700)
+            .build()
+            .ignore_errors()
+            .shuffle(40, Some(9))
+            .map_parallel(2, |r| r.to_vec())
+            .batch(8)
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 5, 12, 20, 30, 39, 40]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zip_restored_with_an_element_taken_for_its_next_step_places_it() {
+    // The slow side keeps the zip waiting with the fast side's element taken; a prefetch
+    // polls ahead, so checkpoints find the zip so; a shuffle after it holds the steps by
+    // position. Each resume is checkpointed again right away.
+    let make = || {
+        let fast = Dataset::range(0, 30).parallel_interleave(2, 2, 2, |x| {
+            Dataset::range(0, x % 3 + 1).map(move |y| x * 10 + y)
+        });
+        let slow = Dataset::range(100, 160)
+            .shuffle(7, Some(3))
+            .map_async(1, |x| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                x
+            });
+        Dataset::zip(fast, slow).prefetch(3).shuffle(4, Some(2))
+    };
+    for _ in 0..3 {
+        assert_hops(make, &[3, 0, 1, 0, 5, 1, 1, 0, 7]).await;
+    }
+}
+
+/// Parquet files `part-N.parquet` of `rows` rows each (`id`, unique across files, and a
+/// fixed-size list), in row groups of `group` rows.
+#[cfg(feature = "parquet")]
+fn parquet_files(
+    dir: &std::path::Path,
+    n: usize,
+    rows: i64,
+    group: usize,
+) -> Vec<std::path::PathBuf> {
+    use std::sync::Arc;
+    use streamload::format::parquet::RecordBatch;
+    use streamload::format::parquet::arrow_array::types::Float32Type;
+    use streamload::format::parquet::arrow_array::{ArrayRef, FixedSizeListArray, Int64Array};
+    (0..n)
+        .map(|f| {
+            let base = f as i64 * 10_000;
+            let id: ArrayRef = Arc::new(Int64Array::from_iter_values(base..base + rows));
+            let w: ArrayRef = Arc::new(
+                FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+                    (base..base + rows).map(|i| Some([Some(i as f32); 3])),
+                    3,
+                ),
+            );
+            let batch = RecordBatch::try_from_iter([("id", id), ("w", w)]).unwrap();
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_max_row_group_row_count(Some(group))
+                .build();
+            let path = dir.join(format!("part-{f}.parquet"));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            path
+        })
+        .collect()
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_resumes_at_its_row_group_and_row() {
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    // 3 files of 3 row groups (100, 100, 50 rows): batches of 40, 40, 20 | 40, 40, 20 | 40, 10.
+    let files = parquet_files(dir.path(), 3, 250, 100);
+    let f = files.clone();
+    let make = move || ParquetDataset::new(f.clone()).batch_size(40).build();
+    let n = make().collect().await.unwrap().len();
+    assert_eq!(n, 3 * 8);
+    let size = assert_exact(make, [0, 1, 2, 3, 4, 5, 10, 17, 22, 23, 24]).await;
+    assert!(size < 100, "checkpoint of {size} bytes");
+    // Sharded by row group, one decode at a time, projected.
+    let f = files.clone();
+    let make = move || {
+        ParquetDataset::new(f.clone())
+            .columns(["w"])
+            .batch_size(30)
+            .shard(2, 1)
+            .num_parallel_reads(1)
+            .build()
+    };
+    assert_exact(make, 0..12).await;
+    // Batches held by position in a shuffle buffer are read again (replay), through a map and
+    // a prefetch.
+    let f = files.clone();
+    let make = move || {
+        ParquetDataset::new(f.clone())
+            .batch_size(25)
+            .build()
+            .shuffle(6, Some(9))
+            .map(|b| b.num_rows())
+            .prefetch(2)
+    };
+    assert_exact(make, [0, 1, 2, 5, 6, 7, 15, 29, 30]).await;
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_files_that_changed_are_refused() {
+    use futures::StreamExt;
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    let files = parquet_files(dir.path(), 2, 200, 100);
+    let make = || ParquetDataset::new(files.clone()).batch_size(50).build();
+    let ds = make();
+    let mut epoch = ds.iter();
+    for _ in 0..3 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let checkpoint = epoch.checkpoint().unwrap();
+    drop(epoch);
+    // Rewritten with other row groups.
+    parquet_files(dir.path(), 2, 200, 60);
+    let mut resumed = make().iter_from(&checkpoint).unwrap();
+    let e = resumed.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            e.downcast_ref::<streamload::Error>(),
+            Some(streamload::Error::Checkpoint(_))
+        ),
+        "{e:#}"
+    );
+    assert!(
+        format!("{e:#}").contains("changed since the checkpoint"),
+        "{e:#}"
+    );
 }

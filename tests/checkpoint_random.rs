@@ -24,6 +24,23 @@ enum Op {
     Repeat(u64),
     Interleave(usize, usize),
     ParallelInterleave(usize, usize),
+    Shard(u64, u64),
+    TakeWhile(i64),
+    IgnoreErrors(i64),
+    Unique(i64),
+    Scan(i64),
+    Zip(usize),
+    Concatenate(i64),
+    Sample(Option<u64>, bool),
+    Choose(u64),
+    Cache,
+    MapAsync(Option<usize>),
+    PaddedBatch(usize),
+    Unbatch(usize),
+    Rebatch(usize, usize),
+    Window(usize, usize, usize),
+    Bucket(Vec<usize>),
+    GroupByWindow(i64, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -73,6 +90,59 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                     Dataset::range(0, x.rem_euclid(4) + 1).map(move |y| x * 10 + y)
                 })
             }
+            Op::Shard(n, i) => ds.shard(n, i),
+            Op::TakeWhile(k) => ds.take_while(move |x| x.rem_euclid(97) != k),
+            Op::IgnoreErrors(k) => ds
+                .try_map(move |x| {
+                    anyhow::ensure!(x.rem_euclid(11) != k, "element {x} fails");
+                    Ok(x)
+                })
+                .ignore_errors(),
+            Op::Unique(k) => ds.map(move |x| x.rem_euclid(k)).unique(),
+            Op::Scan(k) => ds.scan_resumable(k, |sum, x| (sum + x, sum * 3 + x)),
+            Op::Zip(n) => Dataset::zip(ds, Dataset::range(0, n as i64).shuffle(7, Some(n as u64)))
+                .map(|(a, b)| a * 1_000 + b),
+            Op::Concatenate(n) => ds.concatenate(&Dataset::range(0, n).map(|x| -x)),
+            Op::Sample(seed, stop) => Dataset::sample_from_datasets(
+                vec![ds, Dataset::range(0, 30).map(|x| -x - 1)],
+                Some(vec![0.7, 0.3]),
+                seed,
+                stop,
+            ),
+            Op::Choose(m) => Dataset::choose_from_datasets(
+                vec![ds, Dataset::range(0, 40).map(|x| -x - 1)],
+                Dataset::range(0, 1_000).map(move |x| i64::from((x as u64 * 7) % m == 0)),
+                false,
+            ),
+            Op::Cache => ds.cache(),
+            Op::MapAsync(p) => ds.map_async(parallelism(p), |x| async move {
+                tokio::task::yield_now().await;
+                x + 5
+            }),
+            Op::PaddedBatch(b) => ds
+                .map(|x| vec![x; x.rem_euclid(4) as usize])
+                .padded_batch(b, None, None, false)
+                .map(|a| a.iter().sum::<i64>() * 7 + a.len() as i64),
+            Op::Unbatch(b) => ds.batch(b).unbatch(),
+            Op::Rebatch(a, b) => ds
+                .batch(a)
+                .rebatch(b, false)
+                .map(|v| v.iter().sum::<i64>() * 7 + v.len() as i64),
+            Op::Window(size, shift, stride) => ds
+                .window(size, shift, stride, false)
+                .map(|v| v.iter().sum::<i64>() * 7 + v.len() as i64),
+            Op::Bucket(ref sizes) => ds
+                .map(|x| vec![x; x.rem_euclid(7) as usize + 1])
+                .bucket_by_sequence_length(
+                    |s| s.len(),
+                    vec![3, 5],
+                    sizes.clone(),
+                    streamload::BucketOptions::default(),
+                )
+                .map(|a| a.iter().sum::<i64>() * 7 + a.len() as i64),
+            Op::GroupByWindow(k, w) => {
+                ds.group_by_window(move |x| x.rem_euclid(k), |_, g| g.batch(2).map(|v| v[0]), w)
+            }
         };
     }
     // Unseeded random stages take a seed from OS entropy per recipe: each recipe built here
@@ -93,7 +163,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Some(rng.random_range(1..4))
             }
         };
-        let op = match rng.random_range(0..13) {
+        let op = match rng.random_range(0..30) {
             0 => Op::Map(rng.random_range(0..9)),
             1 => Op::Filter(rng.random_range(2..5)),
             2 => Op::Take(rng.random_range(10..500)),
@@ -109,7 +179,30 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
             ),
             10 => Op::Repeat(rng.random_range(1..3)),
             11 => Op::Interleave(rng.random_range(1..4), rng.random_range(1..3)),
-            _ => Op::ParallelInterleave(rng.random_range(1..4), rng.random_range(1..3)),
+            12 => Op::ParallelInterleave(rng.random_range(1..4), rng.random_range(1..3)),
+            13 => {
+                let n = rng.random_range(1..4);
+                Op::Shard(n, rng.random_range(0..n))
+            }
+            14 => Op::TakeWhile(rng.random_range(0..97)),
+            15 => Op::IgnoreErrors(rng.random_range(0..11)),
+            16 => Op::Unique(rng.random_range(5..60)),
+            17 => Op::Scan(rng.random_range(0..5)),
+            18 => Op::Zip(rng.random_range(0..500)),
+            19 => Op::Concatenate(rng.random_range(0..30)),
+            20 => Op::Sample(rng.random_bool(0.7).then(|| rng.random()), rng.random()),
+            21 => Op::Choose(rng.random_range(2..5)),
+            22 => Op::Cache,
+            23 => Op::MapAsync(fixed(rng)),
+            24 => Op::PaddedBatch(rng.random_range(1..6)),
+            25 => Op::Unbatch(rng.random_range(1..6)),
+            26 => Op::Rebatch(rng.random_range(1..6), rng.random_range(1..6)),
+            27 => {
+                let size = rng.random_range(1..5);
+                Op::Window(size, rng.random_range(1..4), rng.random_range(1..3))
+            }
+            28 => Op::Bucket((0..3).map(|_| rng.random_range(1..4)).collect()),
+            _ => Op::GroupByWindow(rng.random_range(1..4), rng.random_range(1..4)),
         };
         ops.push(op);
     }
@@ -128,6 +221,10 @@ async fn random_pipelines_resume_exactly_at_random_points() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(100);
+    // STREAMLOAD_CHECKPOINT_ONLY=n: interrupt case n only (the others are still drawn).
+    let only: Option<usize> = std::env::var("STREAMLOAD_CHECKPOINT_ONLY")
+        .ok()
+        .and_then(|n| n.parse().ok());
     for case in 0..cases {
         let recipe = random_recipe(&mut rng);
         let start = || build(&recipe).iter();
@@ -142,12 +239,17 @@ async fn random_pipelines_resume_exactly_at_random_points() {
             .map(|_| rng.random_range(0..=full.len()))
             .collect();
         points.sort_unstable();
+        if only.is_some_and(|n| n != case) {
+            continue;
+        }
         let mut seen = Vec::new();
         let mut epoch = start();
         for &point in &points {
             while seen.len() < point {
                 match epoch.next().await {
-                    Some(x) => seen.push(x.unwrap()),
+                    Some(x) => seen.push(x.unwrap_or_else(|e| {
+                        panic!("case {case} {recipe:?} before {point}: {e:#}")
+                    })),
                     None => break,
                 }
             }
@@ -162,9 +264,17 @@ async fn random_pipelines_resume_exactly_at_random_points() {
         while let Some(x) = epoch.next().await {
             seen.push(x.unwrap_or_else(|e| panic!("case {case} {recipe:?}: {e:#}")));
         }
-        assert_eq!(
-            seen, full,
-            "case {case}: {recipe:?}, interrupted at {points:?}"
-        );
+        if seen != full {
+            let at = seen.iter().zip(&full).take_while(|(a, b)| a == b).count();
+            let around = |v: &[i64]| v[at.saturating_sub(2)..(at + 4).min(v.len())].to_vec();
+            panic!(
+                "case {case}: {recipe:?}, interrupted at {points:?}: {} elements against {}, \
+                 first difference at {at}: {:?} against {:?}",
+                seen.len(),
+                full.len(),
+                around(&seen),
+                around(&full),
+            );
+        }
     }
 }

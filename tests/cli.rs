@@ -1,6 +1,7 @@
 //! The `tfrecord` command-line tool (`examples/tfrecord.rs`), run as a process on TensorFlow's
 //! files: count, verify (exit code 1 and the damaged record's index and offset), head and cat
-//! (payloads as JSON or base64, Examples as JSON), and write (text lines as bytes, JSON
+//! (payloads as JSON or base64, Examples as JSON), index (DALI's format, beside the files or into
+//! a directory), and write (text lines as bytes, JSON
 //! Examples, GZIP/ZLIB; on an error, a readable file of the lines before it) then read back.
 
 use std::io::Write;
@@ -386,6 +387,32 @@ async fn count_and_cat_expand_a_url_glob() {
         .flat_map(|&(s, n)| (0..n).map(move |r| format!("shard {s} record {r}")))
         .collect();
     assert_eq!(stdout(&cat).lines().collect::<Vec<_>>(), want);
+
+    // `index` over the glob: the indexes are written locally, into --out-dir (needed).
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let dir = out_dir.path().to_str().expect("UTF-8").to_string();
+    let index = tokio::task::spawn_blocking(move || {
+        run_with_s3(vec![
+            "index".into(),
+            "--out-dir".into(),
+            dir,
+            pattern.into(),
+        ])
+    })
+    .await
+    .expect("index ran");
+    assert!(index.status.success(), "{index:?}");
+    assert_eq!(stdout(&index).lines().count(), 3, "{}", stdout(&index));
+    let idx = std::fs::read_to_string(out_dir.path().join("train-00001.tfrecord.idx")).unwrap();
+    let sizes: Vec<&str> = idx.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    // "shard 1 record r" is 16 bytes, framed 32.
+    assert_eq!(sizes, ["32"; 5]);
+    let no_dir =
+        tokio::task::spawn_blocking(move || run_with_s3(vec!["index".into(), pattern.into()]))
+            .await
+            .expect("index ran");
+    assert_eq!(no_dir.status.code(), Some(2), "{no_dir:?}");
+    assert!(String::from_utf8_lossy(&no_dir.stderr).contains("pass --out-dir"));
 }
 
 /// `sequence_examples.expected.json`'s feature (`{"kind", "values"}`, bytes in base64) as the
@@ -641,4 +668,140 @@ fn a_file_that_is_not_tfrecords_gets_tensorflows_reminder_and_a_compression_hint
         let out = run(&["verify", "--compression", "none", &data(file)], None);
         assert!(stdout(&out).contains(flag), "{}", stdout(&out));
     }
+}
+
+/// `verify --resync` lists every damaged range of a file; `cat --skip-damaged` prints every
+/// whole record around them; both exit with 1.
+#[test]
+fn verify_resync_lists_every_damaged_range_and_cat_skips_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("damaged.tfrecord");
+    let path = path.to_str().expect("utf-8");
+    let lines: String = (0..10).map(|i| format!("r{i}\n")).collect();
+    let written = run(&["write", path], Some(&lines));
+    assert!(written.status.success(), "{}", stderr(&written));
+    // Records of 18 bytes: a flipped payload byte in record 3, a damaged length in record 7.
+    let mut bytes = std::fs::read(path).expect("read");
+    bytes[3 * 18 + 12] ^= 1;
+    bytes[7 * 18 + 2] ^= 1;
+    std::fs::write(path, bytes).expect("write");
+
+    let verified = run(&["verify", "--resync", path], None);
+    assert_eq!(verified.status.code(), Some(1), "{}", stderr(&verified));
+    let shown = stdout(&verified);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    assert!(
+        lines[0].starts_with("DAMAGED\trecord 3\toffset 66\tbytes 54..72\tcorrupted record"),
+        "{shown}"
+    );
+    assert!(
+        lines[1].starts_with("DAMAGED\trecord 7\toffset 126\tbytes 126..144\tcorrupted record"),
+        "{shown}"
+    );
+    assert!(
+        lines[2].starts_with("damaged\t8 records read\t2 damaged ranges"),
+        "{shown}"
+    );
+    // Without --resync, verify stops at the first damage, as before.
+    let plain = run(&["verify", path], None);
+    assert!(
+        stdout(&plain).starts_with("DAMAGED\trecord 3\toffset 66"),
+        "{}",
+        stdout(&plain)
+    );
+
+    let cat = run(&["cat", "--skip-damaged", path], None);
+    assert_eq!(cat.status.code(), Some(1));
+    assert_eq!(stdout(&cat), "r0\nr1\nr2\nr4\nr5\nr6\nr8\nr9\n");
+    assert_eq!(
+        stderr(&cat).matches("skipped: ").count(),
+        2,
+        "{}",
+        stderr(&cat)
+    );
+    let cat = run(&["cat", path], None);
+    assert_eq!(stdout(&cat), "r0\nr1\nr2\n");
+}
+
+#[test]
+fn index_writes_dalis_format_beside_the_files_or_into_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let dali = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/tests/data/tfrecord_index/{name}.idx",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let names = ["plain.tfrecord", "examples.tfrecord", "empty.tfrecord"];
+    let mut paths = Vec::new();
+    for name in names {
+        let to = dir.path().join(name);
+        std::fs::copy(data(name), &to).unwrap();
+        paths.push(to.display().to_string());
+    }
+    let args: Vec<&str> = std::iter::once("index")
+        .chain(paths.iter().map(String::as_str))
+        .collect();
+    let out = run(&args, None);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("100\t") && lines[0].ends_with("plain.tfrecord.idx"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("20\t"), "{text}");
+    assert!(lines[2].starts_with("0\t"), "{text}");
+    for name in names {
+        let written = std::fs::read_to_string(dir.path().join(format!("{name}.idx"))).unwrap();
+        assert_eq!(written, dali(name), "{name}");
+    }
+
+    // Into a directory, one job at a time; a compressed file is an error naming it, the
+    // others are indexed, exit code 1.
+    let idx = dir.path().join("idx");
+    std::fs::create_dir(&idx).unwrap();
+    let out = run(
+        &[
+            "index",
+            "-j",
+            "1",
+            "--out-dir",
+            idx.to_str().unwrap(),
+            &data("gzip.tfrecord.gz"),
+            &data("sequence_examples.tfrecord"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gzip.tfrecord.gz is GZIP-compressed") && err.contains("no random access"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(idx.join("sequence_examples.tfrecord.idx")).unwrap(),
+        dali("sequence_examples.tfrecord")
+    );
+    assert!(!idx.join("gzip.tfrecord.gz.idx").exists());
+
+    // A damaged file names the record.
+    let out = run(
+        &[
+            "index",
+            "--out-dir",
+            idx.to_str().unwrap(),
+            &data("corrupt_data_crc.tfrecord"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("corrupted record") && err.contains("(record 3)"),
+        "{err}"
+    );
 }

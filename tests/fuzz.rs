@@ -5,8 +5,12 @@
 //! boundary values, insertions, deletions, truncation, huge length fields). Every case must end
 //! (no hang, no busy loop: a timeout guards it) with records or an error, never a panic.
 //! The CSV and fixed-length readers (whose grammar is TensorFlow's, written here) get the same
-//! treatment over files. `FUZZ_CASES` sets the number of cases (default 5,000 per target; a
-//! tenth of that for the file readers, which write a file per case).
+//! treatment over files, and so do TFRecord indexes (DALI's text format) and the records read
+//! through them (a mutated file under a sound index, a mutated index over a sound file), and
+//! the image decoders (zune-jpeg, libjpeg-turbo through streamload's C bridge, the PNG decoder,
+//! and the fused crop transforms) over small JPEGs and PNGs. `FUZZ_CASES` sets the number of
+//! cases (default 5,000 per target; a tenth of that for the file readers, which write a file
+//! per case, and a fifth for the image decoders).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +22,8 @@ use rand::{Rng, SeedableRng};
 use streamload::Error;
 use streamload::format::{
     Column, Compression, CsvDataset, Example, FeatureSpec, Field, FixedLengthRecordDataset,
-    ParseSpec, TFRecordDataset, TFRecordWriter, parse_example, parse_single_example,
-    parse_single_example_view, tfrecord_records,
+    IndexedTFRecords, ParseSpec, TFRecordDataset, TFRecordIndex, TFRecordWriter, parse_example,
+    parse_single_example, parse_single_example_view, tfrecord_records,
 };
 use streamload::tensor::DType;
 
@@ -369,4 +373,150 @@ async fn count_all<T: Send + 'static>(dataset: streamload::Dataset<T>) -> usize 
         n += 1;
     }
     n
+}
+
+#[cfg(feature = "image")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_decoders_survive_mutations() {
+    use streamload::image::{self, CenterCrop, RandomResizedCrop};
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/images"));
+    let mut seeds: Vec<Vec<u8>> = ["baseline.jpg", "progressive.jpg", "cmyk.jpg", "grey.jpg"]
+        .iter()
+        .map(|name| std::fs::read(dir.join(name)).expect("seed image"))
+        .collect();
+    let png =
+        ::image::RgbImage::from_fn(24, 16, |x, y| ::image::Rgb([x as u8 * 9, y as u8 * 13, 3]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    png.write_to(&mut out, ::image::ImageFormat::Png)
+        .expect("png");
+    seeds.push(out.into_inner());
+    let mut rng = StdRng::seed_from_u64(0x1a_6e_f0_22);
+    for case in 0..cases() / 5 {
+        let bytes = mutate(&mut rng, &seeds[case % seeds.len()]);
+        let input = bytes.clone();
+        let run = tokio::task::spawn_blocking(move || {
+            let mut crop_rng = StdRng::seed_from_u64(case as u64);
+            let mut sizes = Vec::new();
+            let mut keep = |r: anyhow::Result<ndarray::Array3<u8>>| {
+                if let Ok(img) = r {
+                    sizes.push(img.len());
+                }
+            };
+            keep(image::decode_image(&input));
+            keep(image::decode_jpeg_scaled(&input, 1));
+            keep(image::decode_jpeg_scaled(&input, 8));
+            keep(image::decode_and_crop_jpeg(&input, [2, 3, 9, 11]));
+            keep(image::decode_and_resize(&input, 5, 7));
+            let _ = image::extract_jpeg_shape(&input);
+            let _ = RandomResizedCrop::new(6, 6).apply(&input, &mut crop_rng);
+            let _ = CenterCrop::new(6, 6, 8).apply(&input);
+            sizes
+        });
+        let sizes = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("image case {case} hangs: {bytes:?}"))
+            .unwrap_or_else(|e| panic!("image case {case} panicked ({e}): {bytes:?}"));
+        // Whatever decodes is bounded by the pixel limit.
+        assert!(sizes.iter().all(|n| *n as u64 <= image::MAX_PIXELS * 3));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tfrecord_indexes_and_indexed_reads_survive_mutations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plain = data("plain.tfrecord");
+    // The first records whole (about 6 KB of them).
+    let good = dir.path().join("good.tfrecord");
+    let index = {
+        let full = TFRecordIndex::parse(
+            &String::from_utf8(
+                std::fs::read(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/data/tfrecord_index/plain.tfrecord.idx"
+                ))
+                .expect("DALI's index"),
+            )
+            .expect("text"),
+            "plain.tfrecord.idx",
+        )
+        .expect("index");
+        let kept: Vec<_> = full
+            .entries()
+            .iter()
+            .copied()
+            .take_while(|e| e.offset + e.size <= 6_000)
+            .collect();
+        TFRecordIndex::new(kept)
+    };
+    let end = index.entries().last().map_or(0, |e| e.offset + e.size) as usize;
+    std::fs::write(&good, &plain[..end]).expect("write");
+    let records = TFRecordDataset::new([&good])
+        .build()
+        .collect()
+        .await
+        .expect("records");
+    assert_eq!(records.len(), index.len());
+    let by_offset: std::collections::HashMap<u64, Bytes> = index
+        .entries()
+        .iter()
+        .map(|e| e.offset)
+        .zip(records.iter().cloned())
+        .collect();
+    let text = index.to_string().into_bytes();
+    let mut rng = StdRng::seed_from_u64(0x1de7_f022);
+    for case in 0..cases() / 10 {
+        let mutated_file = case % 2 == 0;
+        let (file, idx) = if mutated_file {
+            let path = dir.path().join(format!("case-{case}.tfrecord"));
+            std::fs::write(&path, mutate(&mut rng, &plain[..end])).expect("write case");
+            (path, index.clone())
+        } else {
+            let bytes = mutate(&mut rng, &text);
+            match TFRecordIndex::parse(&String::from_utf8_lossy(&bytes), "case.idx") {
+                Ok(idx) => (good.clone(), idx),
+                Err(e) => {
+                    assert!(e.to_string().starts_with("case.idx: line "), "{e}");
+                    continue;
+                }
+            }
+        };
+        let run = async {
+            if mutated_file {
+                // Building agrees with the sequential reader: an index of every record, or
+                // its error.
+                let built = TFRecordIndex::build(&file).await;
+                let read: Vec<anyhow::Result<Bytes>> =
+                    TFRecordDataset::new([&file]).build().iter().collect().await;
+                match &built {
+                    Ok(built) => assert!(
+                        read.iter().all(Result::is_ok) && built.len() == read.len(),
+                        "case {case}"
+                    ),
+                    Err(_) => assert!(read.iter().any(Result::is_err), "case {case}"),
+                }
+            }
+            let Ok(indexed) = IndexedTFRecords::from_indexes([&file], vec![idx.clone()]).await
+            else {
+                return;
+            };
+            let got: Vec<anyhow::Result<Bytes>> = indexed.records().iter().collect().await;
+            assert_eq!(got.len(), idx.len(), "case {case}");
+            for (entry, item) in idx.entries().iter().zip(got) {
+                match item {
+                    Ok(record) => assert_eq!(
+                        Some(&record),
+                        by_offset.get(&entry.offset),
+                        "case {case}: a record read whole is the one written there"
+                    ),
+                    Err(e) => assert!(
+                        matches!(e.downcast_ref::<Error>(), Some(Error::DataLoss { .. })),
+                        "case {case}: {e:#}"
+                    ),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("case {case} hangs"));
+    }
 }

@@ -133,7 +133,7 @@ async fn bad_files_are_errors_naming_the_file() -> anyhow::Result<()> {
 //   the IDCT agrees (4:4:4 and grey: max 2, mean 0.017) and 4:2:0 chroma upsampling differs
 //   (max 5, mean 0.31..0.36). Limits per case in `jpeg_decode_is_close_to_tensorflow`.
 // Cases of operations streamload does not have (decode with channels=1, grey or alpha output
-// for channels=0, resize methods nearest and area, flip_up_down, float -> uint8 conversion) are
+// for channels=0, resize method nearest, flip_up_down, float -> uint8 conversion) are
 // counted and listed by `tensorflow_cases_not_run`, not silently dropped.
 
 fn tf_cases() -> anyhow::Result<serde_json::Value> {
@@ -367,6 +367,44 @@ fn resize_matches_tensorflow() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `tf.image.resize(method="area")` against [`ResizeMethod::Area`], which computes the same
+/// weighted box sums separably: equal up to float rounding, reductions and enlargements.
+#[test]
+fn area_resize_matches_tensorflow() -> anyhow::Result<()> {
+    let cases = tf_cases()?;
+    let mut report = Vec::new();
+    let mut run = 0;
+    for case in cases["resize"].as_array().into_iter().flatten() {
+        if case["method"] != "area" {
+            continue;
+        }
+        let input = tf_input(&cases, tf_str(&case["input"]))?;
+        let size: Vec<usize> = tf_u8(&case["size"]).into_iter().map(usize::from).collect();
+        let (h, w, _) = input.dim();
+        let what = format!("{} {h}x{w} -> {size:?}", case["input"]);
+        let ours = image::resize_with(
+            image::convert_image_dtype(&input),
+            size[0],
+            size[1],
+            image::ResizeMethod::Area,
+        )?;
+        let want = tf_f32(&case["float_output"]);
+        let (diff, n) = max_abs_diff(ours.iter().copied(), &want);
+        assert_eq!(n, want.len(), "{what}");
+        report.push(format!("{what}: max diff {diff:e}"));
+        assert!(diff <= 1e-5, "{what}: {diff}");
+        let ours = image::resize_u8_with(input, size[0], size[1], image::ResizeMethod::Area)?;
+        let want = tf_f32(&case["uint8_input_output"]);
+        let (diff, _) = max_abs_diff(ours.iter().map(|v| f32::from(*v)), &want);
+        // Rounded to bytes: within half a step (plus float noise).
+        assert!(diff <= 0.5 + 1e-3, "{what}: uint8 max diff {diff}");
+        run += 1;
+    }
+    println!("{}", report.join("\n"));
+    assert!(run > 0);
+    Ok(())
+}
+
 #[test]
 fn saturation_matches_tensorflow() -> anyhow::Result<()> {
     let cases = tf_cases()?;
@@ -407,8 +445,12 @@ fn tensorflow_cases_not_run() -> anyhow::Result<()> {
     // and RGBA files (1, 2 or 4 channels): streamload always decodes to 3-channel RGB.
     let decode = count("decode", &|c| c["channels"] != 3 && c["shape"][2] != 3);
     assert_eq!(decode, 19);
-    // resize with method="nearest" / "area": streamload's resize is bilinear only.
-    assert_eq!(count("resize", &|c| c["method"] != "bilinear"), 24);
+    // resize with method="nearest": streamload's resize is bilinear or area.
+    assert_eq!(
+        count("resize", &|c| c["method"] != "bilinear"
+            && c["method"] != "area"),
+        12
+    );
     // flip_up_down (6 cases, in the `flip` entries beside left_right): not in streamload.
     assert_eq!(count("flip", &|c| !c["up_down"].is_null()), 6);
     // convert_image_dtype(float -> uint8, saturate=True): streamload converts uint8 -> f32 only.

@@ -695,3 +695,36 @@ fn scalar_reads_one_value_and_says_what_else_a_feature_holds() -> anyhow::Result
     );
     Ok(())
 }
+
+/// A shape of 2^40 values once aborted the process ("memory allocation of 8796093022208 bytes
+/// failed") at the first parse; such shapes (past 2^28 values, or overflowing) are refused
+/// when the spec is built, naming the feature.
+#[test]
+fn absurd_shapes_are_refused_when_the_spec_is_built() {
+    use streamload::format::{FeatureSpec, ParseSpec};
+    use streamload::tensor::DType;
+    let absurd = [
+        FeatureSpec::fixed_len([1 << 20, 1 << 20], DType::Float32),
+        FeatureSpec::fixed_len([1 << 40], DType::Int64),
+        FeatureSpec::fixed_len([usize::MAX, 2], DType::String),
+        FeatureSpec::fixed_len_sequence([1 << 29], DType::Float32, true),
+    ];
+    for spec in absurd {
+        let err = ParseSpec::new([("huge", spec.clone())]).expect_err("refused");
+        assert!(
+            matches!(
+                err.downcast_ref::<streamload::Error>(),
+                Some(streamload::Error::InvalidArgument(m)) if m.contains("feature huge")
+            ),
+            "{spec:?}: {err:#}"
+        );
+    }
+    // The largest allowed shape builds, and a record parses without reserving its size.
+    let spec = ParseSpec::new([("big", FeatureSpec::fixed_len([1 << 28], DType::Int64))])
+        .expect("2^28 values are allowed");
+    let record = streamload::format::Example::new()
+        .with_int64("big", [1, 2, 3])
+        .encode_to_bytes();
+    let err = streamload::format::parse_single_example(&record, &spec).expect_err("3 values");
+    assert!(format!("{err:#}").contains("big"), "{err:#}");
+}

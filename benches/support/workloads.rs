@@ -237,7 +237,10 @@ pub fn d1_files(dir: &std::path::Path, gz: bool) -> anyhow::Result<Vec<std::path
 
 /// W2's read: the files -> interleave(TFRecord reader, cycle 4, 4 parallel) -> records
 /// (every CRC checked), GZIP-compressed or not.
-fn d1_records(files: Vec<std::path::PathBuf>, gz: bool) -> Dataset<bytes::Bytes> {
+fn d1_records<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
+    gz: bool,
+) -> Dataset<bytes::Bytes> {
     use streamload::format::{Compression, TFRecordDataset};
     TFRecordDataset::new(files)
         .compression(if gz {
@@ -275,8 +278,8 @@ pub struct W3Record {
 /// W3's pipeline: W2's read -> shuffle(10,000) -> map_parallel(parse the Example into image
 /// bytes, label, weights) -> batch(256) -> prefetch(AUTOTUNE); W3 runs it nondeterministic,
 /// W9 (checkpoints) deterministic.
-pub fn w3_dataset(
-    files: Vec<std::path::PathBuf>,
+pub fn w3_dataset<L: Into<streamload::storage::Location>>(
+    files: impl IntoIterator<Item = L>,
     deterministic: bool,
 ) -> anyhow::Result<Dataset<Vec<W3Record>>> {
     use streamload::format::{FeatureSpec, ParseSpec};
@@ -355,10 +358,11 @@ pub async fn w9_pass(
 /// W9's state and resume: an epoch of W3's pipeline (deterministic) stopped after `stop`
 /// batches; returns the checkpoint's size in bytes, the time to take it, and the time from
 /// `iter_from` to the first batch of the resumed epoch (a fresh recipe, as a new process).
-pub async fn w9_resume(
-    files: Vec<std::path::PathBuf>,
-    stop: usize,
-) -> anyhow::Result<(usize, f64, f64)> {
+/// `files`: D1's files, local paths or URLs.
+pub async fn w9_resume<L>(files: Vec<L>, stop: usize) -> anyhow::Result<(usize, f64, f64)>
+where
+    L: Into<streamload::storage::Location> + Clone,
+{
     let ds = w3_dataset(files.clone(), true)?;
     let mut epoch = ds.iter();
     for _ in 0..stop {
@@ -483,6 +487,31 @@ pub struct W8Bucket {
     pub bytes: u64,
 }
 
+/// W9 over object storage: D1's files copied into an in-process S3 server (no added
+/// latency) registered as `s3://w9-bucket`; returns their URLs, in `files`' order.
+pub async fn w9_s3_setup(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<String>> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| anyhow::anyhow!("{}: not a file name", file.display()))?;
+        server.insert(
+            "w9-bucket",
+            &format!("d1/{name}"),
+            std::fs::read(file)?.into(),
+        );
+        urls.push(format!("s3://w9-bucket/d1/{name}"));
+    }
+    let addr = s3::memory_s3_server(server, "AKIDW9", "w9-secret-key").await;
+    streamload::storage::register(
+        "s3://w9-bucket",
+        s3::s3_store(addr, "w9-bucket", "AKIDW9", "w9-secret-key"),
+    )?;
+    Ok(urls)
+}
+
 /// Writes W8's shards and starts the server and the proxy.
 pub async fn w8_setup(latency: std::time::Duration) -> anyhow::Result<W8Bucket> {
     use streamload::format::{Compression, TFRecordWriter};
@@ -555,32 +584,7 @@ pub async fn generate_d2(dir: &std::path::Path, n: usize) -> anyhow::Result<u64>
     let jpegs = out.clone();
     let sizes = Dataset::range(0, n as i64)
         .try_map_parallel(AUTOTUNE, move |i| {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD2 ^ i as u64);
-            // Per channel: a base level, a slope along x and y, and a low-frequency wave.
-            let params: Vec<[f32; 5]> = (0..3)
-                .map(|_| {
-                    [
-                        rng.random_range(40.0..200.0),
-                        rng.random_range(-0.4..0.4),
-                        rng.random_range(-0.4..0.4),
-                        rng.random_range(10.0..40.0),
-                        rng.random_range(0.01..0.06),
-                    ]
-                })
-                .collect();
-            let img = image::RgbImage::from_fn(256, 256, |x, y| {
-                let (x, y) = (x as f32 - 128.0, y as f32 - 128.0);
-                let mut px = [0u8; 3];
-                for (c, [base, sx, sy, amp, freq]) in params.iter().enumerate() {
-                    let wave = amp * ((x + y * 0.7) * freq).sin();
-                    let noise = rng.random_range(-8.0..8.0);
-                    px[c] = (base + sx * x + sy * y + wave + noise).clamp(0.0, 255.0) as u8;
-                }
-                image::Rgb(px)
-            });
-            let mut bytes = Vec::new();
-            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 90)
-                .encode_image(&img)?;
+            let bytes = photo_jpeg(256, 256, 0xD2 ^ i as u64)?;
             std::fs::write(jpegs.join(format!("{i:05}.jpg")), &bytes)?;
             Ok(bytes.len() as u64)
         })
@@ -593,6 +597,39 @@ pub async fn generate_d2(dir: &std::path::Path, n: usize) -> anyhow::Result<u64>
     }
     labels.flush()?;
     Ok(sizes.iter().sum())
+}
+
+/// A photo-like `width` x `height` JPEG (quality 90): per channel a base level, a slope along x
+/// and y, a low-frequency wave, and noise, so it compresses like a photo. Seeded.
+#[cfg(feature = "image")]
+pub fn photo_jpeg(width: u32, height: u32, seed: u64) -> anyhow::Result<Vec<u8>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let params: Vec<[f32; 5]> = (0..3)
+        .map(|_| {
+            [
+                rng.random_range(40.0..200.0),
+                rng.random_range(-0.4..0.4),
+                rng.random_range(-0.4..0.4),
+                rng.random_range(10.0..40.0),
+                rng.random_range(0.01..0.06),
+            ]
+        })
+        .collect();
+    let (cx, cy) = (width as f32 / 2.0, height as f32 / 2.0);
+    let img = image::RgbImage::from_fn(width, height, |x, y| {
+        let (x, y) = (x as f32 - cx, y as f32 - cy);
+        let mut px = [0u8; 3];
+        for (c, [base, sx, sy, amp, freq]) in params.iter().enumerate() {
+            let wave = amp * ((x + y * 0.7) * freq).sin();
+            let noise = rng.random_range(-8.0..8.0);
+            px[c] = (base + sx * x + sy * y + wave + noise).clamp(0.0, 255.0) as u8;
+        }
+        image::Rgb(px)
+    });
+    let mut bytes = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 90).encode_image(&img)?;
+    Ok(bytes)
 }
 
 /// The (file, label) pairs of D2, in file order.
@@ -695,4 +732,471 @@ pub fn w5_decode_resize_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
         black_box(image::convert_image_dtype(&img));
     }
     Ok(jpegs.len() as u64)
+}
+
+// ---- W5r, W5b (issue 21): decoding only what is used ----------------------------------------
+
+/// JPEGs in D6.
+pub const D6_IMAGES: usize = 1000;
+
+/// D6 of WORKLOADS.md: `n` JPEGs `dir/imagenet/NNNNN.jpg`, ImageNet's typical 500x375 RGB,
+/// quality 90, photo-like ([`photo_jpeg`]), and `dir/imagenet/labels.txt` (one label 0..999 per
+/// line). Seeded; written in parallel. Returns the JPEG bytes written.
+#[cfg(feature = "image")]
+pub async fn generate_d6(dir: &std::path::Path, n: usize) -> anyhow::Result<u64> {
+    use std::io::Write;
+
+    use rand::{Rng, SeedableRng};
+    let out = dir.join("imagenet");
+    std::fs::create_dir_all(&out)?;
+    let jpegs = out.clone();
+    let sizes = Dataset::range(0, n as i64)
+        .try_map_parallel(AUTOTUNE, move |i| {
+            let bytes = photo_jpeg(500, 375, 0xD6 ^ i as u64)?;
+            std::fs::write(jpegs.join(format!("{i:05}.jpg")), &bytes)?;
+            Ok(bytes.len() as u64)
+        })
+        .collect()
+        .await?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD6);
+    let mut labels = std::io::BufWriter::new(std::fs::File::create(out.join("labels.txt"))?);
+    for _ in 0..n {
+        writeln!(labels, "{}", rng.random_range(0..1000))?;
+    }
+    labels.flush()?;
+    Ok(sizes.iter().sum())
+}
+
+/// The (file, label) pairs of D6, in file order.
+pub fn d6_files(dir: &std::path::Path) -> anyhow::Result<Vec<(std::path::PathBuf, i64)>> {
+    let sub = dir.join("imagenet");
+    let labels = std::fs::read_to_string(sub.join("labels.txt")).map_err(|e| {
+        anyhow::anyhow!(
+            "reading {}/labels.txt: {e} (generate the data with --generate DIR --only D6)",
+            sub.display()
+        )
+    })?;
+    labels
+        .lines()
+        .enumerate()
+        .map(|(i, label)| Ok((sub.join(format!("{i:05}.jpg")), label.trim().parse()?)))
+        .collect()
+}
+
+/// W5r: W5 with the JPEG decoded at 1/4 scale straight to 64x64 (`decode_jpeg(ratio=4)`), no
+/// resize; the same augmentation.
+#[cfg(feature = "image")]
+pub fn w5r_dataset(
+    items: Vec<(std::path::PathBuf, i64)>,
+) -> Dataset<Vec<(ndarray::Array3<f32>, i64)>> {
+    use anyhow::Context as _;
+    use streamload::image;
+    Dataset::from_vec(items)
+        .shuffle(2000, Some(5))
+        .try_map_parallel(tuned(available_cores()), |(path, label)| {
+            let bytes = std::fs::read(&path)
+                .with_context(|| format!("reading image {}", path.display()))?;
+            let img = image::decode_jpeg_scaled(&bytes, 4)
+                .with_context(|| format!("decoding image {}", path.display()))?;
+            Ok((image::convert_image_dtype(&img), label))
+        })
+        .named("decode")
+        .random_map(tuned(available_cores()), Some(5), |(img, label), rng| {
+            (w5_augment(img, rng), label)
+        })
+        .named("augment")
+        .batch(32)
+        .prefetch(tuned(1))
+        .with_options(options())
+}
+
+/// W5r: one epoch of [`w5r_dataset`]; returns the images.
+#[cfg(feature = "image")]
+pub async fn w5r_image(items: Vec<(std::path::PathBuf, i64)>) -> anyhow::Result<u64> {
+    let mut images = 0u64;
+    let mut epoch = w5r_dataset(items).iter();
+    while let Some(batch) = epoch.next().await {
+        let batch = batch?;
+        images += batch.len() as u64;
+        black_box(batch.iter().map(|(img, _)| img[[0, 0, 0]]).sum::<f32>());
+    }
+    report("W5r", &epoch);
+    Ok(images)
+}
+
+/// W5b image-train: D6 -> shuffle(1000) -> random_map(read file, decode-and-random-crop
+/// (area 0.08..1, aspect 3/4..4/3, 10 attempts, whole image as fallback), resize 224x224
+/// bilinear, random flip, to float normalised by ImageNet's mean and std) -> batch(64) ->
+/// collate into (Array4<f32>, Array1<i64>) -> prefetch(autotune).
+#[cfg(feature = "image")]
+pub fn w5b_dataset(
+    items: Vec<(std::path::PathBuf, i64)>,
+) -> Dataset<(ndarray::Array4<f32>, ndarray::Array1<i64>)> {
+    use anyhow::Context as _;
+    use streamload::image::RandomResizedCrop;
+    let train = RandomResizedCrop::new(224, 224);
+    Dataset::from_vec(items)
+        .shuffle(1000, Some(5))
+        .try_random_map(
+            tuned(available_cores()),
+            Some(5),
+            move |(path, label), rng| {
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("reading image {}", path.display()))?;
+                let img = train
+                    .apply(&bytes, rng)
+                    .with_context(|| format!("decoding image {}", path.display()))?;
+                Ok((img, label))
+            },
+        )
+        .named("decode_crop")
+        .batch(64)
+        .collate()
+        .prefetch(AUTOTUNE)
+        .with_options(options())
+}
+
+/// W5b: one epoch of [`w5b_dataset`]; returns the images.
+#[cfg(feature = "image")]
+pub async fn w5b_image(items: Vec<(std::path::PathBuf, i64)>) -> anyhow::Result<u64> {
+    let mut images = 0u64;
+    let mut epoch = w5b_dataset(items).iter();
+    while let Some(batch) = epoch.next().await {
+        let (pixels, labels) = batch?;
+        images += labels.len() as u64;
+        black_box(pixels[[0, 0, 0, 0]]);
+    }
+    report("W5b", &epoch);
+    Ok(images)
+}
+
+/// One-core decode rates of JPEGs in memory (no file reads), one pass each, in images/s:
+/// `full` (zune-jpeg, `decode_jpeg`), `full-turbo` (libjpeg-turbo at 1/1), `crop` (the centre
+/// half of the area, `decode_and_crop_jpeg`), `1/2` and `1/4` (`decode_jpeg_scaled`).
+#[cfg(feature = "image")]
+pub fn decode_rates_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    use std::time::Instant;
+    use streamload::image;
+    let mut rates = Vec::new();
+    let mut time = |name: &'static str, f: &dyn Fn(&[u8]) -> anyhow::Result<usize>| {
+        let start = Instant::now();
+        let mut sum = 0;
+        for bytes in jpegs {
+            sum += f(bytes)?;
+        }
+        black_box(sum);
+        rates.push((name, jpegs.len() as f64 / start.elapsed().as_secs_f64()));
+        anyhow::Ok(())
+    };
+    time("full", &|b| Ok(image::decode_jpeg(b)?.len()))?;
+    time(
+        "full-turbo",
+        &|b| Ok(image::decode_jpeg_scaled(b, 1)?.len()),
+    )?;
+    time("crop", &|b| {
+        let (h, w) = image::extract_jpeg_shape(b)?;
+        // The centre 0.7 x 0.7 of each side: about half the area.
+        let (ch, cw) = (h * 7 / 10, w * 7 / 10);
+        Ok(image::decode_and_crop_jpeg(b, [(h - ch) / 2, (w - cw) / 2, ch, cw])?.len())
+    })?;
+    time("1/2", &|b| Ok(image::decode_jpeg_scaled(b, 2)?.len()))?;
+    time("1/4", &|b| Ok(image::decode_jpeg_scaled(b, 4)?.len()))?;
+    Ok(rates)
+}
+
+/// Shards in D4.
+pub const D4_SHARDS: usize = 16;
+/// Samples per D4 shard.
+pub const D4_SAMPLES: usize = 1000;
+
+/// D4 of WORKLOADS.md: `shards` WebDataset shards `dir/wds/train-NNNNNN.tar` of `per_shard`
+/// samples, key `sNNNNNN`, members `KEY.cls` (the label), `KEY.jpg` (D2's image `i mod n`, its
+/// bytes as they are) and `KEY.json` (`{"i": i, "label": l}`), in that order (the Python
+/// `TarWriter`'s, which sorts a sample's fields). Written with streamload's `ShardWriter`
+/// from D2 (which must be there); the tar layout is the one the Python package writes (ustar
+/// headers, one per member). Returns the bytes of the shards.
+pub async fn generate_d4(
+    dir: &std::path::Path,
+    shards: usize,
+    per_shard: usize,
+) -> anyhow::Result<u64> {
+    use streamload::format::{Sample, ShardWriter};
+    let images = d2_files(dir)?;
+    anyhow::ensure!(
+        !images.is_empty(),
+        "D4 needs D2's images: generate D2 first"
+    );
+    let out = dir.join("wds");
+    std::fs::create_dir_all(&out)?;
+    let pattern = out.join("train-%06d.tar");
+    let pattern = pattern
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("a non-UTF-8 directory"))?;
+    let mut writer = ShardWriter::new(pattern)?.max_samples(per_shard as u64);
+    let mut jpegs: Vec<Option<bytes::Bytes>> = vec![None; images.len()];
+    for i in 0..shards * per_shard {
+        let (path, label) = &images[i % images.len()];
+        let jpeg = match &jpegs[i % images.len()] {
+            Some(jpeg) => jpeg.clone(),
+            None => {
+                let jpeg = bytes::Bytes::from(std::fs::read(path)?);
+                jpegs[i % images.len()] = Some(jpeg.clone());
+                jpeg
+            }
+        };
+        let sample = Sample::new(format!("s{i:06}"))
+            .with("cls", label.to_string())
+            .with("jpg", jpeg)
+            .with("json", format!("{{\"i\": {i}, \"label\": {label}}}"));
+        writer.write(&sample).await?;
+    }
+    let written = writer.finish().await?;
+    let mut bytes = 0;
+    for shard in written.iter().filter_map(|s| s.as_path()) {
+        bytes += std::fs::metadata(shard)?.len();
+    }
+    Ok(bytes)
+}
+
+/// D4's shards, in order.
+pub fn d4_files(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let sub = dir.join("wds");
+    let mut files: Vec<_> = std::fs::read_dir(&sub)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "reading {}: {e} (generate the data with --generate)",
+                sub.display()
+            )
+        })?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "tar"));
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no shards in {}", sub.display());
+    Ok(files)
+}
+
+/// W10 webdataset: D4's shards, 4 at once -> samples grouped by key, `cls` parsed ->
+/// batch(64). With `decode` (W10d), each sample's JPEG is decoded, converted to float and
+/// resized to 64x64 (W5's image work) in a parallel map over the cores. `shards` are paths or
+/// URLs.
+pub fn w10_dataset(shards: Vec<streamload::storage::Location>, decode: bool) -> Dataset<usize> {
+    use streamload::format::WebDataset;
+    let samples = WebDataset::new(shards).num_parallel_reads(tuned(4)).build();
+    let batches = if decode {
+        #[cfg(feature = "image")]
+        {
+            use streamload::image;
+            samples
+                .try_map_parallel(tuned(available_cores()), |sample| {
+                    let img = image::convert_image_dtype(&sample.image("jpg")?);
+                    Ok((image::resize(img, 64, 64)?, sample.cls()?))
+                })
+                .named("decode")
+                .batch(64)
+                .map(|batch| batch.len())
+        }
+        #[cfg(not(feature = "image"))]
+        {
+            return Dataset::from_vec(Vec::new());
+        }
+    } else {
+        samples
+            .try_map(|sample| Ok((sample.cls()?, sample)))
+            .batch(64)
+            .map(|batch| batch.len())
+    };
+    batches.with_options(options())
+}
+
+/// W10 / W10d: one epoch of [`w10_dataset`]; returns the samples.
+pub async fn w10_read(
+    workload: &str,
+    shards: Vec<streamload::storage::Location>,
+    decode: bool,
+) -> anyhow::Result<u64> {
+    let ds = w10_dataset(shards, decode);
+    let mut epoch = ds.iter();
+    let mut samples = 0u64;
+    while let Some(batch) = epoch.next().await {
+        samples += batch? as u64;
+    }
+    report(workload, &epoch);
+    Ok(samples)
+}
+
+/// W10s: D4's shards (read from `dir`) as objects of the local S3 server (in memory, SigV4
+/// checked, no added latency), registered as `s3://w10-bucket`. Returns their URLs and the
+/// server (which lives as long as the runtime).
+pub async fn w10s_setup(
+    dir: &std::path::Path,
+) -> anyhow::Result<(Vec<streamload::storage::Location>, s3::MemoryS3)> {
+    let server = s3::MemoryS3::default();
+    let mut urls = Vec::new();
+    for path in d4_files(dir)? {
+        let name = format!(
+            "wds/{}",
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("shard.tar")
+        );
+        server.insert("w10-bucket", &name, std::fs::read(&path)?.into());
+        urls.push(streamload::storage::Location::parse(&format!(
+            "s3://w10-bucket/{name}"
+        )));
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDW10", "w10-secret-key").await;
+    streamload::storage::register(
+        "s3://w10-bucket",
+        s3::s3_store(addr, "w10-bucket", "AKIDW10", "w10-secret-key"),
+    )?;
+    Ok((urls, server))
+}
+
+/// Rows per row group in D5.
+#[cfg(feature = "parquet")]
+pub const D5_ROW_GROUP: usize = 16_384;
+
+/// D5 of WORKLOADS.md: D1's `shards` x `records` Examples (the same seeded draws, so the
+/// same content) as columns `image` (binary), `label` (int64) and `weights` (fixed-size list
+/// of 16 float32) in `dir/parquet/train.parquet`, row groups of 16,384 rows, snappy.
+/// Written in Rust with the `parquet` crate's `ArrowWriter` (WORKLOADS.md says pyarrow; D1
+/// is generated in Rust, so D5 is too; pyarrow's peers read it as any Parquet file).
+/// Returns the file's size in bytes.
+#[cfg(feature = "parquet")]
+pub fn generate_d5(dir: &std::path::Path, shards: usize, records: usize) -> anyhow::Result<u64> {
+    use std::sync::Arc;
+
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    use rand::{Rng, RngCore, SeedableRng};
+    use streamload::format::parquet::RecordBatch;
+    use streamload::format::parquet::arrow_array::ArrayRef;
+    use streamload::format::parquet::arrow_array::builder::{
+        BinaryBuilder, FixedSizeListBuilder, Float32Builder, Int64Builder,
+    };
+
+    let out = dir.join("parquet");
+    std::fs::create_dir_all(&out)?;
+    let path = out.join("train.parquet");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(D5_ROW_GROUP))
+        .build();
+    let mut writer: Option<parquet::arrow::ArrowWriter<std::fs::File>> = None;
+    let (mut image, mut label, mut weights) = (
+        BinaryBuilder::new(),
+        Int64Builder::new(),
+        FixedSizeListBuilder::new(Float32Builder::new(), 16),
+    );
+    let flush = |image: &mut BinaryBuilder,
+                 label: &mut Int64Builder,
+                 weights: &mut FixedSizeListBuilder<Float32Builder>,
+                 writer: &mut Option<parquet::arrow::ArrowWriter<std::fs::File>>|
+     -> anyhow::Result<()> {
+        let columns: [(&str, ArrayRef); 3] = [
+            ("image", Arc::new(image.finish())),
+            ("label", Arc::new(label.finish())),
+            ("weights", Arc::new(weights.finish())),
+        ];
+        let batch = RecordBatch::try_from_iter(columns)?;
+        if writer.is_none() {
+            let file = std::fs::File::create(&path)?;
+            *writer = Some(parquet::arrow::ArrowWriter::try_new(
+                file,
+                batch.schema(),
+                Some(props.clone()),
+            )?);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write(&batch)?;
+        }
+        Ok(())
+    };
+    let mut rows = 0usize;
+    let mut bytes = vec![0u8; 3000];
+    for shard in 0..shards {
+        // D1's draws, in D1's order: image length, image bytes, weights, label.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD1 ^ shard as u64);
+        for _ in 0..records {
+            let len = rng.random_range(1000..3000);
+            rng.fill_bytes(&mut bytes[..len]);
+            image.append_value(&bytes[..len]);
+            for _ in 0..16 {
+                weights.values().append_value(rng.random::<f32>());
+            }
+            weights.append(true);
+            label.append_value(rng.random_range(0..1000));
+            rows += 1;
+            if rows % D5_ROW_GROUP == 0 {
+                flush(&mut image, &mut label, &mut weights, &mut writer)?;
+            }
+        }
+    }
+    if rows % D5_ROW_GROUP != 0 || writer.is_none() {
+        flush(&mut image, &mut label, &mut weights, &mut writer)?;
+    }
+    if let Some(w) = writer {
+        w.close()?;
+    }
+    Ok(std::fs::metadata(&path)?.len())
+}
+
+/// D5's file under `dir`.
+#[cfg(feature = "parquet")]
+pub fn d5_file(dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    let path = dir.join("parquet/train.parquet");
+    anyhow::ensure!(
+        path.exists(),
+        "no {} (generate the data with --generate)",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// W11 parquet: D5 (a local path or a URL) -> project `label`, `weights` -> batches of 256
+/// rows -> as tensors (int64 [256], float32 [256, 16]). Returns the rows.
+#[cfg(feature = "parquet")]
+pub async fn w11_parquet(file: String, workload: &str) -> anyhow::Result<u64> {
+    use streamload::format::parquet::{ParquetDataset, column_tensor};
+    let ds = ParquetDataset::new([file])
+        .columns(["label", "weights"])
+        .batch_size(256)
+        .num_parallel_reads(tuned(available_cores()))
+        .build()
+        .try_map(|batch| {
+            Ok((
+                column_tensor(&batch, "label")?,
+                column_tensor(&batch, "weights")?,
+            ))
+        })
+        .with_options(options());
+    let mut rows = 0u64;
+    let mut epoch = ds.iter();
+    while let Some(tensors) = epoch.next().await {
+        let (label, weights) = tensors?;
+        rows += label.shape()[0] as u64;
+        black_box((label, weights));
+    }
+    report(workload, &epoch);
+    Ok(rows)
+}
+
+/// W11s's bucket: D5's file on a local S3 server (s3s over objects in memory, SigV4
+/// checked, no added latency), registered as `s3://w11-bucket`. Returns the server and the
+/// file's URL.
+#[cfg(feature = "parquet")]
+pub async fn w11s_setup(file: &std::path::Path) -> anyhow::Result<(s3::MemoryS3, String)> {
+    let server = s3::MemoryS3::default();
+    server.insert(
+        "w11-bucket",
+        "parquet/train.parquet",
+        std::fs::read(file)?.into(),
+    );
+    let addr = s3::memory_s3_server(server.clone(), "AKIDW11", "w11-secret-key").await;
+    streamload::storage::register(
+        "s3://w11-bucket",
+        s3::s3_store(addr, "w11-bucket", "AKIDW11", "w11-secret-key"),
+    )?;
+    Ok((server, "s3://w11-bucket/parquet/train.parquet".to_string()))
 }

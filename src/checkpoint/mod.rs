@@ -43,6 +43,10 @@
 //! offset must still start a record. `list_files` saves its listing's size and a hash of
 //! its names, and refuses a listing that changed.
 //!
+//! Indexed TFRecord files ([`IndexedTFRecords`](crate::format::IndexedTFRecords)) save the
+//! place in the epoch's order (one number) and the epoch: the order comes from (seed, epoch),
+//! and a record's position is its number across the files, read again by its index entry.
+//!
 //! A compressed file (GZIP, ZLIB) has no random access: a restored reader inflates it from
 //! its start and drops what comes before the offset, so restoring costs reading and
 //! inflating the file up to the offset again (about what that part cost the first time; a

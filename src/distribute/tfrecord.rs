@@ -155,6 +155,7 @@ fn walk_headers(path: &Path) -> anyhow::Result<u64> {
             offset,
             message: message.into(),
             looks_compressed: None,
+            skipped: None,
         }
         .into()
     };

@@ -19,7 +19,8 @@ pub enum Compression {
     Gzip,
     /// ZLIB (`"ZLIB"`).
     Zlib,
-    /// By the file name: `.gz` is GZIP, `.zz` or `.zlib` is ZLIB, anything else none.
+    /// By the file name: `.gz` (or `.tgz`) is GZIP, `.zz` or `.zlib` is ZLIB, anything else
+    /// none.
     Auto,
 }
 
@@ -34,7 +35,7 @@ impl Compression {
             return self;
         }
         match extension {
-            Some("gz") => Compression::Gzip,
+            Some("gz" | "tgz") => Compression::Gzip,
             Some("zz" | "zlib") => Compression::Zlib,
             _ => Compression::None,
         }

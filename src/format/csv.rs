@@ -361,6 +361,7 @@ impl<R> Reader<R> {
                 offset: self.offset,
                 message,
                 looks_compressed: None,
+                skipped: None,
             }
             .into();
         }

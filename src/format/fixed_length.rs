@@ -104,6 +104,7 @@ impl FixedLengthDecoder {
             offset: self.offset,
             message,
             looks_compressed: None,
+            skipped: None,
         }
         .into()
     }

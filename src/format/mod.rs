@@ -1,6 +1,6 @@
 //! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
-//! encode, `parse_example` with a feature spec), text lines, fixed-length records, CSV and
-//! `list_files`.
+//! encode, `parse_example` with a feature spec; indexes for random access), text lines, JSON
+//! lines, fixed-length records, CSV, WebDataset tar shards (read and write) and `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
@@ -11,10 +11,16 @@ mod csv;
 mod example;
 mod files;
 mod fixed_length;
+#[cfg(feature = "parquet")]
+pub mod parquet;
+mod indexed;
+mod json_lines;
 mod parse_example;
 mod text;
 mod tfrecord;
+mod tfrecord_index;
 mod tfrecord_writer;
+mod webdataset;
 
 pub(crate) use blocks::Blocks;
 pub use compression::Compression;
@@ -24,13 +30,17 @@ pub use example::{
     SequenceExample,
 };
 pub use fixed_length::FixedLengthRecordDataset;
+pub use indexed::IndexedTFRecords;
+pub use json_lines::JsonLinesDataset;
 pub use parse_example::{
     ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
     parse_example, parse_single_example, parse_single_example_view,
 };
 pub use text::{TextLineDataset, list_files, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};
+pub use tfrecord_index::{IndexEntry, TFRecordIndex};
 pub use tfrecord_writer::TFRecordWriter;
+pub use webdataset::{Sample, ShardWriter, WebDataset, webdataset_samples};
 
 /// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.
 pub(crate) fn masked_crc32c(data: &[u8]) -> u32 {

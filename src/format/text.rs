@@ -101,6 +101,11 @@ where
         self
     }
 
+    /// The number (from 1) of the last line yielded.
+    pub(crate) fn line_number(&self) -> u64 {
+        self.line
+    }
+
     /// A read error: a damaged compressed stream is data loss at the line being read (its
     /// offset in the decompressed stream); anything else an I/O error naming the file and
     /// the line (counted from 1).
@@ -112,6 +117,7 @@ where
                 offset: self.cursor.offset,
                 message,
                 looks_compressed: None,
+                skipped: None,
             }
             .into(),
             None => {

@@ -29,6 +29,8 @@ use crate::storage::Location;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
+/// A frame's bytes besides its payload: the 12-byte header and the 4-byte footer.
+pub(crate) const FRAME_OVERHEAD: u64 = (HEADER + FOOTER) as u64;
 /// Records longer than this (1 GiB) are refused by the reader, as data loss, and by
 /// [`TFRecordWriter::write`](super::TFRecordWriter::write), which writes nothing of them
 /// (TensorFlow's records are protocol buffers, at most 2 GiB); a damaged length field never
@@ -85,7 +87,27 @@ pub(crate) struct TFRecordFrames<S> {
     /// cursor may be inside the next record).
     last_start: u64,
     last_end: u64,
+    /// Resynchronise after damage (see [`TFRecordDataset::resync`]).
+    resync: bool,
+    /// The frame whose data CRC failed, for the scan that follows.
+    damaged_frame: Option<Bytes>,
+    /// A scan for the next good record in progress.
+    scan: Option<Scan>,
 }
+
+/// A scan for the next good record after damage: the bytes from the damaged record's start
+/// on (`buf[0]` is at offset `start`), the candidate position, and the error to yield once
+/// the scan ends.
+struct Scan {
+    buf: bytes::BytesMut,
+    start: u64,
+    damaged: u64,
+    pos: usize,
+    error: Option<anyhow::Error>,
+}
+
+/// Scanned bytes dropped from the front of a scan's buffer at a time.
+const SCAN_TRIM: usize = 1 << 20;
 
 impl<S> TFRecordFrames<S>
 where
@@ -104,7 +126,16 @@ where
             done: false,
             last_start: 0,
             last_end: 0,
+            resync: false,
+            damaged_frame: None,
+            scan: None,
         }
+    }
+
+    /// Resynchronises after damage (see [`TFRecordDataset::resync`]).
+    pub(crate) fn resync(mut self, on: bool) -> Self {
+        self.resync = on;
+        self
     }
 
     /// Reads from `start` on: the blocks begin at that (decompressed) offset, which is where
@@ -115,6 +146,11 @@ where
         self.last_end = start.offset;
         self.last_start = start.offset;
         self
+    }
+
+    /// Where the last record yielded starts and ends (its whole frame).
+    pub(crate) fn last_span(&self) -> (u64, u64) {
+        (self.last_start, self.last_end)
     }
 
     fn data_loss(&self, offset: u64, message: impl Into<String>) -> anyhow::Error {
@@ -133,6 +169,7 @@ where
             offset,
             message: message.into(),
             looks_compressed,
+            skipped: None,
         }
         .into()
     }
@@ -167,6 +204,9 @@ where
         let (payload, crc) = frame[HEADER..].split_at(len);
         if masked_crc32c(payload) != le_u32(crc) {
             let offset = self.cursor.offset - frame.len() as u64 + HEADER as u64;
+            if self.resync {
+                self.damaged_frame = Some(frame.clone());
+            }
             return Err(self.data_loss(offset, "corrupted record"));
         }
         frame.advance(HEADER);
@@ -233,6 +273,137 @@ where
     }
 }
 
+impl<S> TFRecordFrames<S>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    /// Starts a scan after the framing damage `error`: from the damaged record's start, with
+    /// every unread byte.
+    fn start_scan(&mut self, error: anyhow::Error) {
+        let mut buf = bytes::BytesMut::new();
+        let start = match self.damaged_frame.take() {
+            Some(frame) => {
+                buf.extend_from_slice(&frame);
+                self.cursor.offset - frame.len() as u64
+            }
+            None => {
+                buf.extend_from_slice(&self.cursor.carry);
+                self.cursor.offset
+            }
+        };
+        buf.extend_from_slice(&self.cursor.block);
+        self.cursor.clear();
+        self.scan = Some(Scan {
+            buf,
+            start,
+            damaged: start,
+            pos: 1,
+            error: Some(error),
+        });
+    }
+
+    /// Scans for the next position whose header's length CRC holds (and whose length is at
+    /// most [`MAX_RECORD_LEN`]) and whose payload's CRC holds; reading goes on there (or the
+    /// file ends). Yields the damage's error, with the bytes skipped.
+    fn poll_scan(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<Bytes>>> {
+        let Some(scan) = self.scan.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let found = loop {
+            if scan.pos > SCAN_TRIM {
+                let _ = scan.buf.split_to(scan.pos);
+                scan.start += scan.pos as u64;
+                scan.pos = 0;
+            }
+            let at = scan.pos;
+            let need = match scan.buf.get(at..at + HEADER) {
+                None => HEADER,
+                Some(header) => {
+                    let (len_bytes, crc) = header.split_at(8);
+                    let mut len = [0u8; 8];
+                    len.copy_from_slice(len_bytes);
+                    let len = u64::from_le_bytes(len);
+                    if masked_crc32c(len_bytes) != le_u32(crc) || len > MAX_RECORD_LEN {
+                        scan.pos += 1;
+                        continue;
+                    }
+                    let total = HEADER + len as usize + FOOTER;
+                    match scan.buf.get(at..at + total) {
+                        Some(frame) => {
+                            let (payload, crc) = frame[HEADER..].split_at(len as usize);
+                            if masked_crc32c(payload) == le_u32(crc) {
+                                break Some(at);
+                            }
+                            scan.pos += 1;
+                            continue;
+                        }
+                        None => total,
+                    }
+                }
+            };
+            // More bytes are needed to check the candidate at `at`.
+            debug_assert!(scan.buf.len() < at + need);
+            match ready!(self.cursor.poll_block(cx)) {
+                Ok(true) => {
+                    scan.buf.extend_from_slice(&self.cursor.block);
+                    self.cursor.block.clear();
+                }
+                // The file ends before a candidate is whole: none is left past it, unless
+                // a shorter one starts further on.
+                Ok(false) if scan.buf.len() >= at + HEADER => scan.pos += 1,
+                Ok(false) => break None,
+                Err(e) => {
+                    self.scan = None;
+                    self.done = true;
+                    return Poll::Ready(Some(Err(self.io_error(e))));
+                }
+            }
+        };
+        let Some(mut scan) = self.scan.take() else {
+            return Poll::Ready(None);
+        };
+        let end = match found {
+            Some(at) => {
+                let end = scan.start + at as u64;
+                let _ = scan.buf.split_to(at);
+                self.cursor.block = scan.buf.freeze();
+                self.cursor.offset = end;
+                // The damaged bytes count as one record.
+                self.record += 1;
+                self.last_start = scan.damaged;
+                self.last_end = end;
+                end
+            }
+            None => {
+                self.done = true;
+                let end = scan.start + scan.buf.len() as u64;
+                self.last_end = end;
+                end
+            }
+        };
+        let mut error = scan
+            .error
+            .take()
+            .unwrap_or_else(|| anyhow::anyhow!("damage"));
+        if let Some(Error::DataLoss { skipped, .. }) = error.downcast_mut::<Error>() {
+            *skipped = Some(scan.damaged..end);
+        }
+        Poll::Ready(Some(Err(error)))
+    }
+}
+
+/// Whether `e` is damage to the framing (a CRC, a length, a cut record) that a scan can
+/// step over; not a damaged compressed stream or an I/O error.
+fn framing_damage(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::DataLoss { message, .. })
+            if message == "corrupted record"
+                || message == "truncated record"
+                || message.starts_with("record length")
+    )
+}
+
 /// The compression a stream starting with `head` seems to have: GZIP's magic `1f 8b`, or a
 /// ZLIB header (`CMF` 0x78, a deflate window of 32 KiB, with its check bits; RFC 1950).
 fn compression_of(head: &[u8]) -> Option<Compression> {
@@ -254,9 +425,23 @@ where
         if this.done {
             return Poll::Ready(None);
         }
+        if this.scan.is_some() {
+            return this.poll_scan(cx);
+        }
         // The record in progress starts here (`carry` is counted once it is taken).
         let start = this.cursor.offset;
         let next = ready!(this.poll_record(cx));
+        if let Err(e) = next {
+            if this.resync && framing_damage(&e) {
+                this.start_scan(e);
+                return this.poll_scan(cx);
+            }
+            this.damaged_frame = None;
+            this.done = true;
+            this.cursor.clear();
+            this.last_start = start;
+            return Poll::Ready(Some(Err(e)));
+        }
         if !matches!(next, Ok(Some(_))) {
             this.done = true;
             this.cursor.clear();
@@ -286,6 +471,9 @@ impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
 /// Files are read in order, or `num_parallel_reads` at once through
 /// [`parallel_interleave`](Dataset::parallel_interleave) (cycle of that many files, one
 /// record from each in turn: deterministic, like tf.data's). Each record's CRCs are checked.
+/// For random access (exact sharding by record, a global shuffle of the records across
+/// files), index the files and read them through
+/// [`IndexedTFRecords`](super::IndexedTFRecords).
 ///
 /// # Errors
 ///
@@ -329,6 +517,7 @@ pub struct TFRecordDataset {
     buffer_size: usize,
     num_parallel_reads: Option<Parallelism>,
     memory_map: bool,
+    resync: bool,
 }
 
 impl TFRecordDataset {
@@ -340,7 +529,52 @@ impl TFRecordDataset {
             buffer_size: crate::storage::local::DEFAULT_BLOCK,
             num_parallel_reads: None,
             memory_map: true,
+            resync: false,
         }
+    }
+
+    /// Resynchronises after a damaged record rather than ending the file (default: off,
+    /// TensorFlow's behaviour): the damage is still an [`Error::DataLoss`] element (so
+    /// [`ignore_errors_within`](Dataset::ignore_errors_within) or
+    /// [`ignore_errors`](Dataset::ignore_errors) decides what to do with it), and reading
+    /// goes on at the next position whose header's length CRC holds, whose length is at most
+    /// 1 GiB, and whose payload's CRC holds: one flipped bit costs one record, not the rest
+    /// of the shard. The error's `skipped` field (and its message: "; skipped N bytes
+    /// (start..end), reading on at end") says which bytes were stepped over.
+    ///
+    /// What it can recover: any damage inside one record's bytes (its length, its CRCs, its
+    /// payload), and garbage between records; the records after it are found again, byte
+    /// exact (a false match needs both CRCs to hold by chance: about 2^-64). What it cannot:
+    /// records inside the skipped range (a damaged length can hide the records it spanned,
+    /// since the scan starts one byte after the damaged record's start and takes the first
+    /// good record it finds, which is the next undamaged one), and a damaged compressed
+    /// stream (a GZIP/ZLIB file is not resynchronised: its damage ends the file). Record
+    /// indices after a resync count the skipped bytes as one record. Scanning holds at most
+    /// the candidate record (1 GiB at worst) and 1 MiB of scanned bytes.
+    ///
+    /// ```
+    /// use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
+    /// use streamload::{Dataset, ErrorBudget};
+    /// # tokio_test::block_on(async {
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("damaged.tfrecord");
+    /// let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    /// for i in 0..5u8 {
+    ///     writer.write(&[i; 10]).await?;
+    /// }
+    /// let mut bytes = writer.finish().await?;
+    /// bytes[2 * 26 + 15] ^= 1; // a flipped bit in the payload of record 2 (26 bytes each)
+    /// std::fs::write(&path, &bytes)?;
+    ///
+    /// let records = TFRecordDataset::new([&path]).resync(true).build()
+    ///     .ignore_errors_within(ErrorBudget::count(1));
+    /// let records = records.collect().await?;
+    /// assert_eq!(records.iter().map(|r| r[0]).collect::<Vec<_>>(), [0, 1, 3, 4]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn resync(mut self, on: bool) -> Self {
+        self.resync = on;
+        self
     }
 
     /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
@@ -403,12 +637,14 @@ impl TFRecordDataset {
 
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
+        let resync = self.resync;
         let format = FileFormat {
             stage: "tfrecord",
-            decode: Arc::new(|file, name, start| {
+            decode: Arc::new(move |file, name, start| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
                 Box::pin(
                     TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
+                        .resync(resync)
                         .starting_at(start),
                 )
             }),

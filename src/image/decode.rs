@@ -10,30 +10,40 @@ use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
-const JPEG_MAGIC: &[u8] = &[0xFF, 0xD8, 0xFF];
-const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+pub(crate) const JPEG_MAGIC: &[u8] = &[0xFF, 0xD8, 0xFF];
+pub(crate) const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// Decodes a JPEG into an RGB image of shape `(height, width, 3)` (`tf.io.decode_jpeg(bytes,
 /// channels=3)`); a grayscale JPEG is repeated into the three channels.
 ///
 /// Decoding is strict: a truncated or corrupt file is an error (as in `tf.io.decode_jpeg`
-/// without `try_recover_truncated`), never a partly grey image.
+/// without `try_recover_truncated`), never a partly grey image. The header is read first: an
+/// image over [`MAX_PIXELS`](super::MAX_PIXELS) is refused before any pixel memory is
+/// allocated. Full-size decoding uses zune-jpeg (pure Rust, as fast as libjpeg-turbo here);
+/// [`decode_jpeg_scaled`](super::decode_jpeg_scaled) and
+/// [`decode_and_crop_jpeg`](super::decode_and_crop_jpeg) decode less, with libjpeg-turbo.
 ///
 /// # Errors
 ///
-/// If `bytes` is not a JPEG the decoder can read. The message names no file: use
+/// If `bytes` is not a JPEG the decoder can read, or declares more than
+/// [`MAX_PIXELS`](super::MAX_PIXELS) pixels. The message names no file: use
 /// [`read_image`], or add the name as context.
 pub fn decode_jpeg(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
-    anyhow::ensure!(
-        bytes.starts_with(JPEG_MAGIC),
-        "not a JPEG ({})",
-        describe(bytes)
-    );
+    ensure_jpeg(bytes)?;
     let options = DecoderOptions::default()
         .set_strict_mode(true)
+        .set_max_width(usize::MAX)
+        .set_max_height(usize::MAX)
         .jpeg_set_out_colorspace(ColorSpace::RGB);
     guard("JPEG", || {
         let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+        decoder
+            .decode_headers()
+            .map_err(|e| anyhow::anyhow!("corrupt JPEG header: {e}"))?;
+        let (w, h) = decoder
+            .dimensions()
+            .context("corrupt JPEG: no image header")?;
+        check_pixels("JPEG", w, h)?;
         let pixels = decoder
             .decode()
             .map_err(|e| anyhow::anyhow!("corrupt or truncated JPEG: {e}"))?;
@@ -42,6 +52,32 @@ pub fn decode_jpeg(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
         Array3::from_shape_vec(shape, pixels)
             .map_err(|e| anyhow::anyhow!("corrupt JPEG: {e} for {shape:?} pixels"))
     })
+}
+
+/// An error unless `bytes` starts as a JPEG does (`FF D8 FF`).
+pub(crate) fn ensure_jpeg(bytes: &[u8]) -> anyhow::Result<()> {
+    if bytes.starts_with(JPEG_MAGIC) {
+        Ok(())
+    } else if bytes.starts_with(PNG_MAGIC) {
+        anyhow::bail!(
+            "not a JPEG but a PNG ({}): use decode_image",
+            describe(bytes)
+        )
+    } else {
+        anyhow::bail!("not a JPEG ({})", describe(bytes))
+    }
+}
+
+/// An error if a `width` × `height` image is over [`MAX_PIXELS`](super::MAX_PIXELS).
+pub(crate) fn check_pixels(format: &str, width: usize, height: usize) -> anyhow::Result<()> {
+    let pixels = width as u64 * height as u64;
+    anyhow::ensure!(
+        pixels <= super::MAX_PIXELS,
+        "{format} of {width}x{height} pixels (width x height) is over the limit of {} pixels \
+         (streamload::image::MAX_PIXELS; a decompression bomb?)",
+        super::MAX_PIXELS
+    );
+    Ok(())
 }
 
 /// Decodes a PNG into an RGB image of shape `(height, width, 3)` (`tf.io.decode_png(bytes,
@@ -59,8 +95,15 @@ pub fn decode_png(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
         describe(bytes)
     );
     guard("PNG", || {
-        let decoded = image::load_from_memory_with_format(bytes, image::ImageFormat::Png)
-            .map_err(|e| anyhow::anyhow!("corrupt or truncated PNG: {e}"))?;
+        let corrupt = |e| anyhow::anyhow!("corrupt or truncated PNG: {e}");
+        let header =
+            image::ImageReader::with_format(std::io::Cursor::new(bytes), image::ImageFormat::Png);
+        let (w, h) = header.into_dimensions().map_err(corrupt)?;
+        check_pixels("PNG", w as usize, h as usize)?;
+        let mut reader =
+            image::ImageReader::with_format(std::io::Cursor::new(bytes), image::ImageFormat::Png);
+        reader.no_limits(); // the pixel count is checked above, against streamload's limit
+        let decoded = reader.decode().map_err(corrupt)?;
         let sixteen_bit = matches!(
             decoded.color(),
             image::ColorType::L16

@@ -4,15 +4,23 @@
 //! | tf.image | streamload::image | on |
 //! |---|---|---|
 //! | `tf.io.decode_jpeg`, `decode_png`, `decode_image` (`channels=3`) | [`decode_jpeg`], [`decode_png`], [`decode_image`]; [`read_image`] reads a file and names it in errors | bytes → `Array3<u8>` |
+//! | `tf.io.decode_jpeg(ratio=r)`, `decode_and_crop_jpeg`, `extract_jpeg_shape` | [`decode_jpeg_scaled`], [`decode_and_crop_jpeg`], [`extract_jpeg_shape`] (TensorFlow's bytes exactly); [`decode_and_resize`] (DCT scale, then resize: PIL's `draft`) | bytes → `Array3<u8>` |
+//! | `tf.image.sample_distorted_bounding_box` (whole image as the box) | [`sample_distorted_bounding_box`], [`DistortedBoxOptions`] | (height, width) → `[y, x, h, w]` |
+//! | ResNet's train / eval preprocessing; torchvision's `RandomResizedCrop`, `Resize`+`CenterCrop`, `ToTensor`, `Normalize` | [`RandomResizedCrop`], [`CenterCrop`]; [`convert_and_normalize`] ([`Normalize`], [`Layout`] HWC/CHW) | bytes → `Array3<f32>` |
 //! | `tf.image.convert_image_dtype(image, tf.float32)` | [`convert_image_dtype`] (÷ 255) | `Array3<u8>` → `Array3<f32>` |
-//! | `tf.image.resize(image, size)` (bilinear, no antialias, half-pixel centres) | [`resize`] (and [`resize_u8`], rounding to bytes) | `Array3<f32>` |
+//! | `tf.image.resize(image, size)` (bilinear, no antialias, half-pixel centres; `method="area"`) | [`resize`] (and [`resize_u8`], rounding to bytes); [`resize_with`], [`resize_u8_with`] with [`ResizeMethod`] | `Array3<f32>` |
 //! | `tf.image.flip_left_right`, `random_flip_left_right` | [`flip_left_right`], [`random_flip_left_right`] | `Array3<f32>` |
 //! | `tf.image.adjust_brightness`, `random_brightness` | [`adjust_brightness`], [`random_brightness`] | `Array3<f32>` |
 //! | `tf.image.adjust_saturation`, `random_saturation` (in HSV) | [`adjust_saturation`], [`random_saturation`] | `Array3<f32>` |
 //! | `tf.clip_by_value` | [`clip_by_value`] | `Array3<f32>` |
 //!
-//! Decoding is [`zune-jpeg`](https://docs.rs/zune-jpeg) for JPEG (strict: a truncated file is an
-//! error, as in `tf.io.decode_jpeg`) and [`image`](https://docs.rs/image) for PNG; resizing is
+//! Decoding is [`zune-jpeg`](https://docs.rs/zune-jpeg) for full-size JPEG (strict: a truncated
+//! file is an error, as in `tf.io.decode_jpeg`), the system's libjpeg-turbo for scaled and
+//! cropped JPEG (through a small C bridge whose errors come back as `Result`s; libjpeg's
+//! default handler would call `exit()`), and [`image`](https://docs.rs/image) for PNG. Every
+//! decoder reads the header first and refuses an image of more than [`MAX_PIXELS`] pixels
+//! before allocating anything (a decompression bomb); grayscale and CMYK JPEGs come out as RGB;
+//! progressive JPEGs decode like baseline ones. Resizing is
 //! [`fast_image_resize`](https://docs.rs/fast_image_resize) (SIMD). The transforms take the
 //! image by value and work in place, so they chain without copies. The random ones take any
 //! [`rand::Rng`]; inside a pipeline use [`Dataset::random_map`](crate::Dataset::random_map),
@@ -51,18 +59,29 @@
 mod brightness;
 mod clip;
 mod convert;
+mod crop;
 mod decode;
 mod flip;
+mod jpeg;
+mod jpeg_turbo;
+mod normalize;
 mod resize;
 mod saturation;
+mod transform;
 
 pub use brightness::{adjust_brightness, random_brightness};
 pub use clip::clip_by_value;
 pub use convert::convert_image_dtype;
+pub use crop::{DistortedBoxOptions, sample_distorted_bounding_box};
 pub use decode::{decode_image, decode_jpeg, decode_png, read_image};
 pub use flip::{flip_left_right, random_flip_left_right};
-pub use resize::{resize, resize_u8};
+pub use jpeg::{
+    MAX_PIXELS, decode_and_crop_jpeg, decode_and_resize, decode_jpeg_scaled, extract_jpeg_shape,
+};
+pub use normalize::{Layout, Normalize, convert_and_normalize};
+pub use resize::{ResizeMethod, resize, resize_u8, resize_u8_with, resize_with};
 pub use saturation::{adjust_saturation, random_saturation};
+pub use transform::{CenterCrop, RandomResizedCrop};
 
 /// The image in standard (row-major, contiguous) layout, copied only if it is not.
 pub(crate) fn standard<T: Clone>(image: ndarray::Array3<T>) -> ndarray::Array3<T> {
@@ -71,4 +90,20 @@ pub(crate) fn standard<T: Clone>(image: ndarray::Array3<T>) -> ndarray::Array3<T
     } else {
         image.as_standard_layout().into_owned()
     }
+}
+
+/// A smooth test JPEG of `width` × `height` (for the documentation's examples).
+#[doc(hidden)]
+pub fn __doc_jpeg(width: u32, height: u32) -> Vec<u8> {
+    let img = ::image::RgbImage::from_fn(width, height, |x, y| {
+        ::image::Rgb([
+            (x * 255 / width) as u8,
+            (y * 255 / height) as u8,
+            ((x + y) % 256) as u8,
+        ])
+    });
+    let mut out = Vec::new();
+    // Encoding into a Vec cannot fail for an RGB image of positive size.
+    let _ = ::image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90).encode_image(&img);
+    out
 }

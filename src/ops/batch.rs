@@ -234,6 +234,23 @@ where
                 // Where this batch starts: restored from here, its members are read again.
                 *this.mark = this.input.as_mut().get_pin_mut().save().ok();
             }
+            if this.provs.is_none() {
+                // No positions recorded (the common case): gather until the batch is full,
+                // with nothing else done per element.
+                loop {
+                    match ready!(this.input.as_mut().poll_next(cx)) {
+                        Some(Ok(x)) => {
+                            this.buf.push(x);
+                            if this.buf.len() == size {
+                                break;
+                            }
+                        }
+                        Some(Err(e)) => return Poll::Ready(Some(Err(failed(&mut this, e)))),
+                        None => return Poll::Ready(ended(&mut this)),
+                    }
+                }
+                continue;
+            }
             match ready!(this.input.as_mut().poll_next(cx)) {
                 Some(Ok(x)) => {
                     if let Some(provs) = this.provs.as_mut() {
@@ -246,24 +263,8 @@ where
                     }
                     this.buf.push(x);
                 }
-                Some(Err(e)) => {
-                    // As tf.data's batch: an error element fails the batch being filled, and
-                    // the elements gathered into it are lost with it.
-                    this.buf.clear();
-                    if let Some(provs) = this.provs.as_mut() {
-                        provs.clear();
-                    }
-                    *this.mark = None;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    if this.buf.is_empty() || *this.drop_remainder {
-                        this.buf.clear();
-                        return Poll::Ready(None);
-                    }
-                    let n = this.buf.len();
-                    return Poll::Ready(Some(Ok(take_batch(&mut this, n))));
-                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(failed(&mut this, e)))),
+                None => return Poll::Ready(ended(&mut this)),
             }
         }
     }
@@ -281,6 +282,27 @@ where
         let hi = hi.map(|h| (h + pending).div_ceil(smallest));
         (lo, hi)
     }
+}
+
+/// An error element: as tf.data's batch, it fails the batch being filled, and the elements
+/// gathered into it are lost with it.
+fn failed<St, T>(this: &mut BatchProj<'_, St, T>, e: anyhow::Error) -> anyhow::Error {
+    this.buf.clear();
+    if let Some(provs) = this.provs.as_mut() {
+        provs.clear();
+    }
+    *this.mark = None;
+    e
+}
+
+/// The input ended: the last, partial batch unless dropped.
+fn ended<St, T>(this: &mut BatchProj<'_, St, T>) -> Option<anyhow::Result<Vec<T>>> {
+    if this.buf.is_empty() || *this.drop_remainder {
+        this.buf.clear();
+        return None;
+    }
+    let n = this.buf.len();
+    Some(Ok(take_batch(this, n)))
 }
 
 /// Hands over the gathered batch (and its members' positions, when recorded).

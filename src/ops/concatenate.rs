@@ -41,6 +41,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
     let inputs = [a, b];
     let small = a.is_small() && b.is_small();
     let resumable = a.is_resumable() && b.is_resumable();
+    let ctx = &ctx.for_merged(small);
     if let Some(provs) = ctx.replaying() {
         let phase = ctx.restoring().and_then(|s| s.word(0).ok());
         let routed = Routed::new(provs, 2, STAGE, |i, list| {

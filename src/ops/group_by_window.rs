@@ -50,7 +50,13 @@ where
     let nested = ctx.nested().fresh();
     if ctx.replaying().is_some() {
         let windows = |ctx: &Ctx| -> BoxStream<Vec<T>> {
-            Box::pin(crate::ops::batch::build(ctx, input, 1, false))
+            // The batch is not in the saved tree: its input 0 is the state `ctx` restores
+            // (a random stage upstream replays with its saved seed).
+            let ctx = ctx.with_restore(
+                ctx.restoring()
+                    .map(|s| crate::checkpoint::State::new("batch").input(s.clone())),
+            );
+            Box::pin(crate::ops::batch::build(&ctx, input, 1, false))
         };
         let reduce_funcs = Arc::clone(funcs);
         let reduce = Arc::new(move |window: Vec<T>| {
@@ -176,12 +182,14 @@ where
         ctx: Ctx,
         provenance: bool,
     ) -> Self {
+        let small = input.is_small();
         GroupByWindow {
             held: Held::new(&input, provenance, STAGE),
             input: input.fuse(),
             funcs,
-            // The reduced datasets say where their elements come from when asked.
-            ctx: if provenance {
+            // The reduced datasets say where their elements come from when asked, or when a
+            // stage downstream holds them by position without asking (an input not small).
+            ctx: if provenance || !small {
                 ctx.with_provenance()
             } else {
                 ctx

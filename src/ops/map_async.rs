@@ -42,7 +42,7 @@ where
 {
     let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
     let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
-        None => (input.build(ctx), None),
+        None => (input.build(&ctx.for_input(0)), None),
         Some(state) => {
             let build = |ctx: &Ctx| input.build(ctx);
             match parallel_map::restore(ctx, &Input::of(input, &build), state, 0) {

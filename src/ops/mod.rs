@@ -25,6 +25,7 @@
 //! | `cache.rs` | `cache()` (in memory) |
 //! | `prefetch.rs` | `prefetch` |
 //! | `ignore_errors.rs` | `ignore_errors` |
+//! | `ignore_errors_within.rs` | `ignore_errors` with an error budget (SPDL's `max_failures`) |
 //! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
 //! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
 
@@ -38,6 +39,7 @@ pub(crate) mod enumerate;
 pub(crate) mod filter;
 pub(crate) mod group_by_window;
 pub(crate) mod ignore_errors;
+pub(crate) mod ignore_errors_within;
 pub(crate) mod interleave;
 pub(crate) mod map;
 pub(crate) mod map_async;

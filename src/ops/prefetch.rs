@@ -28,13 +28,19 @@ pub(crate) fn build<T: Send + 'static>(
 ) -> Prefetch<T> {
     let gauge = ctx.stats_handle();
     let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) else {
-        return Prefetch::new(
+        let prefetch = Prefetch::new(
             input.build(&ctx.for_input(0)),
             buffer,
             knob,
             gauge,
             ctx.provenance(),
         );
+        if ctx.replaying().is_some() {
+            // In replay the input says where each element comes from even when it cannot
+            // save itself (a stage in replay): positions pass through.
+            prefetch.shared.upstream().provs = true;
+        }
+        return prefetch;
     };
     let restored = (|| {
         let upstream = input.build(&ctx.for_input(0));

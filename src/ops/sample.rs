@@ -196,7 +196,9 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
         Counting::Wrapped,
         {
             let (datasets, weights) = (datasets.clone(), weights.clone());
+            let small = datasets.iter().all(Dataset::is_small);
             move |ctx| {
+                let ctx = &ctx.for_merged(small);
                 let built = (|| {
                     let inputs =
                         Inputs::build(ctx, &datasets, stop_on_empty_dataset, 0, 4, SAMPLE)?;
@@ -375,6 +377,7 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
         {
             let (datasets, choices) = (datasets.clone(), choices.clone());
             move |ctx| {
+                let ctx = &ctx.for_merged(small);
                 let built = (|| {
                     let inputs =
                         Inputs::build(ctx, &datasets, stop_on_empty_dataset, 1, 1, CHOOSE)?;

@@ -1,7 +1,12 @@
 //! Saved state ([`scan_resumable`](crate::Dataset::scan_resumable) only): `[n, then the
 //! running state's postcard encoding, n bytes packed 8 to a word]` (`n = u64::MAX` once the
 //! stage has ended: its input ended, or a panic in `f`), and the input's state.
+//!
+//! Position of an element (when a stage downstream holds elements by position): a group of
+//! one, its input element's position, with the running state before it packed as above: a
+//! replay reads the input elements again and applies `f` to each with its saved state.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -67,24 +72,56 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
         scan.failed = Some(e);
         scan
     };
-    if ctx.replaying().is_some() {
-        return fail(not_placeable());
+    if let Some(provs) = ctx.replaying() {
+        let Some(codec) = codec else {
+            return fail(not_placeable());
+        };
+        let mut inner = Vec::with_capacity(provs.len());
+        let mut states = VecDeque::with_capacity(provs.len());
+        for prov in provs.iter() {
+            match prov {
+                Prov::Group(members, words) if members.len() == 1 => {
+                    inner.push(members[0].clone());
+                    states.push_back(words.to_vec());
+                }
+                other => {
+                    return fail(unsupported(
+                        STAGE,
+                        &format!("saved position is not a scan's: {other:?}"),
+                    ));
+                }
+            }
+        }
+        let replayed = input.build(&ctx.for_input(0).with_replay(inner.into()));
+        let mut scan = Scan::new(replayed, Some(initial.clone()), Arc::clone(f), Some(codec));
+        scan.record = true;
+        scan.replay = Some(states);
+        return scan;
     }
+    // As every stage: positions are recorded when asked for, or when the input is not small
+    // (a stage downstream then holds elements by position without asking).
+    let record = (ctx.provenance() || !input.is_small()) && codec.is_some();
     let (Some(state), Some(codec)) = (ctx.restoring(), codec) else {
-        return Scan::new(
+        let mut scan = Scan::new(
             input.build(ctx),
             Some(initial.clone()),
             Arc::clone(f),
             codec,
         );
+        scan.record = record;
+        return scan;
     };
     match unpack(&state.words).and_then(|bytes| bytes.map(|b| (codec.load)(&b)).transpose()) {
-        Ok(running) => Scan::new(
-            input.build(&ctx.for_input(0)),
-            running,
-            Arc::clone(f),
-            Some(codec),
-        ),
+        Ok(running) => {
+            let mut scan = Scan::new(
+                input.build(&ctx.for_input(0)),
+                running,
+                Arc::clone(f),
+                Some(codec),
+            );
+            scan.record = record;
+            scan
+        }
         Err(e) => fail(e),
     }
 }
@@ -92,8 +129,9 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
 fn not_placeable() -> anyhow::Error {
     unsupported(
         STAGE,
-        "its elements depend on the running state before them and cannot be placed by \
-         position (put the shuffle before the scan)",
+        "its elements depend on the running state before them, which is not serializable: \
+         use scan_resumable, or put the stage that holds elements by position (a shuffle) \
+         before the scan",
     )
 }
 
@@ -139,6 +177,12 @@ pub(crate) struct Scan<St, S, F> {
     codec: Option<Codec<S>>,
     /// A restore that failed: yielded first, then the stream ends.
     failed: Option<anyhow::Error>,
+    /// Each element's position is recorded (a stage downstream holds them by position).
+    record: bool,
+    /// The last element's position, when recorded (or why it could not be).
+    last: Option<Result<Prov, String>>,
+    /// In replay: the packed running state before each element still to come.
+    replay: Option<VecDeque<Vec<u64>>>,
 }
 
 impl<St, S, F> Scan<St, S, F> {
@@ -149,19 +193,22 @@ impl<St, S, F> Scan<St, S, F> {
             f,
             codec,
             failed: None,
+            record: false,
+            last: None,
+            replay: None,
         }
     }
 }
 
 impl<St, S, F, T, U> Stream for Scan<St, S, F>
 where
-    St: Stream<Item = anyhow::Result<T>>,
+    St: Stream<Item = anyhow::Result<T>> + Resumable,
     F: Fn(S, T) -> (S, U),
 {
     type Item = anyhow::Result<U>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.project();
+        let mut this = self.project();
         if let Some(e) = this.failed.take() {
             return Poll::Ready(Some(Err(e)));
         }
@@ -169,12 +216,33 @@ where
             return Poll::Ready(None);
         }
         // The state is taken only once the input has answered: a pending input keeps it.
-        let item = ready!(this.input.poll_next(cx));
-        let Some(state) = this.state.take() else {
+        let item = ready!(this.input.as_mut().poll_next(cx));
+        let Some(mut state) = this.state.take() else {
             return Poll::Ready(None);
         };
         match item {
             Some(Ok(x)) => {
+                if let Some(replay) = this.replay.as_mut() {
+                    // The running state this element was made with, saved with its position.
+                    let codec = this.codec.as_ref();
+                    let saved = replay.pop_front().ok_or_else(|| {
+                        unsupported(STAGE, "replay yielded more elements than asked for")
+                    });
+                    let loaded = saved.and_then(|words| {
+                        let bytes = unpack(&words)?.ok_or_else(|| State::new(STAGE).malformed())?;
+                        codec.map_or_else(|| Err(not_placeable()), |c| (c.load)(&bytes))
+                    });
+                    match loaded {
+                        Ok(saved) => state = saved,
+                        Err(e) => {
+                            *this.state = Some(state);
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                    }
+                }
+                if *this.record {
+                    *this.last = Some(position(this.input.as_ref().get_ref(), &state, *this.codec));
+                }
                 let f = &**this.f;
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state, x))) {
                     Ok((next, out)) => {
@@ -201,6 +269,20 @@ where
     }
 }
 
+/// The position of the element about to be made from `state` and the input's last element.
+fn position<St: Resumable, S>(
+    input: &St,
+    state: &S,
+    codec: Option<Codec<S>>,
+) -> Result<Prov, String> {
+    let words = codec
+        .ok_or_else(not_placeable)
+        .and_then(|c| (c.save)(state))
+        .map_err(|e| format!("{e:#}"))?;
+    let inner = input.last_prov().map_err(|e| format!("{e:#}"))?;
+    Ok(Prov::Group(vec![inner], pack(&words).into()))
+}
+
 impl<St: Resumable, S, F> Resumable for Scan<St, S, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
@@ -219,7 +301,15 @@ impl<St: Resumable, S, F> Resumable for Scan<St, S, F> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        Err(not_placeable())
+        match &self.last {
+            Some(Ok(prov)) => Ok(prov.clone()),
+            Some(Err(why)) => Err(crate::Error::Checkpoint(why.clone()).into()),
+            None if self.codec.is_none() => Err(not_placeable()),
+            None => Err(unsupported(
+                STAGE,
+                "the positions of its elements were not recorded",
+            )),
+        }
     }
 
     fn is_small(&self) -> bool {

@@ -19,7 +19,7 @@ pub(crate) fn build<T: Send + 'static>(
     index: u64,
 ) -> Shard<BoxStream<T>> {
     if ctx.replaying().is_some() {
-        return Shard::new(input.build(ctx), 1, 0);
+        return Shard::new(input.build(&ctx.for_input(0)), 1, 0);
     }
     let position = match ctx.restoring().map(|s| s.word(0)).transpose() {
         Ok(position) => position.unwrap_or(0) % num_shards,

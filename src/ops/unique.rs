@@ -23,7 +23,7 @@ where
     T: Clone + Eq + Hash + Send + 'static,
 {
     if ctx.replaying().is_some() {
-        let mut unique = Unique::new(input.build(ctx));
+        let mut unique = Unique::new(input.build(&ctx.for_input(0)));
         unique.passthrough = true;
         return unique;
     }

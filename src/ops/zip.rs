@@ -52,7 +52,7 @@ pub(crate) fn zip<A: Send + 'static, B: Send + 'static>(
         _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
     };
     Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-        build(ctx, 2, &make, pair)
+        build(&ctx.for_merged(small), 2, &make, pair)
     })
     .keyed(fingerprints[0])
     .keyed(fingerprints[1])
@@ -85,7 +85,7 @@ pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<V
     let make = move |i: usize, ctx: &Ctx| datasets[i].build(ctx);
     let mut ds =
         Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-            build(ctx, n, &make, Ok)
+            build(&ctx.for_merged(small), n, &make, Ok)
         })
         .keyed(n as u64);
     for fingerprint in fingerprints {
@@ -172,6 +172,10 @@ pub(crate) struct ZipAll<T, F> {
     /// After a restore: the items taken for the next step before the checkpoint, read again
     /// at their positions, into their slots before anything else.
     refill: Vec<(usize, BoxStream<T>)>,
+    /// The positions of the items in the slots that came from `refill` (their inputs have
+    /// not yielded them), and those of the last step yielded.
+    refilled: Vec<Option<Prov>>,
+    last_refilled: Vec<Option<Prov>>,
 }
 
 // Elements are never pinned in place.
@@ -181,12 +185,15 @@ impl<T, F> ZipAll<T, F> {
     pub(crate) fn new(inputs: Vec<BoxStream<T>>, finish: F) -> Self {
         let slots = inputs.iter().map(|_| None).collect();
         let done = inputs.is_empty();
+        let n = inputs.len();
         ZipAll {
             inputs,
             slots,
             done,
             finish,
             refill: Vec::new(),
+            refilled: vec![None; n],
+            last_refilled: vec![None; n],
         }
     }
 }
@@ -202,9 +209,13 @@ where
         while let Some((i, refill)) = this.refill.last_mut() {
             let item = std::task::ready!(refill.as_mut().poll_next(cx));
             let i = *i;
+            let prov = refill.last_prov().ok();
             this.refill.pop();
             match item {
-                Some(Ok(x)) => this.slots[i] = Some(Ok(x)),
+                Some(Ok(x)) => {
+                    this.slots[i] = Some(Ok(x));
+                    this.refilled[i] = prov;
+                }
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {
                     let e = crate::Error::Checkpoint(
@@ -241,6 +252,12 @@ where
         // Empty every slot before looking for an error, so the next step starts afresh.
         let items: Vec<anyhow::Result<T>> =
             this.slots.iter_mut().filter_map(Option::take).collect();
+        if this.refilled.iter().any(Option::is_some)
+            || this.last_refilled.iter().any(Option::is_some)
+        {
+            let n = this.refilled.len();
+            this.last_refilled = std::mem::replace(&mut this.refilled, vec![None; n]);
+        }
         let items: anyhow::Result<Vec<T>> = items.into_iter().collect();
         Poll::Ready(Some(items.and_then(&this.finish)))
     }
@@ -257,11 +274,14 @@ impl<T, F> Resumable for ZipAll<T, F> {
         }
         let mut words = vec![u64::from(this.done)];
         let mut held = Vec::new();
-        for (input, slot) in this.inputs.iter().zip(&this.slots) {
+        for ((input, slot), refilled) in this.inputs.iter().zip(&this.slots).zip(&this.refilled) {
             words.push(u64::from(slot.is_some()));
             match slot {
                 None => {}
-                Some(Ok(_)) => held.push(input.last_prov()?),
+                Some(Ok(_)) => held.push(match refilled {
+                    Some(prov) => prov.clone(),
+                    None => input.last_prov()?,
+                }),
                 Some(Err(_)) => {
                     return Err(unsupported(
                         STAGE,
@@ -282,7 +302,11 @@ impl<T, F> Resumable for ZipAll<T, F> {
         let members = self
             .inputs
             .iter()
-            .map(|input| input.last_prov())
+            .zip(&self.last_refilled)
+            .map(|(input, refilled)| match refilled {
+                Some(prov) => Ok(prov.clone()),
+                None => input.last_prov(),
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Prov::group(members))
     }

@@ -439,6 +439,7 @@ mod tests {
             consumer,
             elements,
             errors: 0,
+            skipped: 0,
             busy: Duration::ZERO,
             wait: Duration::ZERO,
             worker_busy: Duration::ZERO,

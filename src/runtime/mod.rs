@@ -2,8 +2,11 @@
 //!
 //! Every task handle aborts its task when dropped ([`AbortOnDropHandle`]), so dropping an epoch's
 //! stream stops everything that epoch started. Async work (prefetch producers, interleave
-//! readers, `map_async` calls) runs as tokio tasks; CPU-bound user functions run on tokio's
-//! blocking threads, never on the async workers. Epochs iterated without a runtime of the
+//! readers, `map_async` calls) runs as tokio tasks; short blocking jobs (positioned reads of
+//! local files, directory walks) on tokio's blocking threads; work that holds a thread for a
+//! whole epoch (`map_parallel`'s workers, `from_generator`'s producer) on threads of
+//! streamload's own (`threads.rs`), so that it can never take every blocking thread and
+//! starve the readers; none of it on the async workers. Epochs iterated without a runtime of the
 //! caller's ([`Dataset::iter_blocking`](crate::Dataset::iter_blocking)) run on one streamload
 //! owns (`shared.rs`).
 
@@ -12,6 +15,7 @@ mod chunks;
 mod coop;
 mod prefetch;
 mod shared;
+mod threads;
 pub(crate) use autotune::{
     Budget, INITIAL_BUFFER, Knob, KnobKind, MAX_BUFFER, Tuner, physical_memory,
 };
@@ -23,6 +27,7 @@ pub(crate) use prefetch::prefetch_element;
 pub(crate) use shared::spawn_shared;
 #[cfg(feature = "burn")]
 pub(crate) use shared::wait_shared;
+pub(crate) use threads::spawn_thread;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use futures::stream::Stream;
 use crate::checkpoint::{Prov, Resumable, State as CheckpointState, unsupported};
 use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
 use crate::options::Options;
-use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, chunk_channel};
+use crate::runtime::{self, ChunkReceiver, ChunkSender, chunk_channel};
 
 const STAGE: &str = "from_generator";
 
@@ -169,9 +169,11 @@ where
 
 enum State<T> {
     Idle(Arc<RunFn<T>>),
+    /// The generator runs on a thread of streamload's own (`runtime::spawn_thread`: it holds
+    /// the thread for the whole epoch, which on tokio's blocking pool could starve the
+    /// readers); it stops when `rx` is dropped (its next send fails).
     Running {
         rx: ChunkReceiver<anyhow::Result<T>>,
-        _task: Task<()>,
     },
     Done,
 }
@@ -246,8 +248,8 @@ impl<T: Send + 'static> Stream for Generator<T> {
                             let _ = tx.blocking_flush();
                         }
                     };
-                    match runtime::spawn_blocking(STAGE, job) {
-                        Ok(task) => this.state = State::Running { rx, _task: task },
+                    match runtime::spawn_thread(STAGE, job) {
+                        Ok(()) => this.state = State::Running { rx },
                         Err(e) => {
                             this.state = State::Done;
                             return Poll::Ready(Some(Err(e)));

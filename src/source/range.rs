@@ -68,11 +68,12 @@ pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
                         Ok(start)
                     }));
                 }
-                let mut range = Range::new(start, 0, None, None);
-                if let Some(done) = ctx.restoring().and_then(|s| s.word(0).ok()) {
-                    range.resume_at(done, start);
-                }
-                Box::pin(range)
+                let done = ctx.restoring().and_then(|s| s.word(0).ok()).unwrap_or(0);
+                Box::pin(Constant {
+                    value: start,
+                    done,
+                    coop: Coop::default(),
+                })
             },
         )
         .keyed(mix64(start as u64));
@@ -116,8 +117,9 @@ pub(crate) struct Range {
     counters: Option<Arc<StageCounters>>,
     start: i64,
     flushed: u64,
-    /// Elements of the whole range before `next` (its position, saved by checkpoints).
-    done: u64,
+    /// Elements of the whole range before `start` (after a restore); with the distance
+    /// walked from `start`, the position checkpoints save (nothing counted per element).
+    base: u64,
     /// `range` or `counter`.
     stage: &'static str,
 }
@@ -132,7 +134,7 @@ impl Range {
             counters,
             start,
             flushed: 0,
-            done: 0,
+            base: 0,
             stage: if len.is_some() { "range" } else { "counter" },
         }
     }
@@ -141,23 +143,33 @@ impl Range {
     fn resume_at(&mut self, done: u64, next: i64) {
         self.next = next;
         self.start = next;
-        self.done = done;
+        self.base = done;
         if let Some(left) = self.remaining.as_mut() {
             *left = left.saturating_sub(done);
         }
+    }
+
+    /// The elements yielded since `start`: the distance walked, in u64 (exact for any range;
+    /// a counter wraps after 2^64 steps, which no epoch reaches). A step of 0 is a
+    /// [`Constant`].
+    fn walked(&self) -> u64 {
+        if self.step > 0 {
+            self.next.wrapping_sub(self.start) as u64 / self.step as u64
+        } else {
+            self.start.wrapping_sub(self.next) as u64 / self.step.unsigned_abs().max(1)
+        }
+    }
+
+    /// Elements of the whole range yielded (its saved position).
+    fn done(&self) -> u64 {
+        self.base.wrapping_add(self.walked())
     }
 
     #[cold]
     #[inline(never)]
     fn flush(&mut self) {
         if let Some(counters) = &self.counters {
-            // The distance walked, in u64: exact for any range (a counter wraps after 2^64
-            // steps, which no epoch reaches).
-            let yielded = if self.step > 0 {
-                self.next.wrapping_sub(self.start) as u64 / self.step as u64
-            } else {
-                self.start.wrapping_sub(self.next) as u64 / self.step.unsigned_abs()
-            };
+            let yielded = self.walked();
             counters.add_elements(yielded.saturating_sub(self.flushed));
             self.flushed = yielded;
         }
@@ -191,7 +203,6 @@ impl Stream for Range {
         };
         let x = this.next;
         this.next = x.wrapping_add(this.step);
-        this.done += 1;
         if lapped {
             this.flush();
         }
@@ -208,7 +219,42 @@ impl Stream for Range {
 
 impl Resumable for Range {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(self.stage).words([self.done]))
+        Ok(State::new(self.stage).words([self.done()]))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Ok(Prov::at(self.done().wrapping_sub(1)))
+    }
+}
+
+/// A `counter` with a step of 0: the same number forever, counting what it yielded (its
+/// saved position).
+struct Constant {
+    value: i64,
+    done: u64,
+    coop: Coop,
+}
+
+impl Stream for Constant {
+    type Item = anyhow::Result<i64>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let Poll::Ready(_) = this.coop.poll_lap(cx) else {
+            return Poll::Pending;
+        };
+        this.done += 1;
+        Poll::Ready(Some(Ok(this.value)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
+    }
+}
+
+impl Resumable for Constant {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new("counter").words([self.done]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -20,6 +20,8 @@ pub(crate) struct StageCounters {
     pub(super) consumer: Option<usize>,
     pub(super) elements: AtomicU64,
     pub(super) errors: AtomicU64,
+    /// Error elements it skipped within its error budget (`ignore_errors_within`).
+    pub(super) skipped: AtomicU64,
     pub(super) busy_nanos: AtomicU64,
     pub(super) wait_nanos: AtomicU64,
     pub(super) worker_nanos: AtomicU64,
@@ -126,6 +128,16 @@ impl StageCounters {
     /// [`add_own_error`]: StageCounters::add_own_error
     pub(crate) fn set_counted_by_input(&self) {
         self.by_input.store(true, Ordering::Relaxed);
+    }
+
+    /// An error element the stage skipped (`ignore_errors_within`).
+    pub(crate) fn add_skipped(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The name the user gave the stage, if any.
+    pub(crate) fn label(&self) -> Option<String> {
+        self.label.get().cloned()
     }
 
     /// An error the stage made itself (for stages counted by input).

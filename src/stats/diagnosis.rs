@@ -350,6 +350,7 @@ pub(super) mod tests {
                         consumer: s.consumer,
                         elements: 100,
                         errors: 0,
+                        skipped: 0,
                         busy: secs(s.busy),
                         wait: secs(s.wait),
                         worker_busy: secs(s.workers),

@@ -143,6 +143,10 @@ pub struct StageSnapshot {
     pub elements: u64,
     /// Error elements the stage has yielded.
     pub errors: u64,
+    /// Error elements the stage skipped within its error budget
+    /// ([`ignore_errors_within`](crate::Dataset::ignore_errors_within)), each reported to its
+    /// quarantine.
+    pub skipped: u64,
     /// Time spent in the stage's own work on the task that polls it (its inline inputs'
     /// time subtracted; estimated from sampled polls). For an inner stage, summed over the
     /// copies that run at once (a parallel interleave's readers).
@@ -225,6 +229,7 @@ impl Stats {
             consumer: at.consumer.map(|c| c.index),
             elements: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
             worker_nanos: AtomicU64::new(0),
@@ -368,6 +373,7 @@ impl Stats {
                     consumer: c.consumer,
                     elements: counts[i].0,
                     errors: counts[i].1,
+                    skipped: load(&c.skipped),
                     busy: Duration::from_nanos(own[i]),
                     wait: Duration::from_nanos(load(&c.wait_nanos)),
                     worker_busy: Duration::from_nanos(load(&c.worker_nanos)),

@@ -124,6 +124,11 @@ pub(super) fn write_rows(f: &mut impl fmt::Write, view: &View, timed: bool) -> f
         } else {
             "-".to_string()
         };
+        // Errors skipped within a budget (`ignore_errors_within`) follow the errors yielded.
+        let errors = match s.skipped {
+            0 => s.errors.to_string(),
+            n => format!("{} ({n} skipped)", s.errors),
+        };
         writeln!(
             f,
             "{:<32} {:>12} {:>12.0} {:>9} {:>7} {:>7.1} {:>8.1} {:>14} {:>15} {:>6}",
@@ -136,7 +141,7 @@ pub(super) fn write_rows(f: &mut impl fmt::Write, view: &View, timed: bool) -> f
             100.0 * share(s.blocked, wall, row.copies * s.parallelism.max(1)),
             workers,
             buffer,
-            s.errors
+            errors
         )?;
     }
     Ok(())

@@ -130,7 +130,7 @@ async fn open(
 
 /// A regular file's size and modification time (in nanoseconds since 1970), to tell later
 /// whether it changed; nothing for anything else (a pipe, a device).
-fn identity(meta: &Metadata) -> Option<Identity> {
+pub(crate) fn identity(meta: &Metadata) -> Option<Identity> {
     if !meta.is_file() {
         return None;
     }
@@ -157,6 +157,36 @@ pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyh
     let n = usize::try_from(range.end.min(len).saturating_sub(range.start))?;
     let file = file.into_std().await;
     let task = runtime::spawn_blocking("read", move || read_at(&file, range.start, n))?;
+    let (bytes, _) = task.await.map_err(|e| runtime::join_error("read", e))??;
+    Ok(bytes)
+}
+
+/// A local file opened once and kept for reads at many offsets (the records an index
+/// points to), shared by the reads of an epoch.
+pub(crate) type OpenSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<std::fs::File>>>;
+
+/// The bytes of `range` in the file at `path`, up to its end (fewer bytes when the file ends
+/// before), by one positioned read on a blocking thread; the file is opened there the first
+/// time and kept in `slot` for the next reads (no open, `fstat` and close per read).
+pub(crate) async fn read_range_kept(
+    path: &Path,
+    slot: OpenSlot,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<Bytes> {
+    let n = usize::try_from(range.end.saturating_sub(range.start))?;
+    let path = path.to_path_buf();
+    let task = runtime::spawn_blocking("read", move || {
+        let file = match slot.get() {
+            Some(file) => std::sync::Arc::clone(file),
+            None => {
+                let file = std::sync::Arc::new(std::fs::File::open(&path)?);
+                // Two first reads racing open it twice; one is kept.
+                let _ = slot.set(std::sync::Arc::clone(&file));
+                file
+            }
+        };
+        read_at(&file, range.start, n)
+    })?;
     let (bytes, _) = task.await.map_err(|e| runtime::join_error("read", e))??;
     Ok(bytes)
 }

@@ -32,8 +32,15 @@
 //!   its whole-request timeout off with `ClientOptions::with_timeout_disabled`, and its
 //!   retries with `RetryConfig { max_retries: 0, .. }`, so that one retry policy runs).
 //! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
-//!   password or a query string (a pre-signed URL, an Azure SAS token) is refused rather than
-//!   sent: pass credentials through the environment or [`register_with`].
+//!   password, a query string (a pre-signed URL, an Azure SAS token) or a fragment is refused
+//!   rather than sent: pass credentials through the environment or [`register_with`].
+//! - Nor in errors: every error of [`open`], [`read_range`], [`glob`] and the readers passes
+//!   through one redaction, done on the text (so it holds for URLs that fail to parse: a
+//!   bad host, port or IPv6 literal), that removes user names and passwords of any scheme,
+//!   non-numeric ports, query strings and fragments, and the values of parameters named like
+//!   signatures, tokens, secrets, passwords, credentials and keys; in `Display` and `Debug`
+//!   of the error and of each of its causes (foreign errors, whose `Debug` may show a
+//!   URL's fields, are kept as their redacted message).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -54,9 +61,14 @@
 
 pub(crate) mod local;
 mod ranged;
-mod remote;
+mod redact;
+pub(crate) mod remote;
+
+pub(crate) use redact::{redact, redact_error, redact_io};
 
 use std::fmt;
+
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 
 pub use ranged::ReadOptions;
@@ -67,9 +79,10 @@ pub use remote::{glob, register, register_with};
 /// Built from `&str`/`String` (a string with `scheme://` is a URL, anything else a path;
 /// `file://` URLs become paths) and from `Path`/`PathBuf`.
 ///
-/// Shown (`{}` and `{:?}`) without the user name, password or query string a URL may carry,
-/// so a location is safe in errors and logs; reading a URL with a password or a query string
-/// (a pre-signed URL, an Azure SAS token) is refused, never sent.
+/// Shown (`{}` and `{:?}`) without the user name, password, query string or fragment a URL
+/// may carry (a malformed URL, kept as a local path, is shown redacted too), so a location is
+/// safe in errors and logs; reading a URL with a user name, a password, a query string (a
+/// pre-signed URL, an Azure SAS token) or a fragment is refused, never sent.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Location {
     /// A local file.
@@ -118,13 +131,15 @@ impl fmt::Display for Location {
     /// The path, or the URL without any credentials it carried.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Local(p) => write!(f, "{}", p.display()),
+            // A malformed URL is a local path: shown redacted all the same.
+            Location::Local(p) => f.write_str(&redact(&p.display().to_string())),
             Location::Url(u) => {
                 let mut shown = u.clone();
                 let _ = shown.set_password(None);
                 let _ = shown.set_username("");
                 shown.set_query(None);
-                write!(f, "{shown}")
+                shown.set_fragment(None);
+                f.write_str(&redact(shown.as_str()))
             }
         }
     }
@@ -134,7 +149,10 @@ impl fmt::Debug for Location {
     /// As [`Display`](fmt::Display): `Url("s3://bucket/key")`, without credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Local(p) => f.debug_tuple("Local").field(p).finish(),
+            Location::Local(p) => f
+                .debug_tuple("Local")
+                .field(&format_args!("{}", redact(&format!("{p:?}"))))
+                .finish(),
             Location::Url(_) => f
                 .debug_tuple("Url")
                 .field(&format_args!("{:?}", self.to_string()))
@@ -185,6 +203,12 @@ impl From<url::Url> for Location {
     }
 }
 
+impl From<&Location> for Location {
+    fn from(location: &Location) -> Location {
+        location.clone()
+    }
+}
+
 /// Opens `location` as an async reader of its bytes: a local file read in 1 MiB blocks two
 /// ahead on blocking threads; an object as ranged GETs with read-ahead, retries and resumes
 /// (its store's [`ReadOptions`]), through `tokio_util`'s `StreamReader`.
@@ -220,11 +244,15 @@ pub async fn open(
     let location = location.into();
     let blocks = open_blocks(&location, local::DEFAULT_BLOCK, local::READ_AHEAD, false, 0)
         .await
-        .map_err(|e| e.context(format!("opening {location}")))?
+        .map_err(|e| redact_error(e.context(format!("opening {location}"))))?
         .blocks;
     let shown = location.to_string();
-    let blocks =
-        blocks.map_err(move |e| std::io::Error::new(e.kind(), format!("reading {shown}: {e}")));
+    let blocks = blocks.map_err(move |e| {
+        std::io::Error::new(
+            e.kind(),
+            redact(&format!("reading {shown}: {e}")).into_owned(),
+        )
+    });
     Ok(tokio_util::io::StreamReader::new(blocks))
 }
 
@@ -263,6 +291,29 @@ pub async fn read_range(
             .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
         Location::Url(url) => remote::read_range(url, range).await,
     }
+    .map_err(redact_error)
+}
+
+/// What `location` is now: its size and version (a local file's modification time, an
+/// object's ETag from a HEAD, retried like a read).
+///
+/// # Errors
+///
+/// A missing file or object, not a regular file, or a fault reading its metadata, each
+/// naming the location.
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) async fn stat(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .with_context(|| format!("reading the size of {location}"))?;
+            local::identity(&meta)
+                .ok_or_else(|| anyhow::anyhow!("{location} is not a regular file"))
+        }
+        Location::Url(url) => remote::stat(url).await,
+    }
 }
 
 /// `e` and its sources as one message, each cause once: a source whose message its error's
@@ -272,7 +323,13 @@ pub async fn read_range(
 ///
 /// Errors from object stores enter `anyhow` through this, as a message: kept as sources,
 /// `{:#}` would show each cause as often as it is repeated down the chain.
+///
+/// The message is redacted (see [`redact`]): object stores' errors show the URLs they asked.
 pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    redact(&describe_raw(e)).into_owned()
+}
+
+fn describe_raw(e: &(dyn std::error::Error + 'static)) -> String {
     let mut shown = e.to_string();
     let mut source = e.source();
     while let Some(e) = source {
@@ -293,6 +350,22 @@ pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) struct Identity {
     pub(crate) size: u64,
     pub(crate) version: u64,
+}
+
+/// What the file at `location` is now: its size and version (a local file's metadata, an
+/// object's HEAD).
+pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {
+    match location {
+        Location::Local(path) => {
+            let meta = tokio::fs::metadata(path)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the size of {location}: {e}"))?;
+            local::identity(&meta).ok_or_else(|| anyhow::anyhow!("{location} is not a file"))
+        }
+        Location::Url(url) => remote::identity(url)
+            .await
+            .map_err(|e| e.context(format!("reading the size of {location}"))),
+    }
 }
 
 /// A file opened for reading, as a stream of blocks.
@@ -319,6 +392,19 @@ pub(crate) async fn open_blocks(
     memory_map: bool,
     offset: u64,
 ) -> anyhow::Result<OpenedFile> {
+    open_blocks_raw(location, block, read_ahead, memory_map, offset)
+        .await
+        .map_err(redact_error)
+}
+
+async fn open_blocks_raw(
+    location: &Location,
+    block: usize,
+    read_ahead: usize,
+    memory_map: bool,
+    offset: u64,
+) -> anyhow::Result<OpenedFile> {
+    use futures::TryStreamExt;
     match location {
         Location::Local(path) if memory_map => {
             Ok(local::map_ahead(path, block, read_ahead, offset).await?)
@@ -327,7 +413,7 @@ pub(crate) async fn open_blocks(
         Location::Url(url) => {
             let (blocks, identity) = remote::open(url, offset).await?;
             Ok(OpenedFile {
-                blocks,
+                blocks: Box::pin(blocks.map_err(redact_io)),
                 mapped: false,
                 start: offset,
                 identity: Some(identity),

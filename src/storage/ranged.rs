@@ -341,6 +341,28 @@ impl Fetch {
     }
 }
 
+/// The object's size and version from a HEAD, retried on transient faults within the
+/// deadline that begins with the first of them.
+pub(crate) async fn head(reader: &Reader, path: &StorePath) -> anyhow::Result<super::Identity> {
+    let mut retrying = Retrying::default();
+    loop {
+        let head = {
+            let _permit = reader.connections.acquire().await?;
+            reader.store.head(path).await
+        };
+        let delay = match head {
+            Ok(meta) => return Ok(identity(&meta)),
+            Err(e) => match classify(e, false) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        tokio::time::sleep(delay?).await;
+    }
+}
+
 /// After the object's first GET failed with `fault`: the error, when the fault is permanent
 /// (but a 416, a range over an empty object); otherwise the object's size and ETag from a
 /// HEAD, retried on transient faults within the deadline that began with the GET's fault.
@@ -379,6 +401,36 @@ async fn head_after(reader: &Reader, path: &StorePath, fault: Fault) -> anyhow::
             },
         };
         tokio::time::sleep(delay.map_err(failed)?).await;
+    }
+}
+
+/// The object's size and version (see [`super::Identity`]) from a HEAD, retried on transient
+/// faults until the retry deadline; `shown` names it in the error.
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) async fn stat(
+    reader: Reader,
+    path: StorePath,
+    shown: Location,
+) -> anyhow::Result<super::Identity> {
+    let mut retrying = Retrying::default();
+    loop {
+        let head = {
+            let _permit = reader.connections.acquire().await?;
+            reader.store.head(&path).await
+        };
+        // As a first request: a connection that cannot be made is permanent.
+        let delay = match head {
+            Ok(meta) => return Ok(identity(&meta)),
+            Err(e) => match classify(e, false) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        let delay = delay.with_context(|| format!("reading the size of {shown}"))?;
+        tokio::time::sleep(delay).await;
     }
 }
 

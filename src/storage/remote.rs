@@ -66,14 +66,16 @@ fn insert(prefix: String, reader: Reader) {
     stores.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
 }
 
-/// Refuses a URL carrying a password or a query string (a pre-signed URL's signature, an
-/// Azure SAS token): it would be sent as part of the object's path, and could end up in an
-/// error; the message shows the URL without them.
+/// Refuses a URL carrying a user name or password (a token user), a query string (a pre-signed URL's signature, an
+/// Azure SAS token) or a fragment: it would be sent as part of the object's path, and could
+/// end up in an error; the message shows the URL without them.
 fn refuse_credentials(url: &Url) -> anyhow::Result<()> {
-    if url.query().is_some() || url.password().is_some() {
+    let user = !url.username().is_empty() || url.password().is_some();
+    if user || url.query().is_some() || url.fragment().is_some() {
         return Err(Error::InvalidArgument(format!(
-            "query strings (pre-signed URLs, SAS tokens) and passwords in URLs are not \
-             supported: {}; pass credentials through the environment or register_with",
+            "query strings (pre-signed URLs, SAS tokens), fragments (write a `#` in a key as \
+             %23) and user names or passwords in URLs are not supported: {}; pass credentials through the \
+             environment or register_with",
             Location::Url(url.clone())
         ))
         .into());
@@ -495,6 +497,22 @@ pub(crate) async fn open(
     super::ranged::open(reader, path, Location::Url(url.clone()), offset).await
 }
 
+/// A writer of the object at `url`: object_store's buffered writer (one PUT for a small
+/// object, a multipart upload for a large one), complete once shut down.
+pub(crate) fn create(url: &Url) -> anyhow::Result<object_store::buffered::BufWriter> {
+    let (reader, _, path) = resolve(url)?;
+    Ok(object_store::buffered::BufWriter::new(
+        Arc::clone(&reader.store),
+        path,
+    ))
+}
+
+/// What the object at `url` is now (its size and version), from a HEAD.
+pub(crate) async fn identity(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::head(&reader, &path).await
+}
+
 /// The bytes of `range` in the object at `url`, up to its end.
 pub(crate) async fn read_range(
     url: &Url,
@@ -502,6 +520,14 @@ pub(crate) async fn read_range(
 ) -> anyhow::Result<bytes::Bytes> {
     let (reader, _, path) = resolve(url)?;
     super::ranged::read_range(reader, path, Location::Url(url.clone()), range).await
+}
+
+/// The size and version of the object at `url` (a HEAD, retried).
+// Only the Parquet reader (feature `parquet`) asks for a size before reading.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) async fn stat(url: &Url) -> anyhow::Result<super::Identity> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::stat(reader, path, Location::Url(url.clone())).await
 }
 
 /// The files matching `pattern`, sorted: a local glob (`data/train-*.tfrecord`) or a URL
@@ -512,9 +538,13 @@ pub(crate) async fn read_range(
 /// # Errors
 ///
 /// An invalid pattern, a failed listing (naming the URL), no match at all, or a URL with a
-/// password or a query string (`?key=value`: a pre-signed URL, a SAS token). Messages never
-/// show a password or a query.
+/// user name, a password, a query string (`?key=value`: a pre-signed URL, a SAS token) or a
+/// fragment. Messages never show credentials: a pattern is shown up to its first `?`.
 pub async fn glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
+    glob_raw(pattern).await.map_err(super::redact_error)
+}
+
+async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
     let mut url = match Url::parse(pattern) {
         Ok(url) if url.scheme() == "file" => url,
         _ => match Location::parse(pattern) {

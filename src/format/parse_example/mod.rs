@@ -64,6 +64,9 @@ pub enum FeatureSpec {
 
 impl FeatureSpec {
     /// `tf.io.FixedLenFeature(shape, dtype)` with no default (required).
+    ///
+    /// A shape of more than 2^28 values is refused by [`ParseSpec::new`] (no `Example` can
+    /// hold that many), so a mistyped shape is an error, never an allocation that aborts.
     pub fn fixed_len(shape: impl Into<Vec<usize>>, dtype: DType) -> FeatureSpec {
         FeatureSpec::FixedLen {
             shape: shape.into(),
@@ -169,8 +172,11 @@ impl ParseSpec {
     /// # Errors
     ///
     /// A `FixedLenSequence` without `allow_missing` ("Unsupported: FixedLenSequenceFeature
-    /// requires allow_missing to be True."), a default of the wrong type or size, or a name
-    /// given twice.
+    /// requires allow_missing to be True."), a default of the wrong type or size, a name
+    /// given twice, or a shape of more than 2^28 values (268,435,456) per example or row
+    /// (an [`Error::InvalidArgument`] naming the feature): a protobuf message holds at most
+    /// 2 GiB, so no `Example` can hold that many values of a feature, and such a shape is a
+    /// mistake that would otherwise ask for memory it sizes when a record is parsed.
     pub fn new<N: Into<String>>(
         features: impl IntoIterator<Item = (N, FeatureSpec)>,
     ) -> anyhow::Result<ParseSpec> {
@@ -179,7 +185,7 @@ impl ParseSpec {
             let name = name.into();
             let (stride, default) = match &spec {
                 FeatureSpec::FixedLen { shape, default, .. } => {
-                    (shape.iter().product::<usize>(), default.as_ref())
+                    (values_in(&name, shape)?, default.as_ref())
                 }
                 FeatureSpec::VarLen { .. } => (1, None),
                 FeatureSpec::FixedLenSequence {
@@ -194,7 +200,7 @@ impl ParseSpec {
                                 .to_string(),
                         ));
                     }
-                    (shape.iter().product::<usize>(), default.as_ref())
+                    (values_in(&name, shape)?, default.as_ref())
                 }
             };
             if let Some(default) = default {
@@ -587,6 +593,24 @@ fn minibatches(serialized: &[Bytes]) -> Vec<usize> {
     (0..n).map(|m| serialized.len() * m / n).collect()
 }
 
+/// The most values a `FixedLen` feature's shape (a `FixedLenSequence`'s row) may hold: 2^28
+/// (an `Example` is a protobuf message, at most 2 GiB; 2^28 int64s or floats are 1 to 2 GiB).
+const MAX_VALUES: usize = 1 << 28;
+
+/// The number of values in `shape`, refused past [`MAX_VALUES`] (or when it overflows).
+fn values_in(name: &str, shape: &[usize]) -> anyhow::Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= MAX_VALUES)
+        .ok_or_else(|| {
+            invalid(format!(
+                "feature {name}: shape {shape:?} holds more than {MAX_VALUES} values (2^28), \
+                 more than an Example can hold"
+            ))
+        })
+}
+
 fn invalid(message: String) -> anyhow::Error {
     Error::InvalidArgument(message).into()
 }
@@ -745,8 +769,9 @@ fn parse_raw(
             Found::Missing => Ok(None),
             Found::Kindless { .. } => Ok(Some(Values::empty(entry.spec.dtype()))),
             Found::List { kind, list, .. } => {
-                let mut values =
-                    Values::with_capacity(entry.spec.dtype(), entry.capacity().unwrap_or(0));
+                // A record of n bytes holds at most n values: never more is reserved.
+                let capacity = entry.capacity().unwrap_or(0).min(record.len());
+                let mut values = Values::with_capacity(entry.spec.dtype(), capacity);
                 check(record, entry, f, *kind, list.clone(), mode, &mut values)?;
                 Ok(Some(values))
             }

@@ -1,0 +1,188 @@
+//! JSON lines: one JSON value per line of text files.
+
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::Stream;
+use serde::de::DeserializeOwned;
+
+use super::Compression;
+use super::files::{FileFormat, read_files};
+use super::text::Lines;
+use crate::checkpoint::{Prov, Resumable, State};
+use crate::dataset::Dataset;
+use crate::options::Parallelism;
+use crate::storage::Location;
+
+/// The stage's name in statistics, errors and checkpoints.
+const STAGE: &str = "json_lines";
+
+/// The lines of JSON-lines files (`.jsonl`, `.ndjson`) as a [`Dataset`] of
+/// [`serde_json::Value`]s ([`build`](Self::build)) or of a type of yours that implements
+/// [`Deserialize`](serde::Deserialize) ([`build_as`](Self::build_as)). Files are local
+/// paths or URLs, plain or compressed ([`Compression::Auto`] goes by the `.gz` extension).
+///
+/// Lines are split as [`TextLineDataset`](super::TextLineDataset) splits them (`\n`, and
+/// `\r` dropped); a line of nothing but spaces or tabs is skipped (as pandas'
+/// `read_json(lines=True)` and Hugging Face `datasets` do), any other is one value.
+/// Checkpoints resume at the line after the last value yielded, as text lines do.
+///
+/// # Errors
+///
+/// A line that is not valid JSON (or not of the type asked for) is an error element naming
+/// the file, the line number (from 1) and serde's reason; the lines after it follow, so
+/// [`ignore_errors`](Dataset::ignore_errors) skips just the bad lines. A file that cannot be
+/// opened or read, a damaged compressed stream or a line longer than 64 MiB is an error that
+/// ends that file, as for [`TextLineDataset`](super::TextLineDataset).
+///
+/// ```
+/// use streamload::format::JsonLinesDataset;
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("train.jsonl");
+/// std::fs::write(&path, "{\"text\": \"hi\", \"label\": 1}\n\n{\"text\": \"there\", \"label\": 0}\n")?;
+///
+/// let values = JsonLinesDataset::new([&path]).build().collect().await?;
+/// assert_eq!(values[1]["text"], "there");
+///
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct Row {
+///     text: String,
+///     label: u8,
+/// }
+/// let rows = JsonLinesDataset::new([&path]).build_as::<Row>().collect().await?;
+/// assert_eq!(rows[0], Row { text: "hi".into(), label: 1 });
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct JsonLinesDataset {
+    files: Vec<Location>,
+    compression: Compression,
+    buffer_size: usize,
+    num_parallel_reads: Option<Parallelism>,
+}
+
+impl JsonLinesDataset {
+    /// The lines of these files, in this order.
+    pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
+        JsonLinesDataset {
+            files: files.into_iter().map(Into::into).collect(),
+            compression: Compression::None,
+            buffer_size: crate::storage::local::DEFAULT_BLOCK,
+            num_parallel_reads: None,
+        }
+    }
+
+    /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
+    ///
+    /// # Panics
+    ///
+    /// If `bytes` is 0.
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        assert!(
+            bytes > 0,
+            "JsonLinesDataset: buffer_size must be at least 1"
+        );
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// Reads this many files at once (one value from each in turn, deterministically), and
+    /// opens as many more ahead.
+    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
+        self.num_parallel_reads = Some(n.into());
+        self
+    }
+
+    /// The values, as [`serde_json::Value`]s.
+    pub fn build(self) -> Dataset<serde_json::Value> {
+        self.build_as()
+    }
+
+    /// The values, each deserialized as a `T` (a line that is valid JSON but not a `T` is
+    /// an error naming the file and the line).
+    pub fn build_as<T: DeserializeOwned + Send + 'static>(self) -> Dataset<T> {
+        let format = FileFormat {
+            stage: STAGE,
+            decode: Arc::new(|file, name, start| {
+                Box::pin(JsonLines::<_, T> {
+                    lines: Lines::new(file.blocks, name).starting_at(start),
+                    name: name.into(),
+                    _values: PhantomData,
+                })
+            }),
+            compression: self.compression,
+            buffer_size: self.buffer_size,
+            memory_map: false,
+            resumable: true,
+        };
+        read_files(self.files, format, self.num_parallel_reads)
+    }
+}
+
+/// One file's values: its lines, each parsed.
+#[must_use = "streams do nothing unless polled"]
+struct JsonLines<S, T> {
+    lines: Lines<S>,
+    name: Arc<str>,
+    _values: PhantomData<fn() -> T>,
+}
+
+impl<S, T> Unpin for JsonLines<S, T> {}
+
+impl<S, T> Stream for JsonLines<S, T>
+where
+    S: Stream<Item = std::io::Result<bytes::Bytes>> + Unpin,
+    T: DeserializeOwned,
+{
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let line = match ready!(Pin::new(&mut this.lines).poll_next(cx)) {
+                Some(Ok(line)) => line,
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => return Poll::Ready(None),
+            };
+            if line.iter().all(|b| matches!(b, b' ' | b'\t')) {
+                continue;
+            }
+            let value = serde_json::from_slice::<T>(&line).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: line {}: not valid JSON{}: {e}",
+                    this.name,
+                    this.lines.line_number(),
+                    if e.is_data() {
+                        " of the type asked for"
+                    } else {
+                        ""
+                    }
+                )
+            });
+            return Poll::Ready(Some(value));
+        }
+    }
+}
+
+/// Saved state and positions: the lines' (`[offset, line]` after the last value yielded; a
+/// value's position is its line's start offset).
+impl<S: Unpin, T> Resumable for JsonLines<S, T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let mut state = Pin::new(&mut self.get_mut().lines).save()?;
+        state.stage = STAGE.into();
+        Ok(state)
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.lines.last_prov()
+    }
+}

@@ -1,0 +1,285 @@
+//! Columns of a [`RecordBatch`] as the crate's [`Tensor`]s or as `ndarray` views.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use bytes::Bytes;
+use ndarray::{ArrayViewD, IxDyn};
+
+use crate::tensor::{Tensor, Values};
+
+/// An element type [`column_view`] can view: a primitive Arrow type's native type (`i8` to
+/// `i64`, `u8` to `u64`, `f32`, `f64`).
+pub trait ViewElement: arrow_array::ArrowNativeTypeOp + private::Sealed {
+    /// The Arrow type whose values are `Self`.
+    #[doc(hidden)]
+    type Arrow: ArrowPrimitiveType<Native = Self>;
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+macro_rules! view_element {
+    ($($native:ty => $arrow:ty),*) => {$(
+        impl private::Sealed for $native {}
+        impl ViewElement for $native {
+            type Arrow = $arrow;
+        }
+    )*};
+}
+
+view_element!(
+    i8 => Int8Type, i16 => Int16Type, i32 => Int32Type, i64 => Int64Type,
+    u8 => UInt8Type, u16 => UInt16Type, u32 => UInt32Type, u64 => UInt64Type,
+    f32 => Float32Type, f64 => Float64Type
+);
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> anyhow::Result<&'a dyn Array> {
+    batch
+        .column_by_name(name)
+        .map(|c| c.as_ref())
+        .ok_or_else(|| {
+            let names: Vec<String> = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| format!("`{}`", f.name()))
+                .collect();
+            anyhow::anyhow!(
+                "no column `{name}` in the batch (it has {})",
+                names.join(", ")
+            )
+        })
+}
+
+/// An error when `array` has a null (a tensor has no place for one).
+fn no_nulls(array: &dyn Array, name: &str) -> anyhow::Result<()> {
+    if let Some(nulls) = array.logical_nulls().filter(|n| n.null_count() > 0) {
+        let row = nulls.iter().position(|valid| !valid).unwrap_or(0);
+        anyhow::bail!("column `{name}`: a null at row {row} (a tensor has no nulls)");
+    }
+    Ok(())
+}
+
+/// Column `name` of `batch` as an `ndarray` view of its values, without copying: a
+/// primitive column of `T` as `[rows]`, a fixed-size list of them as `[rows, size]` (nested
+/// fixed-size lists add a dimension each).
+///
+/// ```
+/// use std::sync::Arc;
+/// use streamload::format::parquet::{RecordBatch, column_view};
+/// use streamload::format::parquet::arrow_array::{ArrayRef, FixedSizeListArray, types::Float32Type};
+///
+/// let weights: ArrayRef = Arc::new(FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+///     [Some([Some(1.0), Some(2.0)]), Some([Some(3.0), Some(4.0)])],
+///     2,
+/// ));
+/// let batch = RecordBatch::try_from_iter([("weights", weights)])?;
+/// let view = column_view::<f32>(&batch, "weights")?;
+/// assert_eq!(view.shape(), [2, 2]);
+/// assert_eq!(view[[1, 0]], 3.0);
+/// # anyhow::Ok(())
+/// ```
+///
+/// # Errors
+///
+/// No such column, a column of another type (naming it), or a null in it.
+pub fn column_view<'a, T: ViewElement>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> anyhow::Result<ArrayViewD<'a, T>> {
+    let array = column(batch, name)?;
+    let mut shape = vec![array.len()];
+    let values = flat::<T>(array, name, &mut shape)?;
+    Ok(ArrayViewD::from_shape(IxDyn(&shape), values)?)
+}
+
+/// The values of `array`, a primitive array of `T` or fixed-size lists of them, with each
+/// list's size pushed on `shape`.
+fn flat<'a, T: ViewElement>(
+    array: &'a dyn Array,
+    name: &str,
+    shape: &mut Vec<usize>,
+) -> anyhow::Result<&'a [T]> {
+    no_nulls(array, name)?;
+    if let Some(values) = array.as_primitive_opt::<T::Arrow>() {
+        return Ok(values.values());
+    }
+    if let Some(list) = array.as_fixed_size_list_opt() {
+        shape.push(usize::try_from(list.value_length())?);
+        // Sliced lists slice their values too: `values()` holds exactly their elements.
+        return flat::<T>(list.values().as_ref(), name, shape);
+    }
+    anyhow::bail!(
+        "column `{name}`: {} is not {} or a fixed-size list of it",
+        array.data_type(),
+        T::Arrow::DATA_TYPE
+    )
+}
+
+/// Column `name` of `batch` as a [`Tensor`]: integer columns as `int64` (widened), `float32`
+/// as `float`, strings and binary (plain or dictionary-encoded) as `string`, each of shape
+/// `[rows]`; fixed-size lists of them (and lists whose rows all have one length) as
+/// `[rows, size]`, nested ones with a dimension each. Numbers are copied once, as one
+/// contiguous buffer (never row by row); strings are copied value by value.
+///
+/// ```
+/// use std::sync::Arc;
+/// use streamload::format::parquet::{RecordBatch, column_tensor};
+/// use streamload::format::parquet::arrow_array::{ArrayRef, Int32Array};
+///
+/// let label: ArrayRef = Arc::new(Int32Array::from(vec![3, 1, 4]));
+/// let batch = RecordBatch::try_from_iter([("label", label)])?;
+/// let tensor = column_tensor(&batch, "label")?;
+/// assert_eq!(tensor.shape(), [3]);
+/// assert_eq!(tensor.as_slice::<i64>(), Some(&[3i64, 1, 4][..]));
+/// # anyhow::Ok(())
+/// ```
+///
+/// # Errors
+///
+/// No such column, a type with no tensor type (`float64`: view it with
+/// [`column_view`]; booleans, structs, ragged lists), or a null in it.
+pub fn column_tensor(batch: &RecordBatch, name: &str) -> anyhow::Result<Tensor> {
+    let array = column(batch, name)?;
+    let mut shape = vec![array.len()];
+    let values = tensor_values(array, name, &mut shape)?;
+    Tensor::new(shape, values)
+}
+
+fn widen<T: ArrowPrimitiveType>(array: &dyn Array) -> Option<Values>
+where
+    T::Native: Into<i64>,
+{
+    let values = array.as_primitive_opt::<T>()?;
+    Some(Values::Int64(
+        values.values().iter().map(|&v| v.into()).collect(),
+    ))
+}
+
+fn tensor_values(array: &dyn Array, name: &str, shape: &mut Vec<usize>) -> anyhow::Result<Values> {
+    no_nulls(array, name)?;
+    let values = match array.data_type() {
+        DataType::Int64 => Some(Values::Int64(
+            array.as_primitive::<Int64Type>().values().to_vec(),
+        )),
+        DataType::Float32 => Some(Values::Float32(
+            array.as_primitive::<Float32Type>().values().to_vec(),
+        )),
+        DataType::Int32 => widen::<Int32Type>(array),
+        DataType::Int16 => widen::<Int16Type>(array),
+        DataType::Int8 => widen::<Int8Type>(array),
+        DataType::UInt32 => widen::<UInt32Type>(array),
+        DataType::UInt16 => widen::<UInt16Type>(array),
+        DataType::UInt8 => widen::<UInt8Type>(array),
+        DataType::UInt64 => {
+            let values = array.as_primitive::<UInt64Type>().values();
+            let ints = values
+                .iter()
+                .map(|&v| i64::try_from(v))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| anyhow::anyhow!("column `{name}`: a uint64 past int64's range"))?;
+            Some(Values::Int64(ints))
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            shape.push(usize::try_from(*size)?);
+            return tensor_values(list.values().as_ref(), name, shape);
+        }
+        DataType::List(_) | DataType::LargeList(_) => {
+            // Lists whose rows all have one length: a dense dimension.
+            let (offsets, values): (Vec<usize>, _) = match array.as_list_opt::<i32>() {
+                Some(list) => (
+                    list.value_offsets().iter().map(|&o| o as usize).collect(),
+                    list.values(),
+                ),
+                None => {
+                    let list = array.as_list::<i64>();
+                    (
+                        list.value_offsets().iter().map(|&o| o as usize).collect(),
+                        list.values(),
+                    )
+                }
+            };
+            let lengths: Vec<usize> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+            let size = lengths.first().copied().unwrap_or(0);
+            if let Some(row) = lengths.iter().position(|&l| l != size) {
+                anyhow::bail!(
+                    "column `{name}`: row {row} has {} values where row 0 has {size} (a \
+                     tensor needs one length)",
+                    lengths[row]
+                );
+            }
+            shape.push(size);
+            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+            let values = values.slice(first, last - first);
+            return tensor_values(values.as_ref(), name, shape);
+        }
+        _ => strings(array),
+    };
+    values.ok_or_else(|| {
+        anyhow::anyhow!(
+            "column `{name}`: {} has no tensor type (int64, float32, strings; view float64 \
+             with column_view)",
+            array.data_type()
+        )
+    })
+}
+
+/// Strings and binary values, plain or dictionary-encoded, as `Values::String`.
+fn strings(array: &dyn Array) -> Option<Values> {
+    if let Some(dictionary) = array.as_any_dictionary_opt() {
+        let Some(Values::String(values)) = strings(dictionary.values().as_ref()) else {
+            return None;
+        };
+        let keys = dictionary.normalized_keys();
+        return Some(Values::String(
+            keys.into_iter().map(|k| values[k].clone()).collect(),
+        ));
+    }
+    let copy = |v: &[u8]| Bytes::copy_from_slice(v);
+    let values: Vec<Bytes> = match array.data_type() {
+        DataType::Utf8 => array
+            .as_string::<i32>()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default().as_bytes()))
+            .collect(),
+        DataType::LargeUtf8 => array
+            .as_string::<i64>()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default().as_bytes()))
+            .collect(),
+        DataType::Utf8View => array
+            .as_string_view()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default().as_bytes()))
+            .collect(),
+        DataType::Binary => array
+            .as_binary::<i32>()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default()))
+            .collect(),
+        DataType::LargeBinary => array
+            .as_binary::<i64>()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default()))
+            .collect(),
+        DataType::BinaryView => array
+            .as_binary_view()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default()))
+            .collect(),
+        DataType::FixedSizeBinary(_) => array
+            .as_fixed_size_binary()
+            .iter()
+            .map(|v| copy(v.unwrap_or_default()))
+            .collect(),
+        _ => return None,
+    };
+    Some(Values::String(values))
+}
