@@ -112,6 +112,5 @@ fn w11(c: &mut Criterion) {
 #[cfg(not(feature = "parquet"))]
 fn w11(_: &mut Criterion) {}
 
-
 criterion_group!(benches, w2, w6, indexed, w11);
 criterion_main!(benches);

@@ -11,10 +11,10 @@ mod csv;
 mod example;
 mod files;
 mod fixed_length;
-#[cfg(feature = "parquet")]
-pub mod parquet;
 mod indexed;
 mod json_lines;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 mod parse_example;
 mod text;
 mod tfrecord;
