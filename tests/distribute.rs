@@ -42,7 +42,11 @@ type RankRun = (u64, Vec<(usize, u64)>, Coverage);
 
 /// One rank's epoch: its batches (of `batch` elements), checked against their marks, and its
 /// coverage.
-async fn run_rank(plan: ShardPlan<TFRecordDataset>, epoch: u64, batch: usize) -> RankRun {
+async fn run_rank<S: ShardSource<Item = bytes::Bytes>>(
+    plan: ShardPlan<S>,
+    epoch: u64,
+    batch: usize,
+) -> RankRun {
     let batches = plan.dataset().batch(batch);
     let expected = batches
         .cardinality()
@@ -146,6 +150,49 @@ async fn too_few_files_fall_back_to_elements() {
             assert_eq!(plan.policy(), expected);
             let results = run_world(&files, &ranks, w, dist, 0).await;
             assert_disjoint_complete(&results, &sizes, remainder, &format!("{w}, {remainder:?}"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_files_are_split_by_record_between_more_ranks_than_files() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [11, 6, 0];
+    let files = write_files(dir.path(), &sizes).await;
+    let mut indexes = Vec::new();
+    for f in &files {
+        indexes.push(TFRecordIndex::build(f).await.unwrap());
+    }
+    let source = IndexedTFRecords::from_indexes(&files, indexes)
+        .await
+        .unwrap();
+    for w in 1..=5 {
+        for remainder in [Remainder::Drop, Remainder::Pad] {
+            for policy in [ShardPolicy::Auto, ShardPolicy::Record] {
+                let what = format!("{w} ranks, {remainder:?}, {policy:?}");
+                let mut tasks = Vec::new();
+                for rank in 0..w {
+                    let plan = Distribute::new(rank, w)
+                        .remainder(remainder)
+                        .policy(policy)
+                        .plan(source.clone())
+                        .await
+                        .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+                    let expected = if policy == ShardPolicy::Auto && w <= 2 {
+                        ShardPolicy::File
+                    } else {
+                        ShardPolicy::Record
+                    };
+                    assert_eq!(plan.policy(), expected, "{what}");
+                    tasks.push(tokio::spawn(run_rank(plan, 0, 3)));
+                }
+                let mut results = Vec::new();
+                for t in tasks {
+                    results.push(t.await.unwrap());
+                }
+                assert_disjoint_complete(&results, &sizes, remainder, &what);
+            }
         }
     }
 }

@@ -331,10 +331,15 @@ impl CoverageReport {
                 });
             }
         }
-        // Files in no summary at all.
+        // Files in no summary at all (none is missing when they hold nothing: empty files
+        // no rank was given).
         let unnamed = (0..first.files).filter(|f| !files.contains_key(f));
         let rest = first.total.saturating_sub(known);
-        let unnamed: Vec<usize> = unnamed.collect();
+        let unnamed: Vec<usize> = if rest == 0 {
+            Vec::new()
+        } else {
+            unnamed.collect()
+        };
         for &f in &unnamed {
             report.gaps.push(Gap {
                 file: format!("file #{f}"),

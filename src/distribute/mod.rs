@@ -18,7 +18,8 @@
 //! # Where finer shards plug in
 //!
 //! [`ShardPolicy::Record`] needs a source that can start reading a file at a record without
-//! reading what comes before it ([`ShardSource::seekable_records`]: a TFRecord index), and
+//! reading what comes before it ([`ShardSource::seekable_records`]: a TFRecord index;
+//! [`IndexedTFRecords`](crate::format::IndexedTFRecords) is such a source), and
 //! [`ShardPolicy::RowGroup`] one that knows its files' row groups
 //! ([`ShardSource::row_groups`]: Parquet metadata). Until a source says so, those policies are
 //! refused with an error naming the source and the policy; the assignment (contiguous runs of

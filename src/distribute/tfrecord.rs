@@ -178,3 +178,28 @@ fn walk_headers(path: &Path) -> anyhow::Result<u64> {
     }
     Ok(n)
 }
+
+/// Files with an index ([`IndexedTFRecords`](crate::format::IndexedTFRecords)): counts from the
+/// indexes (no reading), and a unit read from its first record on with ranged reads, so
+/// [`ShardPolicy::Record`](super::ShardPolicy::Record) splits files between ranks (and `Auto`
+/// picks it when there are fewer files than ranks). The source's own shard and shuffle are
+/// not used: the plan decides what each rank reads.
+impl ShardSource for crate::format::IndexedTFRecords {
+    type Item = Bytes;
+
+    fn names(&self) -> Vec<String> {
+        self.file_names()
+    }
+
+    fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
+        Box::pin(async move { Ok(self.file_counts()) })
+    }
+
+    fn read(&self, unit: Unit) -> Dataset<Bytes> {
+        self.file_run(unit.file, unit.start, unit.end).records()
+    }
+
+    fn seekable_records(&self) -> bool {
+        true
+    }
+}

@@ -280,6 +280,29 @@ impl IndexedTFRecords {
         })
     }
 
+    /// The number of records each file holds (from the indexes).
+    pub(crate) fn file_counts(&self) -> Vec<u64> {
+        self.files.indexes.iter().map(|i| i.len() as u64).collect()
+    }
+
+    /// The files' names, in order.
+    pub(crate) fn file_names(&self) -> Vec<String> {
+        self.files.names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// Records `start..end` of file `file` alone, in order (a contiguous run of the global
+    /// order; no shuffle).
+    pub(crate) fn file_run(&self, file: usize, start: u64, end: u64) -> Self {
+        let base = self.files.starts.get(file).copied().unwrap_or(0);
+        let len = self.files.indexes.get(file).map_or(0, |i| i.len() as u64);
+        IndexedTFRecords {
+            lo: base + start.min(len),
+            hi: base + end.min(len),
+            seed: None,
+            ..self.clone()
+        }
+    }
+
     /// The number of records chosen (of this shard): the cardinality of
     /// [`records`](Self::records).
     pub fn num_records(&self) -> u64 {
