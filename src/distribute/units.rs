@@ -5,17 +5,11 @@
 //! a unit's position is its index in that list. The list is made again from the plan and
 //! the epoch number, so a restored epoch reads what the interrupted one would have.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use futures::stream::Stream;
 
 use super::{Distributed, Plan, Remainder, ShardPolicy, ShardSource, assign};
-use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::dataset::{Cardinality, Counting, Dataset};
 use crate::options::Options;
-use crate::runtime::Coop;
 
 const STAGE: &str = "distribute";
 
@@ -54,25 +48,9 @@ pub(super) fn dataset<S: ShardSource>(
         Options::default(),
         0,
         Counting::Wrapped,
-        move |ctx| -> BoxStream<(usize, bool)> {
+        move |ctx| {
             let items: Arc<[(usize, bool)]> = listing(&list_plan, ctx.epoch()).into();
-            if let Some(provs) = ctx.replaying() {
-                return Box::pin(ReplaySource::new(Arc::clone(provs), STAGE, move |i| {
-                    usize::try_from(i)
-                        .ok()
-                        .and_then(|i| items.get(i).copied())
-                        .ok_or_else(|| unsupported(STAGE, "a saved position is past its end"))
-                }));
-            }
-            let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
-                Ok(next) => next.unwrap_or(0),
-                Err(e) => return crate::dataset::error_stream(e),
-            };
-            Box::pin(Units {
-                items,
-                next: usize::try_from(next).unwrap_or(usize::MAX),
-                coop: Coop::default(),
-            })
+            crate::source::from_iter::list(ctx, items, STAGE)
         },
     )
     .keyed(key);
@@ -105,43 +83,4 @@ pub(super) fn dataset<S: ShardSource>(
     };
     mine.take(plan.target as i64)
         .assert_cardinality(plan.target)
-}
-
-/// Stream of the `distribute` stage: the epoch's units in order.
-#[must_use = "streams do nothing unless polled"]
-struct Units {
-    items: Arc<[(usize, bool)]>,
-    next: usize,
-    coop: Coop,
-}
-
-impl Unpin for Units {}
-
-impl Stream for Units {
-    type Item = anyhow::Result<(usize, bool)>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        std::task::ready!(this.coop.poll_proceed(cx));
-        let item = this.items.get(this.next).copied();
-        if item.is_some() {
-            this.next += 1;
-        }
-        Poll::Ready(item.map(Ok))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.items.len().saturating_sub(self.next);
-        (n, Some(n))
-    }
-}
-
-impl Resumable for Units {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.next as u64]))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        Ok(Prov::at(self.next.wrapping_sub(1) as u64))
-    }
 }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset};
 use crate::options::Options;
 use crate::runtime::Coop;
 
@@ -21,28 +21,36 @@ pub(crate) fn from_vec<T: Clone + Send + Sync + 'static>(items: Vec<T>) -> Datas
         Options::default(),
         0,
         Counting::Wrapped,
-        move |ctx| -> BoxStream<T> {
-            let items = Arc::clone(&items);
-            if let Some(provs) = ctx.replaying() {
-                return Box::pin(ReplaySource::new(Arc::clone(provs), STAGE, move |i| {
-                    usize::try_from(i)
-                        .ok()
-                        .and_then(|i| items.get(i).cloned())
-                        .ok_or_else(|| unsupported(STAGE, "a saved position is past its end"))
-                }));
-            }
-            let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
-                Ok(next) => next.unwrap_or(0),
-                Err(e) => return crate::dataset::error_stream(e),
-            };
-            Box::pin(FromVec {
-                items,
-                next: usize::try_from(next).unwrap_or(usize::MAX),
-                coop: Coop::default(),
-            })
-        },
+        move |ctx| list(ctx, Arc::clone(&items), STAGE),
     )
     .keyed(len)
+}
+
+/// The elements of `items` for one epoch as stage `stage`: fresh, restored at the saved index,
+/// or replaying saved indices (shared by `from_vec` and the lists other stages keep).
+pub(crate) fn list<T: Clone + Send + Sync + 'static>(
+    ctx: &Ctx,
+    items: Arc<[T]>,
+    stage: &'static str,
+) -> BoxStream<T> {
+    if let Some(provs) = ctx.replaying() {
+        return Box::pin(ReplaySource::new(Arc::clone(provs), stage, move |i| {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| items.get(i).cloned())
+                .ok_or_else(|| unsupported(stage, "a saved position is past its end"))
+        }));
+    }
+    let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
+        Ok(next) => next.unwrap_or(0),
+        Err(e) => return crate::dataset::error_stream(e),
+    };
+    Box::pin(FromVec {
+        items,
+        next: usize::try_from(next).unwrap_or(usize::MAX),
+        coop: Coop::default(),
+        stage,
+    })
 }
 
 /// tf.data's name for a dataset of a vector's elements.
@@ -54,6 +62,8 @@ struct FromVec<T> {
     items: Arc<[T]>,
     next: usize,
     coop: Coop,
+    /// The stage it stands for (its saved state's name).
+    stage: &'static str,
 }
 
 impl<T> Unpin for FromVec<T> {}
@@ -79,7 +89,7 @@ impl<T: Clone> Stream for FromVec<T> {
 
 impl<T> Resumable for FromVec<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.next as u64]))
+        Ok(State::new(self.stage).words([self.next as u64]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
