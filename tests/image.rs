@@ -123,6 +123,8 @@ async fn bad_files_are_errors_naming_the_file() -> anyhow::Result<()> {
 // - PNG decode, convert_image_dtype, flip_left_right, adjust_brightness, clip_by_value: exact.
 // - resize (bilinear, float input): 1e-5 absolute (fast_image_resize sums the two taps in a
 //   different order than TensorFlow's lerp); measured max 9.8e-7.
+// - convert_and_resize (uint8 in, float out, fused): 1e-6 absolute (TensorFlow's lerp on the
+//   bytes, then / 255, against TensorFlow's lerp on the bytes / 255).
 // - resize_u8: TensorFlow returns the float result of a uint8 input; ours is a fixed-point
 //   approximation within one step of it (1 + 1e-3); measured max 1.00006, 21% of values not
 //   TensorFlow's value rounded (printed by `resize_matches_tensorflow`).
@@ -328,7 +330,7 @@ fn convert_flip_brightness_clip_match_tensorflow_exactly() -> anyhow::Result<()>
 #[test]
 fn resize_matches_tensorflow() -> anyhow::Result<()> {
     let cases = tf_cases()?;
-    let (mut run, mut worst, mut worst_u8) = (0, 0f32, 0f32);
+    let (mut run, mut worst, mut worst_u8, mut worst_fused) = (0, 0f32, 0f32, 0f32);
     let (mut off_by_one, mut values) = (0, 0);
     for case in cases["resize"].as_array().into_iter().flatten() {
         if case["method"] != "bilinear" {
@@ -343,6 +345,12 @@ fn resize_matches_tensorflow() -> anyhow::Result<()> {
         assert_eq!(n, want.len(), "{what}");
         assert!(diff <= 1e-5, "{what}: float max diff {diff}");
         worst = worst.max(diff);
+        // Fused: bytes in, floats out (TensorFlow's arithmetic on the bytes, then / 255).
+        let fused = image::convert_and_resize(&input, size[0], size[1])?;
+        let (diff, n) = max_abs_diff(fused.iter().copied(), &want);
+        assert_eq!(n, want.len(), "{what}");
+        assert!(diff <= 1e-6, "{what}: convert_and_resize max diff {diff}");
+        worst_fused = worst_fused.max(diff);
         let ours = image::resize_u8(input, size[0], size[1])?;
         let want = tf_f32(&case["uint8_input_output"]);
         let (diff, n) = max_abs_diff(ours.iter().map(|v| f32::from(*v)), &want);
@@ -360,8 +368,8 @@ fn resize_matches_tensorflow() -> anyhow::Result<()> {
         run += 1;
     }
     println!(
-        "resize: float max diff {worst:e}; resize_u8 max diff {worst_u8}, \
-         {off_by_one} of {values} values not TensorFlow's rounded"
+        "resize: float max diff {worst:e}; convert_and_resize max diff {worst_fused:e}; \
+         resize_u8 max diff {worst_u8}, {off_by_one} of {values} values not TensorFlow's rounded"
     );
     assert_eq!(run, 12);
     Ok(())

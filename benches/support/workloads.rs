@@ -648,15 +648,13 @@ pub fn d2_files(dir: &std::path::Path) -> anyhow::Result<Vec<(std::path::PathBuf
         .collect()
 }
 
-/// W5's decode stage: read the file, decode the JPEG, convert to float [0, 1], resize to 64x64.
+/// W5's decode stage: read the file, decode the JPEG, convert to float [0, 1] and resize to
+/// 64x64 (bilinear, half-pixel centres), the last two fused (`convert_and_resize`: bytes in,
+/// floats out, no full-size float image).
 #[cfg(feature = "image")]
 pub fn w5_load(path: &std::path::Path) -> anyhow::Result<ndarray::Array3<f32>> {
     use streamload::image;
-    image::resize(
-        image::convert_image_dtype(&image::read_image(path)?),
-        64,
-        64,
-    )
+    image::convert_and_resize(&image::read_image(path)?, 64, 64)
 }
 
 /// W5's augmentation: random flip left-right, brightness +-32/255, saturation 0.5..1.5, clip.
@@ -728,8 +726,7 @@ pub fn w5_decode_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
 pub fn w5_decode_resize_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
     use streamload::image;
     for bytes in jpegs {
-        let img = image::resize_u8(image::decode_jpeg(bytes)?, 64, 64)?;
-        black_box(image::convert_image_dtype(&img));
+        black_box(image::convert_and_resize(&image::decode_jpeg(bytes)?, 64, 64)?);
     }
     Ok(jpegs.len() as u64)
 }

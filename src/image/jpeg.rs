@@ -121,15 +121,14 @@ pub fn decode_and_resize(bytes: &[u8], height: usize, width: usize) -> anyhow::R
 }
 
 /// Decodes `window` (`[y, x, h, w]` in full-size pixels) at the smallest DCT scale that keeps
-/// it at least `target_h` × `target_w`, then resizes it to the target: the fused
-/// decode-crop-resize of [`RandomResizedCrop`](super::RandomResizedCrop) and
-/// [`CenterCrop`](super::CenterCrop).
-pub(crate) fn decode_crop_resize(
+/// it at least `target_h` × `target_w` (the window of the scaled image, at least one pixel):
+/// the decode half of [`RandomResizedCrop`](super::RandomResizedCrop) and
+/// [`CenterCrop`](super::CenterCrop), which resize it to the target themselves.
+pub(crate) fn decode_crop_scaled(
     bytes: &[u8],
     (img_h, img_w): (usize, usize),
     [y, x, h, w]: [usize; 4],
     (target_h, target_w): (usize, usize),
-    method: super::ResizeMethod,
 ) -> anyhow::Result<Array3<u8>> {
     let denom = dct_denominator(h, w, target_h, target_w);
     let (sh, sw) = (scaled(img_h, denom), scaled(img_w, denom));
@@ -141,8 +140,7 @@ pub(crate) fn decode_crop_resize(
         height: img_h,
         width: img_w,
     };
-    let crop = jpeg_turbo::decode_known(bytes, info, denom, Some((sy, sx, wh, ww)))?;
-    super::resize::resize_u8_with(crop, target_h, target_w, method)
+    jpeg_turbo::decode_known(bytes, info, denom, Some((sy, sx, wh, ww)))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! | `tf.image.sample_distorted_bounding_box` (whole image as the box) | [`sample_distorted_bounding_box`], [`DistortedBoxOptions`] | (height, width) → `[y, x, h, w]` |
 //! | ResNet's train / eval preprocessing; torchvision's `RandomResizedCrop`, `Resize`+`CenterCrop`, `ToTensor`, `Normalize` | [`RandomResizedCrop`], [`CenterCrop`]; [`convert_and_normalize`] ([`Normalize`], [`Layout`] HWC/CHW) | bytes → `Array3<f32>` |
 //! | `tf.image.convert_image_dtype(image, tf.float32)` | [`convert_image_dtype`] (÷ 255) | `Array3<u8>` → `Array3<f32>` |
+//! | `tf.image.resize(tf.image.convert_image_dtype(image, tf.float32), size)` | [`convert_and_resize`] (fused: bytes in, floats out) | `Array3<u8>` → `Array3<f32>` |
 //! | `tf.image.resize(image, size)` (bilinear, no antialias, half-pixel centres; `method="area"`) | [`resize`] (and [`resize_u8`], rounding to bytes); [`resize_with`], [`resize_u8_with`] with [`ResizeMethod`] | `Array3<f32>` |
 //! | `tf.image.flip_left_right`, `random_flip_left_right` | [`flip_left_right`], [`random_flip_left_right`] | `Array3<f32>` |
 //! | `tf.image.adjust_brightness`, `random_brightness` | [`adjust_brightness`], [`random_brightness`] | `Array3<f32>` |
@@ -59,6 +60,7 @@
 mod brightness;
 mod clip;
 mod convert;
+mod convert_resize;
 mod crop;
 mod decode;
 mod flip;
@@ -72,6 +74,7 @@ mod transform;
 pub use brightness::{adjust_brightness, random_brightness};
 pub use clip::clip_by_value;
 pub use convert::convert_image_dtype;
+pub use convert_resize::convert_and_resize;
 pub use crop::{DistortedBoxOptions, sample_distorted_bounding_box};
 pub use decode::{decode_image, decode_jpeg, decode_png, read_image};
 pub use flip::{flip_left_right, random_flip_left_right};

@@ -178,7 +178,7 @@ fn area_weights(input: usize, output: usize) -> Vec<Vec<(usize, f32)>> {
 
 /// Area resize of a packed `(h, w, c)` image to `(height, width, c)` floats: a horizontal
 /// pass into `(h, width, c)`, then a vertical one, then the division by the box's area.
-fn area<T: Copy>(
+pub(crate) fn area<T: Copy>(
     src: &[T],
     to_f32: impl Fn(T) -> f32,
     (h, w, c): (usize, usize, usize),

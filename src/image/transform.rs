@@ -6,7 +6,8 @@ use rand::Rng;
 
 use super::crop::{DistortedBoxOptions, sample_distorted_bounding_box};
 use super::decode::{JPEG_MAGIC, PNG_MAGIC, check_pixels};
-use super::normalize::{Layout, Normalize, convert_and_normalize};
+use super::convert_resize::{Affine, resize_to_f32};
+use super::normalize::{Layout, Normalize};
 use super::resize::ResizeMethod;
 
 /// ImageNet training's input transform, from JPEG bytes to a normalised float tensor:
@@ -107,20 +108,21 @@ impl RandomResizedCrop {
         let shape = image_shape(bytes)?;
         let window = sample_distorted_bounding_box(shape.0, shape.1, &self.crop, rng);
         let flip = self.flip && rng.random_bool(0.5);
-        let img = decode_window(
+        let crop = decode_window(
             bytes,
             shape,
             window,
             (self.height, self.width),
-            self.method,
             self.dct_scaling,
         )?;
-        Ok(convert_and_normalize(
-            &img,
-            &self.normalize,
-            self.layout,
+        resize_to_f32(
+            &crop,
+            (self.height, self.width),
+            self.method,
+            &Affine::normalize(&self.normalize),
             flip,
-        ))
+            self.layout,
+        )
     }
 }
 
@@ -201,20 +203,21 @@ impl CenterCrop {
     /// As [`RandomResizedCrop::apply`].
     pub fn apply(&self, bytes: &[u8]) -> anyhow::Result<Array3<f32>> {
         let shape = image_shape(bytes)?;
-        let img = decode_window(
+        let crop = decode_window(
             bytes,
             shape,
             self.window(shape.0, shape.1),
             (self.height, self.width),
-            self.method,
             self.dct_scaling,
         )?;
-        Ok(convert_and_normalize(
-            &img,
-            &self.normalize,
-            self.layout,
+        resize_to_f32(
+            &crop,
+            (self.height, self.width),
+            self.method,
+            &Affine::normalize(&self.normalize),
             false,
-        ))
+            self.layout,
+        )
     }
 }
 
@@ -245,26 +248,24 @@ fn image_shape(bytes: &[u8]) -> anyhow::Result<(usize, usize)> {
     Ok((h, w))
 }
 
-/// Decodes `window` of the image and resizes it to `target`.
+/// Decodes `window` of the image, at the smallest DCT scale that keeps it at least `target`
+/// if `dct_scaling` (the resize to `target` is left to the caller, fused with the rest).
 fn decode_window(
     bytes: &[u8],
     shape: (usize, usize),
     window: [usize; 4],
     target: (usize, usize),
-    method: ResizeMethod,
     dct_scaling: bool,
 ) -> anyhow::Result<Array3<u8>> {
     if bytes.starts_with(PNG_MAGIC) {
         let [y, x, h, w] = window;
         let full = super::decode_png(bytes)?;
-        let crop = full.slice(ndarray::s![y..y + h, x..x + w, ..]).to_owned();
-        return super::resize_u8_with(crop, target.0, target.1, method);
+        return Ok(full.slice(ndarray::s![y..y + h, x..x + w, ..]).to_owned());
     }
     if dct_scaling {
-        super::jpeg::decode_crop_resize(bytes, shape, window, target, method)
+        super::jpeg::decode_crop_scaled(bytes, shape, window, target)
     } else {
-        let crop = super::decode_and_crop_jpeg(bytes, window)?;
-        super::resize_u8_with(crop, target.0, target.1, method)
+        super::decode_and_crop_jpeg(bytes, window)
     }
 }
 
@@ -294,8 +295,8 @@ mod tests {
 
     #[test]
     fn training_transform_is_the_crop_resize_flip_of_the_full_decode() -> anyhow::Result<()> {
-        // Without DCT scaling the fused transform is exactly: draw the window, crop the full
-        // decode, resize the bytes, flip, convert.
+        // Without DCT scaling the fused transform is: draw the window, crop the full decode,
+        // convert to float, resize, flip (up to float rounding).
         let bytes = jpeg(300, 200);
         let full = crate::image::decode_jpeg_scaled(&bytes, 1)?;
         let mut t = RandomResizedCrop::new(48, 64);
@@ -307,9 +308,19 @@ mod tests {
             let [y, x, h, w] = sample_distorted_bounding_box(200, 300, &t.crop, &mut rng);
             let flip = rng.random_bool(0.5);
             let crop = full.slice(ndarray::s![y..y + h, x..x + w, ..]).to_owned();
-            let small = crate::image::resize_u8(crop, 48, 64)?;
-            let want = convert_and_normalize(&small, &Normalize::NONE, Layout::Hwc, flip);
-            assert_eq!(got, want, "seed {seed}");
+            // Unfused, as TensorFlow's ResNet preprocessing: convert, resize the floats, flip.
+            let small = crate::image::resize(crate::image::convert_image_dtype(&crop), 48, 64)?;
+            let want = if flip {
+                crate::image::flip_left_right(small)
+            } else {
+                small
+            };
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst <= 1e-5, "seed {seed}: max difference {worst}");
         }
         Ok(())
     }
