@@ -657,17 +657,20 @@ pub fn w5_load(path: &std::path::Path) -> anyhow::Result<ndarray::Array3<f32>> {
     image::convert_and_resize(&image::read_image(path)?, 64, 64)
 }
 
-/// W5's augmentation: random flip left-right, brightness +-32/255, saturation 0.5..1.5, clip.
+/// W5's augmentation: random flip left-right, brightness +-32/255, saturation 0.5..1.5, clip
+/// to [0, 1] (the four tf.image calls, fused into one pass with the same draws and values).
 #[cfg(feature = "image")]
 pub fn w5_augment(
     img: ndarray::Array3<f32>,
     rng: &mut rand_chacha::ChaCha8Rng,
 ) -> ndarray::Array3<f32> {
-    use streamload::image;
-    let img = image::random_flip_left_right(img, rng);
-    let img = image::random_brightness(img, 32.0 / 255.0, rng);
-    let img = image::random_saturation(img, 0.5, 1.5, rng);
-    image::clip_by_value(img, 0.0, 1.0)
+    streamload::image::random_flip_brightness_saturation_clip(
+        img,
+        32.0 / 255.0,
+        (0.5, 1.5),
+        (0.0, 1.0),
+        rng,
+    )
 }
 
 /// W5 image: (file, label) pairs -> shuffle(2000) -> map_parallel(read, decode, resize 64x64,

@@ -155,12 +155,31 @@ static int sl_decode_body(struct jpeg_decompress_struct *cinfo, const struct sl_
     }
     unsigned int skip_left = crop_x - xoff;
     int comps = cinfo->output_components;
-    JSAMPARRAY row = (*cinfo->mem->alloc_sarray)((j_common_ptr)cinfo, JPOOL_IMAGE,
-                                                 cinfo->output_width * comps, 1);
     if (crop_y > 0 && jpeg_skip_scanlines(cinfo, crop_y) != crop_y) {
         snprintf(msg, SL_ERR_LEN, "JPEG ended before row %u", crop_y);
         return -1;
     }
+    if (!cmyk && skip_left == 0 && cw == crop_w && cinfo->output_width == crop_w) {
+        /* The window is whole rows of RGB: libjpeg writes them straight into `out`, a few rows
+           a call (its output buffer height), with no row buffer and no copy. */
+        JSAMPROW rows[16];
+        unsigned int y = 0;
+        while (y < crop_h) {
+            unsigned int n = crop_h - y < 16 ? crop_h - y : 16;
+            for (unsigned int i = 0; i < n; i++) {
+                rows[i] = req->out + (unsigned long long)(y + i) * crop_w * 3;
+            }
+            JDIMENSION got = jpeg_read_scanlines(cinfo, rows, n);
+            if (got == 0) {
+                snprintf(msg, SL_ERR_LEN, "JPEG ended at row %u of %u", crop_y + y, height);
+                return -1;
+            }
+            y += got;
+        }
+        return 0;
+    }
+    JSAMPARRAY row = (*cinfo->mem->alloc_sarray)((j_common_ptr)cinfo, JPOOL_IMAGE,
+                                                 cinfo->output_width * comps, 1);
     for (unsigned int y = 0; y < crop_h; y++) {
         if (jpeg_read_scanlines(cinfo, row, 1) != 1) {
             snprintf(msg, SL_ERR_LEN, "JPEG ended at row %u of %u", crop_y + y, height);

@@ -14,6 +14,7 @@
 //! | `tf.image.adjust_brightness`, `random_brightness` | [`adjust_brightness`], [`random_brightness`] | `Array3<f32>` |
 //! | `tf.image.adjust_saturation`, `random_saturation` (in HSV) | [`adjust_saturation`], [`random_saturation`] | `Array3<f32>` |
 //! | `tf.clip_by_value` | [`clip_by_value`] | `Array3<f32>` |
+//! | the four above in sequence (W5's augmentation) | [`random_flip_brightness_saturation_clip`] (one pass, the same draws and values) | `Array3<f32>` |
 //!
 //! Decoding is [`zune-jpeg`](https://docs.rs/zune-jpeg) for full-size JPEG (strict: a truncated
 //! file is an error, as in `tf.io.decode_jpeg`), the system's libjpeg-turbo for scaled and
@@ -59,6 +60,7 @@
 
 mod brightness;
 mod clip;
+mod color;
 mod convert;
 mod convert_resize;
 mod crop;
@@ -73,6 +75,7 @@ mod transform;
 
 pub use brightness::{adjust_brightness, random_brightness};
 pub use clip::clip_by_value;
+pub use color::random_flip_brightness_saturation_clip;
 pub use convert::convert_image_dtype;
 pub use convert_resize::convert_and_resize;
 pub use crop::{DistortedBoxOptions, sample_distorted_bounding_box};
