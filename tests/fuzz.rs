@@ -7,7 +7,7 @@
 //! The CSV and fixed-length readers (whose grammar is TensorFlow's, written here) get the same
 //! treatment over files, and so do TFRecord indexes (DALI's text format) and the records read
 //! through them (a mutated file under a sound index, a mutated index over a sound file), and
-//! the image decoders (zune-jpeg, libjpeg-turbo through streamload's C bridge, the PNG decoder,
+//! the image decoders (libjpeg-turbo through streamload's C bridge, the PNG decoder,
 //! and the fused crop transforms) over small JPEGs and PNGs. `FUZZ_CASES` sets the number of
 //! cases (default 5,000 per target; a tenth of that for the file readers, which write a file
 //! per case, and a fifth for the image decoders).

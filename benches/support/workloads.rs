@@ -871,8 +871,8 @@ pub async fn w5b_image(items: Vec<(std::path::PathBuf, i64)>) -> anyhow::Result<
 }
 
 /// One-core decode rates of JPEGs in memory (no file reads), one pass each, in images/s:
-/// `full` (zune-jpeg, `decode_jpeg`), `full-turbo` (libjpeg-turbo at 1/1), `crop` (the centre
-/// half of the area, `decode_and_crop_jpeg`), `1/2` and `1/4` (`decode_jpeg_scaled`).
+/// `full` (`decode_jpeg`, libjpeg-turbo), `crop` (the centre half of the area,
+/// `decode_and_crop_jpeg`), `1/2` and `1/4` (`decode_jpeg_scaled`).
 #[cfg(feature = "image")]
 pub fn decode_rates_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<Vec<(&'static str, f64)>> {
     use std::time::Instant;
@@ -889,10 +889,6 @@ pub fn decode_rates_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<Vec<(&'static 
         anyhow::Ok(())
     };
     time("full", &|b| Ok(image::decode_jpeg(b)?.len()))?;
-    time(
-        "full-turbo",
-        &|b| Ok(image::decode_jpeg_scaled(b, 1)?.len()),
-    )?;
     time("crop", &|b| {
         let (h, w) = image::extract_jpeg_shape(b)?;
         // The centre 0.7 x 0.7 of each side: about half the area.

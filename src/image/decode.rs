@@ -5,23 +5,21 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use ndarray::Array3;
-use zune_jpeg::JpegDecoder;
-use zune_jpeg::zune_core::bytestream::ZCursor;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
 
 pub(crate) const JPEG_MAGIC: &[u8] = &[0xFF, 0xD8, 0xFF];
 pub(crate) const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// Decodes a JPEG into an RGB image of shape `(height, width, 3)` (`tf.io.decode_jpeg(bytes,
-/// channels=3)`); a grayscale JPEG is repeated into the three channels.
+/// channels=3)`); a grayscale JPEG is repeated into the three channels, a CMYK one converted
+/// as TensorFlow converts it.
 ///
-/// Decoding is strict: a truncated or corrupt file is an error (as in `tf.io.decode_jpeg`
-/// without `try_recover_truncated`), never a partly grey image. The header is read first: an
-/// image over [`MAX_PIXELS`](super::MAX_PIXELS) is refused before any pixel memory is
-/// allocated. Full-size decoding uses zune-jpeg (pure Rust, as fast as libjpeg-turbo here);
+/// Decoded by libjpeg-turbo, TensorFlow's own decoder, with TensorFlow's settings (the fast
+/// integer IDCT, fancy upsampling), so the pixels are TensorFlow's. Decoding is strict: a
+/// truncated or corrupt file is an error (as in `tf.io.decode_jpeg` without
+/// `try_recover_truncated`), never a partly grey image. The header is read first: an image
+/// over [`MAX_PIXELS`](super::MAX_PIXELS) is refused before any pixel memory is allocated.
 /// [`decode_jpeg_scaled`](super::decode_jpeg_scaled) and
-/// [`decode_and_crop_jpeg`](super::decode_and_crop_jpeg) decode less, with libjpeg-turbo.
+/// [`decode_and_crop_jpeg`](super::decode_and_crop_jpeg) decode less.
 ///
 /// # Errors
 ///
@@ -30,28 +28,7 @@ pub(crate) const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 /// [`read_image`], or add the name as context.
 pub fn decode_jpeg(bytes: &[u8]) -> anyhow::Result<Array3<u8>> {
     ensure_jpeg(bytes)?;
-    let options = DecoderOptions::default()
-        .set_strict_mode(true)
-        .set_max_width(usize::MAX)
-        .set_max_height(usize::MAX)
-        .jpeg_set_out_colorspace(ColorSpace::RGB);
-    guard("JPEG", || {
-        let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-        decoder
-            .decode_headers()
-            .map_err(|e| anyhow::anyhow!("corrupt JPEG header: {e}"))?;
-        let (w, h) = decoder
-            .dimensions()
-            .context("corrupt JPEG: no image header")?;
-        check_pixels("JPEG", w, h)?;
-        let pixels = decoder
-            .decode()
-            .map_err(|e| anyhow::anyhow!("corrupt or truncated JPEG: {e}"))?;
-        let info = decoder.info().context("corrupt JPEG: no image header")?;
-        let shape = (usize::from(info.height), usize::from(info.width), 3);
-        Array3::from_shape_vec(shape, pixels)
-            .map_err(|e| anyhow::anyhow!("corrupt JPEG: {e} for {shape:?} pixels"))
-    })
+    super::jpeg_turbo::decode(bytes, 1, None)
 }
 
 /// An error unless `bytes` starts as a JPEG does (`FF D8 FF`).

@@ -16,14 +16,16 @@
 //! | `tf.clip_by_value` | [`clip_by_value`] | `Array3<f32>` |
 //! | the four above in sequence (W5's augmentation) | [`random_flip_brightness_saturation_clip`] (one pass, the same draws and values) | `Array3<f32>` |
 //!
-//! Decoding is [`zune-jpeg`](https://docs.rs/zune-jpeg) for full-size JPEG (strict: a truncated
-//! file is an error, as in `tf.io.decode_jpeg`), the system's libjpeg-turbo for scaled and
-//! cropped JPEG (through a small C bridge whose errors come back as `Result`s; libjpeg's
-//! default handler would call `exit()`), and [`image`](https://docs.rs/image) for PNG. Every
+//! JPEG decoding is the system's libjpeg-turbo, TensorFlow's own decoder with TensorFlow's
+//! settings, so full-size decodes are TensorFlow's pixels exactly (strict: a truncated file is
+//! an error, as in `tf.io.decode_jpeg`); it also decodes at a DCT scale and crops. It is called
+//! through a small C bridge whose errors come back as `Result`s (libjpeg's default handler
+//! would call `exit()`). [`image`](https://docs.rs/image) decodes PNG. Every
 //! decoder reads the header first and refuses an image of more than [`MAX_PIXELS`] pixels
 //! before allocating anything (a decompression bomb); grayscale and CMYK JPEGs come out as RGB;
 //! progressive JPEGs decode like baseline ones. Resizing is
-//! [`fast_image_resize`](https://docs.rs/fast_image_resize) (SIMD). The transforms take the
+//! [`fast_image_resize`](https://docs.rs/fast_image_resize) (SIMD), or, from bytes to floats,
+//! [`convert_and_resize`] (TensorFlow's arithmetic, fused with the conversion). The transforms take the
 //! image by value and work in place, so they chain without copies. The random ones take any
 //! [`rand::Rng`]; inside a pipeline use [`Dataset::random_map`](crate::Dataset::random_map),
 //! whose per-element generator makes the augmentations reproducible whatever the parallelism.
@@ -43,7 +45,7 @@
 //! let images = files
 //!     .try_map_parallel(AUTOTUNE, |(path, label)| {
 //!         let pixels = image::read_image(&path)?; // names the file if it is not an image
-//!         Ok((image::resize(image::convert_image_dtype(&pixels), 16, 16)?, label))
+//!         Ok((image::convert_and_resize(&pixels, 16, 16)?, label)) // u8 in, f32 out
 //!     })
 //!     .random_map(AUTOTUNE, Some(42), |(img, label), rng| {
 //!         let img = image::random_flip_left_right(img, rng);
