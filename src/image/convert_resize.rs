@@ -192,9 +192,12 @@ fn bilinear(src: &[u8], (h, w): (usize, usize), sink: &Sink<'_>, out: &mut [f32]
     let horizontal = |y: usize, dst: &mut [f32]| {
         let row = &src[y * w * 3..(y + 1) * w * 3];
         for (d, &(l, r, t)) in dst.chunks_exact_mut(3).zip(&xs) {
+            // One bounds check per pixel and side, not per value.
+            let (Some(a), Some(b)) = (row.get(l..l + 3), row.get(r..r + 3)) else {
+                continue; // not reached: the taps are inside the row
+            };
             for i in 0..3 {
-                let a = f32::from(row[l + i]);
-                let b = f32::from(row[r + i]);
+                let (a, b) = (f32::from(a[i]), f32::from(b[i]));
                 d[i] = a + (b - a) * t;
             }
         }

@@ -1,7 +1,8 @@
 //! The bridge to libjpeg-turbo (`jpeg_turbo.c`, built by build.rs against the system's
 //! library): DCT-scaled and cropped decoding into RGB, errors as `Result`s.
 //!
-//! The only `unsafe` is the two calls into C. Their contract: the C side reads `bytes` only
+//! The only `unsafe` is the two calls into C and setting the output's length after the C side
+//! has filled it. Their contract: the C side reads `bytes` only
 //! within its length (libjpeg's memory source), writes the output only within the length it is
 //! given, and writes at most `ERR_LEN` bytes of message; a libjpeg error longjmps within the C
 //! code (never across Rust frames) and comes back as -1.
@@ -127,10 +128,14 @@ pub(crate) fn decode_known(
         "crop window of {h}x{w} at (y {y}, x {x}) is not inside the {sh}x{sw} image (height x width)"
     );
     let c = |v: usize| c_uint::try_from(v).map_err(|_| anyhow::anyhow!("JPEG too large"));
-    let mut out = vec![0u8; h * w * 3];
+    // Not zeroed (a full-size decode would write every byte twice): the C side fills all
+    // `h * w * 3` bytes when it returns 0, and the length is set only then.
+    let out_len = h * w * 3;
+    let mut out: Vec<u8> = Vec::with_capacity(out_len);
     let mut msg = [0 as c_char; ERR_LEN];
-    // SAFETY: `bytes` is live for `len` bytes; `out` is valid for `out.len()` bytes, which the
-    // C side checks against the window before writing (h * w * 3); `msg` takes ERR_LEN bytes.
+    // SAFETY: `bytes` is live for `len` bytes; `out` has capacity for `out_len` bytes, which
+    // the C side checks against the window before writing (h * w * 3); `msg` takes ERR_LEN
+    // bytes.
     let req = Request {
         scale_denom: c(denom)?,
         crop_x: c(x)?,
@@ -139,9 +144,12 @@ pub(crate) fn decode_known(
         crop_h: c(h)?,
         max_pixels: super::MAX_PIXELS,
         out: out.as_mut_ptr(),
-        out_len: out.len() as c_ulonglong,
+        out_len: out_len as c_ulonglong,
     };
     let rc = unsafe { sl_jpeg_decode(bytes.as_ptr(), len(bytes)?, &req, msg.as_mut_ptr()) };
     anyhow::ensure!(rc == 0, "corrupt or truncated JPEG: {}", message(&msg));
+    // SAFETY: on success sl_jpeg_decode has written all `crop_h` rows of `crop_w * 3` bytes
+    // (every row of the window, or it returns -1), i.e. `out_len` initialised bytes.
+    unsafe { out.set_len(out_len) };
     Ok(Array3::from_shape_vec((h, w, 3), out)?)
 }
