@@ -117,7 +117,9 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::image::{clip_by_value, random_brightness, random_flip_left_right, random_saturation};
+    use crate::image::{
+        clip_by_value, random_brightness, random_flip_left_right, random_saturation,
+    };
 
     fn unfused(
         img: Array3<f32>,
@@ -148,13 +150,8 @@ mod tests {
             let (sat, clip) = ((0.5, 1.5), (0.0, 1.0));
             let mut a = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             let mut b = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let fused = random_flip_brightness_saturation_clip(
-                img.clone(),
-                max_delta,
-                sat,
-                clip,
-                &mut a,
-            );
+            let fused =
+                random_flip_brightness_saturation_clip(img.clone(), max_delta, sat, clip, &mut a);
             let want = unfused(img, max_delta, sat, clip, &mut b);
             assert_eq!(fused, want, "seed {seed}");
             // The generator is left where the four calls leave it.

@@ -179,9 +179,14 @@ pub(crate) fn bilinear_taps(input: usize, output: usize) -> Vec<(usize, usize, f
         .collect()
 }
 
-/// Bilinear resize of packed `(h, w, 3)` bytes into `sink`: each sampled source row is
-/// interpolated horizontally once (kept while consecutive output rows share it), then each
-/// output row is the vertical interpolation of its two.
+/// Bilinear resize of packed `(h, w, 3)` bytes into `sink`.
+///
+/// Enlarging vertically, consecutive output rows share source rows: each sampled source row is
+/// interpolated horizontally once (and kept), then each output row is the vertical
+/// interpolation of its two, TensorFlow's order of operations exactly. Reducing, they rarely
+/// do: each output row is the vertical interpolation of its two source rows over their whole
+/// width (contiguous, so SIMD), then one horizontal interpolation of that, which halves the
+/// gathers of the other order (equal up to float rounding: bilinear interpolation is separable).
 fn bilinear(src: &[u8], (h, w): (usize, usize), sink: &Sink<'_>, out: &mut [f32]) {
     let (height, width) = (sink.height, sink.width);
     let xs: Vec<(usize, usize, f32)> = bilinear_taps(w, width)
@@ -189,16 +194,42 @@ fn bilinear(src: &[u8], (h, w): (usize, usize), sink: &Sink<'_>, out: &mut [f32]
         .map(|(l, r, t)| (l * 3, r * 3, t))
         .collect();
     let ys = bilinear_taps(h, height);
-    let horizontal = |y: usize, dst: &mut [f32]| {
-        let row = &src[y * w * 3..(y + 1) * w * 3];
+    if height <= h {
+        let (mut blend, mut line) = (vec![0f32; w * 3], vec![0f32; width * 3]);
+        for (y, &(y0, y1, t)) in ys.iter().enumerate() {
+            let (top, bottom) = (
+                &src[y0 * w * 3..(y0 + 1) * w * 3],
+                &src[y1 * w * 3..(y1 + 1) * w * 3],
+            );
+            for ((v, a), b) in blend.iter_mut().zip(top).zip(bottom) {
+                let (a, b) = (f32::from(*a), f32::from(*b));
+                *v = a + (b - a) * t;
+            }
+            for (d, &(l, r, t)) in line.chunks_exact_mut(3).zip(&xs) {
+                let (Some(a), Some(b)) = (blend.get(l..l + 3), blend.get(r..r + 3)) else {
+                    continue; // not reached: the taps are inside the row
+                };
+                for i in 0..3 {
+                    d[i] = a[i] + (b[i] - a[i]) * t;
+                }
+            }
+            sink.row(out, y, &line);
+        }
+        return;
+    }
+    // The source row as floats (converted once, contiguous: SIMD), then interpolated.
+    let mut floats = vec![0f32; w * 3];
+    let mut horizontal = |y: usize, dst: &mut [f32]| {
+        for (f, v) in floats.iter_mut().zip(&src[y * w * 3..(y + 1) * w * 3]) {
+            *f = f32::from(*v);
+        }
         for (d, &(l, r, t)) in dst.chunks_exact_mut(3).zip(&xs) {
             // One bounds check per pixel and side, not per value.
-            let (Some(a), Some(b)) = (row.get(l..l + 3), row.get(r..r + 3)) else {
+            let (Some(a), Some(b)) = (floats.get(l..l + 3), floats.get(r..r + 3)) else {
                 continue; // not reached: the taps are inside the row
             };
             for i in 0..3 {
-                let (a, b) = (f32::from(a[i]), f32::from(b[i]));
-                d[i] = a + (b - a) * t;
+                d[i] = a[i] + (b[i] - a[i]) * t;
             }
         }
     };
@@ -279,7 +310,9 @@ mod tests {
     #[test]
     fn bytes_in_floats_out_equal_tensorflows_arithmetic_on_the_bytes() -> anyhow::Result<()> {
         // With the identity map the fused resize is TensorFlow's kernel on the bytes as floats
-        // (tf.image.resize of a uint8 image), the same operations in the same order: exact.
+        // (tf.image.resize of a uint8 image): the same operations in the same order when
+        // enlarging vertically (exact), vertical before horizontal when reducing (float
+        // rounding: within 4 float steps at 255, 6.1e-5).
         let identity = Affine {
             scale: [1.0; 3],
             offset: [0.0; 3],
@@ -295,7 +328,15 @@ mod tests {
                 false,
                 Layout::Hwc,
             )?;
-            assert_eq!(got, want, "{h}x{w} -> {height}x{width}");
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            if height > h {
+                assert_eq!(got, want, "{h}x{w} -> {height}x{width}");
+            }
+            assert!(worst <= 6.1e-5, "{h}x{w} -> {height}x{width}: {worst}");
         }
         Ok(())
     }

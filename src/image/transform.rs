@@ -4,9 +4,9 @@
 use ndarray::Array3;
 use rand::Rng;
 
+use super::convert_resize::{Affine, resize_to_f32};
 use super::crop::{DistortedBoxOptions, sample_distorted_bounding_box};
 use super::decode::{JPEG_MAGIC, PNG_MAGIC, check_pixels};
-use super::convert_resize::{Affine, resize_to_f32};
 use super::normalize::{Layout, Normalize};
 use super::resize::ResizeMethod;
 
