@@ -729,7 +729,11 @@ pub fn w5_decode_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
 pub fn w5_decode_resize_one_core(jpegs: &[Vec<u8>]) -> anyhow::Result<u64> {
     use streamload::image;
     for bytes in jpegs {
-        black_box(image::convert_and_resize(&image::decode_jpeg(bytes)?, 64, 64)?);
+        black_box(image::convert_and_resize(
+            &image::decode_jpeg(bytes)?,
+            64,
+            64,
+        )?);
     }
     Ok(jpegs.len() as u64)
 }
