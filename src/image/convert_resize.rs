@@ -189,54 +189,34 @@ pub(crate) fn bilinear_taps(input: usize, output: usize) -> Vec<(usize, usize, f
 /// gathers of the other order (equal up to float rounding: bilinear interpolation is separable).
 fn bilinear(src: &[u8], (h, w): (usize, usize), sink: &Sink<'_>, out: &mut [f32]) {
     let (height, width) = (sink.height, sink.width);
-    let xs: Vec<(usize, usize, f32)> = bilinear_taps(w, width)
-        .into_iter()
-        .map(|(l, r, t)| (l * 3, r * 3, t))
-        .collect();
+    let xs = bilinear_taps(w, width);
     let ys = bilinear_taps(h, height);
+    let row = |y: usize| &src[y * w * 3..(y + 1) * w * 3];
+    let mut line = vec![[0f32; 3]; width];
     if height <= h {
-        let (mut blend, mut line) = (vec![0f32; w * 3], vec![0f32; width * 3]);
+        let mut blend = vec![[0f32; 3]; w];
         for (y, &(y0, y1, t)) in ys.iter().enumerate() {
-            let (top, bottom) = (
-                &src[y0 * w * 3..(y0 + 1) * w * 3],
-                &src[y1 * w * 3..(y1 + 1) * w * 3],
-            );
-            for ((v, a), b) in blend.iter_mut().zip(top).zip(bottom) {
+            let values = blend.as_flattened_mut().iter_mut();
+            for ((v, a), b) in values.zip(row(y0)).zip(row(y1)) {
                 let (a, b) = (f32::from(*a), f32::from(*b));
                 *v = a + (b - a) * t;
             }
-            for (d, &(l, r, t)) in line.chunks_exact_mut(3).zip(&xs) {
-                let (Some(a), Some(b)) = (blend.get(l..l + 3), blend.get(r..r + 3)) else {
-                    continue; // not reached: the taps are inside the row
-                };
-                for i in 0..3 {
-                    d[i] = a[i] + (b[i] - a[i]) * t;
-                }
-            }
-            sink.row(out, y, &line);
+            gather(&blend, &xs, &mut line);
+            sink.row(out, y, line.as_flattened());
         }
         return;
     }
     // The source row as floats (converted once, contiguous: SIMD), then interpolated.
-    let mut floats = vec![0f32; w * 3];
-    let mut horizontal = |y: usize, dst: &mut [f32]| {
-        for (f, v) in floats.iter_mut().zip(&src[y * w * 3..(y + 1) * w * 3]) {
+    let mut floats = vec![[0f32; 3]; w];
+    let mut horizontal = |y: usize, dst: &mut [[f32; 3]]| {
+        for (f, v) in floats.as_flattened_mut().iter_mut().zip(row(y)) {
             *f = f32::from(*v);
         }
-        for (d, &(l, r, t)) in dst.chunks_exact_mut(3).zip(&xs) {
-            // One bounds check per pixel and side, not per value.
-            let (Some(a), Some(b)) = (floats.get(l..l + 3), floats.get(r..r + 3)) else {
-                continue; // not reached: the taps are inside the row
-            };
-            for i in 0..3 {
-                d[i] = a[i] + (b[i] - a[i]) * t;
-            }
-        }
+        gather(&floats, &xs, dst);
     };
     // The horizontally interpolated rows `top_y` and `bottom_y` of the source.
-    let (mut top, mut bottom) = (vec![0f32; width * 3], vec![0f32; width * 3]);
+    let (mut top, mut bottom) = (vec![[0f32; 3]; width], vec![[0f32; 3]; width]);
     let (mut top_y, mut bottom_y) = (usize::MAX, usize::MAX);
-    let mut line = vec![0f32; width * 3];
     for (y, &(y0, y1, t)) in ys.iter().enumerate() {
         if top_y != y0 {
             if bottom_y == y0 {
@@ -255,10 +235,23 @@ fn bilinear(src: &[u8], (h, w): (usize, usize), sink: &Sink<'_>, out: &mut [f32]
             }
             bottom_y = y1;
         }
-        for ((l, a), b) in line.iter_mut().zip(&top).zip(&bottom) {
+        let values = line.as_flattened_mut().iter_mut();
+        for ((l, a), b) in values.zip(top.as_flattened()).zip(bottom.as_flattened()) {
             *l = a + (b - a) * t;
         }
-        sink.row(out, y, &line);
+        sink.row(out, y, line.as_flattened());
+    }
+}
+
+/// One horizontal bilinear pass: `dst[x]` between the pixels `xs[x]` of `src` (one bounds
+/// check per tap, three lanes at a time).
+#[inline]
+fn gather(src: &[[f32; 3]], xs: &[(usize, usize, f32)], dst: &mut [[f32; 3]]) {
+    for (d, &(l, r, t)) in dst.iter_mut().zip(xs) {
+        let (Some(a), Some(b)) = (src.get(l), src.get(r)) else {
+            continue; // not reached: the taps are inside the row
+        };
+        *d = std::array::from_fn(|i| a[i] + (b[i] - a[i]) * t);
     }
 }
 
