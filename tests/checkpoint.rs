@@ -2031,6 +2031,43 @@ async fn parquet_resumes_at_its_row_group_and_row() {
 
 #[cfg(feature = "parquet")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_row_group_shards_resume_inside_a_row_group() {
+    use streamload::distribute::{Distribute, Remainder, ShardPolicy};
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    // 2 files of 3 row groups (100, 100, 50 rows): batches of 30 are 4, 4, 2 per file.
+    let files = parquet_files(dir.path(), 2, 250, 100);
+    for rank in 0..3 {
+        let source = ParquetDataset::new(files.clone())
+            .batch_size(30)
+            .shard_source()
+            .await
+            .unwrap();
+        let plan = Distribute::new(rank, 3)
+            .policy(ShardPolicy::RowGroup)
+            .remainder(Remainder::Pad)
+            .plan(source)
+            .await
+            .unwrap();
+        let n = plan.elements_per_rank() as usize;
+        assert_eq!(n, 8, "rank {rank}");
+        let p = plan.clone();
+        let make = move || p.dataset().map(|d| (d.item, d.padded, d.file, d.record));
+        assert_exact(make, 0..=n).await;
+        // Held by position in a shuffle buffer: each read again from its row group.
+        let p = plan.clone();
+        let make = move || {
+            p.dataset()
+                .shuffle(3, Some(4))
+                .map(|d| (d.item.num_rows(), d.padded, d.file, d.record))
+                .prefetch(2)
+        };
+        assert_exact(make, [0, 1, 2, 3, 5, 7, 8]).await;
+    }
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parquet_files_that_changed_are_refused() {
     use futures::StreamExt;
     use streamload::format::parquet::ParquetDataset;

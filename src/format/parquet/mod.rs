@@ -47,6 +47,7 @@
 //! decoded up to that batch (so a restore of a shuffle of N batches costs N such reads).
 
 mod footer;
+mod shard;
 mod tensor;
 
 use std::ops::Range;
@@ -62,6 +63,7 @@ use parquet::DecodeResult;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, RowSelection, RowSelector};
 use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
+pub use shard::ParquetShards;
 pub use tensor::{ViewElement, column_tensor, column_view};
 
 use self::footer::{FileMeta, guard, read_footer, slice_of};
