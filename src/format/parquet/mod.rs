@@ -19,6 +19,15 @@
 //! `parquet`'s own async reader does not do (it fetches the next row group only when the
 //! current one is used up: arrow-rs#6559).
 //!
+//! # Data-parallel ranks
+//!
+//! [`ParquetDataset::shard_source`] reads the footers once and makes a
+//! [`ShardSource`](crate::distribute::ShardSource) for
+//! [`Distribute::plan`](crate::distribute::Distribute::plan): whole row groups dealt to the
+//! ranks ([`ShardPolicy::RowGroup`](crate::distribute::ShardPolicy::RowGroup)), every rank
+//! the same number of batches, known from the footers. Its element is a batch of rows, not a
+//! row: [`ParquetShards`] says why.
+//!
 //! # Damaged files
 //!
 //! A damaged file is an error naming the file, the row group and the column, never a panic

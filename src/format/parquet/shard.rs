@@ -1,38 +1,7 @@
 //! Parquet files as a [`ShardSource`]: [`ParquetShards`], for
 //! [`ShardPolicy::RowGroup`](crate::distribute::ShardPolicy::RowGroup).
 //!
-//! # The element is a batch
-//!
-//! Equal steps and coverage count *elements*, and a Parquet dataset yields
-//! [`RecordBatch`]es of many rows. Here the element is the batch of at most `batch_size`
-//! rows ([`ParquetDataset::batch_size`]) that never spans a row group, exactly as
-//! [`ParquetDataset`] cuts them: a row group of `r` rows is `ceil(r / batch_size)` elements
-//! (the last one shorter unless `batch_size` divides `r`). So:
-//!
-//! - the counts (of every file, of every row group) come from the footers alone, before the
-//!   epoch: every rank yields the same number of batches, known up front;
-//! - a rank's share is whole row groups, balanced over the ranks by their batch counts (about
-//!   their rows over `batch_size`): no row group is decoded by two ranks;
-//! - padding ([`Remainder::Pad`](crate::distribute::Remainder::Pad)) repeats whole batches of
-//!   the rank's own shard, each marked [`Distributed::padded`](crate::distribute::Distributed):
-//!   weigh all its rows 0 in the loss;
-//! - [`Distributed::record`](crate::distribute::Distributed) is the batch's index in its file
-//!   (batches numbered over the file's row groups in order), which is what coverage
-//!   fingerprints;
-//! - a checkpoint saves how many batches of the rank's current row group (or run) were
-//!   yielded: a restored rank fetches that row group again and skips the rows before
-//!   (ranged reads of its column chunks only, nothing before it); an elastic resume
-//!   ([`ShardPlan::resume`](crate::distribute::ShardPlan::resume)) deals out the batches no
-//!   rank took, as runs of batches, each read from its own row group on.
-//!
-//! The other choice, rows as elements, would count and pad single rows: either a batch per
-//! row (slow) or equal steps that are not equal batch counts once batched. With batches as
-//! elements, `plan.dataset()` is already batched: do not `batch` it again unless the batches
-//! of batches are what you want.
-//!
-//! The footers are read once, by [`ParquetDataset::shard_source`] (local paths and object
-//! store URLs alike, through [`storage`](crate::storage)): a plan made from the source, and
-//! every epoch of its dataset, reads no footer again.
+//! See [`ParquetShards`] for what an element is and why.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,8 +18,40 @@ use crate::error::Error;
 use crate::runtime;
 
 /// Parquet files whose footers have been read, as a [`ShardSource`] of batches: made by
-/// [`ParquetDataset::shard_source`]. See the [module documentation](self) for what an
-/// element is.
+/// [`ParquetDataset::shard_source`].
+///
+/// # The element is a batch
+///
+/// Equal steps and coverage count *elements*, and a Parquet dataset yields
+/// [`RecordBatch`]es of many rows. Here the element is the batch of at most `batch_size`
+/// rows ([`ParquetDataset::batch_size`]) that never spans a row group, exactly as
+/// [`ParquetDataset`] cuts them: a row group of `r` rows is `ceil(r / batch_size)` elements
+/// (the last one shorter unless `batch_size` divides `r`). So:
+///
+/// - the counts (of every file, of every row group) come from the footers alone, before the
+///   epoch: every rank yields the same number of batches, known up front;
+/// - a rank's share is whole row groups, balanced over the ranks by their batch counts (about
+///   their rows over `batch_size`): no row group is decoded by two ranks;
+/// - padding ([`Remainder::Pad`](crate::distribute::Remainder::Pad)) repeats whole batches of
+///   the rank's own shard, each marked [`Distributed::padded`](crate::distribute::Distributed):
+///   weigh all its rows 0 in the loss;
+/// - [`Distributed::record`](crate::distribute::Distributed) is the batch's index in its file
+///   (batches numbered over the file's row groups in order), which is what coverage
+///   fingerprints;
+/// - a checkpoint saves how many batches of the rank's current row group (or run) were
+///   yielded: a restored rank fetches that row group again and skips the rows before
+///   (ranged reads of its column chunks only, nothing before it); an elastic resume
+///   ([`ShardPlan::resume`](crate::distribute::ShardPlan::resume)) deals out the batches no
+///   rank took, as runs of batches, each read from its own row group on.
+///
+/// The other choice, rows as elements, would count and pad single rows: either a batch per
+/// row (slow) or equal steps that are not equal batch counts once batched. With batches as
+/// elements, `plan.dataset()` is already batched: do not `batch` it again unless the batches
+/// of batches are what you want.
+///
+/// The footers are read once, by [`ParquetDataset::shard_source`] (local paths and object
+/// store URLs alike, through [`storage`](crate::storage)): a plan made from the source, and
+/// every epoch of its dataset, reads no footer again.
 ///
 /// # Examples
 ///
