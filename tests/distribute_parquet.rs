@@ -462,3 +462,43 @@ async fn an_epoch_taken_out_of_order_resumes_exactly_on_more_ranks() {
         source.count().await.unwrap().iter().sum::<u64>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_in_a_store_shard_as_local_files_do() {
+    use object_store::{ObjectStoreExt, PutPayload, memory::InMemory, path::Path as StorePath};
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &SPECS);
+    let layout = Arc::new(row_groups(&files));
+    let store = Arc::new(InMemory::new());
+    let mut urls = Vec::new();
+    for (f, path) in files.iter().enumerate() {
+        let key = format!("data/part-{f:02}.parquet");
+        let bytes = std::fs::read(path).unwrap();
+        store
+            .put(&StorePath::from(key.as_str()), PutPayload::from(bytes))
+            .await
+            .unwrap();
+        urls.push(format!("memory://distribute-parquet/{key}"));
+    }
+    streamload::storage::register("memory://distribute-parquet", store).unwrap();
+    let remote = ParquetDataset::new(&urls)
+        .batch_size(BATCH)
+        .shard_source()
+        .await
+        .unwrap();
+    let local = open(&files).await;
+    assert_eq!(remote.count().await.unwrap(), local.count().await.unwrap());
+    assert_eq!(remote.row_groups(), local.row_groups());
+    let mut summaries = Vec::new();
+    for rank in 0..4 {
+        let plan = Distribute::new(rank, 4)
+            .policy(ShardPolicy::RowGroup)
+            .remainder(Remainder::Pad)
+            .plan(remote.clone())
+            .await
+            .unwrap();
+        summaries.push(run_rank(plan, Arc::clone(&layout), 0).await.2);
+    }
+    let report = CoverageReport::merge(&summaries).unwrap();
+    assert!(report.disjoint() && report.complete(), "{report}");
+}

@@ -597,3 +597,23 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
     let phase = old.iter().map(|s| s.phase).max().unwrap_or(0) + 1;
     Ok((units, phase))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_in_any_order_and_give_up_past_the_limit() {
+        let mut entry = Entry::new("f".into(), 0);
+        for r in [5, 0, 6, 2, 1, 9, 3, 8, 4, 3] {
+            entry.add_run(r);
+        }
+        // 3 twice is kept once: the count (checked against the runs) tells.
+        assert_eq!(entry.runs, [(0, 7), (8, 10)]);
+        let mut entry = Entry::new("f".into(), 0);
+        for r in (0..=MAX_RUNS as u64).map(|r| 2 * r) {
+            entry.add_run(r);
+        }
+        assert!(entry.scattered && entry.runs.is_empty());
+    }
+}

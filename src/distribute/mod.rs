@@ -264,9 +264,10 @@ impl Unit {
 /// A dataset that can be split between ranks before it is read: a list of files, how many
 /// elements each holds, and a reader of part of a file.
 ///
-/// Implemented by [`TFRecordDataset`](crate::format::TFRecordDataset) (by file; by record
-/// once it has an index) and, through [`Dataset::distribute`], by any dataset of known
-/// cardinality (one "file", by element).
+/// Implemented by [`TFRecordDataset`](crate::format::TFRecordDataset) (by file),
+/// [`IndexedTFRecords`](crate::format::IndexedTFRecords) (by record), Parquet files through
+/// `ParquetDataset::shard_source` (by row group; feature `parquet`) and, through
+/// [`Dataset::distribute`], by any dataset of known cardinality (one "file", by element).
 pub trait ShardSource: Send + Sync + 'static {
     /// The elements it yields.
     type Item: Send + 'static;
