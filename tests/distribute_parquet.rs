@@ -502,3 +502,33 @@ async fn objects_in_a_store_shard_as_local_files_do() {
     let report = CoverageReport::merge(&summaries).unwrap();
     assert!(report.disjoint() && report.complete(), "{report}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_over_files_that_changed_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &SPECS);
+    let plan = |files: Vec<PathBuf>| async move {
+        Distribute::new(1, 2)
+            .policy(ShardPolicy::RowGroup)
+            .plan(open(&files).await)
+            .await
+            .unwrap()
+    };
+    let ds = plan(files.clone()).await.dataset();
+    let mut epoch = ds.iter();
+    for _ in 0..3 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let checkpoint = epoch.checkpoint().unwrap();
+    drop(epoch);
+    // The same rows in other row groups: the footers say so, the checkpoint is refused.
+    let mut changed = SPECS;
+    changed[3].1 = 5;
+    write_files(dir.path(), &changed);
+    let err = plan(files.clone())
+        .await
+        .dataset()
+        .iter_from(&checkpoint)
+        .unwrap_err();
+    assert!(err.to_string().contains("another recipe"), "{err}");
+}
