@@ -388,6 +388,60 @@ async fn tfrecord_files_resume_at_their_offsets() {
     assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tfrecord_files_writing_their_indexes_resume_and_index_only_files_read_whole() {
+    use streamload::format::{IndexTarget, TFRecordDataset, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let out = dir.path().join("indexes");
+    std::fs::create_dir(&out).unwrap();
+    let index_of = |f: usize| out.join(format!("part-{f}.tfrecord.idx"));
+    let (f, o) = (files.clone(), out.clone());
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .buffer_size(700)
+            .write_index(IndexTarget::Dir(o.as_path().into()))
+            .build()
+    };
+    assert_exact(&make, [0, 1, 99, 100, 150, 299, 300]).await;
+    let f = files.clone();
+    let o = out.clone();
+    let shuffled = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(2)
+            .write_index(IndexTarget::Dir(o.as_path().into()))
+            .build()
+            .shuffle(40, Some(3))
+            .batch(6)
+    };
+    assert_exact(shuffled, [0, 1, 10, 33, 49, 50]).await;
+    for (i, file) in files.iter().enumerate() {
+        let written = std::fs::read_to_string(index_of(i)).unwrap();
+        assert_eq!(
+            written,
+            TFRecordIndex::build(file).await.unwrap().to_string()
+        );
+    }
+    // A resumed epoch indexes the files it reads from their start, not the one it resumed
+    // inside.
+    for i in 0..3 {
+        std::fs::remove_file(index_of(i)).unwrap();
+    }
+    let mut epoch = make().iter();
+    for _ in 0..150 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    drop(epoch);
+    assert!(index_of(0).exists() && !index_of(1).exists());
+    std::fs::remove_file(index_of(0)).unwrap();
+    let rest = make().iter_from(&cp).unwrap().collect::<Vec<_>>().await;
+    assert_eq!(rest.len(), 150);
+    assert!(rest.iter().all(|r| r.is_ok()));
+    assert!(!index_of(0).exists() && !index_of(1).exists());
+    assert!(index_of(2).exists());
+}
+
 /// `n` WebDataset shards of `per` samples each (two or three members of varied sizes, some
 /// spanning the reader's blocks), plain or `.tar.gz`.
 async fn webdataset_shards(

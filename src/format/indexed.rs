@@ -184,7 +184,7 @@ fn hash_str(s: &str) -> u64 {
 }
 
 /// Where `file`'s index is by convention: `<file>.idx`.
-fn index_location(file: &Location) -> Location {
+pub(crate) fn index_location(file: &Location) -> Location {
     match file {
         Location::Local(path) => {
             let mut name = path.clone().into_os_string();
