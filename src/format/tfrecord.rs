@@ -496,7 +496,8 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// [`parallel_interleave`](Dataset::parallel_interleave) (cycle of that many files, one
 /// record from each in turn: deterministic, like tf.data's). Each record's CRCs are checked.
 /// For random access (exact sharding by record, a global shuffle of the records across
-/// files), index the files and read them through
+/// files), index the files (or let this reader index them as it reads them:
+/// [`write_index`](TFRecordDataset::write_index)) and read them through
 /// [`IndexedTFRecords`](super::IndexedTFRecords).
 ///
 /// # Errors
