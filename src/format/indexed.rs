@@ -282,7 +282,7 @@ impl IndexedTFRecords {
             TFRecordIndex::read(at.clone()).await.map_err(|e| {
                 e.context(format!(
                     "reading the index of {file} (make it with `tfrecord index {file}`, \
-                     or TFRecordIndex::build)"
+                     TFRecordIndex::build, or TFRecordDataset::write_index while reading)"
                 ))
             })
         }))

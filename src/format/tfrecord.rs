@@ -631,7 +631,8 @@ impl TFRecordDataset {
     ///   not indexed; an explicit [`Compression::Gzip`] or [`Compression::Zlib`] is refused
     ///   when the dataset is built (see Panics).
     /// - **Cost**: off (the default), nothing. On, 4 bytes per record of the file being read
-    ///   (its records' sizes) until its index is written.
+    ///   (its records' sizes), then the index's text while it is written (and, when an index
+    ///   is already there, a read of it).
     ///
     /// # Errors
     ///
