@@ -294,6 +294,27 @@ pub async fn read_range(
     .map_err(redact_error)
 }
 
+/// Writes `bytes` as the whole file or object at `location`, replacing what is there: a
+/// local file atomically (a temporary file beside it, renamed over it), an object by one PUT
+/// (stored whole or not at all; retried on transient faults like a read, see
+/// [`ReadOptions`]).
+///
+/// # Errors
+///
+/// When it cannot be written (a missing directory, no permission, a permanent fault or
+/// transient ones past the retry deadline), naming the location.
+pub(crate) async fn put(location: &Location, bytes: bytes::Bytes) -> anyhow::Result<()> {
+    match location {
+        Location::Local(path) => local::write_atomic(path, bytes)
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {location}: {e}")),
+        Location::Url(url) => remote::put(url, bytes)
+            .await
+            .map_err(|e| e.context(format!("writing {location}"))),
+    }
+    .map_err(redact_error)
+}
+
 /// What `location` is now: its size and version (a local file's modification time, an
 /// object's ETag from a HEAD, retried like a read).
 ///
