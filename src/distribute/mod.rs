@@ -156,7 +156,7 @@ impl Distribute {
     /// When counting fails (naming the file), or the policy cannot be applied (too few files
     /// for [`ShardPolicy::File`], a source that cannot seek for [`ShardPolicy::Record`],
     /// one without row groups for [`ShardPolicy::RowGroup`], a rank with nothing to pad
-    /// from): an [`Error::InvalidArgument`](crate::Error::InvalidArgument) saying which.
+    /// from): an [`Error::InvalidArgument`] saying which.
     pub async fn plan<S: ShardSource>(&self, source: S) -> anyhow::Result<ShardPlan<S>> {
         let counts = source.count().await?;
         self.plan_with_counts(source, counts)
@@ -460,7 +460,7 @@ impl<S: ShardSource> ShardPlan<S> {
     ///
     /// The source's errors, in place; an element count that differs from the plan's (a file
     /// that changed since it was counted) is an
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) at the end of the epoch
+    /// [`Error::InvalidArgument`] at the end of the epoch
     /// (`assert_cardinality`).
     pub fn dataset(&self) -> Dataset<Distributed<S::Item>> {
         units::dataset(Arc::clone(&self.inner), Arc::clone(&self.source))
@@ -489,7 +489,7 @@ impl<S: ShardSource> ShardPlan<S> {
     ///
     /// # Errors
     ///
-    /// [`Error::Checkpoint`](crate::Error::Checkpoint), refusing what cannot be resumed
+    /// [`Error::Checkpoint`], refusing what cannot be resumed
     /// exactly: summaries of another dataset or of different epochs, a rank missing or
     /// given twice, a rank whose elements of a file are scattered over more than 4,096 runs
     /// of records (a shuffle between the dataset and the training loop: what it took is not

@@ -34,7 +34,7 @@
 //! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
 //!   password, a query string (a pre-signed URL, an Azure SAS token) or a fragment is refused
 //!   rather than sent: pass credentials through the environment or [`register_with`].
-//! - Nor in errors: every error of [`open`], [`read_range`], [`glob`] and the readers passes
+//! - Nor in errors: every error of [`open`], [`read_range`], [`glob()`] and the readers passes
 //!   through one redaction, done on the text (so it holds for URLs that fail to parse: a
 //!   bad host, port or IPv6 literal), that removes user names and passwords of any scheme,
 //!   non-numeric ports, query strings and fragments, and the values of parameters named like
