@@ -22,48 +22,14 @@ use burn::tensor::{ElementConversion, Tensor, TensorData};
 use streamload::Dataset;
 use streamload::adapters::burn::StreamLoader;
 use streamload::distribute::{Distribute, Distributed, Remainder};
-use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
+use streamload::format::TFRecordDataset;
+
+#[path = "support/synthetic.rs"]
+mod synthetic;
+use synthetic::FEATURES;
 
 /// The backend trained on: ndarray on the CPU, with autodiff.
 type Train = Autodiff<NdArray>;
-const FEATURES: usize = 8;
-
-/// The function to learn.
-fn target(x: &[f32; FEATURES]) -> f32 {
-    x[0].sin() + x[1] * x[2] - 0.5 * x[3] + 0.25 * x[4] * x[4]
-}
-
-/// Writes `sizes.len()` files of that many records each (deterministic pseudo-random
-/// features in [-1, 1)).
-async fn write_data(
-    dir: &std::path::Path,
-    sizes: &[usize],
-) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    };
-    let mut files = Vec::new();
-    for (f, &n) in sizes.iter().enumerate() {
-        let path = dir.join(format!("train-{f:02}.tfrecord"));
-        let mut writer =
-            TFRecordWriter::new(tokio::fs::File::create(&path).await?, Compression::None);
-        for _ in 0..n {
-            let x: [f32; FEATURES] = std::array::from_fn(|_| uniform());
-            let mut record = Vec::with_capacity(4 * (FEATURES + 1));
-            for v in x.iter().chain([target(&x)].iter()) {
-                record.extend_from_slice(&v.to_le_bytes());
-            }
-            writer.write(&record).await?;
-        }
-        writer.finish().await?;
-        files.push(path);
-    }
-    Ok(files)
-}
 
 /// One training row: features, target, and its weight in the loss (0 for padding).
 #[derive(Clone, Debug)]
@@ -74,27 +40,10 @@ struct Row {
 }
 
 fn parse(d: Distributed<bytes::Bytes>) -> anyhow::Result<Row> {
-    let bytes = &d.item;
-    if bytes.len() != 4 * (FEATURES + 1) {
-        anyhow::bail!(
-            "record {} of file {}: {} bytes, expected {}",
-            d.record,
-            d.file,
-            bytes.len(),
-            4 * (FEATURES + 1)
-        );
-    }
-    let value = |i: usize| {
-        f32::from_le_bytes([
-            bytes[4 * i],
-            bytes[4 * i + 1],
-            bytes[4 * i + 2],
-            bytes[4 * i + 3],
-        ])
-    };
+    let (x, y) = synthetic::parse_record(&d.item, d.file, d.record)?;
     Ok(Row {
-        x: std::array::from_fn(value),
-        y: value(FEATURES),
+        x,
+        y,
         weight: d.weight(),
     })
 }
@@ -168,7 +117,11 @@ fn main() -> anyhow::Result<()> {
     let setup = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let files = setup.block_on(write_data(&dir, &[420, 130, 380, 250, 300, 220]))?;
+    let files = setup.block_on(synthetic::write_data(
+        &dir,
+        &[420, 130, 380, 250, 300, 220],
+        0x9E37_79B9_7F4A_7C15,
+    ))?;
     // This rank's files, balanced by record count; padded so every rank takes as many steps.
     let dist = Distribute::new(rank, world_size).remainder(Remainder::Pad);
     let plan = setup.block_on(dist.plan(TFRecordDataset::new(&files)))?;

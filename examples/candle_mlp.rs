@@ -16,69 +16,20 @@ use candle_core::{D, Device, Tensor, Var};
 use futures::StreamExt;
 use streamload::adapters::candle::tensor;
 use streamload::distribute::{Distribute, Distributed, Remainder};
-use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
+use streamload::format::TFRecordDataset;
 use streamload::ndarray::{Array1, Array2};
 use streamload::{Checkpoint, Dataset};
 
-const FEATURES: usize = 8;
+#[path = "support/synthetic.rs"]
+mod synthetic;
+use synthetic::FEATURES;
+
 const BATCH: usize = 32;
-
-/// The function to learn.
-fn target(x: &[f32; FEATURES]) -> f32 {
-    x[0].sin() + x[1] * x[2] - 0.5 * x[3] + 0.25 * x[4] * x[4]
-}
-
-async fn write_data(
-    dir: &std::path::Path,
-    sizes: &[usize],
-) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    };
-    let mut files = Vec::new();
-    for (f, &n) in sizes.iter().enumerate() {
-        let path = dir.join(format!("train-{f:02}.tfrecord"));
-        let mut writer =
-            TFRecordWriter::new(tokio::fs::File::create(&path).await?, Compression::None);
-        for _ in 0..n {
-            let x: [f32; FEATURES] = std::array::from_fn(|_| uniform());
-            let mut record = Vec::with_capacity(4 * (FEATURES + 1));
-            for v in x.iter().chain([target(&x)].iter()) {
-                record.extend_from_slice(&v.to_le_bytes());
-            }
-            writer.write(&record).await?;
-        }
-        writer.finish().await?;
-        files.push(path);
-    }
-    Ok(files)
-}
 
 /// A record as (features, target, weight: 0 for padding).
 fn parse(d: Distributed<bytes::Bytes>) -> anyhow::Result<(Array1<f32>, f32, f32)> {
-    let bytes = &d.item;
-    anyhow::ensure!(
-        bytes.len() == 4 * (FEATURES + 1),
-        "record {} of file {}: {} bytes, expected {}",
-        d.record,
-        d.file,
-        bytes.len(),
-        4 * (FEATURES + 1)
-    );
-    let value = |i: usize| {
-        f32::from_le_bytes([
-            bytes[4 * i],
-            bytes[4 * i + 1],
-            bytes[4 * i + 2],
-            bytes[4 * i + 3],
-        ])
-    };
-    let x: Array1<f32> = (0..FEATURES).map(value).collect();
-    Ok((x, value(FEATURES), d.weight()))
+    let (x, y) = synthetic::parse_record(&d.item, d.file, d.record)?;
+    Ok((Array1::from(x.to_vec()), y, d.weight()))
 }
 
 struct Mlp {
@@ -142,7 +93,8 @@ async fn run() -> anyhow::Result<()> {
     let (rank, world_size) = (env("RANK", 0), env("WORLD_SIZE", 1));
     let dir = std::env::temp_dir().join(format!("streamload-candle-mlp-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let files = write_data(&dir, &[420, 130, 380, 250, 300, 220]).await?;
+    let files =
+        synthetic::write_data(&dir, &[420, 130, 380, 250, 300, 220], 0x2545_F491_4F6C_DD1D).await?;
     let dist = Distribute::new(rank, world_size).remainder(Remainder::Pad);
     let plan = dist.plan(TFRecordDataset::new(&files)).await?;
     let batches = || -> Dataset<(Array2<f32>, Array1<f32>, Array1<f32>)> {

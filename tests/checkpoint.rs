@@ -388,6 +388,60 @@ async fn tfrecord_files_resume_at_their_offsets() {
     assert_exact(make, [0, 1, 5, 20, 37, 38]).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tfrecord_files_writing_their_indexes_resume_and_index_only_files_read_whole() {
+    use streamload::format::{IndexTarget, TFRecordDataset, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 100, false).await;
+    let out = dir.path().join("indexes");
+    std::fs::create_dir(&out).unwrap();
+    let index_of = |f: usize| out.join(format!("part-{f}.tfrecord.idx"));
+    let (f, o) = (files.clone(), out.clone());
+    let make = move || {
+        TFRecordDataset::new(f.clone())
+            .buffer_size(700)
+            .write_index(IndexTarget::Dir(o.as_path().into()))
+            .build()
+    };
+    assert_exact(&make, [0, 1, 99, 100, 150, 299, 300]).await;
+    let f = files.clone();
+    let o = out.clone();
+    let shuffled = move || {
+        TFRecordDataset::new(f.clone())
+            .num_parallel_reads(2)
+            .write_index(IndexTarget::Dir(o.as_path().into()))
+            .build()
+            .shuffle(40, Some(3))
+            .batch(6)
+    };
+    assert_exact(shuffled, [0, 1, 10, 33, 49, 50]).await;
+    for (i, file) in files.iter().enumerate() {
+        let written = std::fs::read_to_string(index_of(i)).unwrap();
+        assert_eq!(
+            written,
+            TFRecordIndex::build(file).await.unwrap().to_string()
+        );
+    }
+    // A resumed epoch indexes the files it reads from their start, not the one it resumed
+    // inside.
+    for i in 0..3 {
+        std::fs::remove_file(index_of(i)).unwrap();
+    }
+    let mut epoch = make().iter();
+    for _ in 0..150 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    drop(epoch);
+    assert!(index_of(0).exists() && !index_of(1).exists());
+    std::fs::remove_file(index_of(0)).unwrap();
+    let rest = make().iter_from(&cp).unwrap().collect::<Vec<_>>().await;
+    assert_eq!(rest.len(), 150);
+    assert!(rest.iter().all(|r| r.is_ok()));
+    assert!(!index_of(0).exists() && !index_of(1).exists());
+    assert!(index_of(2).exists());
+}
+
 /// `n` WebDataset shards of `per` samples each (two or three members of varied sizes, some
 /// spanning the reader's blocks), plain or `.tar.gz`.
 async fn webdataset_shards(
@@ -1789,6 +1843,68 @@ async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
     assert!(e.to_string().contains("another recipe"), "{e:#}");
 }
 
+/// A file rewritten under an unchanged index (same size, same record lengths) reads as
+/// damage; a resume over it is refused by name instead. A shard not reading it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_refuse_a_resume_over_a_changed_file() {
+    use streamload::format::{IndexedTFRecords, TFRecordIndex};
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 50, false).await;
+    for f in &files {
+        let mut idx = f.clone().into_os_string();
+        idx.push(".idx");
+        TFRecordIndex::build(f)
+            .await
+            .unwrap()
+            .write(idx)
+            .await
+            .unwrap();
+    }
+    let indexed = IndexedTFRecords::open(&files).await.unwrap();
+    let checkpoint_after = |ds: Dataset<bytes::Bytes>, k: usize| async move {
+        let mut epoch = ds.iter();
+        for _ in 0..k {
+            epoch.next().await.unwrap().unwrap();
+        }
+        Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap()
+    };
+    let whole = checkpoint_after(indexed.clone().shuffle_records(5).records(), 10).await;
+    let first_shard = checkpoint_after(indexed.clone().shard(3, 0).records(), 10).await;
+    // A payload byte of file 1 flipped, and its modification time set apart.
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&files[1], &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&files[1])
+        .unwrap()
+        .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000))
+        .unwrap();
+    let reopened = IndexedTFRecords::open(&files).await.unwrap();
+    let e = reopened
+        .clone()
+        .shuffle_records(5)
+        .records()
+        .iter_from(&whole)
+        .unwrap()
+        .next()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(names_changed_file(&e, "part-1.tfrecord"), "{e:#}");
+    assert!(e.to_string().contains("modification time or ETag"), "{e:#}");
+    // Shard 0 holds file 0's records only.
+    let rest = reopened
+        .shard(3, 0)
+        .records()
+        .iter_from(&first_shard)
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(rest.len(), 40);
+    assert!(rest.iter().all(|r| r.is_ok()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_tfrecords_over_object_storage_resume() {
     use streamload::format::{IndexedTFRecords, TFRecordIndex};
@@ -1814,6 +1930,31 @@ async fn indexed_tfrecords_over_object_storage_resume() {
             .batch(5)
     };
     assert_exact(make, [0, 1, 8, 9, 30, 59, 60]).await;
+    // An object rewritten with the same size (so the same index), another ETag: refused.
+    let mut epoch = indexed.records().iter();
+    for _ in 0..5 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+    drop(epoch);
+    let key = "shards/part-2.tfrecord";
+    let old = streamload::storage::read_range(urls[2].as_str(), 0..1 << 20)
+        .await
+        .unwrap();
+    let mut changed = old.to_vec();
+    let last = changed.len() - 10;
+    changed[last] ^= 1;
+    server.insert("ckptidx", key, changed.into());
+    let reopened = IndexedTFRecords::open(&urls).await.unwrap();
+    let e = reopened
+        .records()
+        .iter_from(&cp)
+        .unwrap()
+        .next()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(names_changed_file(&e, "part-2.tfrecord"), "{e:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2027,6 +2168,43 @@ async fn parquet_resumes_at_its_row_group_and_row() {
             .prefetch(2)
     };
     assert_exact(make, [0, 1, 2, 5, 6, 7, 15, 29, 30]).await;
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_row_group_shards_resume_inside_a_row_group() {
+    use streamload::distribute::{Distribute, Remainder, ShardPolicy};
+    use streamload::format::parquet::ParquetDataset;
+    let dir = tempfile::tempdir().unwrap();
+    // 2 files of 3 row groups (100, 100, 50 rows): batches of 30 are 4, 4, 2 per file.
+    let files = parquet_files(dir.path(), 2, 250, 100);
+    for rank in 0..3 {
+        let source = ParquetDataset::new(files.clone())
+            .batch_size(30)
+            .shard_source()
+            .await
+            .unwrap();
+        let plan = Distribute::new(rank, 3)
+            .policy(ShardPolicy::RowGroup)
+            .remainder(Remainder::Pad)
+            .plan(source)
+            .await
+            .unwrap();
+        let n = plan.elements_per_rank() as usize;
+        assert_eq!(n, 8, "rank {rank}");
+        let p = plan.clone();
+        let make = move || p.dataset().map(|d| (d.item, d.padded, d.file, d.record));
+        assert_exact(make, 0..=n).await;
+        // Held by position in a shuffle buffer: each read again from its row group.
+        let p = plan.clone();
+        let make = move || {
+            p.dataset()
+                .shuffle(3, Some(4))
+                .map(|d| (d.item.num_rows(), d.padded, d.file, d.record))
+                .prefetch(2)
+        };
+        assert_exact(make, [0, 1, 2, 3, 5, 7, 8]).await;
+    }
 }
 
 #[cfg(feature = "parquet")]

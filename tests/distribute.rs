@@ -384,7 +384,8 @@ async fn elastic_resume_refuses_what_it_cannot_make_exact() {
     let twice = vec![old[0].clone(), old[1].clone(), old[1].clone()];
     let err = full.resume(&twice).unwrap_err().to_string();
     assert!(err.contains("rank 1 of 3 has two summaries"), "{err}");
-    // Taken out of order (a shuffle after the plan's dataset).
+    // Taken out of order (a shuffle after the plan's dataset): the runs taken are kept, and
+    // the two new ranks are dealt exactly the rest.
     let plan = Distribute::new(0, 1)
         .plan(TFRecordDataset::new(&files))
         .await
@@ -394,8 +395,44 @@ async fn elastic_resume_refuses_what_it_cannot_make_exact() {
     for _ in 0..10 {
         coverage.add(&epoch.next().await.unwrap().unwrap());
     }
-    let err = full.resume(&[coverage]).unwrap_err().to_string();
-    assert!(err.contains("not one run of records"), "{err}");
+    let mut all = vec![coverage.clone()];
+    for rank in 0..2 {
+        let new = Distribute::new(rank, 2)
+            .plan(TFRecordDataset::new(&files))
+            .await
+            .unwrap();
+        all.push(
+            run_rank(new.resume(&[coverage.clone()]).unwrap(), 0, 2)
+                .await
+                .2,
+        );
+    }
+    let report = CoverageReport::merge(&all).unwrap();
+    assert!(report.disjoint() && report.complete(), "{report}");
+    // Scattered over more runs than a summary keeps: refused.
+    let mut scattered = plan.coverage(0);
+    for i in 0..5000 {
+        scattered.add(&Distributed {
+            item: (),
+            padded: false,
+            file: 3,
+            record: 2 * i,
+        });
+    }
+    let err = full.resume(&[scattered]).unwrap_err().to_string();
+    assert!(err.contains("in more than 4096 runs of records"), "{err}");
+    // Taken twice by one rank.
+    let mut twice = plan.coverage(0);
+    for record in [0, 1, 1] {
+        twice.add(&Distributed {
+            item: (),
+            padded: false,
+            file: 0,
+            record,
+        });
+    }
+    let err = full.resume(&[twice]).unwrap_err().to_string();
+    assert!(err.contains("it took some twice"), "{err}");
     // By element.
     let elements = Distribute::new(0, 1).policy(ShardPolicy::Element);
     let plan = elements.plan(TFRecordDataset::new(&files)).await.unwrap();

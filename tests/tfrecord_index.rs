@@ -548,6 +548,7 @@ fn public_types_are_send_sync_and_debug() {
     send_sync_debug::<TFRecordIndex>();
     send_sync_debug::<IndexEntry>();
     send_sync_debug::<IndexedTFRecords>();
+    send_sync_debug::<streamload::format::IndexTarget>();
     send_sync_debug::<streamload::format::JsonLinesDataset>();
 }
 
@@ -609,4 +610,304 @@ async fn a_dropped_epoch_stops_its_reads() {
         "{} GETs after the epoch was dropped",
         after - at_drop
     );
+}
+
+// ---- Indexes written while reading (`TFRecordDataset::write_index`) ----
+
+/// The index file of `path` beside it.
+fn idx_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".idx");
+    PathBuf::from(name)
+}
+
+/// Every element of `ds`, errors included.
+async fn all_results(ds: streamload::Dataset<Bytes>) -> Vec<anyhow::Result<Bytes>> {
+    ds.iter().collect().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_written_while_reading_is_the_one_built_and_dalis() {
+    use streamload::format::IndexTarget;
+    let dir = tempfile::tempdir().unwrap();
+    let names = [
+        "plain.tfrecord",
+        "examples.tfrecord",
+        "sequence_examples.tfrecord",
+        "empty.tfrecord",
+        "trailing_garbage.tfrecord",
+        "truncated_header.tfrecord",
+    ];
+    let mut paths = Vec::new();
+    for name in names {
+        let path = dir.path().join(name);
+        std::fs::copy(tensorflow(name), &path).unwrap();
+        paths.push(path);
+    }
+    // Small blocks: records span blocks, and the sizes still add up.
+    let records = TFRecordDataset::new(&paths)
+        .buffer_size(100)
+        .write_index(IndexTarget::Beside)
+        .build()
+        .collect()
+        .await
+        .unwrap();
+    for (name, path) in names.iter().zip(&paths) {
+        let written = std::fs::read_to_string(idx_of(path)).unwrap();
+        assert_eq!(
+            written,
+            std::fs::read_to_string(dali(name)).unwrap(),
+            "{name}"
+        );
+        let built = TFRecordIndex::build(path).await.unwrap();
+        assert_eq!(written, built.to_string(), "{name}");
+    }
+    // No temporary file is left beside them.
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 2 * names.len(), "{left:?}");
+    // And the indexes give random access to the same records.
+    let indexed = IndexedTFRecords::open(&paths).await.unwrap();
+    assert_eq!(indexed.records().collect().await.unwrap(), records);
+
+    // Into a directory, files read several at once (readers from their start each).
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let (paths, all) = files(&data, 4, 90).await;
+    for path in &paths {
+        std::fs::remove_file(idx_of(path)).unwrap();
+    }
+    let out = dir.path().join("indexes");
+    std::fs::create_dir(&out).unwrap();
+    let read = TFRecordDataset::new(&paths)
+        .num_parallel_reads(2)
+        .buffer_size(1000)
+        .write_index(IndexTarget::Dir(out.as_path().into()))
+        .build()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(read.len(), all.len());
+    for path in &paths {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let written = TFRecordIndex::read(out.join(format!("{name}.idx")))
+            .await
+            .unwrap();
+        assert_eq!(written, TFRecordIndex::build(path).await.unwrap(), "{name}");
+        assert!(!idx_of(path).exists(), "nothing beside the file");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_in_part_or_damaged_writes_no_index() {
+    use streamload::ErrorBudget;
+    use streamload::format::IndexTarget;
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, _) = files(dir.path(), 2, 50).await;
+    for path in &paths {
+        std::fs::remove_file(idx_of(path)).unwrap();
+    }
+    let reader = || {
+        TFRecordDataset::new(&paths)
+            .buffer_size(500)
+            .write_index(IndexTarget::Beside)
+    };
+    // `take` stopping inside the first file, then exactly at its last record (the reader
+    // never finds the end).
+    for n in [3, 50] {
+        assert_eq!(
+            reader().build().take(n).collect().await.unwrap().len(),
+            n as usize
+        );
+        assert!(!idx_of(&paths[0]).exists(), "take({n})");
+    }
+    // `take` into the second file: the first was read whole.
+    reader().build().take(60).collect().await.unwrap();
+    assert!(idx_of(&paths[0]).exists());
+    assert!(!idx_of(&paths[1]).exists());
+    std::fs::remove_file(idx_of(&paths[0])).unwrap();
+    // A dropped epoch.
+    let ds = reader().build();
+    let mut epoch = ds.iter();
+    for _ in 0..10 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    drop(epoch);
+    assert!(!idx_of(&paths[0]).exists());
+
+    // A damaged file: its records up to the damage are read, no index; the next file's is.
+    let mut bytes = std::fs::read(&paths[0]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    std::fs::write(&paths[0], &bytes).unwrap();
+    let results = all_results(reader().build()).await;
+    assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
+    assert!(!idx_of(&paths[0]).exists(), "damaged file");
+    assert!(idx_of(&paths[1]).exists());
+    // Resynchronised past the damage: still no index (bytes were skipped).
+    let records = reader()
+        .resync(true)
+        .build()
+        .ignore_errors_within(ErrorBudget::count(1))
+        .collect()
+        .await
+        .unwrap();
+    assert!(records.len() >= 98, "{}", records.len());
+    assert!(!idx_of(&paths[0]).exists(), "resynchronised file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_files_are_not_indexed() {
+    use streamload::format::IndexTarget;
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("gzip.tfrecord.gz");
+    std::fs::copy(tensorflow("gzip.tfrecord.gz"), &gz).unwrap();
+    let plain = dir.path().join("plain.tfrecord");
+    std::fs::copy(tensorflow("plain.tfrecord"), &plain).unwrap();
+    let records = TFRecordDataset::new([&gz, &plain])
+        .compression(Compression::Auto)
+        .write_index(IndexTarget::Beside)
+        .build()
+        .collect()
+        .await
+        .unwrap();
+    assert!(!records.is_empty());
+    assert!(
+        !idx_of(&gz).exists(),
+        "a compressed file is read, not indexed"
+    );
+    assert!(idx_of(&plain).exists());
+    // Read without decompression, a GZIP file is a DataLoss: no index either.
+    let hidden = dir.path().join("gzip-inside.tfrecord");
+    std::fs::copy(tensorflow("gzip.tfrecord.gz"), &hidden).unwrap();
+    let results = all_results(
+        TFRecordDataset::new([&hidden])
+            .write_index(IndexTarget::Beside)
+            .build(),
+    )
+    .await;
+    assert!(results[0].is_err());
+    assert!(!idx_of(&hidden).exists());
+}
+
+#[test]
+#[should_panic(expected = "compressed files are not indexed")]
+fn writing_indexes_of_files_declared_compressed_panics_at_build() {
+    let _ = TFRecordDataset::new(["a.tfrecord"])
+        .compression(Compression::Gzip)
+        .write_index(streamload::format::IndexTarget::Beside)
+        .build();
+}
+
+#[test]
+#[should_panic(expected = "would both write the index")]
+fn two_files_writing_one_index_panic_at_build() {
+    let _ = TFRecordDataset::new(["a/train.tfrecord", "b/train.tfrecord"])
+        .write_index(streamload::format::IndexTarget::Dir("indexes".into()))
+        .build();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_already_there_is_kept_when_equal_and_replaced_when_not() {
+    use std::os::unix::fs::MetadataExt;
+    use streamload::format::IndexTarget;
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, _) = files(dir.path(), 1, 30).await;
+    let idx = idx_of(&paths[0]);
+    let built = std::fs::read_to_string(&idx).unwrap();
+    let ds = TFRecordDataset::new(&paths)
+        .write_index(IndexTarget::Beside)
+        .build();
+    let inode = std::fs::metadata(&idx).unwrap().ino();
+    ds.collect().await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&idx).unwrap().ino(),
+        inode,
+        "not rewritten"
+    );
+    // A stale index (same length, other numbers; then a longer one) is replaced.
+    for stale in [built.replacen('0', "1", 1), format!("{built}9 9\n")] {
+        std::fs::write(&idx, &stale).unwrap();
+        ds.collect().await.unwrap();
+        assert_eq!(std::fs::read_to_string(&idx).unwrap(), built);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_index_write_is_an_error_naming_the_index() {
+    use streamload::format::IndexTarget;
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, all) = files(dir.path(), 2, 20).await;
+    let missing = dir.path().join("no-such-dir");
+    let results = all_results(
+        TFRecordDataset::new(&paths)
+            .write_index(IndexTarget::Dir(missing.as_path().into()))
+            .build(),
+    )
+    .await;
+    // Each file's records, then the error of its index; the next file is read.
+    assert_eq!(results.len(), all.len() + 2);
+    for (i, r) in results.iter().enumerate() {
+        if i == 20 || i == 41 {
+            let e = format!("{:#}", r.as_ref().unwrap_err());
+            let name = if i == 20 { "part-0" } else { "part-1" };
+            let index = missing.join(format!("{name}.tfrecord.idx"));
+            assert!(
+                e.contains(&index.display().to_string()) && e.contains("writing the index"),
+                "{e}"
+            );
+        } else {
+            assert!(r.is_ok(), "{i}: {r:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_object_storage_the_index_objects_are_put() {
+    use streamload::format::IndexTarget;
+    let server = s3::MemoryS3::default();
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, all) = files(dir.path(), 3, 40).await;
+    let mut urls = Vec::new();
+    for path in &paths {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        server.insert(
+            "onread",
+            &format!("shards/{name}"),
+            std::fs::read(path).unwrap().into(),
+        );
+        urls.push(format!("s3://onread/shards/{name}"));
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDONREAD", "onread-secret").await;
+    let store = s3::s3_store(addr, "onread", "AKIDONREAD", "onread-secret");
+    streamload::storage::register("s3://onread", store).unwrap();
+    assert!(IndexedTFRecords::open(&urls).await.is_err(), "no index yet");
+
+    let read = TFRecordDataset::new(&urls)
+        .write_index(IndexTarget::Beside)
+        .build()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(read, all);
+    for (url, path) in urls.iter().zip(&paths) {
+        let put = TFRecordIndex::read(format!("{url}.idx")).await.unwrap();
+        assert_eq!(put, TFRecordIndex::build(path).await.unwrap(), "{url}");
+    }
+    let indexed = IndexedTFRecords::open(&urls).await.unwrap();
+    assert_eq!(indexed.records().collect().await.unwrap(), all);
+    // Under another prefix.
+    TFRecordDataset::new(&urls)
+        .write_index(IndexTarget::Dir("s3://onread/indexes/".into()))
+        .build()
+        .collect()
+        .await
+        .unwrap();
+    let put = TFRecordIndex::read("s3://onread/indexes/part-2.tfrecord.idx")
+        .await
+        .unwrap();
+    assert_eq!(put, TFRecordIndex::build(&paths[2]).await.unwrap());
 }

@@ -1,5 +1,8 @@
 //! burn (0.21): [`StreamLoader`], a `burn::data::dataloader::DataLoader` over a streamload
 //! dataset, for burn's training loops and `Learner`.
+//!
+//! The `burn` feature needs Rust 1.92 (burn 0.21's own `rust-version`), above this crate's
+//! 1.85: the rest of the crate does not.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -46,6 +46,8 @@
 //! Indexed TFRecord files ([`IndexedTFRecords`](crate::format::IndexedTFRecords)) save the
 //! place in the epoch's order (one number) and the epoch: the order comes from (seed, epoch),
 //! and a record's position is its number across the files, read again by its index entry.
+//! They record each file's size and a digest of its version too, and refuse a resume over
+//! a file that changed, naming it.
 //!
 //! A compressed file (GZIP, ZLIB) has no random access: a restored reader inflates it from
 //! its start and drops what comes before the offset, so restoring costs reading and

@@ -23,7 +23,9 @@ pub(super) fn resolve<S: ShardSource + ?Sized>(
     let name = source.names().into_iter().next().unwrap_or_default();
     let files = units.len();
     Ok(match dist.policy {
-        ShardPolicy::Auto if holding >= w => ShardPolicy::File,
+        ShardPolicy::Auto if holding >= w && !row_groups_balance_better(source, units, w) => {
+            ShardPolicy::File
+        }
         ShardPolicy::Auto if source.seekable_records() => ShardPolicy::Record,
         ShardPolicy::Auto if source.row_groups().is_some() => ShardPolicy::RowGroup,
         ShardPolicy::Auto => ShardPolicy::Element,
@@ -49,6 +51,38 @@ pub(super) fn resolve<S: ShardSource + ?Sized>(
         }
         other => other,
     })
+}
+
+/// Whether dealing row groups leaves the ranks' element counts closer than dealing whole
+/// files (a few large files among small ones): `Auto` then shards by row group, which reads
+/// nothing twice either.
+fn row_groups_balance_better<S: ShardSource + ?Sized>(
+    source: &S,
+    units: &[Unit],
+    w: usize,
+) -> bool {
+    let Some(groups) = source.row_groups() else {
+        return false;
+    };
+    let spread = |units: &[Unit]| {
+        let sizes: Vec<u64> = balance(units, w)
+            .iter()
+            .map(|s| s.iter().map(|&u| units[u].len()).sum())
+            .collect();
+        sizes.iter().max().unwrap_or(&0) - sizes.iter().min().unwrap_or(&0)
+    };
+    let pieces: Vec<Unit> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(file, sizes)| {
+            sizes.iter().map(move |&n| Unit {
+                file,
+                start: 0,
+                end: n,
+            })
+        })
+        .collect();
+    spread(&pieces) < spread(units)
 }
 
 /// The units to read and, for each shard, which of them, in reading order.

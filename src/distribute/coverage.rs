@@ -32,6 +32,65 @@ struct Entry {
     /// The lowest record index taken, and one past the highest.
     first: u64,
     end: u64,
+    /// The runs of records taken, in order, merged (a rank reads several runs of a file
+    /// with `ShardPolicy::RowGroup`): what an elastic resume deals out again is the rest.
+    #[serde(default)]
+    runs: Vec<(u64, u64)>,
+    /// More than [`MAX_RUNS`] runs (elements taken out of order): `runs` is not kept.
+    #[serde(default)]
+    scattered: bool,
+}
+
+/// Runs of records kept per file, at most: past it, elements were taken out of order (a
+/// shuffle after the plan's dataset) and an elastic resume is refused.
+const MAX_RUNS: usize = 4096;
+
+impl Entry {
+    fn new(name: String, total: u64) -> Entry {
+        Entry {
+            name,
+            total,
+            count: 0,
+            fingerprint: 0,
+            first: u64::MAX,
+            end: 0,
+            runs: Vec::new(),
+            scattered: false,
+        }
+    }
+
+    /// Adds record `r` to the runs.
+    fn add_run(&mut self, r: u64) {
+        if self.scattered {
+            return;
+        }
+        if let Some(last) = self.runs.last_mut()
+            && last.1 == r
+        {
+            last.1 += 1;
+            return;
+        }
+        // The run starting after `r`, and the one before it.
+        let i = self.runs.partition_point(|&(a, _)| a <= r);
+        let joins_prev = i > 0 && self.runs[i - 1].1 >= r;
+        let joins_next = self.runs.get(i).is_some_and(|&(a, _)| a == r + 1);
+        match (joins_prev, joins_next) {
+            // Already in a run (taken twice: the count and fingerprint tell), or extends it.
+            (true, false) => self.runs[i - 1].1 = self.runs[i - 1].1.max(r + 1),
+            (true, true) => {
+                if self.runs[i - 1].1 == r {
+                    self.runs[i - 1].1 = self.runs[i].1;
+                    self.runs.remove(i);
+                }
+            }
+            (false, true) => self.runs[i].0 = r,
+            (false, false) => self.runs.insert(i, (r, r + 1)),
+        }
+        if self.runs.len() > MAX_RUNS {
+            self.runs = Vec::new();
+            self.scattered = true;
+        }
+    }
 }
 
 /// What one rank read in one epoch: for each file, how many elements and an
@@ -70,13 +129,11 @@ impl Coverage {
             .collect();
         let mut entries = BTreeMap::new();
         for unit in &units {
-            entries.entry(unit.file).or_insert_with(|| Entry {
-                name: plan.names.get(unit.file).cloned().unwrap_or_default(),
-                total: plan.counts.get(unit.file).copied().unwrap_or(0),
-                count: 0,
-                fingerprint: 0,
-                first: u64::MAX,
-                end: 0,
+            entries.entry(unit.file).or_insert_with(|| {
+                Entry::new(
+                    plan.names.get(unit.file).cloned().unwrap_or_default(),
+                    plan.counts.get(unit.file).copied().unwrap_or(0),
+                )
             });
         }
         Coverage {
@@ -103,20 +160,17 @@ impl Coverage {
             return;
         }
         self.taken += 1;
-        let entry = self.entries.entry(element.file).or_insert_with(|| Entry {
-            name: format!("file #{}", element.file),
-            total: 0,
-            count: 0,
-            fingerprint: 0,
-            first: u64::MAX,
-            end: 0,
-        });
+        let entry = self
+            .entries
+            .entry(element.file)
+            .or_insert_with(|| Entry::new(format!("file #{}", element.file), 0));
         entry.count += 1;
         entry.fingerprint = entry
             .fingerprint
             .wrapping_add(hash(element.file, element.record));
         entry.first = entry.first.min(element.record);
         entry.end = entry.end.max(element.record + 1);
+        entry.add_run(element.record);
     }
 
     /// The rank it describes.
@@ -479,15 +533,34 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
             if e.count == 0 {
                 continue;
             }
-            if e.end - e.first != e.count || e.fingerprint != range_fingerprint(f, e.first, e.end) {
+            // Summaries written before runs were kept hold one run.
+            let runs = if e.runs.is_empty() && !e.scattered {
+                vec![(e.first, e.end)]
+            } else {
+                e.runs.clone()
+            };
+            let len: u64 = runs.iter().map(|&(a, b)| b - a).sum();
+            let fingerprint = runs.iter().fold(0u64, |h, &(a, b)| {
+                h.wrapping_add(range_fingerprint(f, a, b))
+            });
+            if e.scattered {
                 return Err(refuse(format!(
-                    "rank {} took {} elements of {} that are not one run of records (between \
-                     records {} and {}): was there a shuffle between the plan's dataset and \
-                     the training loop? What it took is then not known by position",
+                    "rank {} took {} elements of {} in more than {MAX_RUNS} runs of records \
+                     (between records {} and {}): was there a shuffle between the plan's \
+                     dataset and the training loop? What it took is then not kept by position",
                     s.rank, e.count, e.name, e.first, e.end
                 )));
             }
-            taken.entry(f).or_default().push((e.first, e.end, s.rank));
+            if len != e.count || e.fingerprint != fingerprint {
+                return Err(refuse(format!(
+                    "rank {} took {} elements of {} that are not runs of records each taken \
+                     once (between records {} and {}): it took some twice",
+                    s.rank, e.count, e.name, e.first, e.end
+                )));
+            }
+            for (a, b) in runs {
+                taken.entry(f).or_default().push((a, b, s.rank));
+            }
         }
     }
     let mut units = Vec::new();
@@ -523,4 +596,24 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
     }
     let phase = old.iter().map(|s| s.phase).max().unwrap_or(0) + 1;
     Ok((units, phase))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_in_any_order_and_give_up_past_the_limit() {
+        let mut entry = Entry::new("f".into(), 0);
+        for r in [5, 0, 6, 2, 1, 9, 3, 8, 4, 3] {
+            entry.add_run(r);
+        }
+        // 3 twice is kept once: the count (checked against the runs) tells.
+        assert_eq!(entry.runs, [(0, 7), (8, 10)]);
+        let mut entry = Entry::new("f".into(), 0);
+        for r in (0..=MAX_RUNS as u64).map(|r| 2 * r) {
+            entry.add_run(r);
+        }
+        assert!(entry.scattered && entry.runs.is_empty());
+    }
 }

@@ -21,7 +21,9 @@
 //! reading what comes before it ([`ShardSource::seekable_records`]: a TFRecord index;
 //! [`IndexedTFRecords`](crate::format::IndexedTFRecords) is such a source), and
 //! [`ShardPolicy::RowGroup`] one that knows its files' row groups
-//! ([`ShardSource::row_groups`]: Parquet metadata). Until a source says so, those policies are
+//! ([`ShardSource::row_groups`]: Parquet metadata; with the `parquet` feature,
+//! `ParquetDataset::shard_source` makes such a source, whose elements are batches of rows:
+//! see `format::parquet::ParquetShards` for why). Until a source says so, those policies are
 //! refused with an error naming the source and the policy; the assignment (contiguous runs of
 //! records, balanced row groups) is done here, the reading by [`ShardSource::read`].
 
@@ -46,8 +48,10 @@ pub use tfrecord::clear_count_cache;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ShardPolicy {
-    /// By file when there are at least `world_size` files holding elements; else by record or
-    /// row group where the source supports it; else by element (tf.data's `AUTO`).
+    /// By file when there are at least `world_size` files holding elements (unless the
+    /// source has row groups and dealing them balances the ranks better: a few large files
+    /// among small ones); else by record or row group where the source supports it; else by
+    /// element (tf.data's `AUTO`).
     Auto,
     /// Whole files: each rank reads only its files, so nothing is read twice (tf.data's
     /// `FILE`). Refused with fewer files holding elements than ranks.
@@ -56,8 +60,10 @@ pub enum ShardPolicy {
     /// the middle of a file where needed. Needs a source that can seek to a record
     /// ([`ShardSource::seekable_records`], e.g. with a TFRecord index).
     Record,
-    /// Parquet row groups, balanced over the ranks. Needs a source that knows them
-    /// ([`ShardSource::row_groups`]).
+    /// Parquet row groups, balanced over the ranks by their element counts, each read by one
+    /// rank only. Needs a source that knows them ([`ShardSource::row_groups`]; Parquet
+    /// files through `ParquetDataset::shard_source`, feature `parquet`, where an element is
+    /// a batch of rows).
     RowGroup,
     /// Every rank reads everything and keeps every `world_size`-th element (tf.data's
     /// `DATA`): works for any source, at `world_size` times the reading.
@@ -150,7 +156,7 @@ impl Distribute {
     /// When counting fails (naming the file), or the policy cannot be applied (too few files
     /// for [`ShardPolicy::File`], a source that cannot seek for [`ShardPolicy::Record`],
     /// one without row groups for [`ShardPolicy::RowGroup`], a rank with nothing to pad
-    /// from): an [`Error::InvalidArgument`](crate::Error::InvalidArgument) saying which.
+    /// from): an [`Error::InvalidArgument`] saying which.
     pub async fn plan<S: ShardSource>(&self, source: S) -> anyhow::Result<ShardPlan<S>> {
         let counts = source.count().await?;
         self.plan_with_counts(source, counts)
@@ -258,9 +264,10 @@ impl Unit {
 /// A dataset that can be split between ranks before it is read: a list of files, how many
 /// elements each holds, and a reader of part of a file.
 ///
-/// Implemented by [`TFRecordDataset`](crate::format::TFRecordDataset) (by file; by record
-/// once it has an index) and, through [`Dataset::distribute`], by any dataset of known
-/// cardinality (one "file", by element).
+/// Implemented by [`TFRecordDataset`](crate::format::TFRecordDataset) (by file),
+/// [`IndexedTFRecords`](crate::format::IndexedTFRecords) (by record), Parquet files through
+/// `ParquetDataset::shard_source` (by row group; feature `parquet`) and, through
+/// [`Dataset::distribute`], by any dataset of known cardinality (one "file", by element).
 pub trait ShardSource: Send + Sync + 'static {
     /// The elements it yields.
     type Item: Send + 'static;
@@ -453,7 +460,7 @@ impl<S: ShardSource> ShardPlan<S> {
     ///
     /// The source's errors, in place; an element count that differs from the plan's (a file
     /// that changed since it was counted) is an
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) at the end of the epoch
+    /// [`Error::InvalidArgument`] at the end of the epoch
     /// (`assert_cardinality`).
     pub fn dataset(&self) -> Dataset<Distributed<S::Item>> {
         units::dataset(Arc::clone(&self.inner), Arc::clone(&self.source))
@@ -482,11 +489,12 @@ impl<S: ShardSource> ShardPlan<S> {
     ///
     /// # Errors
     ///
-    /// [`Error::Checkpoint`](crate::Error::Checkpoint), refusing what cannot be resumed
+    /// [`Error::Checkpoint`], refusing what cannot be resumed
     /// exactly: summaries of another dataset or of different epochs, a rank missing or
-    /// given twice, a rank whose elements of a file are not one run of records (a shuffle
-    /// between the dataset and the training loop: what it took is not a prefix of its
-    /// shard), two ranks that took the same records, or an epoch sharded by element.
+    /// given twice, a rank whose elements of a file are scattered over more than 4,096 runs
+    /// of records (a shuffle between the dataset and the training loop: what it took is not
+    /// kept by position) or were taken twice, two ranks that took the same records, or an
+    /// epoch sharded by element.
     pub fn resume(&self, old: &[Coverage]) -> anyhow::Result<ShardPlan<S>> {
         let (rest, phase) = coverage::rest(&self.inner, old)?;
         ShardPlan::new(

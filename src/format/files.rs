@@ -39,6 +39,8 @@ pub(crate) struct Opened {
     pub(crate) decompressed: bool,
     /// What the file was when opened (its size and modification time or ETag).
     pub(crate) identity: Option<Identity>,
+    /// The file.
+    pub(crate) location: Location,
 }
 
 /// How to read each file of a file dataset.
@@ -550,6 +552,7 @@ pub(crate) async fn open_blocks(
         mapped: file.mapped,
         decompressed,
         identity: file.identity,
+        location: path.clone(),
     };
     // What the storage could not skip (a compressed stream, a pipe) is read and dropped.
     let read_from = if decompressed { 0 } else { file.start };

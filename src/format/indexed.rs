@@ -15,8 +15,8 @@ use crate::checkpoint::{Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream, mix64};
 use crate::error::Error;
 use crate::stats::StageCounters;
-use crate::storage::Location;
 use crate::storage::local::OpenSlot;
+use crate::storage::{Identity, Location};
 
 /// The stage's name in statistics, errors and checkpoints.
 const STAGE: &str = "indexed_tfrecord";
@@ -72,7 +72,11 @@ const OPEN_AT_ONCE: usize = 16;
 /// Resumable: a checkpoint saves how far the epoch's order went (one number) and the
 /// epoch; the order is derived from (seed, epoch), so a restored epoch goes on with exactly
 /// the records the uninterrupted one would have read next. A record's position (for a
-/// shuffle buffer downstream) is its number among all the files' records.
+/// shuffle buffer downstream) is its number among all the files' records. The checkpoint
+/// also records each file holding records of the shard as it was when
+/// [`open`](Self::open)ed (its size, and a digest of its modification time or ETag, a few
+/// bytes per file): a resume over a file that changed since, under an unchanged index (which
+/// would read as damage), is refused with an [`Error::Checkpoint`] naming the file.
 ///
 /// ```
 /// use streamload::format::{Compression, IndexedTFRecords, TFRecordIndex, TFRecordWriter};
@@ -130,6 +134,8 @@ struct Files {
     locations: Vec<Location>,
     names: Vec<Arc<str>>,
     indexes: Vec<TFRecordIndex>,
+    /// What each file was when opened (its size and version), for checkpoints to name.
+    identities: Vec<Identity>,
     /// The global number of each file's first record; the last is the total.
     starts: Vec<u64>,
     /// A hash of the files' names and entries (the recipe's fingerprint).
@@ -137,7 +143,11 @@ struct Files {
 }
 
 impl Files {
-    fn new(locations: Vec<Location>, indexes: Vec<TFRecordIndex>) -> Files {
+    fn new(
+        locations: Vec<Location>,
+        indexes: Vec<TFRecordIndex>,
+        identities: Vec<Identity>,
+    ) -> Files {
         let mut starts = Vec::with_capacity(indexes.len() + 1);
         let mut total = 0u64;
         let mut key = 0x1DE7_u64;
@@ -155,6 +165,7 @@ impl Files {
             locations,
             names,
             indexes,
+            identities,
             starts,
             key,
         }
@@ -162,6 +173,57 @@ impl Files {
 
     fn total(&self) -> u64 {
         self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// The files holding records of `lo..hi` (empty files inside the range included).
+    fn touched(&self, lo: u64, hi: u64) -> std::ops::Range<usize> {
+        if lo >= hi {
+            return 0..0;
+        }
+        let first = self.starts.partition_point(|&s| s <= lo).saturating_sub(1);
+        let last = self.starts.partition_point(|&s| s < hi).saturating_sub(1);
+        first..(last + 1).min(self.indexes.len())
+    }
+
+    /// What a checkpoint records of the files `touched`: per file, its size and a 32-bit
+    /// digest of its version (modification time or ETag).
+    fn identity_words(&self, touched: std::ops::Range<usize>) -> impl Iterator<Item = u64> + '_ {
+        self.identities[touched]
+            .iter()
+            .flat_map(|i| [i.size, mix64(i.version) >> 32])
+    }
+
+    /// An [`Error::Checkpoint`] naming the first of the files `touched` that is not what the
+    /// checkpoint recorded (`saved`, as [`identity_words`](Self::identity_words) made them).
+    fn unchanged(&self, touched: std::ops::Range<usize>, saved: &[u64]) -> anyhow::Result<()> {
+        let now: Vec<u64> = self.identity_words(touched.clone()).collect();
+        if saved.len() != now.len() {
+            return Err(Error::Checkpoint(format!(
+                "{STAGE}: the checkpoint records {} files, the recipe reads {}",
+                saved.len() / 2,
+                now.len() / 2
+            ))
+            .into());
+        }
+        for (file, (then, now)) in touched.zip(saved.chunks(2).zip(now.chunks(2))) {
+            if then != now {
+                return Err(Error::Checkpoint(format!(
+                    "{} changed since the checkpoint (then {} bytes, now {}{}): resume over \
+                     the files the checkpoint was taken over (and index them again if they \
+                     changed)",
+                    self.names[file],
+                    then[0],
+                    now[0],
+                    if then[0] == now[0] {
+                        ", and its modification time or ETag differs"
+                    } else {
+                        ""
+                    }
+                ))
+                .into());
+            }
+        }
+        Ok(())
     }
 
     /// The file and record (in it) of global record `id`, and where it lies.
@@ -184,7 +246,7 @@ fn hash_str(s: &str) -> u64 {
 }
 
 /// Where `file`'s index is by convention: `<file>.idx`.
-fn index_location(file: &Location) -> Location {
+pub(crate) fn index_location(file: &Location) -> Location {
     match file {
         Location::Local(path) => {
             let mut name = path.clone().into_os_string();
@@ -220,7 +282,7 @@ impl IndexedTFRecords {
             TFRecordIndex::read(at.clone()).await.map_err(|e| {
                 e.context(format!(
                     "reading the index of {file} (make it with `tfrecord index {file}`, \
-                     or TFRecordIndex::build)"
+                     TFRecordIndex::build, or TFRecordDataset::write_index while reading)"
                 ))
             })
         }))
@@ -267,10 +329,13 @@ impl IndexedTFRecords {
             .buffered(OPEN_AT_ONCE)
             .collect::<Vec<_>>()
             .await;
+        let mut identities = Vec::with_capacity(files.len());
         for ((file, index), size) in files.iter().zip(&indexes).zip(sizes) {
-            index.check(size?.size, &file.to_string(), &index_name(file))?;
+            let identity = size?;
+            index.check(identity.size, &file.to_string(), &index_name(file))?;
+            identities.push(identity);
         }
-        let files = Files::new(files, indexes);
+        let files = Files::new(files, indexes, identities);
         Ok(IndexedTFRecords {
             lo: 0,
             hi: files.total(),
@@ -397,12 +462,19 @@ impl IndexedTFRecords {
         .keyed(key)
     }
 
-    /// One epoch: fresh, restored from `[position, epoch]`, or replaying record numbers.
+    /// The files holding the records chosen.
+    fn touched(&self) -> std::ops::Range<usize> {
+        self.files.touched(self.lo, self.hi)
+    }
+
+    /// One epoch: fresh, restored from `[position, epoch, files...]`, or replaying record
+    /// numbers.
     fn epoch(&self, ctx: &Ctx) -> BoxStream<Bytes> {
         let stats = ctx.stats_handle();
         let reader = |order: Order, next: u64| {
             Box::pin(IndexedRecords {
                 files: Arc::clone(&self.files),
+                touched: self.touched(),
                 order,
                 parallel_reads: self.parallel_reads,
                 planned: next,
@@ -423,7 +495,16 @@ impl IndexedTFRecords {
         }
         let (next, epoch) = match ctx.restoring() {
             Some(state) => match (state.word(0), state.word(1)) {
-                (Ok(next), Ok(epoch)) if next <= self.num_records() => (next, epoch),
+                (Ok(next), Ok(epoch)) if next <= self.num_records() => {
+                    // A checkpoint from before files were recorded has two words.
+                    let saved = state.words.get(2..).unwrap_or(&[]);
+                    if !saved.is_empty()
+                        && let Err(e) = self.files.unchanged(self.touched(), saved)
+                    {
+                        return error_stream(e);
+                    }
+                    (next, epoch)
+                }
                 _ => return error_stream(state.malformed()),
             },
             None => (0, ctx.epoch()),
@@ -529,10 +610,14 @@ type Window = Vec<(u64, anyhow::Result<Bytes>)>;
 /// Stream for [`IndexedTFRecords::records`].
 ///
 /// Saved state: `[position, epoch]`: the records of the order yielded, and the epoch the
-/// order was drawn for; a record's position is its global number.
+/// order was drawn for; then, for each file holding records of the shard, its size and a
+/// 32-bit digest of its version (a restore over a file that changed is refused, naming it).
+/// A record's position is its global number.
 #[must_use = "streams do nothing unless polled"]
 struct IndexedRecords {
     files: Arc<Files>,
+    /// The files holding the records chosen (their identities are saved).
+    touched: std::ops::Range<usize>,
     order: Order,
     parallel_reads: usize,
     /// The next position of the order to put in a window.
@@ -790,7 +875,9 @@ impl Stream for IndexedRecords {
 impl Resumable for IndexedRecords {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         match &self.order {
-            Order::Epoch { epoch, .. } => Ok(State::new(STAGE).words([self.yielded, *epoch])),
+            Order::Epoch { epoch, .. } => Ok(State::new(STAGE)
+                .words([self.yielded, *epoch])
+                .words(self.files.identity_words(self.touched.clone()))),
             Order::Replay(_) => Err(unsupported(
                 STAGE,
                 "a stream replaying saved positions is not saved",

@@ -11,6 +11,7 @@ mod csv;
 mod example;
 mod files;
 mod fixed_length;
+mod index_on_read;
 mod indexed;
 mod json_lines;
 #[cfg(feature = "parquet")]
@@ -30,6 +31,7 @@ pub use example::{
     SequenceExample,
 };
 pub use fixed_length::FixedLengthRecordDataset;
+pub use index_on_read::IndexTarget;
 pub use indexed::IndexedTFRecords;
 pub use json_lines::JsonLinesDataset;
 pub use parse_example::{

@@ -21,6 +21,7 @@ use tokio::io::AsyncRead;
 use super::blocks::{BlockCursor, reader_blocks};
 use super::compression::damage;
 use super::files::{FileFormat, read_files};
+use super::index_on_read::{IndexOnRead, IndexTarget};
 use super::{Compression, masked_crc32c};
 use crate::dataset::Dataset;
 use crate::error::Error;
@@ -466,13 +467,37 @@ impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
     }
 }
 
+/// Refuses [`TFRecordDataset::write_index`] with an explicit compression, two files that
+/// would write the same index, or a file whose index cannot be named.
+fn check_index_targets(files: &[Location], compression: Compression, target: &IndexTarget) {
+    assert!(
+        matches!(compression, Compression::None | Compression::Auto),
+        "TFRecordDataset::write_index: the files are {compression:?}-compressed, and \
+         compressed files are not indexed (a compressed stream has no random access)"
+    );
+    let mut seen = std::collections::HashMap::new();
+    for file in files {
+        let index = target.of(file).unwrap_or_else(|| {
+            panic!("TFRecordDataset::write_index: {file} has no file name to name its index by")
+        });
+        if let Some(other) = seen.insert(index.clone(), file)
+            && other != file
+        {
+            panic!(
+                "TFRecordDataset::write_index: {other} and {file} would both write the index {index}"
+            );
+        }
+    }
+}
+
 /// The records of TFRecord files as a [`Dataset`] of `Bytes` (tf.data's `TFRecordDataset`).
 ///
 /// Files are read in order, or `num_parallel_reads` at once through
 /// [`parallel_interleave`](Dataset::parallel_interleave) (cycle of that many files, one
 /// record from each in turn: deterministic, like tf.data's). Each record's CRCs are checked.
 /// For random access (exact sharding by record, a global shuffle of the records across
-/// files), index the files and read them through
+/// files), index the files (or let this reader index them as it reads them:
+/// [`write_index`](TFRecordDataset::write_index)) and read them through
 /// [`IndexedTFRecords`](super::IndexedTFRecords).
 ///
 /// # Errors
@@ -518,6 +543,7 @@ pub struct TFRecordDataset {
     num_parallel_reads: Option<Parallelism>,
     memory_map: bool,
     resync: bool,
+    write_index: Option<IndexTarget>,
 }
 
 impl TFRecordDataset {
@@ -530,6 +556,7 @@ impl TFRecordDataset {
             num_parallel_reads: None,
             memory_map: true,
             resync: false,
+            write_index: None,
         }
     }
 
@@ -574,6 +601,84 @@ impl TFRecordDataset {
     /// ```
     pub fn resync(mut self, on: bool) -> Self {
         self.resync = on;
+        self
+    }
+
+    /// Writes the index of each file read whole (DALI's `tfrecord2idx` format, what
+    /// [`TFRecordIndex::build`](super::TFRecordIndex::build) returns and the `tfrecord index`
+    /// tool writes, byte for byte) to `target`, as a side effect of reading it: from the
+    /// offsets the reader sees anyway, with no second pass over the file. The next epoch (or
+    /// a job) can then read the files with random access through
+    /// [`IndexedTFRecords`](super::IndexedTFRecords).
+    ///
+    /// - **When**: once a file's reader has found its end, having read every record from
+    ///   the file's start with no error. A file read in part writes nothing: an epoch dropped
+    ///   before its end, a [`take`](Dataset::take) that stops inside it, a reader restored
+    ///   from a checkpoint mid-file (a resumed epoch indexes only the files it reads from
+    ///   their start), a damaged file (a [`resync`](Self::resync) that skipped bytes
+    ///   included). A reader that reads ahead of its consumer (under
+    ///   [`num_parallel_reads`](Self::num_parallel_reads)) may reach a file's end, and write
+    ///   its index, before the consumer takes the last records.
+    /// - **How**: atomically. A local index is written to a temporary file beside it and
+    ///   renamed over it; an object is put in one PUT (retried on transient faults, as reads
+    ///   are). A half-written index never exists under the index's name.
+    /// - **An index already there**: left alone when it holds the same bytes (no rewrite each
+    ///   epoch; checking costs a read of it), replaced otherwise (the file was just read whole,
+    ///   so a different index is stale).
+    /// - **Compressed files** are not indexed (DALI indexes uncompressed files only: a
+    ///   compressed stream has no random access, so offsets into it are of no use). With
+    ///   [`Compression::Auto`], files whose extension says they are compressed are read and
+    ///   not indexed; an explicit [`Compression::Gzip`] or [`Compression::Zlib`] is refused
+    ///   when the dataset is built (see Panics).
+    /// - **Cost**: off (the default), nothing. On, 4 bytes per record of the file being read
+    ///   (its records' sizes), then the index's text while it is written (and, when an index
+    ///   is already there, a read of it).
+    ///
+    /// # Errors
+    ///
+    /// A failure to write an index (a missing directory, no permission, a store refusing the
+    /// PUT) is an error element after the file's last record, naming the index and the file
+    /// ("tfrecord: writing the index ... of ..."); the next file is read, so
+    /// [`ignore_errors`](Dataset::ignore_errors) would skip it.
+    ///
+    /// # Panics
+    ///
+    /// [`build`](Self::build) panics with this option and an explicit GZIP or ZLIB
+    /// compression, when two different files would write the same index (two files of the
+    /// same name into one [`IndexTarget::Dir`]), or when a file has no name to name its
+    /// index by.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch while an index is being written: a local write begun on a blocking
+    /// thread finishes (rename included); a PUT in flight is abandoned (an object is stored
+    /// whole or not at all).
+    ///
+    /// ```
+    /// use streamload::format::{
+    ///     Compression, IndexTarget, IndexedTFRecords, TFRecordDataset, TFRecordIndex, TFRecordWriter,
+    /// };
+    /// # tokio_test::block_on(async {
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("train.tfrecord");
+    /// let mut writer = TFRecordWriter::new(tokio::fs::File::create(&path).await?, Compression::None);
+    /// writer.write(b"hello").await?;
+    /// writer.write(b"").await?;
+    /// writer.finish().await?;
+    ///
+    /// let records = TFRecordDataset::new([&path]).write_index(IndexTarget::Beside).build();
+    /// assert_eq!(records.collect().await?.len(), 2);
+    /// // The index appeared beside the file, as `tfrecord index` would have written it.
+    /// let written = std::fs::read_to_string(dir.path().join("train.tfrecord.idx"))?;
+    /// assert_eq!(written, "0 21\n21 16\n");
+    /// assert_eq!(written, TFRecordIndex::build(&path).await?.to_string());
+    /// // Random access from here on.
+    /// let indexed = IndexedTFRecords::open([&path]).await?;
+    /// assert_eq!(indexed.num_records(), 2);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn write_index(mut self, target: IndexTarget) -> Self {
+        self.write_index = Some(target);
         self
     }
 
@@ -636,17 +741,33 @@ impl TFRecordDataset {
     }
 
     /// The dataset.
+    ///
+    /// # Panics
+    ///
+    /// With [`write_index`](Self::write_index), as it says.
     pub fn build(self) -> Dataset<Bytes> {
         let resync = self.resync;
+        let index = self.write_index.clone();
+        if let Some(target) = &index {
+            check_index_targets(&self.files, self.compression, target);
+        }
         let format = FileFormat {
             stage: "tfrecord",
             decode: Arc::new(move |file, name, start| {
                 let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(
-                    TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
-                        .resync(resync)
-                        .starting_at(start),
-                )
+                let frames = TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
+                    .resync(resync)
+                    .starting_at(start);
+                // Only a reader from the file's start can see every record; a compressed
+                // file is not indexed.
+                let target = index
+                    .as_ref()
+                    .filter(|_| start.offset == 0 && !file.decompressed)
+                    .and_then(|target| target.of(&file.location));
+                match target {
+                    Some(target) => Box::pin(IndexOnRead::new(frames, target, name)),
+                    None => Box::pin(frames),
+                }
             }),
             resumable: true,
             compression: self.compression,

@@ -26,7 +26,9 @@ pub struct IndexEntry {
 /// (decimal, separated by a space, each line ending with `\n`; `size` is the whole framed
 /// record, header and footer included).
 ///
-/// Make one by reading a file once ([`build`](Self::build), CRCs checked), by reading an index
+/// Make one by reading a file once ([`build`](Self::build), CRCs checked; or as a side effect
+/// of reading it, [`TFRecordDataset::write_index`](super::TFRecordDataset::write_index)), by
+/// reading an index
 /// file DALI or the `tfrecord index` tool wrote ([`read`](Self::read), [`parse`](Self::parse)),
 /// and write it with [`write`](Self::write) or [`Display`](fmt::Display). With indexes, a set
 /// of files has random access: [`IndexedTFRecords`](super::IndexedTFRecords).
@@ -132,14 +134,16 @@ impl TFRecordIndex {
         Self::parse(&text, &location.to_string())
     }
 
-    /// Writes the index to the local file `path` (replaced if it exists), in DALI's format.
+    /// Writes the index to the local file `path` (replaced if it exists), in DALI's format,
+    /// atomically: to a temporary file beside it, renamed over it (a reader never finds a
+    /// part of an index).
     ///
     /// # Errors
     ///
     /// When the file cannot be written, naming it.
     pub async fn write(&self, path: impl AsRef<Path>) -> anyhow::Result<()> {
         let path = path.as_ref();
-        tokio::fs::write(path, self.to_string())
+        crate::storage::local::write_atomic(path, self.to_string().into())
             .await
             .map_err(|e| anyhow::anyhow!("writing the index {}: {e}", path.display()))
     }

@@ -161,6 +161,43 @@ pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyh
     Ok(bytes)
 }
 
+/// Writes `bytes` as the file at `path`, replacing it atomically: into a temporary file
+/// beside it (`.<name>.<process id>.<counter>.tmp`), synced to disk, then renamed over
+/// `path`, so a reader finds the old file or the new one whole, never a part. One job on a
+/// blocking thread: once begun it finishes (rename included) even if its caller is dropped,
+/// so no temporary file is left behind but by a crash; a failed write removes its own.
+pub(crate) async fn write_atomic(path: &Path, bytes: Bytes) -> std::io::Result<()> {
+    use std::io::Write;
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let path = path.to_path_buf();
+    let task = runtime::spawn_blocking("write", move || -> std::io::Result<()> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(
+            ".{}.{}.tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let temp = path.with_file_name(temp_name);
+        let written = (|| {
+            let mut file = std::fs::File::create(&temp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
+    })
+    .map_err(std::io::Error::other)?;
+    task.await
+        .map_err(|e| std::io::Error::other(runtime::join_error("write", e)))?
+}
+
 /// A local file opened once and kept for reads at many offsets (the records an index
 /// points to), shared by the reads of an epoch.
 pub(crate) type OpenSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<std::fs::File>>>;

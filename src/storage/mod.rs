@@ -34,7 +34,7 @@
 //! - Credentials never appear when a [`Location`] is shown (`{}` or `{:?}`), and a URL with a
 //!   password, a query string (a pre-signed URL, an Azure SAS token) or a fragment is refused
 //!   rather than sent: pass credentials through the environment or [`register_with`].
-//! - Nor in errors: every error of [`open`], [`read_range`], [`glob`] and the readers passes
+//! - Nor in errors: every error of [`open`], [`read_range`], [`glob()`] and the readers passes
 //!   through one redaction, done on the text (so it holds for URLs that fail to parse: a
 //!   bad host, port or IPv6 literal), that removes user names and passwords of any scheme,
 //!   non-numeric ports, query strings and fragments, and the values of parameters named like
@@ -290,6 +290,27 @@ pub async fn read_range(
             .await
             .map_err(|e| anyhow::anyhow!("reading {location} at {range:?}: {e}")),
         Location::Url(url) => remote::read_range(url, range).await,
+    }
+    .map_err(redact_error)
+}
+
+/// Writes `bytes` as the whole file or object at `location`, replacing what is there: a
+/// local file atomically (a temporary file beside it, renamed over it), an object by one PUT
+/// (stored whole or not at all; retried on transient faults like a read, see
+/// [`ReadOptions`]).
+///
+/// # Errors
+///
+/// When it cannot be written (a missing directory, no permission, a permanent fault or
+/// transient ones past the retry deadline), naming the location.
+pub(crate) async fn put(location: &Location, bytes: bytes::Bytes) -> anyhow::Result<()> {
+    match location {
+        Location::Local(path) => local::write_atomic(path, bytes)
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {location}: {e}")),
+        Location::Url(url) => remote::put(url, bytes)
+            .await
+            .map_err(|e| e.context(format!("writing {location}"))),
     }
     .map_err(redact_error)
 }

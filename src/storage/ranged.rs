@@ -363,6 +363,32 @@ pub(crate) async fn head(reader: &Reader, path: &StorePath) -> anyhow::Result<su
     }
 }
 
+/// Stores `bytes` as the whole object at `path` by one PUT (an object is stored whole or not
+/// at all), retried on transient faults within the deadline that begins with the first of
+/// them (a PUT of a whole object can be repeated).
+pub(crate) async fn put(reader: &Reader, path: &StorePath, bytes: Bytes) -> anyhow::Result<()> {
+    let mut retrying = Retrying::default();
+    loop {
+        let put = {
+            let _permit = reader.connections.acquire().await?;
+            reader
+                .store
+                .put(path, object_store::PutPayload::from(bytes.clone()))
+                .await
+        };
+        let delay = match put {
+            Ok(_) => return Ok(()),
+            Err(e) => match classify(e, false) {
+                Fault::Transient(message) => retrying.fault(&reader.options, message),
+                Fault::Permanent(message) | Fault::Changed(message) => {
+                    Err(anyhow::anyhow!(message))
+                }
+            },
+        };
+        tokio::time::sleep(delay?).await;
+    }
+}
+
 /// After the object's first GET failed with `fault`: the error, when the fault is permanent
 /// (but a 416, a range over an empty object); otherwise the object's size and ETag from a
 /// HEAD, retried on transient faults within the deadline that began with the GET's fault.

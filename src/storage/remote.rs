@@ -507,6 +507,12 @@ pub(crate) fn create(url: &Url) -> anyhow::Result<object_store::buffered::BufWri
     ))
 }
 
+/// Stores `bytes` as the whole object at `url` (one PUT, retried on transient faults).
+pub(crate) async fn put(url: &Url, bytes: bytes::Bytes) -> anyhow::Result<()> {
+    let (reader, _, path) = resolve(url)?;
+    super::ranged::put(&reader, &path, bytes).await
+}
+
 /// What the object at `url` is now (its size and version), from a HEAD.
 pub(crate) async fn identity(url: &Url) -> anyhow::Result<super::Identity> {
     let (reader, _, path) = resolve(url)?;
@@ -641,7 +647,7 @@ async fn local_glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
 }
 
 /// A URL's path as the object key it names (`%20` is a space; `&` and `+` are themselves).
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     percent_encoding::percent_decode_str(text)
         .decode_utf8_lossy()
         .into_owned()

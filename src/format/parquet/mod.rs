@@ -19,6 +19,15 @@
 //! `parquet`'s own async reader does not do (it fetches the next row group only when the
 //! current one is used up: arrow-rs#6559).
 //!
+//! # Data-parallel ranks
+//!
+//! [`ParquetDataset::shard_source`] reads the footers once and makes a
+//! [`ShardSource`](crate::distribute::ShardSource) for
+//! [`Distribute::plan`](crate::distribute::Distribute::plan): whole row groups dealt to the
+//! ranks ([`ShardPolicy::RowGroup`](crate::distribute::ShardPolicy::RowGroup)), every rank
+//! the same number of batches, known from the footers. Its element is a batch of rows, not a
+//! row: [`ParquetShards`] says why.
+//!
 //! # Damaged files
 //!
 //! A damaged file is an error naming the file, the row group and the column, never a panic
@@ -47,6 +56,7 @@
 //! decoded up to that batch (so a restore of a shuffle of N batches costs N such reads).
 
 mod footer;
+mod shard;
 mod tensor;
 
 use std::ops::Range;
@@ -62,6 +72,7 @@ use parquet::DecodeResult;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, RowSelection, RowSelector};
 use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
+pub use shard::ParquetShards;
 pub use tensor::{ViewElement, column_tensor, column_view};
 
 use self::footer::{FileMeta, guard, read_footer, slice_of};
