@@ -989,8 +989,8 @@ pub fn w10_dataset(shards: Vec<streamload::storage::Location>, decode: bool) -> 
             use streamload::image;
             samples
                 .try_map_parallel(tuned(available_cores()), |sample| {
-                    let img = image::convert_image_dtype(&sample.image("jpg")?);
-                    Ok((image::resize(img, 64, 64)?, sample.cls()?))
+                    let img = image::convert_and_resize(&sample.image("jpg")?, 64, 64)?;
+                    Ok((img, sample.cls()?))
                 })
                 .named("decode")
                 .batch(64)
