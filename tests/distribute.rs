@@ -7,12 +7,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
+use streamload::Dataset;
 use streamload::distribute::{
     Coverage, CoverageReport, Distribute, Distributed, Remainder, ShardPlan, ShardPolicy,
     ShardSource,
 };
 use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
-use streamload::{Checkpoint, Dataset};
+
+#[path = "support/resume.rs"]
+mod resume;
 
 /// Files of these sizes; record `r` of file `f` is `"f/r"`.
 async fn write_files(dir: &Path, sizes: &[u64]) -> Vec<PathBuf> {
@@ -277,19 +280,8 @@ async fn a_rank_resumes_exactly_from_its_checkpoint_and_only_there() {
     for rank in 0..3 {
         let full = make(rank).await.collect().await.unwrap();
         for k in [0, 1, full.len() / 2, full.len() - 1, full.len()] {
-            let ds = make(rank).await;
-            let mut epoch = ds.iter();
-            let mut seen = Vec::new();
-            for _ in 0..k {
-                seen.push(epoch.next().await.unwrap().unwrap());
-            }
-            let bytes = epoch.checkpoint().unwrap().to_bytes();
-            drop(epoch);
-            let checkpoint = Checkpoint::from_bytes(&bytes).unwrap();
-            let mut resumed = make(rank).await.iter_from(&checkpoint).unwrap();
-            while let Some(b) = resumed.next().await {
-                seen.push(b.unwrap());
-            }
+            let (seen, checkpoint) =
+                resume::take_then_resume(make(rank).await, make(rank).await, k).await;
             assert_eq!(seen, full, "rank {rank} resumed after {k} batches");
             // Another rank's recipe refuses it.
             let other = make((rank + 1) % 3).await;

@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use streamload::Checkpoint;
 use streamload::distribute::{
     Coverage, CoverageReport, Distribute, Distributed, Remainder, ShardPlan, ShardPolicy,
     ShardSource,
 };
 use streamload::format::parquet::arrow_array::{Array, ArrayRef, Int64Array};
 use streamload::format::parquet::{ParquetDataset, ParquetShards, RecordBatch};
+
+#[path = "support/resume.rs"]
+mod resume;
 
 /// Rows per batch in these tests.
 const BATCH: usize = 3;
@@ -294,19 +296,8 @@ async fn a_rank_resumes_exactly_from_its_checkpoint_and_only_there() {
         let full = make(rank).await.collect().await.unwrap();
         let n = full.len();
         for k in [0, 1, 2, 4, n / 2, n - 1, n] {
-            let ds = make(rank).await;
-            let mut epoch = ds.iter();
-            let mut seen = Vec::new();
-            for _ in 0..k {
-                seen.push(epoch.next().await.unwrap().unwrap());
-            }
-            let bytes = epoch.checkpoint().unwrap().to_bytes();
-            drop(epoch);
-            let checkpoint = Checkpoint::from_bytes(&bytes).unwrap();
-            let mut resumed = make(rank).await.iter_from(&checkpoint).unwrap();
-            while let Some(b) = resumed.next().await {
-                seen.push(b.unwrap());
-            }
+            let (seen, checkpoint) =
+                resume::take_then_resume(make(rank).await, make(rank).await, k).await;
             assert_eq!(seen, full, "rank {rank} resumed after {k} batches");
             let other = make((rank + 1) % 3).await;
             let err = other.iter_from(&checkpoint).unwrap_err();
