@@ -13,9 +13,9 @@ use super::resize::ResizeMethod;
 /// ImageNet training's input transform, from JPEG bytes to a normalised float tensor:
 /// random-resized-crop (a window from [`sample_distorted_bounding_box`], decoded alone with
 /// [`decode_and_crop_jpeg`](super::decode_and_crop_jpeg)), resize to `height` × `width`,
-/// random left-right flip, [`convert_and_normalize`]. TensorFlow's official ResNet
-/// preprocessing and torchvision's `RandomResizedCrop` + `RandomHorizontalFlip` + `ToTensor` +
-/// `Normalize`.
+/// random left-right flip, [`convert_and_normalize`](super::convert_and_normalize).
+/// TensorFlow's official ResNet preprocessing and torchvision's `RandomResizedCrop` +
+/// `RandomHorizontalFlip` + `ToTensor` + `Normalize`.
 ///
 /// Fused so nothing is done twice and nothing is wasted: the window is decoded at the smallest
 /// DCT scale (1/8, 1/4, 1/2) that keeps it at least the target size (a 1,000 × 800 crop for a
@@ -129,7 +129,7 @@ impl RandomResizedCrop {
 /// ImageNet evaluation's input transform: the centre `height` × `width` of the image resized
 /// so its shorter side is `resize_shorter` (torchvision's `Resize(256)` + `CenterCrop(224)`;
 /// TensorFlow's official ResNet eval, whose crop is 224/(224+32) of the shorter side), then
-/// [`convert_and_normalize`].
+/// [`convert_and_normalize`](super::convert_and_normalize).
 ///
 /// Computed the cheap way round: the window of the original image that becomes the output is
 /// decoded alone (at a DCT scale if it is at least twice the target), then resized to the
