@@ -305,17 +305,7 @@ async fn interrupted(
             .plan(TFRecordDataset::new(files))
             .await
             .unwrap();
-        let mut coverage = plan.coverage(0);
-        let mut epoch = plan.dataset().iter();
-        for _ in 0..take {
-            match epoch.next().await {
-                Some(d) => coverage.add(&d.unwrap()),
-                None => break,
-            }
-        }
-        // Through bytes, as a rank saves it beside its checkpoint.
-        let bytes = serde_json::to_vec(&coverage).unwrap();
-        out.push(serde_json::from_slice(&bytes).unwrap());
+        out.push(resume::covered(&plan, take).await);
     }
     out
 }

@@ -26,3 +26,22 @@ pub(crate) async fn take_then_resume<T: Send + 'static>(
     }
     (seen, checkpoint)
 }
+
+/// What a rank read before it stopped: the first `take` elements of epoch 0 of `plan` (fewer
+/// if the epoch ends), as the coverage the rank saves beside its checkpoint, through its
+/// bytes.
+pub(crate) async fn covered<S: streamload::distribute::ShardSource>(
+    plan: &streamload::distribute::ShardPlan<S>,
+    take: usize,
+) -> streamload::distribute::Coverage {
+    let mut coverage = plan.coverage(0);
+    let mut epoch = plan.dataset().iter();
+    for _ in 0..take {
+        match epoch.next().await {
+            Some(d) => coverage.add(&d.expect("no error")),
+            None => break,
+        }
+    }
+    let bytes = serde_json::to_vec(&coverage).expect("coverage to JSON");
+    serde_json::from_slice(&bytes).expect("coverage from JSON")
+}
