@@ -337,14 +337,12 @@ async fn an_epoch_resumes_on_another_world_size_without_reading_twice_or_skippin
                         .unwrap_or_else(|e| panic!("{what}: {e:#}"));
                     results.push(run_rank(rest, 0, 2).await);
                 }
-                let counts: BTreeSet<u64> = results.iter().map(|r| r.0).collect();
-                assert_eq!(counts.len(), 1, "{what}: batch counts differ: {counts:?}");
-                let mut all: Vec<Coverage> = old.clone();
-                all.extend(results.iter().map(|r| r.2.clone()));
-                let report = CoverageReport::merge(&all).unwrap();
-                assert!(report.disjoint(), "{what}: {report}");
-                assert!(report.complete(), "{what}: {report}");
-                assert_eq!(report.elements + report.dropped, total, "{what}: {report}");
+                resume::assert_exact_resume(
+                    &what,
+                    &old,
+                    results.into_iter().map(|r| (r.0, r.2)),
+                    total,
+                );
             }
         }
     }

@@ -45,3 +45,22 @@ pub(crate) async fn covered<S: streamload::distribute::ShardSource>(
     let bytes = serde_json::to_vec(&coverage).expect("coverage to JSON");
     serde_json::from_slice(&bytes).expect("coverage from JSON")
 }
+
+/// Checks an elastic resume: the new ranks (`(batches, coverage)` each) took the same number
+/// of batches, and with the old ranks' coverage they read the `total` elements of the epoch
+/// once each (disjoint, complete; dropped ones counted).
+pub(crate) fn assert_exact_resume(
+    what: &str,
+    old: &[streamload::distribute::Coverage],
+    new: impl IntoIterator<Item = (u64, streamload::distribute::Coverage)>,
+    total: u64,
+) {
+    let (counts, coverage): (std::collections::BTreeSet<u64>, Vec<_>) = new.into_iter().unzip();
+    assert_eq!(counts.len(), 1, "{what}: batch counts differ: {counts:?}");
+    let mut all = old.to_vec();
+    all.extend(coverage);
+    let report = streamload::distribute::CoverageReport::merge(&all).expect("merge");
+    assert!(report.disjoint(), "{what}: {report}");
+    assert!(report.complete(), "{what}: {report}");
+    assert_eq!(report.elements + report.dropped, total, "{what}: {report}");
+}
