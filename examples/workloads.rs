@@ -188,6 +188,47 @@ fn emit_repeated(workload: &str, unit: &str, (tuned, fixed): &(Passes, Passes)) 
     );
 }
 
+/// The bytes of each file of `items`.
+#[cfg(feature = "image")]
+fn read_files(items: &[(PathBuf, i64)]) -> anyhow::Result<Vec<Vec<u8>>> {
+    Ok(items
+        .iter()
+        .map(|(path, _)| std::fs::read(path))
+        .collect::<Result<_, _>>()?)
+}
+
+/// An image workload's figure: one untimed warm-up pass of `pass` over `items` (as the peer
+/// scripts have), then repeated passes, emitted as `workload` in images/s.
+#[cfg(feature = "image")]
+async fn image_passes<F, Fut>(
+    workload: &str,
+    items: &[(PathBuf, i64)],
+    pass: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(Vec<(PathBuf, i64)>) -> Fut + Sync,
+    Fut: std::future::Future<Output = anyhow::Result<u64>> + Send,
+{
+    pass(items.to_vec()).await?;
+    let passes = repeated(false, || async { Ok(pass(items.to_vec()).await? as f64) }).await?;
+    emit_repeated(workload, "images/s", &passes);
+    Ok(())
+}
+
+/// The one-core decode rates of `jpegs` (full, crop, 1/2, 1/4) as `<workload>/decode1-<name>`.
+#[cfg(feature = "image")]
+fn emit_decode_rates(workload: &str, data: &str, jpegs: &[Vec<u8>]) -> anyhow::Result<()> {
+    for (name, rate) in workloads::decode_rates_one_core(jpegs)? {
+        emit(
+            &format!("{workload}/decode1-{name}"),
+            rate,
+            &format!("images/s ({data} decode only, one core)"),
+            jpegs.len() as f64 / rate,
+        );
+    }
+    Ok(())
+}
+
 /// Reads `paths` once, untimed, so the timed run reads from the page cache as the workloads
 /// say (this host's DAMON reclaim evicts files left idle for a while; tf.data's scripts warm
 /// up the same way, with a first untimed pass).
@@ -319,10 +360,7 @@ async fn main() -> anyhow::Result<()> {
             None => eprintln!("W5: skipped (needs --data DIR; make it with --generate DIR)"),
             Some(dir) => {
                 let items = workloads::d2_files(dir)?;
-                let jpegs = items
-                    .iter()
-                    .map(|(path, _)| std::fs::read(path))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let jpegs = read_files(&items)?;
                 let (n, s) = timed(async { workloads::w5_decode_one_core(&jpegs) }).await?;
                 emit(
                     "W5/decode1",
@@ -337,12 +375,7 @@ async fn main() -> anyhow::Result<()> {
                     "images/s (decode+resize, one core)",
                     s,
                 );
-                workloads::w5_image(items.clone()).await?; // warm-up pass, untimed
-                let passes = repeated(false, || async {
-                    Ok(workloads::w5_image(items.clone()).await? as f64)
-                })
-                .await?;
-                emit_repeated("W5", "images/s", &passes);
+                image_passes("W5", &items, workloads::w5_image).await?;
             }
         }
     }
@@ -353,24 +386,9 @@ async fn main() -> anyhow::Result<()> {
             Some(dir) => {
                 let items = workloads::d2_files(dir)?;
                 let items = items[..items.len() / args.scale_down as usize].to_vec();
-                let jpegs = items
-                    .iter()
-                    .map(|(path, _)| std::fs::read(path))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
-                    emit(
-                        &format!("W5r/decode1-{name}"),
-                        rate,
-                        "images/s (D2 decode only, one core)",
-                        jpegs.len() as f64 / rate,
-                    );
-                }
-                workloads::w5r_image(items.clone()).await?; // warm-up pass, untimed
-                let passes = repeated(false, || async {
-                    Ok(workloads::w5r_image(items.clone()).await? as f64)
-                })
-                .await?;
-                emit_repeated("W5r", "images/s", &passes);
+                let jpegs = read_files(&items)?;
+                emit_decode_rates("W5r", "D2", &jpegs)?;
+                image_passes("W5r", &items, workloads::w5r_image).await?;
             }
         }
     }
@@ -382,24 +400,9 @@ async fn main() -> anyhow::Result<()> {
                 Err(e) => eprintln!("W5b: skipped ({e})"),
                 Ok(items) => {
                     let items = items[..items.len() / args.scale_down as usize].to_vec();
-                    let jpegs = items
-                        .iter()
-                        .map(|(path, _)| std::fs::read(path))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    for (name, rate) in workloads::decode_rates_one_core(&jpegs)? {
-                        emit(
-                            &format!("W5b/decode1-{name}"),
-                            rate,
-                            "images/s (D6 decode only, one core)",
-                            jpegs.len() as f64 / rate,
-                        );
-                    }
-                    workloads::w5b_image(items.clone()).await?; // warm-up pass, untimed
-                    let passes = repeated(false, || async {
-                        Ok(workloads::w5b_image(items.clone()).await? as f64)
-                    })
-                    .await?;
-                    emit_repeated("W5b", "images/s", &passes);
+                    let jpegs = read_files(&items)?;
+                    emit_decode_rates("W5b", "D6", &jpegs)?;
+                    image_passes("W5b", &items, workloads::w5b_image).await?;
                 }
             },
         }
