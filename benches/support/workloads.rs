@@ -576,21 +576,33 @@ pub async fn w8_read(files: &[String], cycle: usize, ahead: bool) -> anyhow::Res
 /// 0..999 per line, in file order). Seeded; written in parallel. Returns the JPEG bytes written.
 #[cfg(feature = "image")]
 pub async fn generate_d2(dir: &std::path::Path, n: usize) -> anyhow::Result<u64> {
+    generate_jpegs(dir.join("jpeg"), (256, 256), 0xD2, n).await
+}
+
+/// `n` seeded photo-like JPEGs ([`photo_jpeg`]) of `width` x `height`, `out/NNNNN.jpg`, written
+/// in parallel, and `out/labels.txt` (one label 0..999 per line, in file order). Returns the
+/// JPEG bytes written.
+#[cfg(feature = "image")]
+async fn generate_jpegs(
+    out: std::path::PathBuf,
+    (width, height): (u32, u32),
+    seed: u64,
+    n: usize,
+) -> anyhow::Result<u64> {
     use std::io::Write;
 
     use rand::{Rng, SeedableRng};
-    let out = dir.join("jpeg");
     std::fs::create_dir_all(&out)?;
     let jpegs = out.clone();
     let sizes = Dataset::range(0, n as i64)
         .try_map_parallel(AUTOTUNE, move |i| {
-            let bytes = photo_jpeg(256, 256, 0xD2 ^ i as u64)?;
+            let bytes = photo_jpeg(width, height, seed ^ i as u64)?;
             std::fs::write(jpegs.join(format!("{i:05}.jpg")), &bytes)?;
             Ok(bytes.len() as u64)
         })
         .collect()
         .await?;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD2);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut labels = std::io::BufWriter::new(std::fs::File::create(out.join("labels.txt"))?);
     for _ in 0..n {
         writeln!(labels, "{}", rng.random_range(0..1000))?;
@@ -634,10 +646,18 @@ pub fn photo_jpeg(width: u32, height: u32, seed: u64) -> anyhow::Result<Vec<u8>>
 
 /// The (file, label) pairs of D2, in file order.
 pub fn d2_files(dir: &std::path::Path) -> anyhow::Result<Vec<(std::path::PathBuf, i64)>> {
-    let sub = dir.join("jpeg");
+    labelled_files(&dir.join("jpeg"), "--generate DIR")
+}
+
+/// The (file, label) pairs `sub/NNNNN.jpg` of `sub/labels.txt`, in file order; `how` says how
+/// to generate them if they are missing.
+fn labelled_files(
+    sub: &std::path::Path,
+    how: &str,
+) -> anyhow::Result<Vec<(std::path::PathBuf, i64)>> {
     let labels = std::fs::read_to_string(sub.join("labels.txt")).map_err(|e| {
         anyhow::anyhow!(
-            "reading {}/labels.txt: {e} (generate the data with --generate)",
+            "reading {}/labels.txt: {e} (generate the data with {how})",
             sub.display()
         )
     })?;
@@ -748,43 +768,12 @@ pub const D6_IMAGES: usize = 1000;
 /// line). Seeded; written in parallel. Returns the JPEG bytes written.
 #[cfg(feature = "image")]
 pub async fn generate_d6(dir: &std::path::Path, n: usize) -> anyhow::Result<u64> {
-    use std::io::Write;
-
-    use rand::{Rng, SeedableRng};
-    let out = dir.join("imagenet");
-    std::fs::create_dir_all(&out)?;
-    let jpegs = out.clone();
-    let sizes = Dataset::range(0, n as i64)
-        .try_map_parallel(AUTOTUNE, move |i| {
-            let bytes = photo_jpeg(500, 375, 0xD6 ^ i as u64)?;
-            std::fs::write(jpegs.join(format!("{i:05}.jpg")), &bytes)?;
-            Ok(bytes.len() as u64)
-        })
-        .collect()
-        .await?;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xD6);
-    let mut labels = std::io::BufWriter::new(std::fs::File::create(out.join("labels.txt"))?);
-    for _ in 0..n {
-        writeln!(labels, "{}", rng.random_range(0..1000))?;
-    }
-    labels.flush()?;
-    Ok(sizes.iter().sum())
+    generate_jpegs(dir.join("imagenet"), (500, 375), 0xD6, n).await
 }
 
 /// The (file, label) pairs of D6, in file order.
 pub fn d6_files(dir: &std::path::Path) -> anyhow::Result<Vec<(std::path::PathBuf, i64)>> {
-    let sub = dir.join("imagenet");
-    let labels = std::fs::read_to_string(sub.join("labels.txt")).map_err(|e| {
-        anyhow::anyhow!(
-            "reading {}/labels.txt: {e} (generate the data with --generate DIR --only D6)",
-            sub.display()
-        )
-    })?;
-    labels
-        .lines()
-        .enumerate()
-        .map(|(i, label)| Ok((sub.join(format!("{i:05}.jpg")), label.trim().parse()?)))
-        .collect()
+    labelled_files(&dir.join("imagenet"), "--generate DIR --only D6")
 }
 
 /// W5r: W5 with the JPEG decoded at 1/4 scale straight to 64x64 (`decode_jpeg(ratio=4)`), no
