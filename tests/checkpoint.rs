@@ -1781,12 +1781,10 @@ async fn random_resized_crop_batches_resume_with_the_same_crops() {
     assert_exact(make, [0, 1, 2, 3, 4, 5]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
+/// `files` with an index beside each (`<file>.idx`), opened as `IndexedTFRecords`.
+async fn indexed_files(files: &[std::path::PathBuf]) -> streamload::format::IndexedTFRecords {
     use streamload::format::{IndexedTFRecords, TFRecordIndex};
-    let dir = tempfile::tempdir().unwrap();
-    let files = tfrecord_files(dir.path(), 3, 200, false).await;
-    for f in &files {
+    for f in files {
         let mut idx = f.clone().into_os_string();
         idx.push(".idx");
         TFRecordIndex::build(f)
@@ -1796,7 +1794,14 @@ async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
             .await
             .unwrap();
     }
-    let indexed = IndexedTFRecords::open(&files).await.unwrap();
+    IndexedTFRecords::open(files).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tfrecord_files(dir.path(), 3, 200, false).await;
+    let indexed = indexed_files(&files).await;
     // In order: windows of 256 records, across files.
     let i = indexed.clone();
     let make = move || i.records();
@@ -1847,20 +1852,9 @@ async fn indexed_tfrecords_resume_at_their_place_in_the_order() {
 /// damage; a resume over it is refused by name instead. A shard not reading it resumes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_tfrecords_refuse_a_resume_over_a_changed_file() {
-    use streamload::format::{IndexedTFRecords, TFRecordIndex};
     let dir = tempfile::tempdir().unwrap();
     let files = tfrecord_files(dir.path(), 3, 50, false).await;
-    for f in &files {
-        let mut idx = f.clone().into_os_string();
-        idx.push(".idx");
-        TFRecordIndex::build(f)
-            .await
-            .unwrap()
-            .write(idx)
-            .await
-            .unwrap();
-    }
-    let indexed = IndexedTFRecords::open(&files).await.unwrap();
+    let indexed = indexed_files(&files).await;
     let checkpoint_after = |ds: Dataset<bytes::Bytes>, k: usize| async move {
         let mut epoch = ds.iter();
         for _ in 0..k {
@@ -1880,7 +1874,9 @@ async fn indexed_tfrecords_refuse_a_resume_over_a_changed_file() {
         .unwrap()
         .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000))
         .unwrap();
-    let reopened = IndexedTFRecords::open(&files).await.unwrap();
+    let reopened = streamload::format::IndexedTFRecords::open(&files)
+        .await
+        .unwrap();
     let e = reopened
         .clone()
         .shuffle_records(5)

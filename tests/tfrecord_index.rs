@@ -488,30 +488,43 @@ async fn damaged_records_read_by_index_are_data_loss_and_the_others_follow() {
     );
 }
 
+/// Serves each `(name, file)` of `objects` from `server` as `s3://<bucket>/shards/<name>` (a
+/// server of its own, registered for `s3://<bucket>`); returns their URLs, in order.
+async fn serve_shards(
+    server: &s3::MemoryS3,
+    bucket: &str,
+    objects: &[(String, PathBuf)],
+) -> Vec<String> {
+    for (name, file) in objects {
+        let bytes = std::fs::read(file).unwrap();
+        server.insert(bucket, &format!("shards/{name}"), bytes.into());
+    }
+    let (key, secret) = (format!("AKID{bucket}"), format!("{bucket}-secret-key"));
+    let addr = s3::memory_s3_server(server.clone(), &key, &secret).await;
+    let store = s3::s3_store(addr, bucket, &key, &secret);
+    streamload::storage::register(&format!("s3://{bucket}"), store).unwrap();
+    objects
+        .iter()
+        .map(|(name, _)| format!("s3://{bucket}/shards/{name}"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_object_storage_with_ranged_gets_coalesced() {
     use std::sync::atomic::Ordering::SeqCst;
     let server = s3::MemoryS3::default();
     let dir = tempfile::tempdir().unwrap();
     let (paths, all) = files(dir.path(), 3, 60).await;
-    let mut urls = Vec::new();
+    let mut objects = Vec::new();
     for path in &paths {
         let name = path.file_name().unwrap().to_str().unwrap();
-        for (key, file) in [
-            (name.to_string(), path.clone()),
-            (
-                format!("{name}.idx"),
-                dir.path().join(format!("{name}.idx")),
-            ),
-        ] {
-            let bytes = std::fs::read(file).unwrap();
-            server.insert("indexed", &format!("shards/{key}"), bytes.into());
-        }
-        urls.push(format!("s3://indexed/shards/{name}"));
+        objects.push((name.to_string(), path.clone()));
+        let index = format!("{name}.idx");
+        objects.push((index.clone(), dir.path().join(index)));
     }
-    let addr = s3::memory_s3_server(server.clone(), "AKIDIDX", "idx-secret-key").await;
-    let store = s3::s3_store(addr, "indexed", "AKIDIDX", "idx-secret-key");
-    streamload::storage::register("s3://indexed", store).unwrap();
+    let urls = serve_shards(&server, "indexed", &objects).await;
+    // The shards, not their indexes.
+    let urls: Vec<String> = urls.into_iter().step_by(2).collect();
 
     let indexed = IndexedTFRecords::open(&urls).await.unwrap();
     assert_eq!(indexed.num_records(), 180);
@@ -871,19 +884,16 @@ async fn over_object_storage_the_index_objects_are_put() {
     let server = s3::MemoryS3::default();
     let dir = tempfile::tempdir().unwrap();
     let (paths, all) = files(dir.path(), 3, 40).await;
-    let mut urls = Vec::new();
-    for path in &paths {
-        let name = path.file_name().unwrap().to_str().unwrap();
-        server.insert(
-            "onread",
-            &format!("shards/{name}"),
-            std::fs::read(path).unwrap().into(),
-        );
-        urls.push(format!("s3://onread/shards/{name}"));
-    }
-    let addr = s3::memory_s3_server(server.clone(), "AKIDONREAD", "onread-secret").await;
-    let store = s3::s3_store(addr, "onread", "AKIDONREAD", "onread-secret");
-    streamload::storage::register("s3://onread", store).unwrap();
+    let objects: Vec<(String, PathBuf)> = paths
+        .iter()
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_string(),
+                p.clone(),
+            )
+        })
+        .collect();
+    let urls = serve_shards(&server, "onread", &objects).await;
     assert!(IndexedTFRecords::open(&urls).await.is_err(), "no index yet");
 
     let read = TFRecordDataset::new(&urls)
