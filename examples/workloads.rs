@@ -10,10 +10,10 @@
 //! ```
 //!
 //! W2, W2gz, W3 (and W3's `no-parse` and `read` figures), W5, W5r and W5b repeat their pass
-//! until at least 2 s and 3 passes have gone by (the image workloads after an untimed warm-up
-//! pass, as the peer scripts do) (one pass takes 0.07-0.1 s on a fast host: alone it is
-//! noise): `figure` is the median pass's rate, `seconds` that pass's time, and the line adds
-//! `passes`, `min` and `max` (the spread of the passes' rates) and `total_seconds`.
+//! until at least 2 s and 3 passes have gone by (one pass takes 0.07-0.6 s on a fast host:
+//! alone it is noise; the image workloads first run an untimed warm-up pass, as the peer
+//! scripts do): `figure` is the median pass's rate, `seconds` that pass's time, and the line
+//! adds `passes`, `min` and `max` (the spread of the passes' rates) and `total_seconds`.
 //!
 //! `--autotune` runs every parallelism and buffer of the workloads on `AUTOTUNE` (the JSON
 //! lines keep their names); for W2, W2gz and W3 it alternates autotuned passes with passes at

@@ -1,13 +1,14 @@
 //! `random_flip_left_right`, `random_brightness`, `random_saturation` and `clip_by_value` fused
-//! into one pass over the image (W5's augmentation).
+//! into one pass over the image, after the flip's (W5's augmentation).
 
 use ndarray::Array3;
 use rand::Rng;
 
 /// `tf.image.random_flip_left_right`, `random_brightness(max_delta)`, `random_saturation(lower,
-/// upper)` and `tf.clip_by_value(min, max)`, in that order, in one pass over the image, in
-/// place: each pixel is read once, moved to its mirrored place if the flip was drawn, and
-/// brightened, saturated and clipped on the way.
+/// upper)` and `tf.clip_by_value(min, max)`, in that order, in place: if the flip was drawn
+/// each row is mirrored, then one pass brightens, saturates and clips every pixel, several
+/// pixels at a time (vector instructions; the four separate calls make four passes and three
+/// new images).
 ///
 /// The same random draws in the same order as the four calls one after another
 /// ([`random_flip_left_right`](super::random_flip_left_right), then
