@@ -111,6 +111,26 @@ pub(crate) struct Ctx {
     /// ([`Dataset::hidden`]), or has a name the user gave it ([`Dataset::named`]).
     hide_next: bool,
     label_next: Option<Arc<str>>,
+    /// The epoch's refused resume, once a stage yielded one (see [`Refusal`]).
+    refusal: Refusal,
+    /// The files the epoch opened, and what the ones of the checkpoint it resumes from were.
+    files: crate::checkpoint::opened::Ledger,
+}
+
+/// The first refused resume ([`Error::Checkpoint`](crate::Error)) any stage of an epoch
+/// yielded, shared by all of them: the epoch yields it and ends, even where a stage between
+/// that one and the consumer would drop or hold the error element (a window no element of
+/// which is at its place, a shard, a bucket refilling).
+pub(crate) type Refusal = Arc<std::sync::OnceLock<String>>;
+
+/// Records `item` in `refusal` if it refuses a resume.
+#[inline]
+pub(crate) fn note_refusal<T>(refusal: &Refusal, item: &Option<anyhow::Result<T>>) {
+    if let Some(Err(e)) = item
+        && let Some(crate::Error::Checkpoint(why)) = e.downcast_ref::<crate::Error>()
+    {
+        let _ = refusal.set(why.clone());
+    }
 }
 
 /// How a stage's element and error counts are kept (its other statistics do not depend on it).
@@ -155,7 +175,14 @@ impl Ctx {
             restored_seeds: false,
             hide_next: false,
             label_next: None,
+            refusal: Refusal::default(),
+            files: Default::default(),
         }
+    }
+
+    /// The files this epoch opened (see [`Ledger`](crate::checkpoint::opened::Ledger)).
+    pub(crate) fn files(&self) -> &crate::checkpoint::opened::Ledger {
+        &self.files
     }
 
     /// The state to restore the stage being built from.
@@ -370,18 +397,20 @@ fn finish<T: Send + 'static, S: StageStream<T> + 'static>(
     counting: Counting,
     watched: bool,
     counters: Arc<StageCounters>,
+    refusal: &Refusal,
 ) -> BoxStream<T> {
+    let refusal = Arc::clone(refusal);
     if timing {
-        Box::pin(Timed::new(stream, counters))
+        Box::pin(Timed::new(stream, counters, refusal))
     } else if counting != Counting::Wrapped {
         if counting == Counting::ByInput {
             counters.set_counted_by_input();
         }
         boxed(stream)
     } else if watched {
-        Box::pin(Counted::<_, true>::new(stream, counters))
+        Box::pin(Counted::<_, true>::new(stream, counters, refusal))
     } else {
-        Box::pin(Counted::<_, false>::new(stream, counters))
+        Box::pin(Counted::<_, false>::new(stream, counters, refusal))
     }
 }
 
@@ -391,6 +420,48 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// A stage's parameters as one number for the recipe's fingerprint ([`Dataset::keyed`]):
+/// every parameter that decides which elements come out, or in what order, goes in, each as
+/// a word of its own (so no two parameters' values can cancel out).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key(u64);
+
+impl Key {
+    pub(crate) fn new() -> Self {
+        Key(0x5EED_F1A9)
+    }
+
+    pub(crate) fn word(self, word: u64) -> Self {
+        Key(mix64(self.0 ^ mix64(word)))
+    }
+
+    pub(crate) fn flag(self, on: bool) -> Self {
+        self.word(u64::from(on))
+    }
+
+    /// An optional value: `None` and every `Some` differ.
+    pub(crate) fn option(self, word: Option<u64>) -> Self {
+        match word {
+            Some(w) => self.word(1).word(w),
+            None => self.word(0),
+        }
+    }
+
+    pub(crate) fn bytes(self, bytes: &[u8]) -> Self {
+        bytes
+            .chunks(8)
+            .fold(self.word(bytes.len() as u64), |key, chunk| {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                key.word(u64::from_le_bytes(word))
+            })
+    }
+
+    pub(crate) fn finish(self) -> u64 {
+        self.0
+    }
 }
 
 type BuildFn<T> = dyn Fn(&Ctx) -> BoxStream<T> + Send + Sync;
@@ -555,9 +626,9 @@ impl<T: Send + 'static> Dataset<T> {
                 // Restored: its position is the saved one until its first element.
                 Some(state) => {
                     let stream = Restored::new(stream, Arc::clone(state));
-                    finish(stream, timing, counting, watched, counters)
+                    finish(stream, timing, counting, watched, counters, &ctx.refusal)
                 }
-                None => finish(stream, timing, counting, watched, counters),
+                None => finish(stream, timing, counting, watched, counters, &ctx.refusal),
             }
         };
         let mut fingerprint = mix64(name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
@@ -769,17 +840,16 @@ impl<T: Send + 'static> Dataset<T> {
             epoch.done = true;
             return Ok(epoch);
         }
-        Ok(self.start(
-            checkpoint.epoch,
-            Some((checkpoint.state.clone(), &checkpoint.seeds)),
-        ))
+        Ok(self.start(checkpoint.epoch, Some(checkpoint)))
     }
 
-    fn start(&self, epoch: u64, restore: Option<(State, &[(u64, u64)])>) -> Epoch<T> {
+    fn start(&self, epoch: u64, restore: Option<&Checkpoint>) -> Epoch<T> {
         let mut ctx = Ctx::new(self.stage.options.clone());
         ctx.epoch = epoch;
         let ctx = match restore {
-            Some((state, seeds)) => {
+            Some(checkpoint) => {
+                let (state, seeds) = (checkpoint.state.clone(), &checkpoint.seeds);
+                ctx.files.restore(&checkpoint.files);
                 ctx.seeds
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -790,13 +860,16 @@ impl<T: Send + 'static> Dataset<T> {
             None => ctx,
         };
         Epoch {
-            stream: self.build(&ctx),
+            stream: Some(self.build(&ctx)),
             stats: ctx.stats,
             tuner: TunerState::Idle(ctx.tuner),
             done: false,
             fingerprint: self.fingerprint(),
             epoch,
             seeds: ctx.seeds,
+            refused: false,
+            refusal: ctx.refusal,
+            files: ctx.files,
         }
     }
 
@@ -910,7 +983,8 @@ impl<T: Send + 'static> Dataset<T> {
 /// [`StreamExt::next`](futures::StreamExt::next). Dropping it stops all work it spawned.
 #[must_use = "streams do nothing unless polled"]
 pub struct Epoch<T> {
-    stream: BoxStream<T>,
+    /// `None` once a refused resume ended it (its tasks stopped).
+    stream: Option<BoxStream<T>>,
     stats: Stats,
     tuner: TunerState,
     done: bool,
@@ -919,6 +993,13 @@ pub struct Epoch<T> {
     fingerprint: u64,
     epoch: u64,
     seeds: Arc<std::sync::Mutex<std::collections::BTreeMap<u64, u64>>>,
+    /// The resume was refused (a file changed since the checkpoint): the epoch ended there,
+    /// and has no position to save.
+    refused: bool,
+    /// Where its stages record a refused resume.
+    refusal: Refusal,
+    /// The files it opened.
+    files: crate::checkpoint::opened::Ledger,
 }
 
 /// The epoch's tuning task: started at the first poll if any stage asked for it, aborted when
@@ -963,10 +1044,15 @@ impl<T> Epoch<T> {
     /// [`Error::NotResumable`](crate::Error) naming the first stage that cannot save its
     /// position (a plain generator, a `from_stream`, an operation not made resumable yet).
     pub fn checkpoint(&mut self) -> anyhow::Result<Checkpoint> {
-        let state = if self.done {
-            State::new(ENDED)
-        } else {
-            self.stream.as_mut().save()?
+        if self.refused {
+            return Err(crate::Error::Checkpoint(
+                "this epoch's resume was refused: it has no position to save".into(),
+            )
+            .into());
+        }
+        let state = match self.stream.as_mut() {
+            Some(stream) if !self.done => stream.as_mut().save()?,
+            _ => State::new(ENDED),
         };
         let seeds = self.seeds.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(Checkpoint {
@@ -974,6 +1060,7 @@ impl<T> Epoch<T> {
             epoch: self.epoch,
             state,
             seeds: seeds.iter().map(|(&k, &v)| (k, v)).collect(),
+            files: self.files.save(),
         })
     }
 }
@@ -1005,19 +1092,34 @@ impl<T> Stream for Epoch<T> {
                 TunerState::Off
             };
         }
-        let item = std::task::ready!(self.stream.as_mut().poll_next(cx));
-        if item.is_none() {
+        let Some(stream) = self.stream.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let mut item = std::task::ready!(stream.as_mut().poll_next(cx));
+        let mut refused = matches!(&item, Some(Err(e)) if crate::error::is_refusal(e));
+        if !refused && let Some(why) = self.refusal.get() {
+            // A stage refused the resume, and what stands between it and the consumer did
+            // not pass the refusal on (yet): it comes now, in place of this item.
+            item = Some(Err(crate::Error::Checkpoint(why.clone()).into()));
+            refused = true;
+        }
+        if item.is_none() || refused {
+            // A refused resume ends the epoch: nothing after it is trusted. Dropping the
+            // stream stops its tasks.
             self.done = true;
+            self.refused = refused;
             self.tuner = TunerState::Off;
+            if refused {
+                self.stream = None;
+            }
         }
         Poll::Ready(item)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.done {
-            (0, Some(0))
-        } else {
-            self.stream.size_hint()
+        match &self.stream {
+            Some(stream) if !self.done => stream.size_hint(),
+            _ => (0, Some(0)),
         }
     }
 }
@@ -1729,7 +1831,12 @@ impl<T: Send + 'static> Dataset<T> {
                 )
             },
         )
-        .keyed(cycle_length.resolve() as u64 ^ ((block_length as u64) << 32))
+        .keyed(
+            Key::new()
+                .word(cycle_length.resolve() as u64)
+                .word(block_length as u64)
+                .finish(),
+        )
     }
 
     /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
@@ -1821,6 +1928,14 @@ impl<T: Send + 'static> Dataset<T> {
                     },
                 )
             },
+        )
+        // Not `num_parallel_calls`: with deterministic options the order is `interleave`'s
+        // whatever it is (and a nondeterministic interleave cannot be saved).
+        .keyed(
+            Key::new()
+                .word(cycle_length.resolve() as u64)
+                .word(block_length as u64)
+                .finish(),
         )
     }
 
@@ -2348,12 +2463,14 @@ impl<T: Send + 'static> Dataset<T> {
     /// Resumable: the counts of elements seen and errors skipped are saved, so a resumed epoch
     /// goes on with the budget where it was (the summary's lists start afresh).
     pub fn ignore_errors_within(&self, budget: crate::ErrorBudget) -> Dataset<T> {
+        let key = budget.key();
         self.unary_with(
             "ignore_errors_within",
             Cardinality::Unknown,
             Counting::Wrapped,
             move |ctx, input| ops::ignore_errors_within::build(ctx, input, &budget),
         )
+        .keyed(key)
     }
 
     /// Runs the upstream in a spawned task that keeps up to `buffer_size` elements ready
@@ -2502,8 +2619,18 @@ impl<T: Send + 'static> Dataset<T> {
     pub fn with_options(&self, options: Options) -> Dataset<T> {
         let merged = self.stage.options.merge(&options);
         let input = self.clone();
-        // Not a stage of its own: it only changes the options, so it is not counted.
-        self.same_stage(merged, move |ctx| input.build(ctx))
+        // Not a stage of its own: it only changes the options, so it is not counted. The
+        // options that decide the elements and their order (the global seed, determinism)
+        // are part of the recipe; the budgets and statistics are not.
+        let key = Key::new()
+            .option(merged.seed)
+            .option(merged.deterministic.map(u64::from))
+            .finish();
+        let mut ds = self.same_stage(merged, move |ctx| input.build(ctx));
+        if options.seed.is_some() || options.deterministic.is_some() {
+            ds = ds.keyed(key);
+        }
+        ds
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
@@ -2660,6 +2787,7 @@ impl<T: Send + 'static> Dataset<T> {
             "group_by_window: Window size must be greater than zero, but got 0."
         );
         self.group_by_window_with(key_func, reduce_func, move |_| window_size)
+            .keyed(window_size as u64)
     }
 
     /// [`group_by_window`](Dataset::group_by_window) with a window size per key (tf.data's

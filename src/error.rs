@@ -142,3 +142,11 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "non-string panic payload".to_string()
     }
 }
+
+/// Whether `e` refuses a resume ([`Error::Checkpoint`]: a file changed since the checkpoint,
+/// a saved position that no longer holds). A refusal is never dropped or counted as an
+/// element: `ignore_errors`, error budgets and the skipping that replays a mark pass it on,
+/// and the epoch ends after it.
+pub(crate) fn is_refusal(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<Error>(), Some(Error::Checkpoint(_)))
+}

@@ -1,12 +1,18 @@
-//! Checkpoint exactness over random pipelines: random sources and chains of resumable
-//! operations, random parallelism, prefetch depths and AUTOTUNE, and runs interrupted at
-//! random points several times (each resume checkpointed and resumed again), each compared
-//! with the uninterrupted epoch.
+//! Checkpoint exactness over random pipelines: random sources (ranges, vectors, TFRecord
+//! files, some damaged and read with `resync`) and chains of resumable operations, random
+//! parallelism, prefetch depths and AUTOTUNE, and runs interrupted at random points several
+//! times (each resume checkpointed and resumed again), each compared with the uninterrupted
+//! epoch. Some draws damage a checkpoint's bytes (refused by `from_bytes`), and some change
+//! the file between the checkpoint and the resume (refused before any record of the new
+//! contents, or nothing more of it is read).
+
+use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
+use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
 use streamload::rand::rngs::StdRng;
 use streamload::rand::{Rng, SeedableRng};
-use streamload::{AUTOTUNE, Checkpoint, Dataset, Parallelism};
+use streamload::{AUTOTUNE, Checkpoint, Dataset, Error, Parallelism};
 
 /// A recipe description, so the same pipeline can be built again (as a new process would).
 #[derive(Debug, Clone)]
@@ -44,9 +50,41 @@ enum Op {
 }
 
 #[derive(Debug, Clone)]
+enum Source {
+    Range(i64),
+    Vec(i64),
+    /// A TFRecord file of `n` records (each the decimal digits of `10 * i`, 8 wide), read
+    /// with `resync`; `damaged`: one record's payload damaged (an error in its place).
+    File {
+        n: i64,
+        damaged: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
 struct Recipe {
-    source: (i64, bool),
+    source: Source,
     ops: Vec<Op>,
+    /// The file, for a file source.
+    file: Option<PathBuf>,
+}
+
+/// Records of 8 digits: a rewrite with other numbers keeps the file's size.
+async fn write_file(path: &Path, n: i64, damaged: bool, offset: i64) {
+    let mut writer = TFRecordWriter::new(Vec::new(), Compression::None);
+    for i in 0..n {
+        let payload = format!("{:08}", (i + offset) * 10);
+        writer.write(payload.as_bytes()).await.expect("a record");
+    }
+    let mut bytes = writer.finish().await.expect("the file");
+    if damaged && n > 0 {
+        // A bit of record n / 2's payload (each record 12 + 8 + 4 bytes).
+        bytes[(n as usize / 2) * 24 + 12 + 3] ^= 0x04;
+    }
+    // A new file put in its place: the old one stays whole for whatever still maps it.
+    let new = path.with_extension("new");
+    std::fs::write(&new, bytes).expect("write the file");
+    std::fs::rename(&new, path).expect("put the file in place");
 }
 
 fn parallelism(p: Option<usize>) -> Parallelism {
@@ -54,11 +92,16 @@ fn parallelism(p: Option<usize>) -> Parallelism {
 }
 
 fn build(recipe: &Recipe) -> Dataset<i64> {
-    let (n, from_vec) = recipe.source;
-    let mut ds = if from_vec {
-        Dataset::from_vec((0..n).map(|x| x * 10).collect())
-    } else {
-        Dataset::range(0, n)
+    let mut ds = match recipe.source {
+        Source::Vec(n) => Dataset::from_vec((0..n).map(|x| x * 10).collect()),
+        Source::Range(n) => Dataset::range(0, n),
+        Source::File { .. } => {
+            let path = recipe.file.as_ref().expect("a file source's path");
+            TFRecordDataset::new([path])
+                .resync(true)
+                .build()
+                .try_map(|r| Ok(std::str::from_utf8(&r)?.parse::<i64>()?))
+        }
     };
     for op in &recipe.ops {
         ds = match *op {
@@ -152,7 +195,15 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
 }
 
 fn random_recipe(rng: &mut StdRng) -> Recipe {
-    let source = (rng.random_range(0..400), rng.random_bool(0.3));
+    let n = rng.random_range(0..400);
+    let source = match rng.random_range(0..10) {
+        0..=2 => Source::Vec(n),
+        3..=5 => Source::File {
+            n,
+            damaged: rng.random_bool(0.5),
+        },
+        _ => Source::Range(n),
+    };
     let mut ops = Vec::new();
     for _ in 0..rng.random_range(1..6) {
         let p = || None;
@@ -206,7 +257,11 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
         };
         ops.push(op);
     }
-    Recipe { source, ops }
+    Recipe {
+        source,
+        ops,
+        file: None,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,13 +280,33 @@ async fn random_pipelines_resume_exactly_at_random_points() {
     let only: Option<usize> = std::env::var("STREAMLOAD_CHECKPOINT_ONLY")
         .ok()
         .and_then(|n| n.parse().ok());
+    let dir = tempfile::tempdir().expect("a temporary directory");
     for case in 0..cases {
-        let recipe = random_recipe(&mut rng);
+        let mut recipe = random_recipe(&mut rng);
+        let damage_bytes = rng.random_bool(0.1).then(|| rng.random::<u64>());
+        let change_file = rng.random_bool(0.15);
+        if let Source::File { n, damaged } = recipe.source {
+            let path = dir.path().join(format!("case-{case}.tfrecord"));
+            write_file(&path, n, damaged, 0).await;
+            recipe.file = Some(path);
+        }
+        let damaged = matches!(recipe.source, Source::File { damaged: true, .. });
+        // Errors are elements too: the damaged record's (with `resync`), and what the stages
+        // make of it. Any other error is a failure of the test.
+        let element = |x: anyhow::Result<i64>, when: &str| -> Result<i64, String> {
+            x.map_err(|e| {
+                // (A window holding the damaged element yields it as its error, a copy of
+                // the message for every window after the first.)
+                let data_loss = format!("{e:#}").contains("corrupted record");
+                assert!(damaged && data_loss, "case {case} {recipe:?} {when}: {e:#}");
+                format!("{e:#}")
+            })
+        };
         let start = || build(&recipe).iter();
         let mut full = Vec::new();
         let mut reference = start();
         while let Some(x) = reference.next().await {
-            full.push(x.unwrap_or_else(|e| panic!("case {case} {recipe:?}: {e:#}")));
+            full.push(element(x, "uninterrupted"));
         }
         // Up to three interruptions in one run, each resumed from the last checkpoint (a
         // resumed run checkpointed and resumed again).
@@ -243,13 +318,12 @@ async fn random_pipelines_resume_exactly_at_random_points() {
             continue;
         }
         let mut seen = Vec::new();
+        let mut last_bytes = Vec::new();
         let mut epoch = start();
         for &point in &points {
             while seen.len() < point {
                 match epoch.next().await {
-                    Some(x) => seen.push(x.unwrap_or_else(|e| {
-                        panic!("case {case} {recipe:?} before {point}: {e:#}")
-                    })),
+                    Some(x) => seen.push(element(x, &format!("before {point}"))),
                     None => break,
                 }
             }
@@ -258,15 +332,99 @@ async fn random_pipelines_resume_exactly_at_random_points() {
                 .unwrap_or_else(|e| panic!("case {case} {recipe:?} at {point}: {e:#}"))
                 .to_bytes();
             drop(epoch);
+            if let Some(flip) = damage_bytes {
+                let mut damaged_bytes = bytes.clone();
+                let bit = (flip % (bytes.len() as u64 * 8)) as usize;
+                damaged_bytes[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    Checkpoint::from_bytes(&damaged_bytes).is_err(),
+                    "case {case}: bit {bit} of the checkpoint flipped, and it was accepted"
+                );
+            }
             let checkpoint = Checkpoint::from_bytes(&bytes).unwrap();
             epoch = build(&recipe).iter_from(&checkpoint).unwrap();
+            last_bytes = bytes;
+        }
+        if change_file && let Some(path) = &recipe.file {
+            // Another file of the same size in its place: the rest of the epoch is refused
+            // before any record of the new contents, or is what it would have been (nothing
+            // more is read from the file).
+            drop(epoch);
+            let Source::File { n, damaged } = recipe.source else {
+                unreachable!()
+            };
+            write_file(path, n, damaged, 7).await;
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+            std::fs::File::options()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_modified(later))
+                .expect("set the file's time");
+            let last = seen.len();
+            let checkpoint = Checkpoint::from_bytes(&last_bytes).unwrap();
+            let mut epoch = match build(&recipe).iter_from(&checkpoint) {
+                Ok(epoch) => epoch,
+                Err(e) => {
+                    assert!(
+                        matches!(e.downcast_ref::<Error>(), Some(Error::Checkpoint(_))),
+                        "case {case}: {e:#}"
+                    );
+                    write_file(path, n, damaged, 0).await;
+                    continue;
+                }
+            };
+            let mut rest = Vec::new();
+            let mut refused = false;
+            while let Some(x) = epoch.next().await {
+                match x {
+                    Err(e) if matches!(e.downcast_ref::<Error>(), Some(Error::Checkpoint(_))) => {
+                        refused = true;
+                        assert!(
+                            epoch.next().await.is_none(),
+                            "case {case}: the epoch goes on"
+                        );
+                        break;
+                    }
+                    x => rest.push(x.map_err(|e| format!("{e:#}"))),
+                }
+            }
+            // Never a mix: the elements before and after the checkpoint are all of the old
+            // file (it was refused before any record of the new one, or nothing more of it
+            // was read), or all of the new one (nothing of the old one was delivered).
+            let new_full: Vec<Result<i64, String>> = build(&recipe)
+                .iter()
+                .map(|x| x.map_err(|e| format!("{e:#}")))
+                .collect()
+                .await;
+            let mut all = seen.clone();
+            all.extend(rest.iter().cloned());
+            let prefix_of = |whole: &[Result<i64, String>]| {
+                all.len() <= whole.len() && all[..] == whole[..all.len()]
+            };
+            if refused {
+                assert!(
+                    prefix_of(&full) || prefix_of(&new_full),
+                    "case {case} {recipe:?}: elements before the refusal: {rest:?}"
+                );
+            } else {
+                assert!(
+                    all == full || all == new_full,
+                    "case {case} {recipe:?}: a changed file, not refused: {} elements after {last}, \
+                     {rest:?}",
+                    rest.len()
+                );
+            }
+            // The file as it was, for nothing else.
+            write_file(path, n, damaged, 0).await;
+            continue;
         }
         while let Some(x) = epoch.next().await {
-            seen.push(x.unwrap_or_else(|e| panic!("case {case} {recipe:?}: {e:#}")));
+            seen.push(element(x, "resumed"));
         }
         if seen != full {
             let at = seen.iter().zip(&full).take_while(|(a, b)| a == b).count();
-            let around = |v: &[i64]| v[at.saturating_sub(2)..(at + 4).min(v.len())].to_vec();
+            let around =
+                |v: &[Result<i64, String>]| v[at.saturating_sub(2)..(at + 4).min(v.len())].to_vec();
             panic!(
                 "case {case}: {recipe:?}, interrupted at {points:?}: {} elements against {}, \
                  first difference at {at}: {:?} against {:?}",

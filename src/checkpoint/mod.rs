@@ -37,11 +37,37 @@
 //! Last-Modified date (an object). A restored reader opens the file *at* the offset:
 //! positioned reads from there (local), ranged GETs from there (object storage). A restore
 //! whose file changed (size or version differ) is refused with an
-//! [`Error::Checkpoint`](crate::Error::Checkpoint) naming the file. Records held by
-//! position are read again by scanning the file from the first wanted offset to the last
-//! (a shuffle buffer's lie close together); such a file is checked only in that every saved
-//! offset must still start a record. `list_files` saves its listing's size and a hash of
-//! its names, and refuses a listing that changed.
+//! [`Error::Checkpoint`](crate::Error::Checkpoint) naming the file. Records held by position
+//! (a shuffle buffer's, a batch's members over a shuffle, what a prefetch or a parallel map
+//! held over one) are read again by scanning the file from the first wanted offset to the
+//! last (a shuffle buffer's lie close together); each position carries, beside the record's
+//! offset, a 14-bit digest of the identity of the file it was read from, and a file whose
+//! identity no longer has that digest is refused the same way (a changed file goes
+//! unnoticed there with a chance of 1 in 16,383; the reader restored at its offset compares
+//! the whole identity). Damage that a [`resync`](crate::format::TFRecordDataset::resync)
+//! skipped is skipped again by the scan, so records past it are found where they were.
+//! `list_files` saves its listing's size and a hash of its names, and refuses a listing that
+//! changed.
+//!
+//! # Refusals
+//!
+//! A resume is never silently wrong: what cannot be resumed exactly is refused, with an
+//! [`Error::Checkpoint`](crate::Error::Checkpoint).
+//! - [`Checkpoint::from_bytes`] refuses damaged bytes (a CRC32C covers them), and
+//!   [`Dataset::iter_from`](crate::Dataset::iter_from) a checkpoint of another recipe: the
+//!   fingerprint hashes every stage's parameters that decide its elements or their order
+//!   (sizes, counts, seeds, cycle and block lengths, a reader's compression, record layout and
+//!   damaged-data policy). Parameters that only change the speed (parallelism, buffer and
+//!   prefetch sizes, memory maps) are not in it: a job may resume with other values. Functions
+//!   (a `map`'s, a `filter`'s), padding values and shapes, and the contents of `from_vec` and
+//!   the names of a reader's files (their number is) are not hashed: resume with the same code
+//!   and data (files may move: their identity is checked where they are read).
+//! - A file that changed since the checkpoint is refused as an error element, before any
+//!   element read from it reaches the consumer, whatever stands between the reader and the
+//!   consumer (`prefetch`, `map_parallel`, a shuffle, a batch, interleaves). With one file
+//!   changed among several, elements of the others that stages held at the checkpoint may
+//!   come first. The refusal is never dropped: [`ignore_errors`](crate::Dataset::ignore_errors)
+//!   and error budgets pass it on, and the epoch ends after it (a checkpoint of it is an error).
 //!
 //! Indexed TFRecord files ([`IndexedTFRecords`](crate::format::IndexedTFRecords)) save the
 //! place in the epoch's order (one number) and the epoch: the order comes from (seed, epoch),
@@ -97,11 +123,14 @@
 //! # Format
 //!
 //! [`Checkpoint::to_bytes`]: the magic `SLCK`, the format version (a little-endian `u32`,
-//! now [`Checkpoint::FORMAT_VERSION`]), then the checkpoint in postcard's encoding (serde, varints):
+//! now [`Checkpoint::FORMAT_VERSION`]), the CRC32C of what follows (a little-endian `u32`;
+//! [`Checkpoint::from_bytes`] refuses bytes that do not match it), then the checkpoint in
+//! postcard's encoding (serde, varints):
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, the state tree, and the seeds the epoch's unseeded random stages drew.
 
 pub(crate) mod held;
+pub(crate) mod opened;
 pub(crate) mod route;
 pub(crate) mod state;
 
@@ -154,51 +183,118 @@ pub struct Checkpoint {
     pub(crate) state: State,
     /// The seeds the epoch's unseeded random stages drew, by depth.
     pub(crate) seeds: Vec<(u64, u64)>,
+    /// The files the epoch opened last, by what they were (see [`opened`]).
+    pub(crate) files: Vec<(u64, u64, u64)>,
+}
+
+/// A checkpoint of format version 1 (before the ledger of opened files).
+#[derive(Deserialize)]
+struct CheckpointV1 {
+    fingerprint: u64,
+    epoch: u64,
+    state: State,
+    seeds: Vec<(u64, u64)>,
 }
 
 impl Checkpoint {
-    /// The version of [`to_bytes`](Checkpoint::to_bytes)' format; other versions are refused.
-    pub const FORMAT_VERSION: u32 = 1;
+    /// The version of [`to_bytes`](Checkpoint::to_bytes)' format. Version 1 (no checksum)
+    /// is still read; other versions are refused.
+    pub const FORMAT_VERSION: u32 = 2;
 
     /// The epoch this checkpoint was taken in (0 for the recipe's first `iter()`).
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
 
-    /// The checkpoint as bytes: `SLCK`, the format version, then postcard's encoding.
+    /// The checkpoint as bytes: `SLCK`, the format version, the CRC32C of the rest, then
+    /// postcard's encoding.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&Self::FORMAT_VERSION.to_le_bytes());
         // Serializing plain data into a vector cannot fail.
-        out.extend(postcard::to_allocvec(self).unwrap_or_default());
+        let body = postcard::to_allocvec(self).unwrap_or_default();
+        let mut out = Vec::with_capacity(12 + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&Self::FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        out.extend(body);
         out
     }
 
     /// Reads [`to_bytes`](Checkpoint::to_bytes)' output.
     ///
+    /// The bytes are checked before anything is restored from them: a checkpoint damaged in
+    /// storage or in transit (any changed bit, a cut or a byte more) is refused here, never
+    /// resumed from at another position.
+    ///
     /// # Errors
     ///
     /// [`Error::Checkpoint`](crate::Error) when the bytes are not a checkpoint, are of
-    /// another format version, or are damaged.
+    /// another format version, or are damaged (their CRC32C does not match).
+    ///
+    /// ```
+    /// use streamload::{Checkpoint, Dataset};
+    /// # tokio_test::block_on(async {
+    /// use futures::StreamExt;
+    /// let mut epoch = Dataset::range(0, 100).iter();
+    /// epoch.next().await;
+    /// let mut bytes = epoch.checkpoint()?.to_bytes();
+    /// assert!(Checkpoint::from_bytes(&bytes).is_ok());
+    /// let last = bytes.len() - 1;
+    /// bytes[last] ^= 1; // one bit flipped
+    /// assert!(Checkpoint::from_bytes(&bytes).is_err());
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
     pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Checkpoint> {
+        let damaged = |why: &str| Error::Checkpoint(format!("damaged checkpoint: {why}"));
         let (magic, rest) = bytes.split_at_checked(4).unzip();
         if magic != Some(&MAGIC[..]) {
             return Err(
                 Error::Checkpoint("not a streamload checkpoint (no SLCK magic)".into()).into(),
             );
         }
-        let (version, body) = rest
+        let (version, rest) = rest
             .and_then(|r| r.split_at_checked(4))
             .ok_or_else(|| Error::Checkpoint("truncated checkpoint".into()))?;
         let version = u32::from_le_bytes(version.try_into().unwrap_or_default());
-        if version != Self::FORMAT_VERSION {
-            return Err(Error::Checkpoint(format!(
-                "format version {version}, this build reads version {}",
-                Self::FORMAT_VERSION
-            ))
-            .into());
+        if version == 1 {
+            // Written before checkpoints had a checksum and a ledger of files: read as
+            // they are.
+            return match postcard::take_from_bytes::<CheckpointV1>(rest) {
+                Ok((v1, [])) => Ok(Checkpoint {
+                    fingerprint: v1.fingerprint,
+                    epoch: v1.epoch,
+                    state: v1.state,
+                    seeds: v1.seeds,
+                    files: Vec::new(),
+                }),
+                Ok((_, extra)) => {
+                    Err(damaged(&format!("{} bytes after its end", extra.len())).into())
+                }
+                Err(e) => Err(damaged(&e.to_string()).into()),
+            };
         }
-        postcard::from_bytes(body)
-            .map_err(|e| Error::Checkpoint(format!("damaged checkpoint: {e}")).into())
+        let body = match version {
+            Self::FORMAT_VERSION => {
+                let (crc, body) = rest
+                    .split_at_checked(4)
+                    .ok_or_else(|| Error::Checkpoint("truncated checkpoint".into()))?;
+                let crc = u32::from_le_bytes(crc.try_into().unwrap_or_default());
+                if crc32c::crc32c(body) != crc {
+                    return Err(damaged("its CRC32C does not match its bytes (changed, cut or extended since it was written)").into());
+                }
+                body
+            }
+            _ => {
+                return Err(Error::Checkpoint(format!(
+                    "format version {version}, this build reads versions 1 and {}",
+                    Self::FORMAT_VERSION
+                ))
+                .into());
+            }
+        };
+        match postcard::take_from_bytes(body) {
+            Ok((checkpoint, [])) => Ok(checkpoint),
+            Ok((_, extra)) => Err(damaged(&format!("{} bytes after its end", extra.len())).into()),
+            Err(e) => Err(damaged(&e.to_string()).into()),
+        }
     }
 }

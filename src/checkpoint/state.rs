@@ -87,6 +87,16 @@ pub(crate) enum Prov {
 }
 
 impl Prov {
+    /// The inner position of an interleave's element that is an error of its input (no
+    /// inner dataset was opened for it): see `interleave::input_error_position`.
+    pub(crate) fn no_inner() -> Prov {
+        Prov::Group(Vec::new(), smallvec::smallvec![u64::MAX])
+    }
+
+    pub(crate) fn is_no_inner(&self) -> bool {
+        matches!(self, Prov::Group(members, words) if members.is_empty() && words[..] == [u64::MAX])
+    }
+
     pub(crate) fn at(word: u64) -> Prov {
         Prov::At(smallvec::smallvec![word])
     }
@@ -507,6 +517,12 @@ impl<T> Stream for Skipping<T> {
         let this = self.get_mut();
         while this.remaining > 0 {
             match std::task::ready!(this.inner.as_mut().poll_next(cx)) {
+                // A refused restore (a file changed since the checkpoint) is not one of the
+                // elements passed on before: it goes to the consumer at once.
+                Some(Err(e)) if crate::error::is_refusal(&e) => {
+                    this.remaining = 0;
+                    return Poll::Ready(Some(Err(e)));
+                }
                 Some(_) => this.remaining -= 1,
                 None => return Poll::Ready(None),
             }

@@ -847,6 +847,15 @@ impl CsvDataset {
             );
         }
         let (buffer_size, compression) = (self.buffer_size, self.compression);
+        let key = crate::dataset::Key::new()
+            .bytes(format!("{:?}", self.columns).as_bytes())
+            .flag(self.header)
+            .word(u64::from(self.delimiter))
+            .flag(self.quoting)
+            .bytes(self.na_value.as_bytes())
+            .bytes(format!("{:?}", self.select).as_bytes())
+            .word(self.compression as u64)
+            .finish();
         let config = Arc::new(Config {
             columns: self.columns,
             header: self.header,
@@ -875,6 +884,7 @@ impl CsvDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
+            key,
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use anyhow::Context as _;
 use futures::stream::{self, Stream, StreamExt};
 
 use super::Compression;
@@ -56,6 +55,10 @@ pub(crate) struct FileFormat<T> {
     /// The decoder saves its position (`[offset, record]`) and gives each element's start
     /// offset as its position.
     pub(crate) resumable: bool,
+    /// The reader's parameters that decide its elements (compression, a record's layout, a
+    /// damaged-data policy), for the recipe's fingerprint; not those that only change its
+    /// speed (buffer sizes, memory maps).
+    pub(crate) key: u64,
 }
 
 impl<T> Clone for FileFormat<T> {
@@ -67,6 +70,7 @@ impl<T> Clone for FileFormat<T> {
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,
             resumable: self.resumable,
+            key: self.key,
         }
     }
 }
@@ -84,15 +88,17 @@ pub(crate) fn read_files<T: Send + 'static>(
     // readers as one stage, with the interleave's parallelism, as if the user had written
     // `list_files(..).parallel_interleave(n, 1, AUTOTUNE, |f| read(f))`.
     let files = Dataset::from_vec(files).hidden();
+    let key = format.key;
     let read = move |path: Location| file_elements(path, format.clone());
     match num_parallel_reads {
-        None => files.flat_map(read).hidden(),
+        None => files.flat_map(read).hidden().keyed(key),
         Some(n) => {
             // AUTOTUNE opens `n` more ahead of the cycle (`2 * n` readers).
             let n = n.resolve().max(1);
             files
                 .parallel_interleave(n, 1, Parallelism::Autotune, read)
                 .hidden()
+                .keyed(key)
         }
     }
 }
@@ -122,7 +128,8 @@ impl Drop for BlockBytes {
 /// reads the records at the saved positions (see [`replay`]).
 ///
 /// Saved state: the decoder's `[offset, record]` (after the last element yielded), then the
-/// file's size and version ([`Identity`]) once it is open.
+/// file's size and version ([`Identity`]) once it is open. An element's position is its start
+/// offset and the digest of the file's identity ([`position`]).
 fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Dataset<T> {
     let resumable = format.resumable;
     Dataset::stage_resumable(
@@ -133,18 +140,23 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
         crate::dataset::Counting::Wrapped,
         move |ctx| -> BoxStream<T> {
             let path = path.clone();
+            let location = path.clone();
             let format = format.clone();
             let stats = ctx.stats_handle();
+            let files = ctx.files().clone();
             if let Some(provs) = ctx.replaying() {
                 let provs = Arc::clone(provs);
                 let stage = format.stage;
-                let records = replay(path, format, Arc::clone(&provs), stats);
+                let records = replay(path, format, Arc::clone(&provs), stats, files);
                 return Box::pin(Replayed::new(records, provs, stage));
             }
             let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
                 Ok(restored) => restored.unwrap_or_default(),
                 Err(e) => return crate::dataset::error_stream(e),
             };
+            // What the file was at the checkpoint this epoch resumes from: the state's, or
+            // the ledger's when the state was saved before the file was open.
+            let expected = expected.or_else(|| files.expected(&path));
             let stage = format.stage;
             let open = async move {
                 let name = path.to_string();
@@ -162,16 +174,17 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
                 match opened {
                     Ok(opened) => {
                         let identity = opened.identity;
+                        files.opened(&path, identity);
                         ((format.decode)(opened, &name, start), identity)
                     }
                     Err(e) => {
-                        // A changed file's error names it already.
-                        let changed = matches!(
-                            e.downcast_ref::<crate::Error>(),
-                            Some(crate::Error::Checkpoint(_))
-                        );
-                        let e = if changed {
+                        // A changed file's error names it already. A file the checkpoint
+                        // had open that cannot be opened again (gone, unreadable) cannot
+                        // be resumed: refused, never skipped by an error policy.
+                        let e = if crate::error::is_refusal(&e) {
                             e
+                        } else if expected.is_some() {
+                            gone(&name, &e)
                         } else {
                             e.context(format!("opening {name}"))
                         };
@@ -184,7 +197,9 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
                 inner: None,
                 start,
                 identity: expected,
+                location,
                 stage,
+                damaged: None,
             })
         },
     )
@@ -255,14 +270,18 @@ fn skip_to(mut opened: Opened, offset: u64) -> Opened {
     opened
 }
 
-/// The elements of one file at `provs` (each a record's start offset), in that order: the
-/// file is read from the first of them to the last (positions in a shuffle buffer are close
-/// together), and the records wanted are kept.
+/// The elements of one file at `provs` (each a record's start offset and the digest of the
+/// file's identity it was read from, [`position`]), in that order: the file is read from the
+/// first of them to the last (positions in a shuffle buffer are close together), and the
+/// records wanted are kept. A file whose identity is not the one its records were read from
+/// is refused ([`Error::Checkpoint`](crate::Error) naming it) before any record; records past
+/// damage that a resynchronising reader skipped are found as they were the first time.
 async fn replay<T: Send + 'static>(
     path: Location,
     format: FileFormat<T>,
     provs: Arc<[Prov]>,
     stats: Option<Arc<crate::stats::StageCounters>>,
+    files: crate::checkpoint::opened::Ledger,
 ) -> anyhow::Result<Vec<anyhow::Result<T>>> {
     let name = path.to_string();
     if !format.resumable {
@@ -271,10 +290,17 @@ async fn replay<T: Send + 'static>(
             "this format's reader does not save its position",
         ));
     }
-    let offsets = provs
+    let positions = provs
         .iter()
-        .map(Prov::single)
-        .collect::<anyhow::Result<Vec<u64>>>()?;
+        .map(from_position)
+        .collect::<anyhow::Result<Vec<(u64, u64, Option<u64>)>>>()?;
+    let offsets: Vec<u64> = positions.iter().map(|p| p.0).collect();
+    let digests = positions.iter().map(|p| p.1);
+    // The record each damaged element named (the scan below counts records from `first`).
+    let damaged: std::collections::HashMap<u64, u64> = positions
+        .iter()
+        .filter_map(|&(offset, _, record)| Some((offset, record?)))
+        .collect();
     let (Some(&first), Some(&last)) = (offsets.iter().min(), offsets.iter().max()) else {
         return Ok(Vec::new());
     };
@@ -287,7 +313,18 @@ async fn replay<T: Send + 'static>(
         first,
     )
     .await
-    .with_context(|| format!("opening {name} to read the records saved in a checkpoint"))?;
+    .map_err(|e| gone(&name, &e))?;
+    let opened = unchanged(opened, files.expected(&path), &name)?;
+    if let Some(now) = opened.identity
+        && digests.clone().any(|d| d != 0 && d != now.digest())
+    {
+        return Err(crate::Error::Checkpoint(format!(
+            "{name} changed since the checkpoint (now {} bytes, and not the file the records \
+             it holds were read from): resume over the files the checkpoint was taken over",
+            now.size
+        ))
+        .into());
+    }
     let start = Start {
         offset: first,
         record: 0,
@@ -297,15 +334,27 @@ async fn replay<T: Send + 'static>(
         offsets.iter().map(|&o| (o, None)).collect();
     let mut found = 0;
     while let Some(item) = records.next().await {
-        let at = records.last_prov()?.single()?;
-        let failed = item.is_err();
+        // An error element has a position too (a resynchronised reader's skipped bytes): it
+        // may be one held at the checkpoint; reading goes on after it while the decoder does.
+        let at = match records.last_prov().and_then(|p| p.single()) {
+            Ok(at) => at,
+            Err(_) if item.is_err() => continue,
+            Err(e) => return Err(e),
+        };
         if let Some(slot) = wanted.get_mut(&at)
             && slot.is_none()
         {
+            let mut item = item;
+            if let (Err(e), Some(&saved)) = (&mut item, damaged.get(&at))
+                && let Some(crate::Error::DataLoss { record, .. }) =
+                    e.downcast_mut::<crate::Error>()
+            {
+                *record = saved;
+            }
             *slot = Some(item);
             found += 1;
         }
-        if failed || found == wanted.len() || at >= last {
+        if found == wanted.len() || at >= last {
             break;
         }
     }
@@ -322,14 +371,45 @@ async fn replay<T: Send + 'static>(
         .collect())
 }
 
+/// The refusal of a resume over a file the checkpoint read that cannot be opened again.
+pub(crate) fn gone(name: &str, e: &anyhow::Error) -> anyhow::Error {
+    crate::Error::Checkpoint(format!(
+        "{name} cannot be opened again to resume from the checkpoint: {e:#}"
+    ))
+    .into()
+}
+
+/// The position of a record of a file: its start offset, then the digest of the file's
+/// identity ([`Identity::digest`], 0 when the storage gives none), so a replay can tell that
+/// the file is still the one the record was read from.
+pub(crate) fn position(offset: u64, identity: Option<Identity>) -> anyhow::Result<Prov> {
+    Prov::at(offset).push(identity.map_or(0, |i| i.digest()))
+}
+
+/// `(offset, digest, damaged record)` of a [`position`] (a damaged element's adds the record
+/// its error named); a one-word position (a checkpoint of format version 1) has no digest (0).
+fn from_position(prov: &Prov) -> anyhow::Result<(u64, u64, Option<u64>)> {
+    match prov {
+        Prov::At(words) if words.len() == 1 => Ok((words[0], 0, None)),
+        Prov::At(words) if words.len() == 2 => Ok((words[0], words[1], None)),
+        Prov::At(words) if words.len() == 3 => Ok((words[0], words[1], Some(words[2]))),
+        _ => Err(crate::Error::Checkpoint(format!(
+            "a saved position is not a file record's: {prov:?}"
+        ))
+        .into()),
+    }
+}
+
 /// The elements at `provs` of a dataset reading `files` in order itself (not through a
-/// `flat_map`, but with its layout: each position is `[record offset, file index]`), in
+/// `flat_map`, but with its layout: each position is a record's [`position`] then the file's
+/// index), in
 /// that order: each file is read once (see [`replay`]), a few at once.
 pub(crate) fn replay_files<T: Send + 'static>(
     files: Arc<[Location]>,
     format: FileFormat<T>,
     provs: Arc<[Prov]>,
     stats: Option<Arc<crate::stats::StageCounters>>,
+    ledger: crate::checkpoint::opened::Ledger,
 ) -> BoxStream<T> {
     let stage = format.stage;
     let wanted = Arc::clone(&provs);
@@ -354,14 +434,14 @@ pub(crate) fn replay_files<T: Send + 'static>(
                 .ok()
                 .and_then(|f| files.get(f))
                 .cloned();
-            let (format, stats) = (format.clone(), stats.clone());
+            let (format, stats, ledger) = (format.clone(), stats.clone(), ledger.clone());
             async move {
                 let path = path.ok_or_else(|| {
                     crate::Error::Checkpoint(format!(
                         "a saved position names file {file}, past the dataset's list"
                     ))
                 })?;
-                let records = replay(path, format, offsets.into(), stats).await?;
+                let records = replay(path, format, offsets.into(), stats, ledger).await?;
                 anyhow::Ok((records, places))
             }
         });
@@ -463,7 +543,10 @@ struct FileReader<T> {
     start: Start,
     /// What the file is (once open; before, what it was at the checkpoint restored from).
     identity: Option<Identity>,
+    location: Location,
     stage: &'static str,
+    /// The last element is damaged data, in this record of the file.
+    damaged: Option<u64>,
 }
 
 impl<T> Stream for FileReader<T> {
@@ -478,26 +561,53 @@ impl<T> Stream for FileReader<T> {
             this.inner = Some(inner);
             this.identity = identity;
         }
-        match this.inner.as_mut() {
-            Some(inner) => inner.as_mut().poll_next(cx),
-            None => Poll::Ready(None),
-        }
+        let item = match this.inner.as_mut() {
+            Some(inner) => std::task::ready!(inner.as_mut().poll_next(cx)),
+            None => None,
+        };
+        this.damaged = match &item {
+            Some(Err(e)) => damaged_record(e),
+            _ => None,
+        };
+        Poll::Ready(item)
+    }
+}
+
+/// The record a [`DataLoss`](crate::Error::DataLoss) error names.
+fn damaged_record(e: &anyhow::Error) -> Option<u64> {
+    match e.downcast_ref::<crate::Error>() {
+        Some(crate::Error::DataLoss { record, .. }) => Some(*record),
+        _ => None,
     }
 }
 
 impl<T> Resumable for FileReader<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        let state = match this.inner.as_mut() {
-            Some(inner) => inner.as_mut().save()?,
-            None => State::new(this.stage).words([this.start.offset, this.start.record]),
+        let (state, identity) = match this.inner.as_mut() {
+            Some(inner) => (inner.as_mut().save()?, this.identity),
+            // Not open yet (a mark taken before its first element): what a local file is now,
+            // so that a resume from here can tell it changed (an object's identity would
+            // take a round trip: it is known once the object is open).
+            None => (
+                State::new(this.stage).words([this.start.offset, this.start.record]),
+                this.identity
+                    .or_else(|| crate::storage::identity_now(&this.location)),
+            ),
         };
-        Ok(state.words(identity_words(this.identity)))
+        Ok(state.words(identity_words(identity)))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         match &self.inner {
-            Some(inner) => inner.last_prov(),
+            Some(inner) => {
+                let at = position(inner.last_prov()?.single()?, self.identity)?;
+                // Damage names its record: read again from another offset, it must still.
+                match self.damaged {
+                    Some(record) => at.push(record),
+                    None => Ok(at),
+                }
+            }
             None => Err(crate::checkpoint::unsupported(
                 self.stage,
                 "no element yielded yet",

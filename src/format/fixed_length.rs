@@ -391,6 +391,12 @@ impl FixedLengthRecordDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
+            key: crate::dataset::Key::new()
+                .word(layout.record as u64)
+                .word(layout.header as u64)
+                .word(layout.footer as u64)
+                .word(compression as u64)
+                .finish(),
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

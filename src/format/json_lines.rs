@@ -123,6 +123,11 @@ impl JsonLinesDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
+            // The type the lines are read as decides which are errors.
+            key: crate::dataset::Key::new()
+                .word(self.compression as u64)
+                .bytes(std::any::type_name::<T>().as_bytes())
+                .finish(),
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

@@ -15,8 +15,8 @@ use super::Compression;
 use super::blocks::{BlockCursor, Blocks, reader_blocks};
 use super::compression::damage;
 use super::files::{
-    FileFormat, Start, identity_words, open_blocks, read_files, replay_files, restored_start,
-    unchanged,
+    FileFormat, Start, gone, identity_words, open_blocks, position, read_files, replay_files,
+    restored_start, unchanged,
 };
 use crate::checkpoint::{Prov, Resumable, State};
 use crate::dataset::{Cardinality, Dataset};
@@ -355,9 +355,16 @@ impl TextLineDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
+            key: crate::dataset::Key::new()
+                .word(self.compression as u64)
+                .finish(),
         };
         let Some(n) = self.num_parallel_reads else {
             let files: Arc<[Location]> = self.files.into();
+            let key = crate::dataset::Key::new()
+                .word(format.key)
+                .word(files.len() as u64)
+                .finish();
             return Dataset::stage_resumable(
                 STAGE,
                 Cardinality::Unknown,
@@ -369,7 +376,8 @@ impl TextLineDataset {
                     let stats = ctx.stats_handle();
                     if let Some(provs) = ctx.replaying() {
                         let (files, format) = (Arc::clone(&files), format.clone());
-                        return replay_files(files, format, Arc::clone(provs), stats);
+                        let ledger = ctx.files().clone();
+                        return replay_files(files, format, Arc::clone(provs), stats, ledger);
                     }
                     let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
                         Some(Ok(restored)) => restored,
@@ -380,6 +388,7 @@ impl TextLineDataset {
                         stats.set_buffer_limit(3 * CHUNK_LINES);
                     }
                     let reader = ReadLines {
+                        ledger: ctx.files().clone(),
                         files: Arc::clone(&files),
                         first,
                         start,
@@ -390,7 +399,8 @@ impl TextLineDataset {
                     };
                     Box::pin(LineChunks::new(reader))
                 },
-            );
+            )
+            .keyed(key);
         };
         read_files(self.files, format, Some(n))
     }
@@ -411,6 +421,8 @@ fn restored_in_order(state: &State) -> anyhow::Result<(usize, Start, Option<Iden
 /// What the reader task of a [`TextLineDataset`] read in order does: the files' lines, in
 /// chunks, from file `first` at `start` (a restored reader's position) on.
 struct ReadLines {
+    /// The files the epoch opened (see `checkpoint::opened`).
+    ledger: crate::checkpoint::opened::Ledger,
     files: Arc<[Location]>,
     first: usize,
     start: Start,
@@ -503,6 +515,7 @@ impl ReadLines {
             } else {
                 (Start::default(), None)
             };
+            let expected = expected.or_else(|| self.ledger.expected(path));
             let name = path.to_string();
             let stats = self.stats.clone();
             let mut open = std::pin::pin!(open_blocks(
@@ -526,6 +539,8 @@ impl ReadLines {
             };
             let opened = match opened {
                 Ok(opened) => unchanged(opened, expected, &name),
+                // A file the checkpoint had open cannot be resumed if it is gone.
+                Err(e) if expected.is_some() => Err(gone(&name, &e)),
                 Err(e) => Err(e.context(format!("opening {name}"))),
             };
             let opened = match opened {
@@ -536,6 +551,7 @@ impl ReadLines {
                     continue;
                 }
             };
+            self.ledger.opened(path, opened.identity);
             gathered.file(i, start, opened.identity);
             let mut lines = Lines::new(opened.blocks, &name).starting_at(start);
             loop {
@@ -606,8 +622,8 @@ fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>
 ///
 /// Saved state: `[file, offset, line]` after the last line yielded (the file's index in the
 /// dataset's list, the offset after that line, the lines of that file yielded), then the
-/// file's size and version; a line's position is `[start offset, file]` (the layout of a
-/// `flat_map` over the files).
+/// file's size and version; a line's position is `[start offset, digest of the file's
+/// identity, file]` (the layout of a `flat_map` over the files).
 struct LineChunks {
     /// The reader, until its task is started.
     reader: Option<ReadLines>,
@@ -625,6 +641,8 @@ struct LineChunks {
     /// starts, where the next one starts, and that file's lines yielded.
     file: usize,
     identity: Option<Identity>,
+    /// The dataset's files.
+    paths: Arc<[Location]>,
     last_start: u64,
     offset: u64,
     record: u64,
@@ -636,6 +654,7 @@ impl LineChunks {
             stats: reader.stats.clone(),
             file: reader.first,
             identity: reader.expected,
+            paths: Arc::clone(&reader.files),
             last_start: reader.start.offset,
             offset: reader.start.offset,
             record: reader.start.record,
@@ -728,13 +747,19 @@ impl Stream for LineChunks {
 
 impl Resumable for LineChunks {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        // Before its first line from the file, what a local file is now (see `FileReader`).
+        let identity = self.identity.or_else(|| {
+            self.paths
+                .get(self.file)
+                .and_then(crate::storage::identity_now)
+        });
         Ok(State::new(STAGE)
             .words([self.file as u64, self.offset, self.record])
-            .words(identity_words(self.identity)))
+            .words(identity_words(identity)))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        Prov::at(self.last_start).push(self.file as u64)
+        position(self.last_start, self.identity)?.push(self.file as u64)
     }
 }
 

@@ -773,6 +773,10 @@ impl TFRecordDataset {
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,
+            key: crate::dataset::Key::new()
+                .word(self.compression as u64)
+                .flag(resync)
+                .finish(),
         };
         read_files(self.files, format, self.num_parallel_reads)
     }

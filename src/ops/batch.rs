@@ -286,10 +286,21 @@ where
 
 /// An error element: as tf.data's batch, it fails the batch being filled, and the elements
 /// gathered into it are lost with it.
-fn failed<St, T>(this: &mut BatchProj<'_, St, T>, e: anyhow::Error) -> anyhow::Error {
+fn failed<St: Resumable, T>(this: &mut BatchProj<'_, St, T>, e: anyhow::Error) -> anyhow::Error {
     this.buf.clear();
     if let Some(provs) = this.provs.as_mut() {
         provs.clear();
+        // The error passes on in a batch's place, at its own position: as a batch of it
+        // alone, made again it is that error again.
+        *this.last = this
+            .input
+            .get_ref()
+            .last_prov()
+            .ok()
+            .map(|p| Prov::group(vec![p]));
+    }
+    if let Some(sizes) = this.replay_sizes.as_mut() {
+        sizes.pop_front();
     }
     *this.mark = None;
     e

@@ -360,6 +360,8 @@ where
             this.held.before(this.input.get_mut());
             let item = ready!(this.input.poll_next_unpin(cx));
             let step = match item {
+                // A refused resume is not an element read again: it goes on at once.
+                Some(Err(e)) if crate::error::is_refusal(&e) => return Poll::Ready(Some(Err(e))),
                 Some(_) => this.held.read(),
                 None => {
                     this.flushed = Some(this.flush_at.take().unwrap_or(0));

@@ -338,6 +338,11 @@ where
             let Some(item) = ready!(this.input.poll_next_unpin(cx)) else {
                 break;
             };
+            // A refused resume is not an element read again: it goes on at once.
+            let item = match item {
+                Err(e) if crate::error::is_refusal(&e) => return Poll::Ready(Some(Err(e))),
+                item => item,
+            };
             if let Step::Again(i) = this.held.read() {
                 let prov = this.held.prov_of(this.input.get_ref());
                 if let Err(e) = item.and_then(|x| this.add_again(x, i, prov)) {

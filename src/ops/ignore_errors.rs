@@ -1,4 +1,5 @@
-//! Saved state: the input's (errors are dropped as they come; nothing is held).
+//! Saved state: the input's (errors are dropped as they come; nothing is held). A refused
+//! resume ([`is_refusal`](crate::error::is_refusal)) is passed on, never dropped.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -32,7 +33,8 @@ where
         let mut this = self.project();
         loop {
             match ready!(this.input.as_mut().poll_next(cx)) {
-                Some(Err(_)) => continue,
+                // A refused resume is not an error of the data: it is never dropped.
+                Some(Err(e)) if !crate::error::is_refusal(&e) => continue,
                 other => return Poll::Ready(other),
             }
         }

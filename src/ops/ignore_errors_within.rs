@@ -39,6 +39,17 @@ enum Limit {
 }
 
 impl ErrorBudget {
+    /// The budget as a word of the recipe's fingerprint (the quarantine is not: it only
+    /// reports).
+    pub(crate) fn key(&self) -> u64 {
+        let key = crate::dataset::Key::new();
+        match self.limit {
+            Limit::Count(n) => key.word(0).word(n),
+            Limit::Rate(f) => key.word(1).word(f.to_bits()),
+        }
+        .finish()
+    }
+
     /// At most `n` error elements are skipped; the next one fails the epoch.
     pub fn count(n: u64) -> ErrorBudget {
         ErrorBudget {
@@ -322,6 +333,10 @@ where
                 None => {
                     *this.done = true;
                     return Poll::Ready(None);
+                }
+                // A refused resume is not an error of the data: passed on, never counted.
+                Some(Err(e)) if crate::error::is_refusal(&e) => {
+                    return Poll::Ready(Some(Err(e)));
                 }
                 Some(Err(e)) => e,
             };

@@ -314,6 +314,21 @@ pub(crate) struct Interleave<T, U, F> {
     reopen: Option<Reopen<T>>,
     /// `interleave` or `flat_map`.
     stage: &'static str,
+    /// The last element yielded is an error of the input (`Some`: an input's error element,
+    /// or one opening its inner dataset), at that input element's position (if recorded).
+    input_error: Option<Option<Prov>>,
+}
+
+/// The position of an error element of an interleave's input (no inner dataset was opened
+/// for it): the input element's position as the key, and [`Prov::no_inner`] as the inner
+/// position. Its replay yields the input's error again, in its place.
+pub(crate) fn input_error_position(
+    key: Option<&Prov>,
+    stage: &'static str,
+) -> anyhow::Result<Prov> {
+    let key =
+        key.ok_or_else(|| unsupported(stage, "its input cannot say where its elements come from"))?;
+    Prov::no_inner().keyed(key)
 }
 
 impl<T, U, F> Interleave<T, U, F> {
@@ -331,6 +346,7 @@ impl<T, U, F> Interleave<T, U, F> {
             cycle: Cycle::new(cycle_length, block_length),
             reopen: None,
             stage: "interleave",
+            input_error: None,
         }
     }
 }
@@ -382,18 +398,33 @@ where
             f,
             ctx,
             cycle,
+            input_error,
             ..
         } = this;
-        cycle.poll_in_order(cx, |cx| {
+        let mut error_key = None;
+        let item = ready!(cycle.poll_in_order(cx, |cx| {
             if input.is_terminated() {
                 return Poll::Ready(None);
             }
             Poll::Ready(ready!(input.poll_next_unpin(cx)).map(|x| {
                 let key = input.get_ref().last_prov().ok();
-                x.and_then(|x| open(&**f, x, ctx, "interleave"))
-                    .map(|stream| Keyed { stream, key })
+                let opened = x
+                    .and_then(|x| open(&**f, x, ctx, "interleave"))
+                    .map(|stream| Keyed {
+                        stream,
+                        key: key.clone(),
+                    });
+                if opened.is_err() {
+                    error_key = Some(key);
+                }
+                opened
             }))
-        })
+        }));
+        *input_error = match &item {
+            Some(Err(_)) => error_key,
+            _ => None,
+        };
+        Poll::Ready(item)
     }
 }
 
@@ -432,6 +463,9 @@ where
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(key) = &self.input_error {
+            return input_error_position(key.as_ref(), self.stage);
+        }
         let open = self
             .cycle
             .slots
@@ -502,6 +536,11 @@ struct Replay<T, U, F> {
     f: Arc<F>,
     nested: Ctx,
     inners: Vec<BoxStream<U>>,
+    /// Each inner replay's first item, read before any is yielded (`Some(None)`: it ended),
+    /// so that one refusing its file (changed since the checkpoint) comes first, before
+    /// elements of the others.
+    first: Vec<Option<Option<anyhow::Result<U>>>>,
+    primed: bool,
     next: usize,
 }
 
@@ -543,6 +582,8 @@ where
             f,
             nested: nested.fresh(),
             inners: Vec::new(),
+            first: Vec::new(),
+            primed: false,
             next: 0,
         })
     }
@@ -563,6 +604,15 @@ where
         if let Some(elements) = this.elements.as_mut() {
             while let Some(x) = ready!(elements.poll_next_unpin(cx)) {
                 let list = this.lists.pop_front().unwrap_or_default();
+                // An error of the input, held at the checkpoint: it again, in its place.
+                if list.iter().all(Prov::is_no_inner)
+                    && let Err(e) = &x
+                    && !crate::error::is_refusal(e)
+                {
+                    let e = x.err().unwrap_or_else(|| anyhow::anyhow!("an input error"));
+                    this.inners.push(crate::dataset::error_stream(e));
+                    continue;
+                }
                 let ctx = this.nested.with_replay(list.into());
                 match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
                     Ok(inner) => this.inners.push(inner),
@@ -575,6 +625,32 @@ where
             }
             this.elements = None;
         }
+        if !this.primed {
+            // Every inner replay's first item (they read their files at once), then a
+            // refusal among them before anything else.
+            this.first.resize_with(this.inners.len(), || None);
+            let mut waiting = false;
+            for (inner, first) in this.inners.iter_mut().zip(&mut this.first) {
+                if first.is_none() {
+                    match inner.as_mut().poll_next(cx) {
+                        Poll::Ready(item) => *first = Some(item),
+                        Poll::Pending => waiting = true,
+                    }
+                }
+            }
+            if waiting {
+                return Poll::Pending;
+            }
+            this.primed = true;
+            let refused = this
+                .first
+                .iter()
+                .position(|f| matches!(f, Some(Some(Err(e))) if crate::error::is_refusal(e)));
+            if let Some(Some(Some(refusal))) = refused.map(|i| this.first[i].take()) {
+                this.next = this.route.len();
+                return Poll::Ready(Some(refusal));
+            }
+        }
         let Some(&k) = this.route.get(this.next) else {
             return Poll::Ready(None);
         };
@@ -583,7 +659,11 @@ where
             let e = crate::Error::Checkpoint("an input element could not be read again".into());
             return Poll::Ready(Some(Err(e.into())));
         };
-        match ready!(inner.as_mut().poll_next(cx)) {
+        let item = match this.first.get_mut(k).and_then(Option::take) {
+            Some(item) => item,
+            None => ready!(inner.as_mut().poll_next(cx)),
+        };
+        match item {
             Some(item) => {
                 this.next += 1;
                 Poll::Ready(Some(item))

@@ -125,15 +125,23 @@ async fn forward_tagged<U: Send + 'static>(
     .await;
 }
 
+/// A reader opened ahead (or the error met opening it), the input's mark from before its
+/// element, and the position of that element when it was an error.
+type Ahead<U> = (anyhow::Result<Reader<U>>, Option<State>, Option<Prov>);
+
 /// The input side: turns input elements into reader tasks, some of them ahead of the cursor.
 struct Opener<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
     config: Config,
-    /// Readers opened ahead of the cursor, in input order (or the error met opening one),
-    /// each with the input's state from before its element (a mark of a small input).
-    ahead: VecDeque<(anyhow::Result<Reader<U>>, Option<State>)>,
+    /// Readers opened ahead of the cursor, in input order (or the error met opening one,
+    /// with its input element's position), each with the input's state from before its
+    /// element (a mark of a small input).
+    ahead: VecDeque<Ahead<U>>,
+    /// The position of the input element of the error [`next_reader`](Opener::next_reader)
+    /// returned last (an input's error element, or one opening its inner dataset).
+    error_key: Option<Prov>,
     /// Readers record their elements' positions / take marks of their inner streams (in
     /// deterministic order only: a nondeterministic interleave cannot be saved).
     provs: bool,
@@ -178,8 +186,14 @@ where
                 Poll::Ready(Some(x)) => {
                     let key = self.key();
                     let ctx = self.ctx.clone();
+                    let error_key = if x.is_err() { key.clone() } else { None };
                     let reader = x.and_then(|x| self.start(x, key, &ctx));
-                    self.ahead.push_back((reader, mark));
+                    let error_key = if reader.is_err() {
+                        error_key.or_else(|| self.key())
+                    } else {
+                        None
+                    };
+                    self.ahead.push_back((reader, mark, error_key));
                 }
                 Poll::Ready(None) | Poll::Pending => break,
             }
@@ -189,10 +203,14 @@ where
     /// The next reader in input order; `Ready(None)` once the input has ended.
     fn next_reader(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<Reader<U>>>> {
         let next = match self.ahead.pop_front() {
-            Some((r, _)) => Some(r),
+            Some((r, _, error_key)) => {
+                self.error_key = error_key;
+                Some(r)
+            }
             None if self.input.is_terminated() => None,
             None => ready!(self.input.poll_next_unpin(cx)).map(|x| {
                 let key = self.key();
+                self.error_key = key.clone();
                 let ctx = self.ctx.clone();
                 x.and_then(|x| self.start(x, key, &ctx))
             }),
@@ -210,6 +228,9 @@ pub(crate) struct ParallelInterleave<T, U, F> {
     /// After a restore: the open inputs' elements (replayed) and, for each, its slot, key
     /// and inner state, reopened before anything else.
     reopen: Option<Reopen<T>>,
+    /// The last element yielded is an error of the input (`Some`), at that input
+    /// element's position (if recorded).
+    input_error: Option<Option<Prov>>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -230,11 +251,13 @@ where
                 ctx,
                 config,
                 ahead: VecDeque::new(),
+                error_key: None,
                 provs: false,
                 marks: false,
             },
             cycle: Cycle::new(config.cycle_length, config.block_length).counting_errors_in_blocks(),
             reopen: None,
+            input_error: None,
         }
     }
 
@@ -332,7 +355,17 @@ where
             return this.poll_first_ready(cx);
         }
         let ParallelInterleave { opener, cycle, .. } = this;
-        cycle.poll_in_order(cx, |cx| opener.next_reader(cx))
+        let mut from_input = false;
+        let item = ready!(cycle.poll_in_order(cx, |cx| {
+            let next = opener.next_reader(cx);
+            from_input = matches!(next, Poll::Ready(Some(Err(_))));
+            next
+        }));
+        this.input_error = match &item {
+            Some(Err(_)) if from_input => Some(opener.error_key.take()),
+            _ => None,
+        };
+        Poll::Ready(item)
     }
 }
 
@@ -394,8 +427,8 @@ where
             ));
         }
         let input = match this.opener.ahead.front() {
-            Some((_, Some(mark))) => mark.clone(),
-            Some((_, None)) => {
+            Some((_, Some(mark), _)) => mark.clone(),
+            Some((_, None, _)) => {
                 return Err(unsupported(STAGE, "its input cannot save its position"));
             }
             None => this.opener.input.get_mut().as_mut().save()?,
@@ -425,6 +458,9 @@ where
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(key) = &self.input_error {
+            return crate::ops::interleave::input_error_position(key.as_ref(), STAGE);
+        }
         let reader = self
             .cycle
             .slots

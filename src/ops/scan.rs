@@ -84,6 +84,10 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
                     inner.push(members[0].clone());
                     states.push_back(words.to_vec());
                 }
+                // An error of the input passed on (see `error_position`): no state.
+                Prov::Group(members, words) if members.len() == 2 && words.is_empty() => {
+                    inner.push(members[0].clone());
+                }
                 other => {
                     return fail(unsupported(
                         STAGE,
@@ -262,11 +266,24 @@ where
             }
             Some(Err(e)) => {
                 *this.state = Some(state);
+                if *this.record {
+                    *this.last = Some(error_position(this.input.as_ref().get_ref()));
+                }
                 Poll::Ready(Some(Err(e)))
             }
             None => Poll::Ready(None),
         }
     }
+}
+
+/// The position of an error of the input, passed on without a step of the scan: the input's
+/// position, marked (a second, empty member) so a replay takes no running state for it.
+fn error_position<St: Resumable>(input: &St) -> Result<Prov, String> {
+    let inner = input.last_prov().map_err(|e| format!("{e:#}"))?;
+    Ok(Prov::Group(
+        vec![inner, Prov::group(Vec::new())],
+        Default::default(),
+    ))
 }
 
 /// The position of the element about to be made from `state` and the input's last element.

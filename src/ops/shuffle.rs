@@ -44,7 +44,13 @@ pub(crate) fn dataset<T: Send + 'static>(
                 }
             },
         )
-        .keyed(buffer_size as u64 ^ seed.map_or(0, mix64) ^ u64::from(reshuffle_each_iteration))
+        .keyed(
+            crate::dataset::Key::new()
+                .word(buffer_size as u64)
+                .option(seed)
+                .flag(reshuffle_each_iteration)
+                .finish(),
+        )
         .small(false)
 }
 
@@ -216,7 +222,13 @@ where
                     }
                     this.buffer.push(x);
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Err(e))) => {
+                    // An error passes through at once, at its own position.
+                    if this.provs.is_some() {
+                        *this.last = this.input.get_ref().last_prov().ok();
+                    }
+                    return Poll::Ready(Some(Err(e)));
+                }
                 Poll::Ready(None) => break,
                 Poll::Pending => return Poll::Pending,
             }

@@ -251,8 +251,13 @@ pub(crate) struct RowReplay<R> {
     /// For each position: which element (in reading order) and which of its rows.
     route: Vec<(usize, u64)>,
     next: usize,
-    elements: Vec<Vec<Option<R>>>,
+    /// The elements read again: their rows, or the error an element was (passed on in its
+    /// place: row [`ERROR_ROW`]).
+    elements: Vec<Result<Vec<Option<R>>, Option<anyhow::Error>>>,
 }
+
+/// The row of an error element of the input, passed on in its place (no row was split).
+const ERROR_ROW: u64 = u64::MAX;
 
 impl<R> RowReplay<R> {
     /// The replay of `provs`, and the positions of the elements to read again.
@@ -300,7 +305,11 @@ impl<R> RowReplay<R> {
                 .into()),
             };
             match rows {
-                Ok(rows) => self.elements.push(rows.into_iter().map(Some).collect()),
+                Ok(rows) => self.elements.push(Ok(rows.into_iter().map(Some).collect())),
+                // An error held at the checkpoint in its element's place: that error again.
+                Err(e) if row == ERROR_ROW && !crate::error::is_refusal(&e) => {
+                    self.elements.push(Err(Some(e)))
+                }
                 Err(e) => {
                     self.next = self.route.len();
                     return Poll::Ready(Some(Err(e)));
@@ -308,9 +317,16 @@ impl<R> RowReplay<R> {
             }
         }
         self.next += 1;
-        let x = self.elements[k]
-            .get_mut(row as usize)
-            .and_then(Option::take);
+        let x = match &mut self.elements[k] {
+            Err(e) if row == ERROR_ROW => {
+                if let Some(e) = e.take() {
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None
+            }
+            Err(_) => None,
+            Ok(rows) => rows.get_mut(row as usize).and_then(Option::take),
+        };
         Poll::Ready(Some(x.ok_or_else(|| {
             crate::Error::Checkpoint(format!(
                 "row {row} of an element read again is missing (or was wanted twice)"

@@ -247,6 +247,10 @@ where
                 }
             };
             match item {
+                // A refused resume takes no place in a window: it goes on at once.
+                Some(Err(e)) if crate::error::is_refusal(&e) => {
+                    return Poll::Ready(Some(Err(e)));
+                }
                 Some(item) => {
                     *this.index += 1;
                     if starts {
@@ -334,9 +338,8 @@ fn members<T>(
     w: &Finished<T>,
     stride: u64,
 ) -> Option<Prov> {
-    if w.window.is_err() {
-        return None;
-    }
+    // A window that is an error has its members' positions too: made again from them, it is
+    // that error again.
     let first = w.start.checked_sub(elems_start)?;
     (0..w.taken as u64)
         .map(|k| {
@@ -422,7 +425,9 @@ pub(crate) struct WindowReplay<T> {
     /// For each window, its members (indices into `values`).
     windows: Vec<Vec<usize>>,
     next: usize,
-    values: Vec<T>,
+    /// The members read again; an error member, as it was (the first window holding it
+    /// takes it) and as its message (for the windows after).
+    values: Vec<Result<T, (Option<anyhow::Error>, String)>>,
 }
 
 impl<T> WindowReplay<T> {
@@ -473,7 +478,12 @@ impl<T> WindowReplay<T> {
         let needed = window.iter().max().map_or(0, |&k| k + 1);
         while self.values.len() < needed {
             match ready!(input.as_mut().poll_next(cx)) {
-                Some(Ok(x)) => self.values.push(x),
+                Some(Ok(x)) => self.values.push(Ok(x)),
+                // An error member: every window holding it is that error, as before.
+                Some(Err(e)) if !crate::error::is_refusal(&e) => {
+                    let message = format!("{e:#}");
+                    self.values.push(Err((Some(e), message)));
+                }
                 Some(Err(e)) => {
                     self.next = self.windows.len();
                     return Poll::Ready(Some(Err(e)));
@@ -487,8 +497,17 @@ impl<T> WindowReplay<T> {
                 }
             }
         }
-        let out = window.iter().map(|&k| self.values[k].clone()).collect();
         self.next += 1;
+        let mut out = Vec::with_capacity(window.len());
+        for &k in window {
+            match &mut self.values[k] {
+                Ok(x) => out.push(x.clone()),
+                Err((e, message)) => {
+                    let e = e.take().unwrap_or_else(|| anyhow::anyhow!(message.clone()));
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
         Poll::Ready(Some(Ok(out)))
     }
 

@@ -36,16 +36,22 @@ pub(crate) struct Counted<S, const WAIT: bool> {
     /// is read only when a wait starts and ends.
     waiting: bool,
     pending_since: Instant,
+    refusal: crate::dataset::Refusal,
 }
 
 impl<S, const WAIT: bool> Counted<S, WAIT> {
-    pub(crate) fn new(inner: S, counters: Arc<StageCounters>) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        counters: Arc<StageCounters>,
+        refusal: crate::dataset::Refusal,
+    ) -> Self {
         Counted {
             inner,
             counters,
             unflushed: 0,
             waiting: false,
             pending_since: Instant::now(),
+            refusal,
         }
     }
 }
@@ -92,6 +98,7 @@ where
             }
             Some(Err(_)) => {
                 this.counters.errors.fetch_add(1, Ordering::Relaxed);
+                crate::dataset::note_refusal(this.refusal, &item);
             }
             None => flush(this.counters, this.unflushed),
         }
@@ -159,11 +166,17 @@ pub(crate) struct Timed<S> {
     /// Elements counted but not yet added to the shared counter.
     unflushed: u64,
     pending_since: Option<Instant>,
+    refusal: crate::dataset::Refusal,
 }
 
 impl<S> Timed<S> {
-    pub(crate) fn new(inner: S, counters: Arc<StageCounters>) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        counters: Arc<StageCounters>,
+        refusal: crate::dataset::Refusal,
+    ) -> Self {
         Timed {
+            refusal,
             inner,
             counters,
             left: 1,
@@ -314,6 +327,7 @@ where
             Some(Ok(_)) => {}
             Some(Err(_)) => {
                 this.counters.errors.fetch_add(1, Ordering::Relaxed);
+                crate::dataset::note_refusal(this.refusal, &item);
             }
             None => {
                 let window = *this.window;

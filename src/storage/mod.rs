@@ -373,6 +373,29 @@ pub(crate) struct Identity {
     pub(crate) version: u64,
 }
 
+impl Identity {
+    /// A short digest of the identity, `1..=16383` (at most two bytes in a checkpoint's
+    /// varints): carried in the saved position of each record read from the file, so that
+    /// reading a record again by position can tell the file changed (a changed file goes
+    /// unnoticed there with a chance of 1 in 16,383; a reader restored at its offset compares
+    /// the whole identity).
+    pub(crate) fn digest(&self) -> u64 {
+        // SplitMix64's finaliser over both words.
+        let mut z = self.size ^ self.version.rotate_left(29) ^ 0x9E37_79B9_7F4A_7C15;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % 16383 + 1
+    }
+}
+
+/// What a local file is now, without waiting (a `stat`); nothing for an object (that takes a
+/// round trip). For the state a file reader saves before it has opened its file, so that a
+/// resume from that state can tell the file changed.
+pub(crate) fn identity_now(location: &Location) -> Option<Identity> {
+    let path = location.as_path()?;
+    local::identity(&std::fs::metadata(path).ok()?)
+}
+
 /// What the file at `location` is now: its size and version (a local file's metadata, an
 /// object's HEAD).
 pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {

@@ -422,6 +422,10 @@ impl WebDataset {
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,
+            key: crate::dataset::Key::new()
+                .word(self.compression as u64)
+                .word(max)
+                .finish(),
         };
         read_files(self.files, format, self.num_parallel_reads)
     }
