@@ -1,0 +1,507 @@
+//! HDF5: files written by h5py (every numeric width, float16, big-endian, fixed-length
+//! strings, a compound type; contiguous and chunked; gzip, shuffle, fletcher32, LZF) read
+//! back value for value against what h5py read (scripts/hdf5_conformance.py wrote
+//! tests/data/hdf5/), rows and slices, labels, sharding, object storage, resume (mid-epoch
+//! and through a shuffle buffer), a changed file refused, and bad input (clean errors naming
+//! the file and dataset; never a panic).
+#![cfg(feature = "hdf5")]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use streamload::format::hdf5::{ArrayD, Element, Hdf5Dataset, f16};
+use streamload::{Checkpoint, Dataset};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/hdf5")
+        .join(name)
+}
+
+/// What h5py read back, by `file:/dataset`.
+fn expected(key: &str) -> Value {
+    let text = std::fs::read_to_string(data("expected.json")).expect("expected values");
+    let all: Value = serde_json::from_str(&text).expect("json");
+    all["datasets"][key].clone()
+}
+
+fn shape(entry: &Value) -> Vec<usize> {
+    entry["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// Every row of `dataset` in `file`, stacked back into one array.
+async fn read_all<T: Element>(file: &str, dataset: &str) -> anyhow::Result<ArrayD<T>> {
+    let rows = Hdf5Dataset::new([data(file)], dataset)
+        .build::<T>()
+        .collect()
+        .await?;
+    let views: Vec<_> = rows.iter().map(|r| r.view()).collect();
+    Ok(ndarray::stack(ndarray::Axis(0), &views)?)
+}
+
+/// Reads `file:dataset` as `T` and compares shape and values with h5py's, each value turned
+/// into JSON by `to_json`.
+async fn check<T: Element>(file: &str, dataset: &str, to_json: impl Fn(&T) -> Value) {
+    let entry = expected(&format!("{file}:{dataset}"));
+    assert!(!entry.is_null(), "no expected values for {file}:{dataset}");
+    let array = read_all::<T>(file, dataset)
+        .await
+        .unwrap_or_else(|e| panic!("{file}:{dataset}: {e:#}"));
+    assert_eq!(array.shape(), shape(&entry), "{file}:{dataset}");
+    let got: Vec<Value> = array.iter().map(&to_json).collect();
+    let want = entry["values"].as_array().unwrap();
+    assert_eq!(got.len(), want.len(), "{file}:{dataset}");
+    for (i, (got, want)) in got.iter().zip(want).enumerate() {
+        assert!(
+            same(got, want),
+            "{file}:{dataset}: element {i} is {got}, h5py read {want}"
+        );
+    }
+}
+
+/// Equal values; floats within a rounding of the JSON parser (serde_json's default float
+/// parsing can be one unit in the last place off: 3.4028234663852886e38, f32::MAX, reads
+/// back as 3.402823466385289e38), far below any error of a wrong width or byte order.
+fn same(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Number(a), Value::Number(b)) if a.is_f64() || b.is_f64() => {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            a == b || (a - b).abs() <= b.abs() * 4.0 * f64::EPSILON
+        }
+        _ => got == want,
+    }
+}
+
+fn int<T: Into<i128> + Copy>(v: &T) -> Value {
+    let v: i128 = (*v).into();
+    match i64::try_from(v) {
+        Ok(v) => Value::from(v),
+        Err(_) => Value::from(u64::try_from(v).unwrap()),
+    }
+}
+
+fn float<T: Into<f64> + Copy>(v: &T) -> Value {
+    Value::from((*v).into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_numeric_type_in_both_layouts_reads_as_h5py_read_it() {
+    for layout in ["contiguous", "chunked"] {
+        let path = |name: &str| format!("/{layout}/{name}");
+        check::<i8>("types.h5", &path("int8"), int).await;
+        check::<i16>("types.h5", &path("int16"), int).await;
+        check::<i32>("types.h5", &path("int32"), int).await;
+        check::<i64>("types.h5", &path("int64"), int).await;
+        check::<u8>("types.h5", &path("uint8"), int).await;
+        check::<u16>("types.h5", &path("uint16"), int).await;
+        check::<u32>("types.h5", &path("uint32"), int).await;
+        check::<u64>("types.h5", &path("uint64"), int).await;
+        check::<f16>("types.h5", &path("float16"), |v| Value::from(v.to_f64())).await;
+        check::<f32>("types.h5", &path("float32"), float).await;
+        check::<f64>("types.h5", &path("float64"), float).await;
+        check::<i32>("types.h5", &path("int32be"), int).await;
+        check::<f64>("types.h5", &path("float64be"), float).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_filter_pipeline_reads_as_h5py_read_it() {
+    for name in [
+        "gzip",
+        "shuffle_gzip",
+        "fletcher32",
+        "shuffle_gzip_fletcher32",
+        "lzf",
+        "shuffle_lzf",
+    ] {
+        check::<f32>("filters.h5", &format!("/{name}"), float).await;
+    }
+    check::<i16>("filters.h5", "/shuffle_int16", int).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_length_strings_and_compound_fields_read_as_h5py_read_them() {
+    let text = |s: &String| Value::from(s.as_str());
+    check::<String>("types.h5", "/strings/ascii", text).await;
+    check::<String>("types.h5", "/strings/space", text).await;
+
+    let entry = expected("types.h5:/compound");
+    let field = |name: &str| {
+        Hdf5Dataset::new([data("types.h5")], "/compound")
+            .field(name)
+            .slices(8)
+    };
+    let x: Vec<f32> = field("x")
+        .build::<f32>()
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
+    let y: Vec<i64> = field("y")
+        .build::<i64>()
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
+    let names: Vec<String> = field("name")
+        .build::<String>()
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
+    let x: Vec<Value> = x.iter().map(float).collect();
+    let y: Vec<Value> = y.iter().map(int).collect();
+    let names: Vec<Value> = names.iter().map(text).collect();
+    let want_x = entry["fields"]["x"].as_array().unwrap();
+    assert!(x.len() == want_x.len() && x.iter().zip(want_x).all(|(a, b)| same(a, b)));
+    assert_eq!(&y, entry["fields"]["y"].as_array().unwrap());
+    assert_eq!(&names, entry["fields"]["name"].as_array().unwrap());
+}
+
+fn scenes() -> [PathBuf; 2] {
+    [data("scenes-0.h5"), data("scenes-1.h5")]
+}
+
+/// h5py's rows of /scenes/points and /scenes/labels in `file`: (points, label) per row.
+fn scene_rows(file: &str) -> Vec<(Vec<f32>, i64)> {
+    let points = expected(&format!("{file}:/scenes/points"));
+    let labels = expected(&format!("{file}:/scenes/labels"));
+    let points: Vec<f32> = points["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    labels["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (points[i * 48..(i + 1) * 48].to_vec(), l.as_i64().unwrap()))
+        .collect()
+}
+
+fn flat(rows: &[(ArrayD<f32>, ArrayD<i64>)]) -> Vec<(Vec<f32>, i64)> {
+    rows.iter()
+        .map(|(p, l)| {
+            assert_eq!(p.shape(), [16, 3]);
+            assert_eq!(l.ndim(), 0);
+            (
+                p.iter().copied().collect(),
+                l.iter().copied().next().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn labeled(parallel: usize) -> Dataset<(ArrayD<f32>, ArrayD<i64>)> {
+    Hdf5Dataset::new(scenes(), "/scenes/points")
+        .with_labels("/scenes/labels")
+        .num_parallel_reads(parallel)
+        .build_labeled::<f32, i64>()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_with_labels_are_h5py_rows_interleaved_by_block_across_files() {
+    let rows = labeled(2).collect().await.unwrap();
+    let got = flat(&rows);
+    assert_eq!(got.len(), 50 + 37);
+    // Each file fits in one block (under 1 MiB): file 0's rows, then file 1's.
+    let mut want = scene_rows("scenes-0.h5");
+    want.extend(scene_rows("scenes-1.h5"));
+    assert_eq!(got, want);
+    // The same with one read at a time.
+    assert_eq!(flat(&labeled(1).collect().await.unwrap()), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_interleave_files_and_shards_split_them() {
+    let slices = |shard: Option<(u64, u64)>| {
+        let ds = Hdf5Dataset::new(scenes(), "/scenes/labels").slices(16);
+        let ds = match shard {
+            Some((n, i)) => ds.shard(n, i),
+            None => ds,
+        };
+        ds.build::<i64>()
+    };
+    let all: Vec<Vec<i64>> = slices(None)
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.into_iter().collect())
+        .collect();
+    let range = |a: i64, b: i64| (a..b).collect::<Vec<i64>>();
+    assert_eq!(
+        all,
+        [
+            range(0, 16),
+            range(1000, 1016),
+            range(16, 32),
+            range(1016, 1032),
+            range(32, 48),
+            range(1032, 1037),
+            range(48, 50),
+        ]
+    );
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        let part: Vec<Vec<i64>> = slices(Some((3, i)))
+            .collect()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.into_iter().collect())
+            .collect();
+        let want: Vec<Vec<i64>> = all.iter().skip(i as usize).step_by(3).cloned().collect();
+        assert_eq!(part, want, "shard {i} of 3");
+        shards.extend(part);
+    }
+    assert_eq!(shards.len(), all.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_in_object_storage_read_like_local_ones() {
+    use object_store::{ObjectStoreExt, PutPayload, memory::InMemory, path::Path as ObjectPath};
+    let store = Arc::new(InMemory::new());
+    for name in ["scenes-0.h5", "scenes-1.h5"] {
+        let bytes = std::fs::read(data(name)).unwrap();
+        store
+            .put(
+                &ObjectPath::from(format!("runs/{name}")),
+                PutPayload::from(bytes),
+            )
+            .await
+            .unwrap();
+    }
+    streamload::storage::register("memory://hdf5-remote", store).unwrap();
+    let urls = [
+        "memory://hdf5-remote/runs/scenes-0.h5",
+        "memory://hdf5-remote/runs/scenes-1.h5",
+    ];
+    let remote = Hdf5Dataset::new(urls, "/scenes/points")
+        .with_labels("/scenes/labels")
+        .build_labeled::<f32, i64>()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(flat(&remote), flat(&labeled(2).collect().await.unwrap()));
+}
+
+/// Takes `k` elements, checkpoints through bytes, resumes from a fresh recipe.
+async fn take_then_resume<T: Send + 'static>(
+    make: impl Fn() -> Dataset<T>,
+    k: usize,
+) -> anyhow::Result<Vec<T>> {
+    let mut epoch = make().iter();
+    let mut seen = Vec::new();
+    for _ in 0..k {
+        seen.push(epoch.next().await.expect("an element")?);
+    }
+    let bytes = epoch.checkpoint()?.to_bytes();
+    drop(epoch);
+    let mut resumed = make().iter_from(&Checkpoint::from_bytes(&bytes)?)?;
+    while let Some(x) = resumed.next().await {
+        seen.push(x?);
+    }
+    Ok(seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_epoch_equals_the_uninterrupted_one() {
+    let whole = labeled(2).collect().await.unwrap();
+    for k in [0, 1, 30, 50, 51, 86, 87] {
+        let resumed = take_then_resume(|| labeled(2), k).await.unwrap();
+        assert_eq!(resumed, whole, "resumed after {k} rows");
+    }
+    // Slices of 7, and a shuffle buffer over rows (its elements read again by position).
+    let sliced = || {
+        Hdf5Dataset::new(scenes(), "/scenes/points")
+            .slices(7)
+            .build::<f32>()
+    };
+    let whole = sliced().collect().await.unwrap();
+    for k in [0, 3, 7, whole.len()] {
+        assert_eq!(
+            take_then_resume(sliced, k).await.unwrap(),
+            whole,
+            "slices, after {k}"
+        );
+    }
+    let shuffled = || labeled(2).shuffle(20, Some(7));
+    let whole = shuffled().collect().await.unwrap();
+    for k in [5, 40, 80] {
+        assert_eq!(
+            take_then_resume(shuffled, k).await.unwrap(),
+            whole,
+            "shuffled, after {k}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changed_since_the_checkpoint_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = ["scenes-0.h5", "scenes-1.h5"]
+        .iter()
+        .map(|name| {
+            let to = dir.path().join(name);
+            std::fs::copy(data(name), &to).unwrap();
+            to
+        })
+        .collect();
+    let make = || Hdf5Dataset::new(files.clone(), "/scenes/labels").build::<i64>();
+    let mut epoch = make().iter();
+    for _ in 0..10 {
+        epoch.next().await.unwrap().unwrap();
+    }
+    let checkpoint = epoch.checkpoint().unwrap();
+    drop(epoch);
+    // The second file, not yet read, is replaced by the first (another size and content).
+    std::fs::copy(data("scenes-0.h5"), &files[1]).unwrap();
+    std::fs::write(
+        &files[1],
+        [std::fs::read(&files[1]).unwrap(), vec![0; 16]].concat(),
+    )
+    .unwrap();
+    let mut resumed = make().iter_from(&checkpoint).unwrap();
+    let err = resumed.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err.downcast_ref::<streamload::Error>(),
+            Some(streamload::Error::Checkpoint(_))
+        ),
+        "{err:#}"
+    );
+    assert!(
+        format!("{err:#}").contains("changed since the checkpoint"),
+        "{err:#}"
+    );
+}
+
+/// The single error of reading `dataset` of `file` as `T` (the dataset yields nothing else).
+async fn one_error<T: Element>(files: Vec<PathBuf>, dataset: &str) -> String {
+    let mut epoch = Hdf5Dataset::new(files, dataset).build::<T>().iter();
+    let mut errors = Vec::new();
+    while let Some(item) = epoch.next().await {
+        if let Err(e) = item {
+            errors.push(format!("{e:#}"));
+        }
+    }
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    errors.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_an_error_naming_the_file_and_dataset() {
+    let types = data("types.h5");
+    let err = one_error::<f32>(vec![types.clone()], "/no/such").await;
+    assert!(
+        err.contains("types.h5") && err.contains("no dataset `/no/such`"),
+        "{err}"
+    );
+
+    let err = one_error::<f32>(vec![types.clone()], "/chunked/int16").await;
+    assert!(
+        err.contains("types.h5") && err.contains("holds int16, not f32"),
+        "{err}"
+    );
+
+    let err = Hdf5Dataset::new([types.clone()], "/compound")
+        .field("z")
+        .build::<f32>()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("no field `z`"), "{err:#}");
+
+    let err = Hdf5Dataset::new(scenes(), "/scenes/points")
+        .with_labels("/chunked/int8")
+        .build_labeled::<f32, i8>()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("no labels dataset `/chunked/int8`"),
+        "{err:#}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.h5");
+    let err = one_error::<f32>(vec![missing], "/x").await;
+    assert!(err.contains("missing.h5"), "{err}");
+
+    let text = dir.path().join("not.h5");
+    std::fs::write(&text, b"not an HDF5 file at all").unwrap();
+    let err = one_error::<f32>(vec![text], "/x").await;
+    assert!(
+        err.contains("not.h5") && err.contains("not a readable HDF5 file"),
+        "{err}"
+    );
+
+    // Truncated: its metadata is there, its last chunks are not.
+    let bytes = std::fs::read(data("filters.h5")).unwrap();
+    let cut = dir.path().join("cut.h5");
+    std::fs::write(&cut, &bytes[..bytes.len() * 3 / 4]).unwrap();
+    let mut errors = Vec::new();
+    for name in ["/gzip", "/lzf", "/fletcher32", "/shuffle_gzip_fletcher32"] {
+        let mut epoch = Hdf5Dataset::new([cut.clone()], name)
+            .slices(6)
+            .build::<f32>()
+            .iter();
+        while let Some(item) = epoch.next().await {
+            if let Err(e) = item {
+                errors.push(format!("{e:#}"));
+            }
+        }
+    }
+    assert!(!errors.is_empty(), "a truncated file read without an error");
+    for err in &errors {
+        assert!(
+            err.contains("cut.h5") && err.contains("the chunk at rows"),
+            "{err}"
+        );
+    }
+    // Truncated before its metadata ends.
+    let head = dir.path().join("head.h5");
+    std::fs::write(&head, &bytes[..600]).unwrap();
+    let err = one_error::<f32>(vec![head], "/gzip").await;
+    assert!(err.contains("head.h5"), "{err}");
+
+    // A damaged chunk: a byte flipped inside fletcher32's data is a checksum error.
+    let damaged = dir.path().join("damaged.h5");
+    let mut flipped = bytes.clone();
+    let reference = read_all::<f32>("filters.h5", "/fletcher32").await.unwrap();
+    let needle: Vec<u8> = reference
+        .iter()
+        .take(8)
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let at = flipped
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .expect("fletcher32's first chunk, stored as is");
+    flipped[at + 3] ^= 0x40;
+    std::fs::write(&damaged, &flipped).unwrap();
+    let err = one_error::<f32>(vec![damaged], "/fletcher32").await;
+    assert!(
+        err.contains("damaged.h5")
+            && err.contains("dataset `/fletcher32`")
+            && err.contains("the chunk at rows 0..6 (chunk 0 along the first axis)")
+            && err.contains("checksum"),
+        "{err}"
+    );
+}
