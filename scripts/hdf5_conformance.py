@@ -7,7 +7,9 @@ Writes, under tests/data/hdf5/, small files as h5py writes them:
   /chunked (chunks of (5, 2): the last chunk along each axis is partial), each holding the
   dtype's extremes; fixed-length strings (/strings/ascii, null-padded, 8 bytes; and
   /strings/space, space-padded as Fortran writes them); a compound dataset (/compound:
-  fields x float32, y int64, name 6-byte string, in rows); attributes on a group.
+  fields x float32, y int64, name 6-byte string, in rows); a dataset written in parts
+  (/partial: two of its four chunks never written, read as the fill value -1); attributes
+  on a group.
 - filters.h5: the same float32 array (40, 4, 5) chunked (6, 4, 5) under each filter
   pipeline h5py users write: gzip, shuffle+gzip, fletcher32, shuffle+gzip+fletcher32, lzf,
   shuffle+lzf; and an int16 one with scaleoffset-free shuffle alone.
@@ -117,6 +119,13 @@ def write_types(expected):
             "y": [int(v) for v in read["y"]],
             "name": [v.decode() for v in read["name"]],
         })
+        # Written in parts: chunks 1 and 3 (rows 5..10, 15..20) never written, read as the
+        # fill value.
+        ds = f.create_dataset("partial", shape=(20, 4), chunks=(5, 4), dtype="<f4",
+                              fillvalue=-1.0)
+        ds[0:5] = np.arange(20, dtype="<f4").reshape(5, 4)
+        ds[10:15] = np.arange(20, 40, dtype="<f4").reshape(5, 4)
+        expected["types.h5:/partial"] = describe(ds, jsonable(ds[...]))
         f["chunked"].attrs["note"] = "chunks of (5, 2)"
         f["chunked"].attrs["rows"] = 23
 

@@ -505,3 +505,121 @@ async fn bad_input_is_an_error_naming_the_file_and_dataset() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_bytes_anywhere_are_errors_naming_the_file_never_panics_or_hangs() {
+    let bytes = std::fs::read(data("scenes-0.h5")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A fixed sequence of damages (a small LCG): 1 to 4 bytes changed, half of the time in
+    // the first 4 KiB, where the superblock and the object headers are.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |bound: usize| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 33) as usize) % bound
+    };
+    let original = Hdf5Dataset::new([data("scenes-0.h5")], "/scenes/points")
+        .with_labels("/scenes/labels")
+        .build_labeled::<f32, i64>()
+        .collect()
+        .await
+        .unwrap();
+    let mut failed = 0;
+    for case in 0..200 {
+        let mut damaged = bytes.clone();
+        let span = if case % 2 == 0 { 4096 } else { bytes.len() };
+        for _ in 0..1 + next(4) {
+            let at = next(span);
+            damaged[at] ^= 1 << next(8);
+        }
+        let name = format!("damaged-{case}.h5");
+        let path = dir.path().join(&name);
+        std::fs::write(&path, &damaged).unwrap();
+        let dataset = Hdf5Dataset::new([path], "/scenes/points")
+            .with_labels("/scenes/labels")
+            .build_labeled::<f32, i64>();
+        let result = tokio::time::timeout(std::time::Duration::from_secs(20), dataset.collect())
+            .await
+            .unwrap_or_else(|_| panic!("case {case}: reading hung"));
+        let points_only_checked = |rows: &[(ArrayD<f32>, ArrayD<i64>)]| {
+            rows.len() == original.len() && rows.iter().zip(&original).all(|(a, b)| a.0 == b.0)
+        };
+        if let Ok(rows) = &result {
+            // The points are compressed (deflate's Adler-32) and their chunk index is checked
+            // for missing chunks: damage there is an error, never zeros or other values read
+            // as data. Only the labels' raw bytes (contiguous, no checksum) change unseen.
+            assert!(
+                points_only_checked(rows),
+                "case {case}: points read differ, no error"
+            );
+        }
+        if let Err(e) = result {
+            failed += 1;
+            assert!(
+                !matches!(
+                    e.downcast_ref::<streamload::Error>(),
+                    Some(streamload::Error::WorkerPanicked { .. })
+                ),
+                "case {case}: the reader panicked: {e:#}"
+            );
+            assert!(format!("{e:#}").contains(&name), "case {case}: {e:#}");
+        }
+    }
+    // Most damage is noticed (checksummed metadata, compressed chunks); some lands in the
+    // labels' raw values, which no format check can see.
+    assert!(
+        failed > 50,
+        "only {failed} of 200 damaged files were errors"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_never_written_is_an_error_or_with_fill_missing_chunks_the_fill_value() {
+    // /partial: chunks of 5 rows, rows 5..10 and 15..20 never written.
+    let err = one_error::<f32>(vec![data("types.h5")], "/partial").await;
+    assert!(
+        err.contains("types.h5")
+            && err.contains("dataset `/partial`")
+            && err.contains("the chunk at [5, 0]")
+            && err.contains("fill_missing_chunks(true)"),
+        "{err}"
+    );
+    // Slices of 5: the written chunks read, the others are errors naming them.
+    let mut epoch = Hdf5Dataset::new([data("types.h5")], "/partial")
+        .slices(5)
+        .build::<f32>()
+        .iter();
+    let mut outcomes = Vec::new();
+    while let Some(item) = epoch.next().await {
+        outcomes.push(item.map(|a| a[[0, 0]]).map_err(|e| format!("{e:#}")));
+    }
+    assert_eq!(outcomes.len(), 4);
+    assert_eq!(outcomes[0], Ok(0.0));
+    assert!(
+        outcomes[1]
+            .as_ref()
+            .unwrap_err()
+            .contains("the chunk at [5, 0]")
+    );
+    assert_eq!(outcomes[2], Ok(20.0));
+    assert!(
+        outcomes[3]
+            .as_ref()
+            .unwrap_err()
+            .contains("the chunk at [15, 0]")
+    );
+
+    // As h5py reads it.
+    let rows = Hdf5Dataset::new([data("types.h5")], "/partial")
+        .fill_missing_chunks(true)
+        .build::<f32>()
+        .collect()
+        .await
+        .unwrap();
+    let values: Vec<Value> = rows.iter().flatten().map(float).collect();
+    assert_eq!(
+        &values,
+        expected("types.h5:/partial")["values"].as_array().unwrap()
+    );
+}

@@ -26,6 +26,11 @@
 //! block 1, ...) and read on blocking threads, [`Hdf5Dataset::num_parallel_reads`] at
 //! once plus one ahead, in order; a block reads only the chunks it touches.
 //!
+//! A chunk the file does not store (its chunk index is walked when the file is opened) is
+//! an error naming it, not the fill value libhdf5 and h5py read in its place: in a file
+//! written whole, a missing chunk means a damaged index, whose rows would otherwise silently
+//! be zeros ([`Hdf5Dataset::fill_missing_chunks`] reads them as h5py does).
+//!
 //! Local files are read with positioned reads; a URL (object storage, through
 //! [`storage`]) with ranged reads: each chunk with one request, the small reads of
 //! metadata through a cache of 64 KiB blocks (4 MiB per open file).
@@ -38,6 +43,7 @@
 //! changed file is refused with [`Error::Checkpoint`]. Elements held by position downstream
 //! (in a shuffle buffer) are read again one by one after a restore.
 
+mod chunks;
 mod element;
 
 use std::ops::Range;
@@ -107,6 +113,7 @@ pub struct Hdf5Dataset {
     slices: Option<u64>,
     shard: (u64, u64),
     num_parallel_reads: Parallelism,
+    fill_missing: bool,
 }
 
 impl Hdf5Dataset {
@@ -125,6 +132,7 @@ impl Hdf5Dataset {
             slices: None,
             shard: (1, 0),
             num_parallel_reads: Parallelism::Autotune,
+            fill_missing: false,
         }
     }
 
@@ -195,6 +203,16 @@ impl Hdf5Dataset {
         self
     }
 
+    /// Whether a chunk the file does not store is read as the dataset's fill value, as h5py
+    /// and libhdf5 read it (default: `false`, an error naming the file, the dataset and the
+    /// chunk). A file written whole stores every chunk, so a missing one means a damaged chunk
+    /// index, whose rows would silently be zeros; a dataset written in parts on purpose
+    /// (`create_dataset(shape, chunks=...)`, then some of its rows) needs `true`.
+    pub fn fill_missing_chunks(mut self, fill: bool) -> Self {
+        self.fill_missing = fill;
+        self
+    }
+
     /// The dataset's rows (or slices) as arrays of `T`.
     ///
     /// # Ordering
@@ -206,9 +224,10 @@ impl Hdf5Dataset {
     /// An element is an error naming the file and the dataset when a file cannot be read
     /// (missing, not HDF5, damaged or truncated), has no such dataset, holds another type
     /// than `T` (naming it), is a scalar (no rows), or uses a filter the reader lacks; a
-    /// block that cannot be read (a damaged or missing chunk, a checksum that does not
-    /// match) is an error naming the file, dataset, rows and chunks. A file that cannot be
-    /// opened is one error, then the dataset goes on with the other files; so is a block.
+    /// block that cannot be read (a damaged or truncated chunk, a checksum that does not
+    /// match, a chunk the file does not store) is an error naming the file, dataset, rows and
+    /// chunk. A file that cannot be opened is one error, then the dataset goes on with the
+    /// other files; so is a block.
     ///
     /// # Panics
     ///
@@ -265,14 +284,15 @@ fn build_stage<T: Element, L: Element, Out: Send + 'static>(
         Counting::Wrapped,
         move |ctx| -> BoxStream<Out> {
             let config = Arc::clone(&config);
+            let stats = ctx.stats_handle();
             if let Some(provs) = ctx.replaying() {
-                return Box::pin(Replay::new::<T, L>(config, Arc::clone(provs), make));
+                return Box::pin(Replay::new::<T, L>(config, Arc::clone(provs), make, stats));
             }
             let restored = match ctx.restoring().map(Saved::from_state).transpose() {
                 Ok(restored) => restored,
                 Err(e) => return crate::dataset::error_stream(e),
             };
-            Box::pin(Rows::new::<T, L>(config, restored, make))
+            Box::pin(Rows::new::<T, L>(config, restored, make, stats))
         },
     )
     .keyed(key)
@@ -300,6 +320,7 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
     });
     [
         config.slices.unwrap_or(0),
+        u64::from(config.fill_missing),
         config.shard.0,
         config.shard.1,
         hash,
@@ -321,6 +342,9 @@ struct FileMeta {
     rows: u64,
     /// Rows per block.
     block: u64,
+    /// The chunks the file does not store (their origins), and the chunk shape: of the data,
+    /// then of the labels (nothing when missing chunks are filled).
+    missing: [(Vec<Vec<u64>>, Vec<u64>); 2],
 }
 
 impl std::fmt::Debug for FileMeta {
@@ -452,7 +476,21 @@ fn open_blocking<T: Element, L: Element>(
             }
         }
     };
+    let mut missing = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    if !config.fill_missing {
+        missing[0] = chunks::missing(&file, &data).map_err(|e| {
+            anyhow::anyhow!("{location}: dataset `{path}`: its chunk index cannot be read: {e}")
+        })?;
+        if let (Some(labels), Some(labels_path)) = (&labels, &config.labels) {
+            missing[1] = chunks::missing(&file, labels).map_err(|e| {
+                anyhow::anyhow!(
+                    "{location}: labels `{labels_path}`: their chunk index cannot be read: {e}"
+                )
+            })?;
+        }
+    }
     Ok(FileMeta {
+        missing,
         location,
         identity,
         data,
@@ -607,6 +645,10 @@ fn read_rows<T: Element, L: Element>(
     rows: &Range<u64>,
 ) -> anyhow::Result<(ArrayD<T>, Option<ArrayD<L>>)> {
     let data_name = format!("dataset `{}`", config.dataset);
+    not_missing(meta, 0, &data_name, rows)?;
+    if let Some(labels) = &config.labels {
+        not_missing(meta, 1, &format!("labels `{labels}`"), rows)?;
+    }
     let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows).map_err(|e| {
         located(meta, &meta.data, &data_name, rows, e, |part| {
             read_field::<T>(&meta.data, meta.field.as_ref(), part).map(drop)
@@ -624,6 +666,29 @@ fn read_rows<T: Element, L: Element>(
             }
         };
     Ok((data, labels))
+}
+
+/// An error naming the first chunk `rows` touch that the file does not store (of the data,
+/// `which` 0, or of the labels, 1).
+fn not_missing(meta: &FileMeta, which: usize, what: &str, rows: &Range<u64>) -> anyhow::Result<()> {
+    let (missing, chunk) = &meta.missing[which];
+    let Some(&extent) = chunk.first() else {
+        return Ok(());
+    };
+    match missing
+        .iter()
+        .find(|origin| origin[0] < rows.end && origin[0] + extent > rows.start)
+    {
+        None => Ok(()),
+        Some(origin) => Err(anyhow::anyhow!(
+            "{}: {what}: rows {}..{}: the chunk at {origin:?} (shape {chunk:?}) is not in \
+             the file: its chunk index is damaged, or the chunk was never written (to read \
+             it as the fill value, as h5py does: `fill_missing_chunks(true)`)",
+            meta.location,
+            rows.start,
+            rows.end
+        )),
+    }
 }
 
 /// `rows` of `dataset`: its elements, or a compound's field of each.
@@ -698,6 +763,7 @@ async fn read_unit<T: Element, L: Element, Out: Send + 'static>(
     skip: u64,
     take: Option<u64>,
     make: Make<T, L, Out>,
+    stats: Option<Arc<crate::stats::StageCounters>>,
 ) -> anyhow::Result<Vec<Placed<Out>>> {
     let unit = plan.units[at].clone();
     let Some(meta) = plan.files[unit.file].clone() else {
@@ -711,6 +777,11 @@ async fn read_unit<T: Element, L: Element, Out: Send + 'static>(
             return Ok(Vec::new());
         }
         let (data, labels) = read_rows::<T, L>(&config, &meta, &(start..end))?;
+        if let Some(stats) = &stats {
+            // The arrays' bytes (what the autotuner costs buffers by).
+            let labels_len = labels.as_ref().map_or(0, |l| l.len() * size_of::<L>());
+            stats.add_bytes((data.len() * size_of::<T>() + labels_len) as u64);
+        }
         let first = start - unit.rows.start;
         if slices {
             return Ok(vec![(make(data, labels), at, first, first + (end - start))]);
@@ -790,6 +861,7 @@ impl<Out: Send + 'static> Rows<Out> {
         config: Arc<Hdf5Dataset>,
         restored: Option<Saved>,
         make: Make<T, L, Out>,
+        stats: Option<Arc<crate::stats::StageCounters>>,
     ) -> Self {
         let cell = Arc::new(tokio::sync::OnceCell::new());
         let planned = Arc::clone(&cell);
@@ -815,7 +887,7 @@ impl<Out: Send + 'static> Rows<Out> {
             let loads = stream::iter(first..plan.units.len())
                 .map(|at| {
                     let skip = if at == first { skip } else { 0 };
-                    let read = read_unit(Arc::clone(&config), Arc::clone(&plan), at, skip, None, make);
+                    let read = read_unit(Arc::clone(&config), Arc::clone(&plan), at, skip, None, make, stats.clone());
                     let task = runtime::spawn(STAGE, read);
                     async move {
                         match task {
@@ -911,6 +983,7 @@ impl<Out: Send + 'static> Replay<Out> {
         config: Arc<Hdf5Dataset>,
         provs: Arc<[Prov]>,
         make: Make<T, L, Out>,
+        stats: Option<Arc<crate::stats::StageCounters>>,
     ) -> Self {
         let wanted = Arc::clone(&provs);
         let inner = async_stream::stream! {
@@ -930,7 +1003,7 @@ impl<Out: Send + 'static> Replay<Out> {
                     })?;
                     let take = if config.slices.is_some() { None } else { Some(1) };
                     let read =
-                        read_unit(Arc::clone(&config), Arc::clone(&plan), at, row, take, make);
+                        read_unit(Arc::clone(&config), Arc::clone(&plan), at, row, take, make, stats.clone());
                     let elements = read.await?;
                     elements.into_iter().next().map(|(e, ..)| e).ok_or_else(|| {
                         anyhow::Error::from(Error::Checkpoint(format!(
