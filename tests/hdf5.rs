@@ -623,3 +623,99 @@ async fn a_chunk_never_written_is_an_error_or_with_fill_missing_chunks_the_fill_
         expected("types.h5:/partial")["values"].as_array().unwrap()
     );
 }
+
+/// Each rank's labels (padding marked) of `policy` over the two scene files.
+async fn ranks(
+    policy: streamload::distribute::ShardPolicy,
+    world: usize,
+    slices: Option<usize>,
+) -> Vec<Vec<(i64, bool)>> {
+    use streamload::distribute::{Distribute, Remainder};
+    let mut out = Vec::new();
+    for rank in 0..world {
+        let ds = Hdf5Dataset::new(scenes(), "/scenes/labels");
+        let ds = match slices {
+            Some(k) => ds.slices(k),
+            None => ds,
+        };
+        let plan = Distribute::new(rank, world)
+            .policy(policy)
+            .remainder(Remainder::Pad)
+            .plan(ds.shard_source::<i64>())
+            .await
+            .unwrap();
+        let items = plan.dataset().collect().await.unwrap();
+        out.push(
+            items
+                .into_iter()
+                .flat_map(|d| {
+                    let padded = d.padded;
+                    d.item
+                        .into_iter()
+                        .map(move |l| (l, padded))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Every label of the two files once among the ranks' elements that are not padding.
+fn assert_covered_once(ranks: &[Vec<(i64, bool)>], what: &str) {
+    let mut labels: Vec<i64> = ranks
+        .iter()
+        .flatten()
+        .filter(|(_, padded)| !padded)
+        .map(|(l, _)| *l)
+        .collect();
+    labels.sort_unstable();
+    let want: Vec<i64> = (0..50).chain(1000..1037).collect();
+    assert_eq!(labels, want, "{what}: not every row once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_parallel_ranks_take_equal_steps_and_read_every_row_once() {
+    use streamload::distribute::ShardPolicy;
+    // By record: 87 rows over 3 ranks, 29 each, runs crossing the file boundary.
+    let by_record = ranks(ShardPolicy::Record, 3, None).await;
+    for (rank, rows) in by_record.iter().enumerate() {
+        assert_eq!(rows.len(), 29, "rank {rank}");
+        assert!(rows.iter().all(|(_, padded)| !padded));
+    }
+    assert_eq!(by_record[0][..3], [(0, false), (1, false), (2, false)]);
+    assert_eq!(by_record[1][..2], [(29, false), (30, false)]);
+    assert_eq!(by_record[2][..2], [(1008, false), (1009, false)]);
+    assert_covered_once(&by_record, "by record");
+
+    // By file: 50 and 37 rows, the second rank padded to 50.
+    let by_file = ranks(ShardPolicy::File, 2, None).await;
+    assert_eq!(by_file[0].len(), 50);
+    assert_eq!(by_file[1].len(), 50);
+    assert_eq!(by_file[1].iter().filter(|(_, p)| *p).count(), 13);
+    assert_covered_once(&by_file, "by file");
+
+    // Slices of 16 by record: 4 + 3 slices over 2 ranks (4 steps each, one padded).
+    let sliced = ranks(ShardPolicy::Record, 2, Some(16)).await;
+    assert_covered_once(&sliced, "slices by record");
+
+    // A rank's epoch resumed from a checkpoint equals the uninterrupted one (rank 1's run
+    // starts at row 29 of the first file and ends at row 21 of the second).
+    let plan = || async {
+        streamload::distribute::Distribute::new(1, 3)
+            .policy(ShardPolicy::Record)
+            .plan(
+                Hdf5Dataset::new(scenes(), "/scenes/points")
+                    .with_labels("/scenes/labels")
+                    .shard_source_labeled::<f32, i64>(),
+            )
+            .await
+            .unwrap()
+    };
+    let (first, again) = (plan().await, plan().await);
+    let whole = first.dataset().collect().await.unwrap();
+    for k in [1, 20, 22] {
+        let resumed = take_then_resume(|| again.dataset(), k).await.unwrap();
+        assert_eq!(resumed, whole, "rank 1 resumed after {k}");
+    }
+}

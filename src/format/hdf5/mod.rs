@@ -35,6 +35,13 @@
 //! [`storage`]) with ranged reads: each chunk with one request, the small reads of
 //! metadata through a cache of 64 KiB blocks (4 MiB per open file).
 //!
+//! # Data-parallel ranks
+//!
+//! [`Hdf5Dataset::shard_source`] makes a [`ShardSource`](crate::distribute::ShardSource)
+//! for [`Distribute::plan`](crate::distribute::Distribute::plan), counted from the
+//! datasets' shapes: whole files dealt to the ranks, or (HDF5 reads from any row) equal runs
+//! of rows across file boundaries, each rank reading only the chunks of its rows.
+//!
 //! # Checkpoints
 //!
 //! A position is (block, row within it): a restored epoch reads that block again and skips
@@ -45,6 +52,7 @@
 
 mod chunks;
 mod element;
+mod shard;
 
 use std::ops::Range;
 use std::pin::Pin;
@@ -56,6 +64,7 @@ use futures::stream::{self, Stream, StreamExt};
 pub use half::f16;
 use hdf5_reader::{Datatype, Hdf5File, SliceInfo, SliceInfoElem};
 pub use ndarray::{ArrayD, Axis};
+pub use shard::Hdf5Shards;
 
 use crate::checkpoint::{Prov, Resumable, State, unsupported};
 use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
@@ -114,6 +123,10 @@ pub struct Hdf5Dataset {
     shard: (u64, u64),
     num_parallel_reads: Parallelism,
     fill_missing: bool,
+    /// Only these rows of each file (a data-parallel rank's unit, see [`shard_source`]).
+    ///
+    /// [`shard_source`]: Hdf5Dataset::shard_source
+    only_rows: Option<Range<u64>>,
 }
 
 impl Hdf5Dataset {
@@ -133,6 +146,7 @@ impl Hdf5Dataset {
             shard: (1, 0),
             num_parallel_reads: Parallelism::Autotune,
             fill_missing: false,
+            only_rows: None,
         }
     }
 
@@ -321,6 +335,8 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
     [
         config.slices.unwrap_or(0),
         u64::from(config.fill_missing),
+        config.only_rows.as_ref().map_or(u64::MAX, |r| r.start),
+        config.only_rows.as_ref().map_or(u64::MAX, |r| r.end),
         config.shard.0,
         config.shard.1,
         hash,
@@ -370,14 +386,15 @@ async fn open_file<T: Element, L: Element>(
     task.await.map_err(|e| runtime::join_error(STAGE, e))?
 }
 
-fn open_blocking<T: Element, L: Element>(
-    config: &Hdf5Dataset,
-    location: Location,
+/// The HDF5 file at `location` (of `identity`'s size), opened on the calling (blocking)
+/// thread; an object's ranged reads run on `handle`.
+fn open_hdf5(
+    location: &Location,
     identity: Identity,
     handle: tokio::runtime::Handle,
-) -> anyhow::Result<FileMeta> {
+) -> anyhow::Result<Hdf5File> {
     let options = hdf5_reader::OpenOptions::default().with_filter_registry(element::filters());
-    let file = match &location {
+    match location {
         Location::Local(path) => Hdf5File::open_with_options(path, options),
         Location::Url(_) => {
             let remote = location.clone();
@@ -392,7 +409,16 @@ fn open_blocking<T: Element, L: Element>(
             Hdf5File::from_storage_with_options(Arc::new(Remote::new(ranged)), options)
         }
     }
-    .map_err(|e| anyhow::anyhow!("{location}: not a readable HDF5 file: {e}"))?;
+    .map_err(|e| anyhow::anyhow!("{location}: not a readable HDF5 file: {e}"))
+}
+
+fn open_blocking<T: Element, L: Element>(
+    config: &Hdf5Dataset,
+    location: Location,
+    identity: Identity,
+    handle: tokio::runtime::Handle,
+) -> anyhow::Result<FileMeta> {
+    let file = open_hdf5(&location, identity, handle)?;
     let path = &config.dataset;
     let data = file
         .dataset(path)
@@ -588,10 +614,14 @@ async fn plan<T: Element, L: Element>(
             }
         }
     }
+    let span = |meta: &FileMeta| match &config.only_rows {
+        Some(rows) => rows.start.min(meta.rows)..rows.end.min(meta.rows),
+        None => 0..meta.rows,
+    };
     let most = files
         .iter()
         .flatten()
-        .map(|f| f.rows.div_ceil(f.block))
+        .map(|f| (span(f).end - span(f).start).div_ceil(f.block))
         .max()
         .unwrap_or(0);
     let (num_shards, shard) = config.shard;
@@ -600,13 +630,14 @@ async fn plan<T: Element, L: Element>(
     for block in 0..most {
         for (at, meta) in files.iter().enumerate() {
             let Some(meta) = meta else { continue };
-            let start = block * meta.block;
-            if start < meta.rows {
+            let rows = span(meta);
+            let start = rows.start + block * meta.block;
+            if start < rows.end {
                 if index % num_shards == shard {
                     units.push(Unit {
                         index,
                         file: at,
-                        rows: start..(start + meta.block).min(meta.rows),
+                        rows: start..(start + meta.block).min(rows.end),
                     });
                 }
                 index += 1;
