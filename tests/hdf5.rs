@@ -699,6 +699,31 @@ async fn data_parallel_ranks_take_equal_steps_and_read_every_row_once() {
     let sliced = ranks(ShardPolicy::Record, 2, Some(16)).await;
     assert_covered_once(&sliced, "slices by record");
 
+    // A selection of rows 10..30 of each file, by record over 2 ranks: 20 rows each.
+    let mut selected = Vec::new();
+    for rank in 0..2 {
+        let source = Hdf5Dataset::new(scenes(), "/scenes/labels")
+            .select_rows(10..30)
+            .shard_source::<i64>();
+        let plan = streamload::distribute::Distribute::new(rank, 2)
+            .policy(ShardPolicy::Record)
+            .plan(source)
+            .await
+            .unwrap();
+        let labels: Vec<i64> = plan
+            .dataset()
+            .collect()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.item[[]])
+            .collect();
+        assert_eq!(labels.len(), 20, "rank {rank}");
+        selected.extend(labels);
+    }
+    let want: Vec<i64> = (10..30).chain(1010..1030).collect();
+    assert_eq!(selected, want);
+
     // A rank's epoch resumed from a checkpoint equals the uninterrupted one (rank 1's run
     // starts at row 29 of the first file and ends at row 21 of the second).
     let plan = || async {
@@ -717,5 +742,76 @@ async fn data_parallel_ranks_take_equal_steps_and_read_every_row_once() {
     for k in [1, 20, 22] {
         let resumed = take_then_resume(|| again.dataset(), k).await.unwrap();
         assert_eq!(resumed, whole, "rank 1 resumed after {k}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hyperslab_reads_the_values_h5py_reads_and_out_of_bounds_is_an_error() {
+    // /gzip is (40, 4, 5): rows 3..20, columns 1..3 of axis 1, all of axis 2, in slices of 6.
+    let want = expected("filters.h5:/gzip")["values"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let at = |i: usize, j: usize, k: usize| want[i * 20 + j * 5 + k].as_f64().unwrap() as f32;
+    let slices = Hdf5Dataset::new([data("filters.h5")], "/gzip")
+        .select([3..20, 1..3])
+        .slices(6)
+        .build::<f32>()
+        .collect()
+        .await
+        .unwrap();
+    let shapes: Vec<Vec<usize>> = slices.iter().map(|s| s.shape().to_vec()).collect();
+    assert_eq!(shapes, [vec![6, 2, 5], vec![6, 2, 5], vec![5, 2, 5]]);
+    for (n, slice) in slices.iter().enumerate() {
+        for ((i, j, k), v) in slice
+            .view()
+            .into_dimensionality::<ndarray::Ix3>()
+            .unwrap()
+            .indexed_iter()
+        {
+            assert_eq!(
+                *v,
+                at(3 + n * 6 + i, 1 + j, k),
+                "slice {n} at {:?}",
+                (i, j, k)
+            );
+        }
+    }
+
+    // With labels: the selected rows' labels.
+    let rows = Hdf5Dataset::new([data("scenes-1.h5")], "/scenes/points")
+        .with_labels("/scenes/labels")
+        .select([10..14, 0..16, 2..3])
+        .build_labeled::<f32, i64>()
+        .collect()
+        .await
+        .unwrap();
+    let labels: Vec<i64> = rows.iter().map(|(_, l)| l[[]]).collect();
+    assert_eq!(labels, [1010, 1011, 1012, 1013]);
+    assert_eq!(rows[0].0.shape(), [16, 1]);
+
+    // Out of bounds, or more ranges than axes: an error naming the file, dataset and shape.
+    let too_many_rows = std::iter::once(0..41).collect();
+    for select in [
+        too_many_rows,
+        vec![0..4, 0..4, 0..5, 0..1],
+        vec![0..4, 3..9],
+    ] {
+        let mut epoch = Hdf5Dataset::new([data("filters.h5")], "/gzip")
+            .select(select.clone())
+            .build::<f32>()
+            .iter();
+        let err = epoch.next().await.unwrap().unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("filters.h5")
+                && err.contains("dataset `/gzip`")
+                && err.contains("is outside its shape [40, 4, 5]"),
+            "{select:?}: {err}"
+        );
+        assert!(
+            epoch.next().await.is_none(),
+            "{select:?}: more than one error"
+        );
     }
 }

@@ -123,6 +123,8 @@ pub struct Hdf5Dataset {
     shard: (u64, u64),
     num_parallel_reads: Parallelism,
     fill_missing: bool,
+    /// The hyperslab read: a range along each of the first axes.
+    select: Option<Vec<Range<u64>>>,
     /// Only these rows of each file (a data-parallel rank's unit, see [`shard_source`]).
     ///
     /// [`shard_source`]: Hdf5Dataset::shard_source
@@ -146,6 +148,7 @@ impl Hdf5Dataset {
             shard: (1, 0),
             num_parallel_reads: Parallelism::Autotune,
             fill_missing: false,
+            select: None,
             only_rows: None,
         }
     }
@@ -168,6 +171,32 @@ impl Hdf5Dataset {
     pub fn field(mut self, name: impl Into<String>) -> Self {
         self.field = Some(name.into());
         self
+    }
+
+    /// Reads only a hyperslab of each file's dataset: `ranges[0]` of its rows, `ranges[i]`
+    /// along axis `i`; the axes past the ranges given are read whole. Rows and slices are
+    /// then cut from the selected rows (an element of a 4-dimensional dataset with
+    /// `select([0..100, 2..6])` in rows mode has shape `[4, d2, d3]`), and only the chunks
+    /// the hyperslab touches are read. The labels are read for the selected rows.
+    ///
+    /// # Errors
+    ///
+    /// A selection outside a file's dataset (more ranges than axes, a range past an axis'
+    /// length, or reversed) is an error naming the file, the dataset, the selection and the
+    /// dataset's shape; the dataset goes on with the other files.
+    pub fn select(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
+        self.select = Some(ranges.into_iter().collect());
+        self
+    }
+
+    /// Reads only `rows` of each file's dataset (all of its other axes): `select` with one
+    /// range.
+    ///
+    /// # Errors
+    ///
+    /// As [`select`](Self::select).
+    pub fn select_rows(self, rows: Range<u64>) -> Self {
+        self.select(std::iter::once(rows))
     }
 
     /// One element per row (the default): an array of the dataset's shape without its first
@@ -319,6 +348,9 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
         text.push_str(&file.to_string());
         text.push('\0');
     }
+    for range in config.select.iter().flatten() {
+        text.push_str(&format!("{}..{},", range.start, range.end));
+    }
     for part in [
         Some(config.dataset.as_str()),
         config.labels.as_deref(),
@@ -356,6 +388,8 @@ struct FileMeta {
     /// The compound field read: its byte offset, size and type.
     field: Option<(usize, usize, Datatype)>,
     rows: u64,
+    /// The rows selected (all unless [`Hdf5Dataset::select`] says).
+    span: Range<u64>,
     /// Rows per block.
     block: u64,
     /// The chunks the file does not store (their origins), and the chunk shape: of the data,
@@ -427,6 +461,22 @@ fn open_blocking<T: Element, L: Element>(
     let Some(&rows) = shape.first() else {
         anyhow::bail!("{location}: dataset `{path}` is a scalar: it has no rows to read");
     };
+    if let Some(ranges) = &config.select {
+        let outside = ranges.len() > shape.len()
+            || ranges
+                .iter()
+                .zip(&shape)
+                .any(|(r, &n)| r.start > r.end || r.end > n);
+        anyhow::ensure!(
+            !outside,
+            "{location}: dataset `{path}`: the selection {ranges:?} is outside its shape {shape:?}"
+        );
+    }
+    let span = config
+        .select
+        .as_ref()
+        .and_then(|r| r.first().cloned())
+        .unwrap_or(0..rows);
     let dtype = data.dtype();
     let field = match &config.field {
         None => {
@@ -516,6 +566,7 @@ fn open_blocking<T: Element, L: Element>(
         }
     }
     Ok(FileMeta {
+        span,
         missing,
         location,
         identity,
@@ -614,9 +665,15 @@ async fn plan<T: Element, L: Element>(
             }
         }
     }
-    let span = |meta: &FileMeta| match &config.only_rows {
-        Some(rows) => rows.start.min(meta.rows)..rows.end.min(meta.rows),
-        None => 0..meta.rows,
+    let span = |meta: &FileMeta| {
+        let all = meta.span.clone();
+        match &config.only_rows {
+            Some(rows) => {
+                let at = |r: u64| all.start.saturating_add(r).min(all.end);
+                at(rows.start)..at(rows.end)
+            }
+            None => all,
+        }
     };
     let most = files
         .iter()
@@ -659,13 +716,16 @@ async fn plan<T: Element, L: Element>(
 }
 
 /// `rows` of every axis-0 position, all of the others.
-fn selection(rows: &Range<u64>, ndim: usize) -> SliceInfo {
+fn selection(rows: &Range<u64>, rest: &[Range<u64>], ndim: usize) -> SliceInfo {
     let mut selection = SliceInfo::all(ndim);
-    selection.selections[0] = SliceInfoElem::Slice {
-        start: rows.start,
-        end: rows.end,
-        step: 1,
-    };
+    let ranges = std::iter::once(rows).chain(rest);
+    for (slot, range) in selection.selections.iter_mut().zip(ranges) {
+        *slot = SliceInfoElem::Slice {
+            start: range.start,
+            end: range.end,
+            step: 1,
+        };
+    }
     selection
 }
 
@@ -680,22 +740,27 @@ fn read_rows<T: Element, L: Element>(
     if let Some(labels) = &config.labels {
         not_missing(meta, 1, &format!("labels `{labels}`"), rows)?;
     }
-    let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows).map_err(|e| {
+    let rest = config
+        .select
+        .as_deref()
+        .map_or(&[][..], |r| r.get(1..).unwrap_or_default());
+    let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows, rest).map_err(|e| {
         located(meta, &meta.data, &data_name, rows, e, |part| {
-            read_field::<T>(&meta.data, meta.field.as_ref(), part).map(drop)
+            read_field::<T>(&meta.data, meta.field.as_ref(), part, rest).map(drop)
         })
     })?;
-    let labels =
-        match &meta.labels {
-            None => None,
-            Some(labels) => {
-                let what = format!("labels `{}`", config.labels.as_deref().unwrap_or_default());
-                let read = |part: &Range<u64>| L::read(labels, &selection(part, labels.ndim()));
-                Some(read(rows).map_err(|e| {
+    let labels = match &meta.labels {
+        None => None,
+        Some(labels) => {
+            let what = format!("labels `{}`", config.labels.as_deref().unwrap_or_default());
+            let read = |part: &Range<u64>| L::read(labels, &selection(part, &[], labels.ndim()));
+            Some(
+                read(rows).map_err(|e| {
                     located(meta, labels, &what, rows, e, |part| read(part).map(drop))
-                })?)
-            }
-        };
+                })?,
+            )
+        }
+    };
     Ok((data, labels))
 }
 
@@ -727,8 +792,9 @@ fn read_field<T: Element>(
     dataset: &hdf5_reader::Dataset,
     field: Option<&(usize, usize, Datatype)>,
     rows: &Range<u64>,
+    rest: &[Range<u64>],
 ) -> Result<ArrayD<T>, hdf5_reader::error::Error> {
-    let sel = selection(rows, dataset.ndim());
+    let sel = selection(rows, rest, dataset.ndim());
     let Some((offset, size, dtype)) = field else {
         return T::read(dataset, &sel);
     };

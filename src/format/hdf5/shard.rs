@@ -109,10 +109,11 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
     fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
         let path = self.config.dataset.clone();
         let slices = self.config.slices;
+        let select = self.config.select.clone();
         Box::pin(
             stream::iter(self.config.files.clone())
                 .map(move |location| {
-                    let path = path.clone();
+                    let (path, select) = (path.clone(), select.clone());
                     async move {
                         let identity = storage::identity(&location).await?;
                         let handle = tokio::runtime::Handle::current();
@@ -126,6 +127,14 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
                                     "{location}: dataset `{path}` is a scalar: it has no rows"
                                 )
                             })?;
+                            let rows = match select.as_ref().and_then(|r| r.first()) {
+                                Some(r) if r.start <= r.end && r.end <= rows => r.end - r.start,
+                                Some(r) => anyhow::bail!(
+                                    "{location}: dataset `{path}`: the selected rows {r:?} are \
+                                     outside its {rows} rows"
+                                ),
+                                None => rows,
+                            };
                             anyhow::Ok(slices.map_or(rows, |k| rows.div_ceil(k)))
                         })?;
                         task.await.map_err(|e| runtime::join_error(STAGE, e))?
@@ -136,7 +145,8 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
         )
     }
 
-    /// Rows (or slices) `unit.start..unit.end` of the file: only the chunks holding them are
+    /// Rows (or slices) `unit.start..unit.end` of the file (of its selected rows, with
+    /// [`select`](Hdf5Dataset::select)): only the chunks holding them are
     /// read, blocks starting at `unit.start`.
     fn read(&self, unit: Unit) -> Dataset<Out> {
         let mut config = self.config.clone();
