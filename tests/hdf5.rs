@@ -815,3 +815,110 @@ async fn a_hyperslab_reads_the_values_h5py_reads_and_out_of_bounds_is_an_error()
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_patches_are_h5py_values_drawn_again_on_resume_and_anew_each_epoch() {
+    // Patches of 4 rows and 8 of the 16 points, with their rows' labels.
+    let make = |seed: u64| {
+        Hdf5Dataset::new(scenes(), "/scenes/points")
+            .with_labels("/scenes/labels")
+            .patches([4, 8], 6, seed)
+            .build_labeled::<f32, i64>()
+    };
+    let h5py: Vec<(Vec<f32>, i64)> = scene_rows("scenes-0.h5")
+        .into_iter()
+        .chain(scene_rows("scenes-1.h5"))
+        .collect();
+    let row_of = |label: i64| h5py.iter().find(|(_, l)| *l == label).unwrap().0.clone();
+    let patches = make(3).collect().await.unwrap();
+    assert_eq!(patches.len(), 12);
+    let mut origins = Vec::new();
+    for (n, (points, labels)) in patches.iter().enumerate() {
+        assert_eq!(points.shape(), [4, 8, 3]);
+        let labels: Vec<i64> = labels.iter().copied().collect();
+        assert!(labels.windows(2).all(|w| w[1] == w[0] + 1), "{labels:?}");
+        // Files interleave: patch j of file 0, then of file 1.
+        assert_eq!(labels[0] >= 1000, n % 2 == 1, "patch {n}");
+        // Its points are h5py's, at one column offset for all its rows.
+        let offset = (0..=8)
+            .find(|&c| {
+                (0..4).all(|i| {
+                    let row = row_of(labels[i]);
+                    let got: Vec<f32> = points
+                        .index_axis(ndarray::Axis(0), i)
+                        .iter()
+                        .copied()
+                        .collect();
+                    got == row[c * 3..(c + 8) * 3]
+                })
+            })
+            .unwrap_or_else(|| panic!("patch {n} is not h5py's values at any offset"));
+        origins.push((labels[0], offset));
+    }
+    // Drawn again from the same seed; another seed, or the next epoch, draws others.
+    assert_eq!(make(3).collect().await.unwrap(), patches);
+    assert_ne!(make(4).collect().await.unwrap(), patches);
+    let dataset = make(3);
+    let first = dataset.collect().await.unwrap();
+    let second = dataset.collect().await.unwrap();
+    assert_eq!(first, patches);
+    assert_ne!(second, patches, "the second epoch draws other patches");
+    assert!(
+        origins
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 6
+    );
+
+    // Two data-parallel ranks by record read the same patches between them (6 each).
+    let mut ranked = Vec::new();
+    for rank in 0..2 {
+        let source = Hdf5Dataset::new(scenes(), "/scenes/points")
+            .with_labels("/scenes/labels")
+            .patches([4, 8], 6, 3)
+            .shard_source_labeled::<f32, i64>();
+        let plan = streamload::distribute::Distribute::new(rank, 2)
+            .policy(streamload::distribute::ShardPolicy::Record)
+            .plan(source)
+            .await
+            .unwrap();
+        let items = plan.dataset().collect().await.unwrap();
+        assert_eq!(items.len(), 6, "rank {rank}");
+        ranked.extend(items.into_iter().map(|d| d.item));
+    }
+    let key = |p: &(ArrayD<f32>, ArrayD<i64>)| {
+        (
+            p.1.iter().copied().collect::<Vec<_>>(),
+            p.0.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        )
+    };
+    let mut ranked: Vec<_> = ranked.iter().map(key).collect();
+    let mut all: Vec<_> = patches.iter().map(key).collect();
+    ranked.sort();
+    all.sort();
+    assert_eq!(ranked, all);
+
+    // Resumed mid-epoch: the same patches.
+    for k in [0, 1, 5, 12] {
+        assert_eq!(
+            take_then_resume(|| make(3), k).await.unwrap(),
+            patches,
+            "after {k}"
+        );
+    }
+
+    // A patch larger than a file's dataset: an error naming it.
+    let err = Hdf5Dataset::new(scenes(), "/scenes/points")
+        .patches([40, 8], 1, 0)
+        .build::<f32>()
+        .collect()
+        .await
+        .unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("scenes-1.h5")
+            && err.contains("a patch of shape [40, 8] does not fit in its shape [37, 16, 3]"),
+        "{err}"
+    );
+}

@@ -1,6 +1,7 @@
-//! HDF5 files as a dataset of `ndarray` arrays: [`Hdf5Dataset`] (feature `hdf5`), rows or
-//! slices of k rows of an N-dimensional dataset, with the same rows of a labels dataset
-//! beside them: what a `tf.data.Dataset.from_generator` over `h5py` does, in parallel.
+//! HDF5 files as a dataset of `ndarray` arrays: [`Hdf5Dataset`] (feature `hdf5`), rows,
+//! slices of k rows or random patches of an N-dimensional dataset (or of a hyperslab of
+//! it), with the same rows of a labels dataset beside them: what a
+//! `tf.data.Dataset.from_generator` over `h5py` does, in parallel.
 //!
 //! # The reader
 //!
@@ -20,9 +21,9 @@
 //! When an epoch starts every file is opened (16 at once, on blocking threads): its
 //! superblock, the dataset's and the labels' headers are read and checked (the dataset
 //! exists, its type is the one asked for, the labels have as many rows). The unit of work
-//! is a *block* of rows of one file: `k` rows with [`Hdf5Dataset::slices`], else about
-//! 1 MiB of rows rounded up to whole chunks along the first axis (so a chunk is
-//! decompressed once). Blocks are interleaved across files (block 0 of every file, then
+//! is a *block* of rows of one file: `k` rows with [`Hdf5Dataset::slices`], a patch with
+//! [`Hdf5Dataset::patches`], else about 1 MiB of rows rounded up to whole chunks along the
+//! first axis (so a chunk is decompressed once). Blocks are interleaved across files (block 0 of every file, then
 //! block 1, ...) and read on blocking threads, [`Hdf5Dataset::num_parallel_reads`] at
 //! once plus one ahead, in order; a block reads only the chunks it touches.
 //!
@@ -45,7 +46,8 @@
 //! # Checkpoints
 //!
 //! A position is (block, row within it): a restored epoch reads that block again and skips
-//! the rows already delivered. The checkpoint names every file by its size and version
+//! the rows already delivered. Patches are drawn from (seed, epoch, file name), and the
+//! checkpoint holds the epoch: a restored epoch draws the same ones. The checkpoint names every file by its size and version
 //! (modification time, or ETag) and the layout of all of them (their rows and blocks): a
 //! changed file is refused with [`Error::Checkpoint`]. Elements held by position downstream
 //! (in a shuffle buffer) are read again one by one after a restore.
@@ -120,6 +122,7 @@ pub struct Hdf5Dataset {
     labels: Option<String>,
     field: Option<String>,
     slices: Option<u64>,
+    patches: Option<Patches>,
     shard: (u64, u64),
     num_parallel_reads: Parallelism,
     fill_missing: bool,
@@ -131,7 +134,20 @@ pub struct Hdf5Dataset {
     only_rows: Option<Range<u64>>,
 }
 
+/// Random patches: their shape, how many per file and epoch, and the seed of their origins.
+#[derive(Debug, Clone)]
+struct Patches {
+    shape: Vec<u64>,
+    per_file: u64,
+    seed: u64,
+}
+
 impl Hdf5Dataset {
+    /// Whether each unit read is one element (a slice or a patch), not one per row.
+    fn one_per_unit(&self) -> bool {
+        self.slices.is_some() || self.patches.is_some()
+    }
+
     /// The rows (along the first axis) of the dataset at `dataset` (a path such as
     /// `/scenes/points`) in each of `files` (local paths or URLs): blocks of rows
     /// interleaved across files, rows in order within a block.
@@ -145,6 +161,7 @@ impl Hdf5Dataset {
             labels: None,
             field: None,
             slices: None,
+            patches: None,
             shard: (1, 0),
             num_parallel_reads: Parallelism::Autotune,
             fill_missing: false,
@@ -203,6 +220,7 @@ impl Hdf5Dataset {
     /// axis (0-dimensional for a 1-dimensional dataset).
     pub fn rows(mut self) -> Self {
         self.slices = None;
+        self.patches = None;
         self
     }
 
@@ -215,6 +233,46 @@ impl Hdf5Dataset {
     pub fn slices(mut self, k: usize) -> Self {
         assert!(k > 0, "Hdf5Dataset::slices: k must be positive");
         self.slices = Some(k as u64);
+        self.patches = None;
+        self
+    }
+
+    /// One element per random patch: `per_file` patches of each file, each an array of
+    /// `shape` (its first axes; the axes past them read whole) at an origin drawn uniformly
+    /// among those where it fits (inside the [`select`](Self::select)ion, if any), with the
+    /// labels of its rows. The origins come from `seed`, the epoch and the file's name: the
+    /// same in every run, others each epoch, and the same again in an epoch resumed from a
+    /// checkpoint. Files interleave: patch 0 of every file, then patch 1, ...
+    ///
+    /// # Errors
+    ///
+    /// A patch with more axes than a file's dataset, or larger than it along an axis, is an
+    /// error naming the file, the dataset, the patch's shape and the dataset's.
+    ///
+    /// # Panics
+    ///
+    /// When `shape` is empty or `per_file` is 0.
+    pub fn patches(
+        mut self,
+        shape: impl IntoIterator<Item = u64>,
+        per_file: u64,
+        seed: u64,
+    ) -> Self {
+        let shape: Vec<u64> = shape.into_iter().collect();
+        assert!(
+            !shape.is_empty(),
+            "Hdf5Dataset::patches: the shape has no axes"
+        );
+        assert!(
+            per_file > 0,
+            "Hdf5Dataset::patches: per_file must be positive"
+        );
+        self.patches = Some(Patches {
+            shape,
+            per_file,
+            seed,
+        });
+        self.slices = None;
         self
     }
 
@@ -328,14 +386,16 @@ fn build_stage<T: Element, L: Element, Out: Send + 'static>(
         move |ctx| -> BoxStream<Out> {
             let config = Arc::clone(&config);
             let stats = ctx.stats_handle();
+            let epoch = ctx.epoch();
             if let Some(provs) = ctx.replaying() {
-                return Box::pin(Replay::new::<T, L>(config, Arc::clone(provs), make, stats));
+                let provs = Arc::clone(provs);
+                return Box::pin(Replay::new::<T, L>(config, provs, make, stats, epoch));
             }
             let restored = match ctx.restoring().map(Saved::from_state).transpose() {
                 Ok(restored) => restored,
                 Err(e) => return crate::dataset::error_stream(e),
             };
-            Box::pin(Rows::new::<T, L>(config, restored, make, stats))
+            Box::pin(Rows::new::<T, L>(config, restored, make, stats, epoch))
         },
     )
     .keyed(key)
@@ -350,6 +410,9 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
     }
     for range in config.select.iter().flatten() {
         text.push_str(&format!("{}..{},", range.start, range.end));
+    }
+    if let Some(p) = &config.patches {
+        text.push_str(&format!("patches {:?} {} {};", p.shape, p.per_file, p.seed));
     }
     for part in [
         Some(config.dataset.as_str()),
@@ -390,6 +453,8 @@ struct FileMeta {
     rows: u64,
     /// The rows selected (all unless [`Hdf5Dataset::select`] says).
     span: Range<u64>,
+    /// The range selected along each axis (all unless [`Hdf5Dataset::select`] says).
+    bounds: Vec<Range<u64>>,
     /// Rows per block.
     block: u64,
     /// The chunks the file does not store (their origins), and the chunk shape: of the data,
@@ -472,11 +537,33 @@ fn open_blocking<T: Element, L: Element>(
             "{location}: dataset `{path}`: the selection {ranges:?} is outside its shape {shape:?}"
         );
     }
-    let span = config
-        .select
-        .as_ref()
-        .and_then(|r| r.first().cloned())
-        .unwrap_or(0..rows);
+    let bounds: Vec<Range<u64>> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| {
+            let selected = config.select.as_ref().and_then(|r| r.get(d));
+            selected.cloned().unwrap_or(0..n)
+        })
+        .collect();
+    let span = bounds[0].clone();
+    if let Some(patches) = &config.patches {
+        let fits = patches.shape.len() <= shape.len()
+            && patches
+                .shape
+                .iter()
+                .zip(&bounds)
+                .all(|(&s, b)| s <= b.end - b.start);
+        anyhow::ensure!(
+            fits,
+            "{location}: dataset `{path}`: a patch of shape {:?} does not fit in its shape \
+             {shape:?}{}",
+            patches.shape,
+            match &config.select {
+                Some(select) => format!(" (selected {select:?})"),
+                None => String::new(),
+            }
+        );
+    }
     let dtype = data.dtype();
     let field = match &config.field {
         None => {
@@ -567,6 +654,7 @@ fn open_blocking<T: Element, L: Element>(
     }
     Ok(FileMeta {
         span,
+        bounds,
         missing,
         location,
         identity,
@@ -625,6 +713,8 @@ struct Unit {
     index: u64,
     file: usize,
     rows: Range<u64>,
+    /// A patch's ranges along the axes after the first (else the selection's).
+    rest: Option<Arc<[Range<u64>]>>,
 }
 
 /// An epoch's plan: the files, opened, and the blocks of this shard.
@@ -640,6 +730,7 @@ struct Plan {
 
 async fn plan<T: Element, L: Element>(
     config: &Arc<Hdf5Dataset>,
+    epoch: u64,
 ) -> (Arc<Plan>, Vec<anyhow::Error>) {
     let opened: Vec<anyhow::Result<FileMeta>> = stream::iter(config.files.clone())
         .map(|location| open_file::<T, L>(Arc::clone(config), location))
@@ -675,15 +766,43 @@ async fn plan<T: Element, L: Element>(
             None => all,
         }
     };
-    let most = files
-        .iter()
-        .flatten()
-        .map(|f| (span(f).end - span(f).start).div_ceil(f.block))
-        .max()
-        .unwrap_or(0);
     let (num_shards, shard) = config.shard;
     let mut units = Vec::new();
     let mut index = 0u64;
+    if let Some(patches) = &config.patches {
+        // Patch j of each file in turn, the origins drawn from (seed, epoch, file name).
+        let drawn: Vec<Vec<Unit>> = files
+            .iter()
+            .enumerate()
+            .map(|(at, meta)| match meta {
+                Some(meta) => draw_patches(patches, epoch, at, meta, config.only_rows.as_ref()),
+                None => Vec::new(),
+            })
+            .collect();
+        let most = drawn.iter().map(Vec::len).max().unwrap_or(0);
+        for j in 0..most {
+            for file in &drawn {
+                if let Some(unit) = file.get(j) {
+                    if index % num_shards == shard {
+                        units.push(Unit {
+                            index,
+                            ..unit.clone()
+                        });
+                    }
+                    index += 1;
+                }
+            }
+        }
+    }
+    let most = match config.patches {
+        Some(_) => 0,
+        None => files
+            .iter()
+            .flatten()
+            .map(|f| (span(f).end - span(f).start).div_ceil(f.block))
+            .max()
+            .unwrap_or(0),
+    };
     for block in 0..most {
         for (at, meta) in files.iter().enumerate() {
             let Some(meta) = meta else { continue };
@@ -695,6 +814,7 @@ async fn plan<T: Element, L: Element>(
                         index,
                         file: at,
                         rows: start..(start + meta.block).min(rows.end),
+                        rest: None,
                     });
                 }
                 index += 1;
@@ -713,6 +833,55 @@ async fn plan<T: Element, L: Element>(
         identities: hash(identities),
     };
     (Arc::new(plan), errors)
+}
+
+/// The patches of one file (those of `only`, by index, when a data-parallel rank reads a
+/// run of them): the same for the same seed, epoch and file name.
+fn draw_patches(
+    patches: &Patches,
+    epoch: u64,
+    file: usize,
+    meta: &FileMeta,
+    only: Option<&Range<u64>>,
+) -> Vec<Unit> {
+    use rand::{Rng, SeedableRng};
+    let name = meta.location.to_string();
+    let name = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    });
+    let key = crate::dataset::mix64(patches.seed ^ crate::dataset::mix64(epoch ^ name));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(key);
+    let keep = only.cloned().unwrap_or(0..patches.per_file);
+    (0..patches.per_file)
+        .map(|_| {
+            patches
+                .shape
+                .iter()
+                .zip(&meta.bounds)
+                .map(|(&size, bounds)| {
+                    let last = bounds.end - size;
+                    let start = rng.random_range(bounds.start..=last);
+                    start..start + size
+                })
+                .collect::<Vec<_>>()
+        })
+        .enumerate()
+        .filter(|(j, _)| keep.contains(&(*j as u64)))
+        .map(|(_, ranges)| {
+            // The axes past the patch's: the selection's ranges.
+            let rest: Vec<Range<u64>> = ranges[1..]
+                .iter()
+                .cloned()
+                .chain(meta.bounds[ranges.len()..].iter().cloned())
+                .collect();
+            Unit {
+                index: 0,
+                file,
+                rows: ranges[0].clone(),
+                rest: Some(rest.into()),
+            }
+        })
+        .collect()
 }
 
 /// `rows` of every axis-0 position, all of the others.
@@ -734,16 +903,18 @@ fn read_rows<T: Element, L: Element>(
     config: &Hdf5Dataset,
     meta: &FileMeta,
     rows: &Range<u64>,
+    patch: Option<&[Range<u64>]>,
 ) -> anyhow::Result<(ArrayD<T>, Option<ArrayD<L>>)> {
     let data_name = format!("dataset `{}`", config.dataset);
     not_missing(meta, 0, &data_name, rows)?;
     if let Some(labels) = &config.labels {
         not_missing(meta, 1, &format!("labels `{labels}`"), rows)?;
     }
-    let rest = config
+    let selected = config
         .select
         .as_deref()
         .map_or(&[][..], |r| r.get(1..).unwrap_or_default());
+    let rest = patch.unwrap_or(selected);
     let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows, rest).map_err(|e| {
         located(meta, &meta.data, &data_name, rows, e, |part| {
             read_field::<T>(&meta.data, meta.field.as_ref(), part, rest).map(drop)
@@ -866,14 +1037,15 @@ async fn read_unit<T: Element, L: Element, Out: Send + 'static>(
     let Some(meta) = plan.files[unit.file].clone() else {
         return Ok(Vec::new());
     };
-    let slices = config.slices.is_some();
+    let slices = config.one_per_unit();
     let task = runtime::spawn_blocking(STAGE, move || {
         let start = (unit.rows.start + skip).min(unit.rows.end);
         let end = take.map_or(unit.rows.end, |t| (start + t).min(unit.rows.end));
         if start == end {
             return Ok(Vec::new());
         }
-        let (data, labels) = read_rows::<T, L>(&config, &meta, &(start..end))?;
+        let (data, labels) =
+            read_rows::<T, L>(&config, &meta, &(start..end), unit.rest.as_deref())?;
         if let Some(stats) = &stats {
             // The arrays' bytes (what the autotuner costs buffers by).
             let labels_len = labels.as_ref().map_or(0, |l| l.len() * size_of::<L>());
@@ -959,11 +1131,12 @@ impl<Out: Send + 'static> Rows<Out> {
         restored: Option<Saved>,
         make: Make<T, L, Out>,
         stats: Option<Arc<crate::stats::StageCounters>>,
+        epoch: u64,
     ) -> Self {
         let cell = Arc::new(tokio::sync::OnceCell::new());
         let planned = Arc::clone(&cell);
         let inner = async_stream::stream! {
-            let (plan, errors) = plan::<T, L>(&config).await;
+            let (plan, errors) = plan::<T, L>(&config, epoch).await;
             let _ = planned.set(Arc::clone(&plan));
             for e in errors {
                 yield Err(e);
@@ -1081,10 +1254,11 @@ impl<Out: Send + 'static> Replay<Out> {
         provs: Arc<[Prov]>,
         make: Make<T, L, Out>,
         stats: Option<Arc<crate::stats::StageCounters>>,
+        epoch: u64,
     ) -> Self {
         let wanted = Arc::clone(&provs);
         let inner = async_stream::stream! {
-            let (plan, _) = plan::<T, L>(&config).await;
+            let (plan, _) = plan::<T, L>(&config, epoch).await;
             for prov in wanted.iter() {
                 let element = async {
                     let (unit, row) = match prov {
@@ -1098,7 +1272,7 @@ impl<Out: Send + 'static> Replay<Out> {
                             "no block {unit} in the HDF5 files (they changed?)"
                         ))
                     })?;
-                    let take = if config.slices.is_some() { None } else { Some(1) };
+                    let take = if config.one_per_unit() { None } else { Some(1) };
                     let read =
                         read_unit(Arc::clone(&config), Arc::clone(&plan), at, row, take, make, stats.clone());
                     let elements = read.await?;

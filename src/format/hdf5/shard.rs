@@ -109,6 +109,7 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
     fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
         let path = self.config.dataset.clone();
         let slices = self.config.slices;
+        let patches = self.config.patches.as_ref().map(|p| p.per_file);
         let select = self.config.select.clone();
         Box::pin(
             stream::iter(self.config.files.clone())
@@ -135,6 +136,9 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
                                 ),
                                 None => rows,
                             };
+                            if let Some(per_file) = patches {
+                                return anyhow::Ok(per_file);
+                            }
                             anyhow::Ok(slices.map_or(rows, |k| rows.div_ceil(k)))
                         })?;
                         task.await.map_err(|e| runtime::join_error(STAGE, e))?
@@ -152,8 +156,12 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
         let mut config = self.config.clone();
         config.files = vec![config.files[unit.file].clone()];
         config.shard = (1, 0);
+        // Rows, or runs of k rows; patches by their index in the file's draw.
         let k = config.slices.unwrap_or(1);
-        config.only_rows = Some(unit.start.saturating_mul(k)..unit.end.saturating_mul(k));
+        config.only_rows = Some(match config.patches {
+            Some(_) => unit.start..unit.end,
+            None => unit.start.saturating_mul(k)..unit.end.saturating_mul(k),
+        });
         (self.build)(config)
     }
 
