@@ -922,3 +922,51 @@ async fn random_patches_are_h5py_values_drawn_again_on_resume_and_anew_each_epoc
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_lists_groups_datasets_and_attributes_as_h5py_wrote_them() {
+    use streamload::format::hdf5::{AttributeValue, inspect};
+    let contents = inspect(data("types.h5")).await.unwrap();
+    let groups: Vec<&str> = contents.groups.iter().map(|g| g.path.as_str()).collect();
+    assert_eq!(groups, ["/", "/chunked", "/contiguous", "/strings"]);
+    let chunked = &contents.groups[1];
+    assert_eq!(
+        chunked.attributes["note"],
+        AttributeValue::Strings(vec!["chunks of (5, 2)".into()])
+    );
+    assert_eq!(
+        chunked.attributes["rows"],
+        AttributeValue::Integers(vec![23])
+    );
+    // Every dataset expected.json describes, with its shape and chunks.
+    let text = std::fs::read_to_string(data("expected.json")).unwrap();
+    let all: Value = serde_json::from_str(&text).unwrap();
+    let mut want: Vec<String> = all["datasets"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.strip_prefix("types.h5:").map(str::to_string))
+        .collect();
+    want.sort();
+    let mut got: Vec<String> = contents.datasets.iter().map(|d| d.path.clone()).collect();
+    got.sort();
+    assert_eq!(got, want);
+    for dataset in &contents.datasets {
+        let entry = expected(&format!("types.h5:{}", dataset.path));
+        let shape: Vec<u64> = shape(&entry).into_iter().map(|d| d as u64).collect();
+        assert_eq!(dataset.shape, shape, "{}", dataset.path);
+        let chunks = entry["chunks"]
+            .as_array()
+            .map(|c| c.iter().map(|d| d.as_u64().unwrap()).collect::<Vec<u64>>());
+        assert_eq!(dataset.chunks, chunks, "{}", dataset.path);
+    }
+    let int16 = contents
+        .datasets
+        .iter()
+        .find(|d| d.path == "/contiguous/int16")
+        .unwrap();
+    assert_eq!(int16.dtype, "int16");
+
+    let err = inspect(data("no-such.h5")).await.unwrap_err();
+    assert!(format!("{err:#}").contains("no-such.h5"), "{err:#}");
+}

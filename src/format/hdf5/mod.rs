@@ -16,6 +16,9 @@
 //! Blosc and other plugin filters are not read: such a dataset is an error naming the
 //! filter. Element types: see [`Element`].
 //!
+//! [`inspect`] lists a file's groups and datasets (shape, type, chunks) with their
+//! attributes, as h5py's `visititems` and `attrs` show them.
+//!
 //! # How it reads
 //!
 //! When an epoch starts every file is opened (16 at once, on blocking threads): its
@@ -54,6 +57,7 @@
 
 mod chunks;
 mod element;
+mod inspect;
 mod shard;
 
 use std::ops::Range;
@@ -65,6 +69,7 @@ pub use element::Element;
 use futures::stream::{self, Stream, StreamExt};
 pub use half::f16;
 use hdf5_reader::{Datatype, Hdf5File, SliceInfo, SliceInfoElem};
+pub use inspect::{AttributeValue, DatasetInfo, GroupInfo, Hdf5Contents, inspect};
 pub use ndarray::{ArrayD, Axis};
 pub use shard::Hdf5Shards;
 
