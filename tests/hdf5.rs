@@ -14,6 +14,9 @@ use serde_json::Value;
 use streamload::format::hdf5::{ArrayD, Element, Hdf5Dataset, f16};
 use streamload::{Checkpoint, Dataset};
 
+#[path = "support/s3.rs"]
+mod s3;
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/hdf5")
@@ -969,4 +972,75 @@ async fn inspect_lists_groups_datasets_and_attributes_as_h5py_wrote_them() {
 
     let err = inspect(data("no-such.h5")).await.unwrap_err();
     assert!(format!("{err:#}").contains("no-such.h5"), "{err:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_faults_are_retried_and_a_missing_object_fails_fast_naming_it() {
+    use std::sync::atomic::Ordering;
+    let server = s3::MemoryS3::default();
+    for name in ["scenes-0.h5", "scenes-1.h5"] {
+        server.insert("h5-faulty", name, std::fs::read(data(name)).unwrap().into());
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDH5", "h5-faulty-secret").await;
+    // Throttled (503 Slow Down) and cut connections, behind a proxy; object_store's own
+    // retries off, so streamload's retries and resumes do all the work.
+    let faults = Arc::new(s3::Faults {
+        slow_downs: 4.into(),
+        cuts: 3.into(),
+        cut_after: 3_000,
+        ..Default::default()
+    });
+    let proxy = s3::fault_proxy(addr, Arc::clone(&faults)).await;
+    let store = s3::s3_store_retrying(proxy, "h5-faulty", "AKIDH5", "h5-faulty-secret", 0);
+    let options = streamload::storage::ReadOptions::default().backoff(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(50),
+    );
+    streamload::storage::register_with("s3://h5-faulty", store, options).unwrap();
+    let urls = ["s3://h5-faulty/scenes-0.h5", "s3://h5-faulty/scenes-1.h5"];
+    let remote = Hdf5Dataset::new(urls, "/scenes/points")
+        .with_labels("/scenes/labels")
+        .build_labeled::<f32, i64>()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(flat(&remote), flat(&labeled(2).collect().await.unwrap()));
+    assert_eq!(
+        faults.slow_downs.load(Ordering::SeqCst),
+        0,
+        "every 503 was answered"
+    );
+    assert!(
+        faults.fired.load(Ordering::SeqCst) > 0,
+        "connections were cut"
+    );
+
+    // An object that is not there: one error naming it, in seconds.
+    let started = std::time::Instant::now();
+    let mut epoch = Hdf5Dataset::new(["s3://h5-faulty/missing.h5"], "/scenes/points")
+        .build::<f32>()
+        .iter();
+    let err = format!("{:#}", epoch.next().await.unwrap().unwrap_err());
+    assert!(err.contains("s3://h5-faulty/missing.h5"), "{err}");
+    assert!(epoch.next().await.is_none());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn public_types_are_send_sync_and_debug() {
+    fn check<T: Send + Sync + Clone + std::fmt::Debug>(_: &T) {}
+    check(&Hdf5Dataset::new(["a.h5"], "/x"));
+    check(&Hdf5Dataset::new(["a.h5"], "/x").shard_source::<f32>());
+    fn send<T: Send>(_: &T) {}
+    send(&Hdf5Dataset::new(["a.h5"], "/x").build::<f32>().iter());
+    send(
+        &Hdf5Dataset::new(["a.h5"], "/x")
+            .with_labels("/y")
+            .build_labeled::<String, i64>()
+            .iter(),
+    );
 }
