@@ -6,7 +6,8 @@ Writes, under tests/data/hdf5/, small files as h5py writes them:
   big-endian int32/float64), shape (23, 3), under /contiguous (contiguous layout) and
   /chunked (chunks of (5, 2): the last chunk along each axis is partial), each holding the
   dtype's extremes; fixed-length strings (/strings/ascii, null-padded, 8 bytes; and
-  /strings/space, space-padded as Fortran writes them); a compound dataset (/compound:
+  /strings/space, space-padded as Fortran writes them; /strings/vlen, variable-length UTF-8,
+  h5py's default for `str`); a compound dataset (/compound:
   fields x float32, y int64, name 6-byte string, in rows); a dataset written in parts
   (/partial: two of its four chunks never written, read as the fill value -1); attributes
   on a group.
@@ -97,6 +98,11 @@ def write_types(expected):
         ds = f.create_dataset("strings/ascii", data=words, chunks=(6,))
         expected["types.h5:/strings/ascii"] = describe(
             ds, [w.decode() for w in ds[...]], dtype="S8")
+        # Variable-length UTF-8 strings: h5py's default for `str` data.
+        texts = [f"label {i}" + " é" * (i % 3) for i in range(15)]
+        ds = f.create_dataset("strings/vlen", data=texts, dtype=h5py.string_dtype(), chunks=(4,))
+        expected["types.h5:/strings/vlen"] = describe(
+            ds, [t.decode() for t in ds[...]], dtype="vlen-utf8")
         # Space-padded fixed-length strings (H5T_STR_SPACEPAD), as Fortran and MATLAB write.
         tid = h5py.h5t.C_S1.copy()
         tid.set_size(5)

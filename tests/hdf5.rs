@@ -134,6 +134,7 @@ async fn fixed_length_strings_and_compound_fields_read_as_h5py_read_them() {
     let text = |s: &String| Value::from(s.as_str());
     check::<String>("types.h5", "/strings/ascii", text).await;
     check::<String>("types.h5", "/strings/space", text).await;
+    check::<String>("types.h5", "/strings/vlen", text).await;
 
     let entry = expected("types.h5:/compound");
     let field = |name: &str| {

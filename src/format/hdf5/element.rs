@@ -9,7 +9,9 @@ use ndarray::ArrayD;
 /// A type the elements of an HDF5 dataset (or of a compound dataset's field) are read as:
 /// `i8` to `i64`, `u8` to `u64`, `half::f16`, `f32`, `f64` (each only from a dataset of that
 /// class, width and signedness, in either byte order), and `String` (from fixed-length
-/// strings, ASCII or UTF-8, their padding removed as h5py shows them).
+/// strings, ASCII or UTF-8, their padding removed as h5py shows them, and from
+/// variable-length strings, h5py's default for `str`; in a compound's field, fixed-length
+/// only).
 ///
 /// There is no conversion: a dataset of another type is an error naming its type, as
 /// reading `int16` data as `f32` with h5py's `astype` would be a choice to make in a `map`.
@@ -169,21 +171,83 @@ impl H5Type for FixedString {
     }
 }
 
+/// A variable-length string's reference into the file's global heap, as stored.
+#[derive(Debug, Clone)]
+struct VlenRef(Box<[u8]>);
+
+impl H5Type for VlenRef {
+    fn hdf5_type() -> Datatype {
+        Datatype::String {
+            size: StringSize::Variable,
+            encoding: hdf5_reader::messages::datatype::StringEncoding::Utf8,
+            padding: StringPadding::NullTerminate,
+        }
+    }
+
+    fn from_bytes(bytes: &[u8], dtype: &Datatype) -> H5Result<Self> {
+        if is_vlen_string(dtype) {
+            Ok(VlenRef(bytes.into()))
+        } else {
+            Err(H5Error::TypeMismatch {
+                expected: "a variable-length string".into(),
+                actual: format!("{dtype:?}"),
+            })
+        }
+    }
+
+    fn element_size(_dtype: &Datatype) -> usize {
+        // A reference: a length, a heap address (8 bytes in the files h5py writes), an index.
+        16
+    }
+}
+
+/// Whether `dtype` is a variable-length string (h5py's `str`).
+fn is_vlen_string(dtype: &Datatype) -> bool {
+    matches!(
+        dtype,
+        Datatype::String {
+            size: StringSize::Variable,
+            ..
+        } | Datatype::VarLen {
+            kind: hdf5_reader::messages::datatype::VarLenKind::String,
+            ..
+        }
+    )
+}
+
 impl Element for String {}
 impl private::Read for String {
     const NAME: &'static str = "String";
     fn accepts(dtype: &Datatype) -> bool {
-        matches!(
-            dtype,
-            Datatype::String {
-                size: StringSize::Fixed(_),
-                ..
-            }
-        )
+        is_vlen_string(dtype)
+            || matches!(
+                dtype,
+                Datatype::String {
+                    size: StringSize::Fixed(_),
+                    ..
+                }
+            )
     }
     fn read(dataset: &hdf5_reader::Dataset, selection: &SliceInfo) -> H5Result<ArrayD<Self>> {
-        let strings = dataset.read_slice::<FixedString>(selection)?;
-        Ok(strings.mapv_into_any(|s| s.0))
+        if !is_vlen_string(dataset.dtype()) {
+            let strings = dataset.read_slice::<FixedString>(selection)?;
+            return Ok(strings.mapv_into_any(|s| s.0));
+        }
+        // Each element a reference into the global heap, resolved one by one.
+        let refs = dataset.read_slice::<VlenRef>(selection)?;
+        let shape = refs.shape().to_vec();
+        let strings = refs
+            .iter()
+            .map(|r| {
+                let mut bytes = dataset.resolve_vlen_reference_bytes(&r.0, 1)?;
+                if let Some(end) = memchr::memchr(0, &bytes) {
+                    bytes.truncate(end);
+                }
+                String::from_utf8(bytes)
+                    .map_err(|e| H5Error::InvalidData(format!("a string that is not UTF-8: {e}")))
+            })
+            .collect::<H5Result<Vec<String>>>()?;
+        ArrayD::from_shape_vec(shape, strings).map_err(|e| H5Error::InvalidData(e.to_string()))
     }
     fn decode(bytes: &[u8], dtype: &Datatype) -> H5Result<Self> {
         FixedString::from_bytes(bytes, dtype).map(|s| s.0)
