@@ -58,7 +58,8 @@ pub enum ShardPolicy {
     File,
     /// Contiguous runs of records: each rank reads `1/world_size` of the records, starting in
     /// the middle of a file where needed. Needs a source that can seek to a record
-    /// ([`ShardSource::seekable_records`], e.g. with a TFRecord index).
+    /// ([`ShardSource::seekable_records`], e.g. with a TFRecord index, or HDF5 rows through
+    /// `Hdf5Dataset::shard_source`, feature `hdf5`).
     Record,
     /// Parquet row groups, balanced over the ranks by their element counts, each read by one
     /// rank only. Needs a source that knows them ([`ShardSource::row_groups`]; Parquet

@@ -1,6 +1,7 @@
 //! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
 //! encode, `parse_example` with a feature spec; indexes for random access), text lines, JSON
-//! lines, fixed-length records, CSV, WebDataset tar shards (read and write) and `list_files`.
+//! lines, fixed-length records, CSV, WebDataset tar shards (read and write), Parquet and HDF5
+//! (features `parquet` and `hdf5`) and `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
@@ -11,6 +12,8 @@ mod csv;
 mod example;
 mod files;
 mod fixed_length;
+#[cfg(feature = "hdf5")]
+pub mod hdf5;
 mod index_on_read;
 mod indexed;
 mod json_lines;

@@ -1,0 +1,158 @@
+//! Which chunks of a chunked dataset a file does not store.
+//!
+//! HDF5 reads a chunk that was never written as the fill value, and so do h5py and
+//! `hdf5-reader`. In a file written whole (h5py's `create_dataset(data=...)`) every chunk is
+//! stored, and a missing one means a damaged chunk index (a B-tree v1 node, which h5py's
+//! default file format does not checksum): read as zeros, it would be silent wrong data.
+//! So the chunk index is walked once when a file is opened, and a read that touches a
+//! missing chunk is an error (unless [`Hdf5Dataset::fill_missing_chunks`] says to read
+//! it as h5py does).
+//!
+//! [`Hdf5Dataset::fill_missing_chunks`]: super::Hdf5Dataset::fill_missing_chunks
+
+use std::collections::HashSet;
+
+use hdf5_reader::btree_v1::BTreeV1Key;
+use hdf5_reader::error::Result;
+use hdf5_reader::io::Cursor;
+use hdf5_reader::messages::HdfMessage;
+use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
+use hdf5_reader::{Dataset, Hdf5File};
+
+/// The origins (element coordinates of their first element) of the chunks of `dataset`
+/// that its chunk index does not list, with the chunk's shape; nothing for a dataset that
+/// is not chunked or whose index cannot miss a chunk (single-chunk, implicit).
+pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64>>, Vec<u64>)> {
+    let header = file.get_or_parse_header(dataset.address())?;
+    let layout = header.messages.iter().find_map(|m| match m {
+        HdfMessage::DataLayout(message) => Some(&message.layout),
+        _ => None,
+    });
+    let Some(DataLayout::Chunked {
+        address,
+        dims,
+        chunk_indexing,
+        ..
+    }) = layout
+    else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let shape = dataset.shape();
+    let ndim = shape.len();
+    let chunk: Vec<u64> = dims
+        .iter()
+        .take(ndim)
+        .map(|&d| u64::from(d).max(1))
+        .collect();
+    if chunk.len() != ndim || shape.contains(&0) {
+        return Ok((Vec::new(), chunk));
+    }
+    let superblock = file.superblock();
+    let (offset_size, length_size) = (superblock.offset_size, superblock.length_size);
+    let storage = file.storage();
+    let stored: Vec<Vec<u64>> = if Cursor::is_undefined_offset(*address, offset_size) {
+        Vec::new()
+    } else {
+        match chunk_indexing {
+            None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
+                storage,
+                *address,
+                offset_size,
+                length_size,
+                Some(ndim as u32),
+                dims,
+                None,
+            )?
+            .into_iter()
+            .filter_map(|(key, _)| match key {
+                BTreeV1Key::RawData { offsets, .. } => Some(offsets),
+                BTreeV1Key::Group { .. } => None,
+            })
+            .collect(),
+            Some(ChunkIndexing::SingleChunk { .. } | ChunkIndexing::Implicit) => {
+                return Ok((Vec::new(), chunk));
+            }
+            Some(ChunkIndexing::BTreeV2) => {
+                hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
+                    storage,
+                    *address,
+                    offset_size,
+                    length_size,
+                    ndim as u32,
+                    dims,
+                    None,
+                )?
+                .into_iter()
+                .map(|e| e.offsets)
+                .collect()
+            }
+            Some(ChunkIndexing::FixedArray { .. }) => {
+                hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
+                    storage,
+                    *address,
+                    offset_size,
+                    length_size,
+                    shape,
+                    dims,
+                    None,
+                )?
+                .into_iter()
+                .map(|e| e.offsets)
+                .collect()
+            }
+            Some(ChunkIndexing::ExtensibleArray { .. }) => {
+                hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
+                    storage,
+                    *address,
+                    offset_size,
+                    length_size,
+                    shape,
+                    dataset.max_dims(),
+                    dims,
+                    None,
+                )?
+                .into_iter()
+                .map(|e| e.offsets)
+                .collect()
+            }
+        }
+    };
+    // The stored origins on the chunk grid, inside the dataset.
+    let on_grid = |origin: &[u64]| {
+        origin.len() >= ndim && (0..ndim).all(|d| origin[d] % chunk[d] == 0 && origin[d] < shape[d])
+    };
+    let stored: HashSet<Vec<u64>> = stored
+        .into_iter()
+        .filter(|o| on_grid(o))
+        .map(|mut o| {
+            o.truncate(ndim);
+            o
+        })
+        .collect();
+    let per_axis: Vec<u64> = (0..ndim).map(|d| shape[d].div_ceil(chunk[d])).collect();
+    let expected = per_axis
+        .iter()
+        .try_fold(1u64, |n, &k| n.checked_mul(k))
+        .unwrap_or(u64::MAX);
+    if stored.len() as u64 >= expected {
+        return Ok((Vec::new(), chunk));
+    }
+    // Some are missing: list them, in row-major order of the grid.
+    let mut missing = Vec::new();
+    let mut index = vec![0u64; ndim];
+    'grid: loop {
+        let origin: Vec<u64> = (0..ndim).map(|d| index[d] * chunk[d]).collect();
+        if !stored.contains(&origin) {
+            missing.push(origin);
+        }
+        for d in (0..ndim).rev() {
+            index[d] += 1;
+            if index[d] < per_axis[d] {
+                continue 'grid;
+            }
+            index[d] = 0;
+        }
+        break;
+    }
+    Ok((missing, chunk))
+}
