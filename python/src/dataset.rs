@@ -13,6 +13,7 @@ use streamload::{AUTOTUNE as RUST_AUTOTUNE, Cardinality, Checkpoint, Dataset, Pa
 
 use crate::errors;
 use crate::iterator::PyIterator;
+use crate::padding;
 use crate::spec;
 use crate::value::Value;
 
@@ -75,6 +76,33 @@ fn test(f: &Py<PyAny>, value: &Value) -> anyhow::Result<bool> {
         result.is_truthy()
     })
     .map_err(anyhow::Error::from)
+}
+
+/// The dataset `f` makes of an element (`interleave`, `flat_map`); one that yields the
+/// error when `f` raises or returns something else.
+fn inner_dataset(f: &Py<PyAny>, value: Value) -> Dataset<Value> {
+    let made = Python::attach(|py| -> PyResult<Dataset<Value>> {
+        let arg = value.into_py(py)?;
+        let result = match arg.cast::<PyTuple>() {
+            Ok(args) => f.bind(py).call1(args.clone())?,
+            Err(_) => f.bind(py).call1((arg,))?,
+        };
+        match result.cast::<PyDataset>() {
+            Ok(ds) => Ok(ds.get().inner.clone()),
+            Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "the function of interleave/flat_map must return a Dataset, not {}",
+                crate::value::type_name(&result)
+            ))),
+        }
+    });
+    match made {
+        Ok(ds) => ds,
+        Err(e) => {
+            let e = Arc::new(e);
+            Dataset::range(0, 1)
+                .try_map(move |_| Err(Python::attach(|py| anyhow::Error::from(e.clone_ref(py)))))
+        }
+    }
 }
 
 /// The elements of a Python iterator, converted as they come; the GIL taken for each.
@@ -358,6 +386,128 @@ impl PyDataset {
         ))
     }
 
+    /// `interleave(map_func, cycle_length=None, block_length=None, num_parallel_calls=None)`:
+    /// `map_func` makes a dataset of each element; `cycle_length` of them (`AUTOTUNE` or
+    /// `None`: one per core) are read at once, `block_length` (default 1) elements from each
+    /// in turn, with tf.data's order. With `num_parallel_calls`, the inputs are read ahead
+    /// by tasks of their own (the order stays tf.data's deterministic one).
+    #[pyo3(signature = (map_func, cycle_length=None, block_length=None, num_parallel_calls=None, deterministic=None, name=None))]
+    #[allow(clippy::too_many_arguments)] // tf.data's keyword arguments
+    fn interleave(
+        &self,
+        py: Python<'_>,
+        map_func: Py<PyAny>,
+        cycle_length: Option<i64>,
+        block_length: Option<i64>,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+        name: Option<&str>,
+    ) -> PyResult<PyDataset> {
+        let _ = (deterministic, name);
+        let cycle = parallelism(py, "cycle_length", cycle_length)?.unwrap_or(RUST_AUTOTUNE);
+        let block = match block_length {
+            None => 1,
+            Some(n) if n > 0 => n as usize,
+            Some(n) => {
+                return Err(errors::invalid(
+                    py,
+                    format!("block_length must be greater than zero, got {n}"),
+                ));
+            }
+        };
+        let parallel = parallelism(py, "num_parallel_calls", num_parallel_calls)?;
+        let f = Arc::new(map_func);
+        let open = move |v: Value| inner_dataset(&f, v);
+        Ok(PyDataset::wrap(match parallel {
+            None => self.inner.interleave(cycle, block, open),
+            Some(n) => self.inner.parallel_interleave(cycle, block, n, open),
+        }))
+    }
+
+    /// `flat_map(map_func)`: the datasets `map_func` makes of the elements, one after the
+    /// other.
+    fn flat_map(&self, map_func: Py<PyAny>) -> PyDataset {
+        let f = Arc::new(map_func);
+        PyDataset::wrap(self.inner.flat_map(move |v| inner_dataset(&f, v)))
+    }
+
+    /// `Dataset.zip(datasets)`: a tuple (or dict) of datasets to a dataset of tuples (or
+    /// dicts); it ends with the shortest.
+    #[staticmethod]
+    fn zip(py: Python<'_>, datasets: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
+        let not_datasets =
+            || errors::invalid(py, "zip: datasets must be a tuple or dict of Datasets");
+        if let Ok(d) = datasets.cast::<PyDict>() {
+            let mut keys = Vec::with_capacity(d.len());
+            let mut parts = Vec::with_capacity(d.len());
+            let mut sorted: Vec<(String, Dataset<Value>)> = Vec::with_capacity(d.len());
+            for (k, v) in d.iter() {
+                let key: String = k.extract()?;
+                let ds = v.cast::<PyDataset>().map_err(|_| not_datasets())?;
+                sorted.push((key, ds.get().inner.clone()));
+            }
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, ds) in sorted {
+                keys.push(k);
+                parts.push(ds);
+            }
+            return Ok(PyDataset::wrap(Dataset::zip_all(parts).map(
+                move |values| Value::Dict(keys.iter().cloned().zip(values).collect()),
+            )));
+        }
+        let t = datasets.cast::<PyTuple>().map_err(|_| not_datasets())?;
+        let parts = t
+            .iter()
+            .map(|v| {
+                v.cast::<PyDataset>()
+                    .map(|ds| ds.get().inner.clone())
+                    .map_err(|_| not_datasets())
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyDataset::wrap(Dataset::zip_all(parts).map(Value::Tuple)))
+    }
+
+    /// `concatenate(dataset)`: this dataset's elements, then `dataset`'s.
+    fn concatenate(&self, dataset: &Bound<'_, PyDataset>) -> PyDataset {
+        PyDataset::wrap(self.inner.concatenate(&dataset.get().inner))
+    }
+
+    /// `enumerate(start=0)`: `(index, element)` tuples, the index an `int64`.
+    #[pyo3(signature = (start=0))]
+    fn enumerate(&self, start: i64) -> PyDataset {
+        PyDataset::wrap(
+            self.inner
+                .enumerate(start)
+                .map(|(i, v)| Value::Tuple(vec![Value::int64(i), v])),
+        )
+    }
+
+    /// `unbatch()`: the rows of each element along its first axis (every component split
+    /// together).
+    fn unbatch(&self) -> PyDataset {
+        PyDataset::wrap(self.inner.flat_map(|v| match v.rows() {
+            Ok(n) => Dataset::from_vec((0..n).map(|i| v.row(i)).collect()),
+            Err(e) => {
+                let message = e.replace("from_tensor_slices", "unbatch");
+                Dataset::range(0, 1).try_map(move |_| Err(crate::value::invalid(message.clone())))
+            }
+        }))
+    }
+
+    /// `cache(filename="")`: the first epoch's elements kept in memory; later epochs read
+    /// them from there (a shuffle before it is frozen). Caching to a file is not there yet.
+    #[pyo3(signature = (filename="", name=None))]
+    fn cache(&self, py: Python<'_>, filename: &str, name: Option<&str>) -> PyResult<PyDataset> {
+        let _ = name;
+        if !filename.is_empty() {
+            return Err(errors::invalid(
+                py,
+                "cache: caching to a file is not supported yet; cache() keeps the elements in memory",
+            ));
+        }
+        Ok(PyDataset::wrap(self.inner.cache()))
+    }
+
     /// `filter(predicate)`: the elements for which `predicate` is true.
     fn filter(&self, predicate: Py<PyAny>) -> PyDataset {
         let p = Arc::new(predicate);
@@ -420,6 +570,38 @@ impl PyDataset {
         Ok(PyDataset::wrap(
             batches.try_map(|items| Value::stack(&items)),
         ))
+    }
+
+    /// `padded_batch(batch_size, padded_shapes=None, padding_values=None,
+    /// drop_remainder=False)`: elements of different shapes padded to a common shape, then
+    /// stacked. Each dimension is padded to `padded_shapes`' (a list per tensor, `None` or
+    /// -1 for "the longest in the batch"; tuples and dicts for structure), else to the
+    /// longest; with `padding_values` (default 0, or `b""`). An element longer than a given
+    /// dimension raises `DataLossError` ("Attempted to pad to a smaller size than the input
+    /// element."), as TensorFlow does.
+    #[pyo3(signature = (batch_size, padded_shapes=None, padding_values=None, drop_remainder=false, name=None))]
+    fn padded_batch(
+        &self,
+        py: Python<'_>,
+        batch_size: i64,
+        padded_shapes: Option<&Bound<'_, PyAny>>,
+        padding_values: Option<&Bound<'_, PyAny>>,
+        drop_remainder: bool,
+        name: Option<&str>,
+    ) -> PyResult<PyDataset> {
+        let _ = name;
+        if batch_size <= 0 {
+            return Err(errors::invalid(py, "batch_size must be greater than zero."));
+        }
+        let spec = padding::PadSpec::from_py(padded_shapes, padding_values)?;
+        let batches = if drop_remainder {
+            self.inner.batch_drop_remainder(batch_size as usize)
+        } else {
+            self.inner.batch(batch_size as usize)
+        };
+        Ok(PyDataset::wrap(batches.try_map(move |items| {
+            padding::padded_stack(&items, &spec)
+        })))
     }
 
     /// `take(count)`: the first `count` elements (all of them when `count` is negative).

@@ -13,9 +13,11 @@ fn classify(err: &anyhow::Error) -> &'static str {
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<streamload::Error>() {
             return match e {
-                streamload::Error::DataLoss { .. } => "DataLossError",
-                streamload::Error::InvalidArgument(_)
-                | streamload::Error::PaddingTooSmall { .. } => "InvalidArgumentError",
+                // TensorFlow's class for a too-small padded shape is DataLossError too.
+                streamload::Error::DataLoss { .. } | streamload::Error::PaddingTooSmall { .. } => {
+                    "DataLossError"
+                }
+                streamload::Error::InvalidArgument(_) => "InvalidArgumentError",
                 streamload::Error::Checkpoint(_) | streamload::Error::NotResumable { .. } => {
                     "CheckpointError"
                 }

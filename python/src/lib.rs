@@ -8,6 +8,7 @@
 //! - `dataset.rs`: the `Dataset` class, one thin method per tf.data operation.
 //! - `iterator.rs`: one epoch (`Iterator`): waits for elements with the GIL released,
 //!   checks for Ctrl-C while it waits, checkpoints.
+//! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
 //! - `reference.rs`: recipes built with the Rust API alone, for the tests' comparisons.
@@ -17,6 +18,7 @@
 mod dataset;
 mod errors;
 mod iterator;
+mod padding;
 mod reference;
 mod runtime;
 mod spec;

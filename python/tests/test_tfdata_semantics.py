@@ -10,6 +10,15 @@ from conftest import decode_tf, same, semantics_case, to_plain
 
 Dataset = sl.Dataset
 
+# semantics.json's helpers: seqs(l) has an element [x] * x for each x; K is interleave's
+# inner sizes.
+K = {1: 4, 2: 1, 3: 3, 4: 0, 5: 5}
+
+
+def seqs(lengths):
+    return Dataset.from_tensor_slices(lengths).map(lambda x: np.full(x, x))
+
+
 # Case name -> the pipeline, ported from the case's tf.data expression.
 PORTED = {
     "range_stop": lambda: Dataset.range(5),
@@ -47,6 +56,57 @@ PORTED = {
     "from_tensor_slices_2d": lambda: Dataset.from_tensor_slices([[1, 2], [3, 4], [5, 6]]),
     "from_generator": lambda: Dataset.from_generator(lambda: iter([3, 1, 2])),
     "prefetch_identity": lambda: Dataset.range(5).prefetch(2),
+    "padded_batch_default": lambda: seqs([1, 3, 2, 5, 4]).padded_batch(2),
+    "padded_batch_fixed_shape": lambda: seqs([1, 3, 2, 5, 4]).padded_batch(2, padded_shapes=[6]),
+    "padded_batch_tuple": lambda: Dataset.zip((seqs([2, 1, 3]), Dataset.range(3))).padded_batch(
+        2, padding_values=(-1, 0)
+    ),
+    "padded_batch_scalars": lambda: Dataset.range(5).padded_batch(2),
+    "unbatch": lambda: Dataset.range(10).batch(3).unbatch(),
+    "unbatch_tuple": lambda: Dataset.zip((Dataset.range(4), Dataset.range(10, 14)))
+    .batch(3)
+    .unbatch(),
+    **{
+        f"interleave_uneven_c{c}_b{b}": (
+            lambda c=c, b=b: Dataset.range(1, 6).interleave(
+                lambda x: Dataset.range(10 * x, 10 * x + K[int(x)]),
+                cycle_length=c,
+                block_length=b,
+                deterministic=True,
+            )
+        )
+        for c, b in [(1, 1), (1, 3), (2, 2), (3, 1), (3, 3), (4, 2)]
+    },
+    "interleave_uneven_c2_b2_parallel": lambda: Dataset.range(1, 6).interleave(
+        lambda x: Dataset.range(10 * x, 10 * x + K[int(x)]),
+        cycle_length=2,
+        block_length=2,
+        num_parallel_calls=2,
+        deterministic=True,
+    ),
+    "interleave_uniform_c2_b1": lambda: Dataset.range(1, 4).interleave(
+        lambda x: Dataset.range(10 * x, 10 * x + 3), cycle_length=2, block_length=1
+    ),
+    "interleave_first_long": lambda: Dataset.from_tensor_slices([6, 2, 2, 2])
+    .enumerate()
+    .interleave(
+        lambda i, k: Dataset.range(10 * (i + 1), 10 * (i + 1) + k), cycle_length=2, block_length=1
+    ),
+    "interleave_all_empty": lambda: Dataset.range(1, 4).interleave(
+        lambda x: Dataset.range(0), cycle_length=2
+    ),
+    "flat_map": lambda: Dataset.range(1, 5).flat_map(lambda x: Dataset.range(x)),
+    "flat_map_equals_interleave_c1": lambda: Dataset.range(1, 6).flat_map(
+        lambda x: Dataset.range(10 * x, 10 * x + K[int(x)])
+    ),
+    "zip_unequal": lambda: Dataset.zip((Dataset.range(5), Dataset.range(10, 13))),
+    "zip_dict": lambda: Dataset.zip({"a": Dataset.range(3), "b": Dataset.range(5, 8)}),
+    "concatenate": lambda: Dataset.range(3).concatenate(Dataset.range(10, 13)),
+    "concatenate_chain": lambda: Dataset.range(2)
+    .concatenate(Dataset.range(0))
+    .concatenate(Dataset.range(7, 9)),
+    "enumerate_start_5": lambda: Dataset.range(10, 14).enumerate(start=5),
+    "cache_repeat": lambda: Dataset.range(5).cache().repeat(2),
 }
 
 # The same pipelines with the Python functions run in parallel, and prefetching on top:
@@ -135,3 +195,26 @@ def test_shuffle_buffer_bounds_how_far_an_element_moves():
     out = [int(x) for x in Dataset.range(20).shuffle(2, seed=5)]
     assert sorted(out) == list(range(20))
     assert all(x <= i + 1 for i, x in enumerate(out))
+
+
+def test_padding_to_a_smaller_shape_is_tensorflows_data_loss_error():
+    case = semantics_case("padded_batch_shape_too_small")
+    it = iter(seqs([1, 3, 2, 5, 4]).padded_batch(2, padded_shapes=[3]))
+    got = [to_plain(next(it)) for _ in range(case["error"]["elements_before_error"])]
+    assert got == case["output"]
+    with pytest.raises(sl.DataLossError, match=case["error"]["core_message"].rstrip(".")):
+        next(it)
+
+
+def test_cache_freezes_a_shuffle():
+    # cache_after_shuffle_freezes_order: its properties are normative.
+    ds = Dataset.range(10).shuffle(10, seed=42).cache().repeat(2)
+    out = [int(x) for x in ds]
+    assert out[:10] == out[10:] and sorted(out[:10]) == list(range(10))
+    with pytest.raises(sl.InvalidArgumentError, match="caching to a file"):
+        Dataset.range(3).cache("/tmp/x")
+
+
+def test_interleave_functions_must_return_datasets():
+    with pytest.raises(TypeError, match="must return a Dataset"):
+        list(Dataset.range(3).flat_map(lambda x: x))

@@ -64,3 +64,14 @@ def test_arrays_outlive_the_iterator_and_are_freed_with_numpy():
     del batches
     gc.collect()
     assert view.tolist() == [1, 2]
+
+
+def test_dlpack_shares_the_rust_buffer():
+    # numpy arrays speak DLPack: a consumer (torch.from_dlpack, jax.dlpack, numpy) sees the
+    # same memory, without a copy.
+    it = iter(sl.Dataset.range(64).batch(64))
+    batch = next(it)
+    shared = np.from_dlpack(batch)
+    assert data_address(shared) == it._last_buffer_addresses()[0]
+    batch[0] = 41
+    assert shared[0] == 41
