@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator as PyIter, PyTuple};
-use streamload::format::{Compression, TFRecordDataset};
+use streamload::format::{Compression, FixedLengthRecordDataset, TFRecordDataset, TextLineDataset};
 use streamload::storage::Location;
 use streamload::{AUTOTUNE as RUST_AUTOTUNE, Cardinality, Checkpoint, Dataset, Parallelism};
 
@@ -174,6 +174,56 @@ fn compression(py: Python<'_>, compression_type: Option<&str>) -> PyResult<Compr
     }
 }
 
+/// `buffer_size` in bytes: `None` (or `AUTOTUNE`) for the reader's default.
+fn buffer_bytes(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<Option<usize>> {
+    match buffer_size {
+        None | Some(AUTOTUNE) => Ok(None),
+        Some(n) if n > 0 => Ok(Some(n as usize)),
+        Some(n) => Err(errors::invalid(
+            py,
+            format!("buffer_size must be positive, got {n}"),
+        )),
+    }
+}
+
+/// A file reader's records as strings. `filenames` is a list of names (read by `build`
+/// with its own parallel reads) or a dataset of names (`list_files`): each file read in
+/// turn, or `num_parallel_reads` at once, interleaved one record at a time (tf.data).
+fn read_files(
+    py: Python<'_>,
+    filenames: &Bound<'_, PyAny>,
+    num_parallel_reads: Option<i64>,
+    build: impl Fn(Vec<Location>, Option<Parallelism>) -> Dataset<Bytes> + Send + Sync + 'static,
+) -> PyResult<PyDataset> {
+    let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
+    if let Ok(files) = filenames.cast::<PyDataset>() {
+        let open = move |name: Value| -> Dataset<Value> {
+            match name.as_string() {
+                Some(n) => {
+                    let location = Location::parse(&String::from_utf8_lossy(n));
+                    build(vec![location], None).map(Value::string)
+                }
+                None => {
+                    let message =
+                        format!("a file name must be a string, got a {}", name.describe());
+                    Dataset::range(0, 1)
+                        .try_map(move |_| Err(crate::value::invalid(message.clone())))
+                }
+            }
+        };
+        let files = &files.get().inner;
+        return Ok(PyDataset::wrap(match reads {
+            None | Some(Parallelism::Fixed(1)) => files.flat_map(open),
+            Some(n) => files.parallel_interleave(n, 1, n, open),
+        }));
+    }
+    let files = file_names(filenames)?
+        .iter()
+        .map(|f| Location::parse(f))
+        .collect();
+    Ok(PyDataset::wrap(build(files, reads).map(Value::string)))
+}
+
 /// `tf.data.Dataset.list_files(file_pattern, shuffle=None, seed=None)`: the file names
 /// matching a glob (local, or an object-storage URL such as `s3://bucket/train-*`), as
 /// strings; shuffled unless `shuffle=False` (tf.data's default), by `seed` when given.
@@ -295,7 +345,7 @@ impl PyDataset {
         }))
     }
 
-    /// `Dataset.TFRecordDataset`-style reader; see `streamload.TFRecordDataset`.
+    /// `tf.data.TFRecordDataset`; see `streamload.TFRecordDataset`.
     #[staticmethod]
     #[pyo3(signature = (filenames, compression_type=None, buffer_size=None, num_parallel_reads=None))]
     fn tfrecord(
@@ -306,57 +356,90 @@ impl PyDataset {
         num_parallel_reads: Option<i64>,
     ) -> PyResult<PyDataset> {
         let compression = compression(py, compression_type)?;
-        let buffer = match buffer_size {
-            None | Some(AUTOTUNE) => None,
-            Some(n) if n > 0 => Some(n as usize),
-            Some(n) => {
-                return Err(errors::invalid(
-                    py,
-                    format!("buffer_size must be positive, got {n}"),
-                ));
-            }
-        };
-        let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
-        let configure = move |mut reader: TFRecordDataset| {
-            reader = reader.compression(compression);
+        let buffer = buffer_bytes(py, buffer_size)?;
+        read_files(py, filenames, num_parallel_reads, move |files, reads| {
+            let mut reader = TFRecordDataset::new(files).compression(compression);
             if let Some(b) = buffer {
                 reader = reader.buffer_size(b);
             }
-            reader
+            if let Some(n) = reads {
+                reader = reader.num_parallel_reads(n);
+            }
+            reader.build()
+        })
+    }
+
+    /// `tf.data.TextLineDataset`; see `streamload.TextLineDataset`.
+    #[staticmethod]
+    #[pyo3(signature = (filenames, compression_type=None, buffer_size=None, num_parallel_reads=None))]
+    fn text_line(
+        py: Python<'_>,
+        filenames: &Bound<'_, PyAny>,
+        compression_type: Option<&str>,
+        buffer_size: Option<i64>,
+        num_parallel_reads: Option<i64>,
+    ) -> PyResult<PyDataset> {
+        let compression = compression(py, compression_type)?;
+        let buffer = buffer_bytes(py, buffer_size)?;
+        read_files(py, filenames, num_parallel_reads, move |files, reads| {
+            let mut reader = TextLineDataset::new(files).compression(compression);
+            if let Some(b) = buffer {
+                reader = reader.buffer_size(b);
+            }
+            if let Some(n) = reads {
+                reader = reader.num_parallel_reads(n);
+            }
+            reader.build()
+        })
+    }
+
+    /// `tf.data.FixedLengthRecordDataset`; see `streamload.FixedLengthRecordDataset`.
+    #[staticmethod]
+    #[pyo3(signature = (filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None, compression_type=None, num_parallel_reads=None))]
+    #[allow(clippy::too_many_arguments)] // tf.data's keyword arguments
+    fn fixed_length_record(
+        py: Python<'_>,
+        filenames: &Bound<'_, PyAny>,
+        record_bytes: i64,
+        header_bytes: Option<i64>,
+        footer_bytes: Option<i64>,
+        buffer_size: Option<i64>,
+        compression_type: Option<&str>,
+        num_parallel_reads: Option<i64>,
+    ) -> PyResult<PyDataset> {
+        if record_bytes <= 0 {
+            return Err(errors::invalid(
+                py,
+                format!("record_bytes must be greater than zero, got {record_bytes}"),
+            ));
+        }
+        let size = |what: &str, n: Option<i64>| match n {
+            None => Ok(0usize),
+            Some(n) if n >= 0 => Ok(n as usize),
+            Some(n) => Err(errors::invalid(
+                py,
+                format!("{what} must not be negative, got {n}"),
+            )),
         };
-        if let Ok(files) = filenames.cast::<PyDataset>() {
-            // A dataset of file names (`list_files`): each file read in turn, or
-            // `num_parallel_reads` at once, interleaved one record at a time (tf.data).
-            let open = move |name: Value| -> Dataset<Value> {
-                match name.as_string() {
-                    Some(n) => {
-                        let location = Location::parse(&String::from_utf8_lossy(n));
-                        configure(TFRecordDataset::new([location]))
-                            .build()
-                            .map(Value::string)
-                    }
-                    None => {
-                        let message = format!(
-                            "TFRecordDataset: a file name must be a string, got a {}",
-                            name.describe()
-                        );
-                        Dataset::range(0, 1)
-                            .try_map(move |_| Err(crate::value::invalid(message.clone())))
-                    }
-                }
-            };
-            let files = &files.get().inner;
-            let inner = match reads {
-                None | Some(Parallelism::Fixed(1)) => files.flat_map(open),
-                Some(n) => files.parallel_interleave(n, 1, n, open),
-            };
-            return Ok(PyDataset::wrap(inner));
-        }
-        let mut reader = configure(TFRecordDataset::new(file_names(filenames)?));
-        if let Some(n) = reads {
-            reader = reader.num_parallel_reads(n);
-        }
-        Ok(PyDataset::wrap(reader.build().map(Value::string)))
+        let (header, footer) = (
+            size("header_bytes", header_bytes)?,
+            size("footer_bytes", footer_bytes)?,
+        );
+        let compression = compression(py, compression_type)?;
+        let buffer = buffer_bytes(py, buffer_size)?;
+        read_files(py, filenames, num_parallel_reads, move |files, reads| {
+            let mut reader = FixedLengthRecordDataset::new(files, record_bytes as usize)
+                .header_bytes(header)
+                .footer_bytes(footer)
+                .compression(compression);
+            if let Some(b) = buffer {
+                reader = reader.buffer_size(b);
+            }
+            if let Some(n) = reads {
+                reader = reader.num_parallel_reads(n);
+            }
+            reader.build()
+        })
     }
 
     /// `map(map_func, num_parallel_calls=None, deterministic=None)`: `map_func` on every

@@ -28,6 +28,11 @@ fn classify(err: &anyhow::Error) -> &'static str {
             return match e.kind() {
                 std::io::ErrorKind::NotFound => "NotFoundError",
                 std::io::ErrorKind::PermissionDenied => "PermissionDeniedError",
+                // Damaged compressed data (an inflate error, a cut stream): TensorFlow's
+                // DataLossError.
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof => {
+                    "DataLossError"
+                }
                 _ => "Error",
             };
         }

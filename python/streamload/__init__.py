@@ -69,12 +69,51 @@ def TFRecordDataset(
     (CRC32C) as TensorFlow checks them; damage raises :class:`DataLossError` naming the file
     and the offset.
     """
-    if isinstance(filenames, (str, bytes, os.PathLike)):
-        filenames = [os.fsdecode(filenames)]
-    elif not isinstance(filenames, Dataset):
-        filenames = [os.fsdecode(f) for f in filenames]
-    return Dataset.tfrecord(filenames, compression_type, buffer_size, num_parallel_reads)
+    return Dataset.tfrecord(_names(filenames), compression_type, buffer_size, num_parallel_reads)
 
+
+
+def _names(filenames):
+    """A path, a list of paths, or a dataset of names, as the readers take them."""
+    if isinstance(filenames, (str, bytes, os.PathLike)):
+        return [os.fsdecode(filenames)]
+    if isinstance(filenames, Dataset):
+        return filenames
+    return [os.fsdecode(f) for f in filenames]
+
+
+def TextLineDataset(
+    filenames: "str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Dataset",
+    compression_type: "str | None" = None,
+    buffer_size: "int | None" = None,
+    num_parallel_reads: "int | None" = None,
+) -> Dataset:
+    """``tf.data.TextLineDataset``: the lines of text files, as ``bytes`` without their line
+    ends (every ``\\r`` dropped, as TensorFlow does). Arguments as :func:`TFRecordDataset`."""
+    return Dataset.text_line(_names(filenames), compression_type, buffer_size, num_parallel_reads)
+
+
+def FixedLengthRecordDataset(
+    filenames: "str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Dataset",
+    record_bytes: int,
+    header_bytes: "int | None" = None,
+    footer_bytes: "int | None" = None,
+    buffer_size: "int | None" = None,
+    compression_type: "str | None" = None,
+    num_parallel_reads: "int | None" = None,
+) -> Dataset:
+    """``tf.data.FixedLengthRecordDataset``: records of ``record_bytes`` bytes between a
+    header and a footer of each file; a body that is not whole records raises TensorFlow's
+    error."""
+    return Dataset.fixed_length_record(
+        _names(filenames),
+        record_bytes,
+        header_bytes,
+        footer_bytes,
+        buffer_size,
+        compression_type,
+        num_parallel_reads,
+    )
 
 
 __all__ = [
@@ -85,6 +124,8 @@ __all__ = [
     "FixedLenFeature",
     "Iterator",
     "TFRecordDataset",
+    "TextLineDataset",
+    "FixedLengthRecordDataset",
     "list_files",
     "int64",
     "float32",

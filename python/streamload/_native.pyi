@@ -64,6 +64,23 @@ class Dataset:
         buffer_size: int | None = None,
         num_parallel_reads: int | None = None,
     ) -> Dataset: ...
+    @staticmethod
+    def text_line(
+        filenames: Iterable[str] | Dataset,
+        compression_type: str | None = None,
+        buffer_size: int | None = None,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
+    @staticmethod
+    def fixed_length_record(
+        filenames: Iterable[str] | Dataset,
+        record_bytes: int,
+        header_bytes: int | None = None,
+        footer_bytes: int | None = None,
+        buffer_size: int | None = None,
+        compression_type: str | None = None,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
     def map(
         self,
         map_func: Callable[..., Any],
