@@ -606,6 +606,43 @@ impl PyDataset {
         )
     }
 
+    /// `take_while(predicate)`: the elements up to the first for which `predicate` is false.
+    fn take_while(&self, predicate: Py<PyAny>) -> PyDataset {
+        let p = Arc::new(predicate);
+        // The predicate on a thread of streamload's, as `map`'s function.
+        PyDataset::wrap(
+            self.inner
+                .try_map_parallel(1, move |v| {
+                    let keep = test(&p, &v)?;
+                    Ok((v, keep))
+                })
+                .take_while(|(_, keep)| *keep)
+                .map(|(v, _)| v),
+        )
+    }
+
+    /// `ignore_errors()`: error elements (a damaged record, an exception in a `map`
+    /// function) are dropped, and the epoch goes on.
+    fn ignore_errors(&self) -> PyDataset {
+        PyDataset::wrap(self.inner.ignore_errors())
+    }
+
+    /// `reduce(initial_state, reduce_func)`: runs one epoch, folding each element into the
+    /// state with `reduce_func(state, element)`; returns the last state.
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        initial_state: Py<PyAny>,
+        reduce_func: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let it = PyIterator::new(self.inner.iter());
+        let mut state = initial_state;
+        while let Some(element) = it.next_element(py)? {
+            state = reduce_func.call1(py, (state, element))?;
+        }
+        Ok(state)
+    }
+
     /// `shuffle(buffer_size, seed=None, reshuffle_each_iteration=None)`.
     #[pyo3(signature = (buffer_size, seed=None, reshuffle_each_iteration=None))]
     fn shuffle(

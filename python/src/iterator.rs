@@ -47,6 +47,28 @@ impl PyIterator {
         }
     }
 
+    /// The next element as a Python object; `None` at the end of the epoch. Waits with the
+    /// GIL released; raises `KeyboardInterrupt` on Ctrl-C.
+    pub(crate) fn next_element(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        loop {
+            match py.detach(|| self.step()) {
+                Step::Item(Ok(value)) => {
+                    let mut addresses = Vec::new();
+                    value.addresses(&mut addresses);
+                    *self
+                        .last_addresses
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = addresses;
+                    return Ok(Some(value.into_py(py)?.unbind()));
+                }
+                Step::Item(Err(e)) => return Err(errors::to_py(py, e)),
+                Step::End => return Ok(None),
+                // Ctrl-C: `KeyboardInterrupt` from here; the epoch stays as it was.
+                Step::Waiting => py.check_signals()?,
+            }
+        }
+    }
+
     /// Waits up to one tick for the next element, without the GIL.
     fn step(&self) -> Step {
         let mut guard = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
@@ -72,30 +94,14 @@ impl PyIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        loop {
-            match py.detach(|| self.step()) {
-                Step::Item(Ok(value)) => {
-                    let mut addresses = Vec::new();
-                    value.addresses(&mut addresses);
-                    *self
-                        .last_addresses
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = addresses;
-                    return Ok(Some(value.into_py(py)?.unbind()));
-                }
-                Step::Item(Err(e)) => return Err(errors::to_py(py, e)),
-                Step::End => return Ok(None),
-                // Ctrl-C: `KeyboardInterrupt` from here; the epoch stays as it was.
-                Step::Waiting => py.check_signals()?,
-            }
-        }
+        self.next_element(py)
     }
 
     /// The position after the last element this iterator returned, as bytes:
     /// `ds.iter_from(state)` goes on from there (in this process or another).
     ///
     /// Raises `CheckpointError` naming the first stage that cannot save its position
-    /// (`from_generator`, a Python `map` run with `deterministic=False`, ...).
+    /// (`from_generator`, ...).
     fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let saved = py.detach(|| {
             let mut guard = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);

@@ -98,7 +98,11 @@ macro_rules! arrays {
                             let mut data = Vec::with_capacity(all.len() * head.len());
                             for a in all {
                                 let Array::$variant(a) = a else { return None };
-                                data.extend(a.iter().cloned());
+                                // Row-major (as every array made here is): one copy.
+                                match a.as_slice() {
+                                    Some(values) => data.extend_from_slice(values),
+                                    None => data.extend(a.iter().cloned()),
+                                }
                             }
                             ArrayD::from_shape_vec(IxDyn(&shape), data).ok().map(Array::$variant)
                         }

@@ -95,3 +95,11 @@ def test_bad_arguments_are_invalid_argument_errors(build, words):
     with pytest.raises(sl.InvalidArgumentError, match=words) as raised:
         build()
     assert isinstance(raised.value, ValueError)
+
+
+def test_ignore_errors_abandons_a_damaged_file_and_goes_on_with_the_next():
+    # TensorFlow: the records before the damage, then every record of the next file.
+    files = [str(TF_DATA / "corrupt_data_crc.tfrecord"), str(TF_DATA / "plain.tfrecord")]
+    records = list(sl.TFRecordDataset(files).ignore_errors())
+    plain = list(sl.TFRecordDataset(files[1:]))
+    assert records == plain[:3] + plain

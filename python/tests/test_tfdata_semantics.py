@@ -19,6 +19,15 @@ def seqs(lengths):
     return Dataset.from_tensor_slices(lengths).map(lambda x: np.full(x, x))
 
 
+def check_numerics_reciprocal(x):
+    """tf.debugging.check_numerics(1 / x): an error for a non-finite result."""
+    with np.errstate(divide="ignore"):
+        y = np.float32(1) / x
+    if not np.isfinite(y):
+        raise ValueError("Tensor had Inf values")
+    return y
+
+
 # Case name -> the pipeline, ported from the case's tf.data expression.
 PORTED = {
     "range_stop": lambda: Dataset.range(5),
@@ -107,6 +116,11 @@ PORTED = {
     .concatenate(Dataset.range(7, 9)),
     "enumerate_start_5": lambda: Dataset.range(10, 14).enumerate(start=5),
     "cache_repeat": lambda: Dataset.range(5).cache().repeat(2),
+    "take_while_lt5": lambda: Dataset.range(10).take_while(lambda x: x < 5),
+    "take_while_never": lambda: Dataset.range(10).take_while(lambda x: x < 0),
+    "map_error_then_ignore_errors": lambda: Dataset.from_tensor_slices([1.0, 0.0, 2.0])
+    .map(check_numerics_reciprocal)
+    .ignore_errors(),
 }
 
 # The same pipelines with the Python functions run in parallel, and prefetching on top:
@@ -218,3 +232,8 @@ def test_cache_freezes_a_shuffle():
 def test_interleave_functions_must_return_datasets():
     with pytest.raises(TypeError, match="must return a Dataset"):
         list(Dataset.range(3).flat_map(lambda x: x))
+
+
+def test_reduce_is_tensorflows():
+    case = semantics_case("reduce_sum")
+    assert Dataset.range(5).reduce(0, lambda s, x: s + x) == case["output"]
