@@ -19,6 +19,8 @@ use crate::value::Value;
 
 /// tf.data's `AUTOTUNE`.
 pub(crate) const AUTOTUNE: i64 = -1;
+/// The largest `num_parallel_calls`, `cycle_length` or `num_parallel_reads` taken.
+const MAX_PARALLELISM: i64 = 1 << 16;
 /// tf.data's `INFINITE_CARDINALITY`.
 pub(crate) const INFINITE: i64 = -1;
 /// tf.data's `UNKNOWN_CARDINALITY`.
@@ -39,10 +41,18 @@ impl PyDataset {
 
 /// `num_parallel_calls` / `buffer_size` / `num_parallel_reads` as a parallelism level
 /// (`AUTOTUNE` is -1); `None` for `None`.
+///
+/// At most [`MAX_PARALLELISM`]: each level is a thread, a reader or a slot made up front, so
+/// a mistyped huge value would take the process down (threads refused, memory exhausted)
+/// rather than fail.
 fn parallelism(py: Python<'_>, what: &str, n: Option<i64>) -> PyResult<Option<Parallelism>> {
     match n {
         None => Ok(None),
         Some(AUTOTUNE) => Ok(Some(RUST_AUTOTUNE)),
+        Some(n) if n > MAX_PARALLELISM => Err(errors::invalid(
+            py,
+            format!("{what} must be at most {MAX_PARALLELISM} (or AUTOTUNE), got {n}"),
+        )),
         Some(n) if n > 0 => Ok(Some(Parallelism::Fixed(n as usize))),
         Some(n) => Err(errors::invalid(
             py,
@@ -774,7 +784,17 @@ impl PyDataset {
         if buffer_size == 0 {
             return Ok(PyDataset::wrap(self.inner.clone()));
         }
-        let n = parallelism(py, "buffer_size", Some(buffer_size))?.unwrap_or(RUST_AUTOTUNE);
+        // Not capped as parallelism levels are: the queue grows only as elements come.
+        let n = match buffer_size {
+            AUTOTUNE => RUST_AUTOTUNE,
+            n if n > 0 => Parallelism::Fixed(n as usize),
+            n => {
+                return Err(errors::invalid(
+                    py,
+                    format!("buffer_size must be greater than zero or AUTOTUNE (-1), got {n}"),
+                ));
+            }
+        };
         Ok(PyDataset::wrap(self.inner.prefetch(n)))
     }
 

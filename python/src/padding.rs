@@ -237,7 +237,23 @@ fn pad_stack<T: FromPad>(
     };
     let mut shape = vec![items.len()];
     shape.extend_from_slice(&target);
-    let mut out = ArrayD::from_elem(IxDyn(&shape), fill);
+    // A padded shape from the user may be huge: fail with an error, not an aborted process.
+    let total = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| {
+            invalid(format!(
+                "padded_batch: a batch of shape {shape:?} is too large"
+            ))
+        })?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(total).map_err(|_| {
+        invalid(format!(
+            "padded_batch: cannot allocate a batch of shape {shape:?} ({total} values)"
+        ))
+    })?;
+    data.resize(total, fill);
+    let mut out = ArrayD::from_shape_vec(IxDyn(&shape), data)?;
     for (i, a) in items.iter().enumerate() {
         let mut row = out.index_axis_mut(Axis(0), i);
         let mut region = row.slice_each_axis_mut(|ax| Slice::from(0..a.shape()[ax.axis.index()]));

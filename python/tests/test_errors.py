@@ -89,6 +89,12 @@ def test_batching_different_shapes_is_tensorflows_error():
         (lambda: sl.Dataset.range(3).map(abs, num_parallel_calls=0), "num_parallel_calls"),
         (lambda: sl.Dataset.range(3).prefetch(-5), "buffer_size"),
         (lambda: sl.TFRecordDataset("x", compression_type="LZ4"), "Unsupported compression_type"),
+        # Huge levels are refused, not attempted (each is a thread or a slot made up front).
+        (
+            lambda: sl.Dataset.range(3).interleave(sl.Dataset.range, cycle_length=2**40),
+            "cycle_length must be at most 65536",
+        ),
+        (lambda: sl.Dataset.range(3).map(abs, num_parallel_calls=2**40), "num_parallel_calls"),
     ],
 )
 def test_bad_arguments_are_invalid_argument_errors(build, words):
@@ -103,3 +109,9 @@ def test_ignore_errors_abandons_a_damaged_file_and_goes_on_with_the_next():
     records = list(sl.TFRecordDataset(files).ignore_errors())
     plain = list(sl.TFRecordDataset(files[1:]))
     assert records == plain[:3] + plain
+
+
+def test_a_huge_padded_shape_is_an_error_not_a_crash():
+    ds = sl.Dataset.range(3).map(lambda x: [x]).padded_batch(2, padded_shapes=[2**60])
+    with pytest.raises(sl.InvalidArgumentError, match="padded_batch: cannot allocate"):
+        list(ds)
