@@ -101,3 +101,29 @@ def test_close_stops_the_epoch():
     assert next(it) == 0
     it.close()
     assert list(it) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_runs_epochs_of_its_own():
+    # As a PyTorch DataLoader worker: the parent has run epochs (its runtime's threads exist
+    # in the parent only); the child makes its own iterator and must not hang.
+    ds = sl.Dataset.range(100).map(lambda x: x * 2, num_parallel_calls=2).batch(10).prefetch(2)
+    assert sum(int(b.sum()) for b in ds) == 2 * sum(range(100))
+    pid = os.fork()
+    if pid == 0:  # the child: exit at once, whatever happens, without pytest's teardown
+        code = 1
+        try:
+            ok = sum(int(b.sum()) for b in ds) == 2 * sum(range(100))
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung running an epoch")
