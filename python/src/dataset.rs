@@ -5,11 +5,14 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator as PyIter, PyTuple};
 use streamload::format::{Compression, FixedLengthRecordDataset, TFRecordDataset, TextLineDataset};
 use streamload::storage::Location;
-use streamload::{AUTOTUNE as RUST_AUTOTUNE, Cardinality, Checkpoint, Dataset, Parallelism};
+use streamload::{
+    AUTOTUNE as RUST_AUTOTUNE, Cardinality, Checkpoint, Dataset, Options, Parallelism,
+};
 
 use crate::errors;
 use crate::iterator::PyIterator;
@@ -456,7 +459,8 @@ impl PyDataset {
     /// element (a tuple's components as separate arguments). Calls run on threads of
     /// streamload's, in input order: one at a time, or `num_parallel_calls` at once
     /// (`AUTOTUNE` lets streamload choose); each holds the GIL only while `map_func` runs.
-    /// `deterministic` and `name` are taken for porting; the order is always the input's. An exception is raised from the iterator in the
+    /// `deterministic` and `name` are taken for porting; the order is the input's unless
+    /// `with_options` sets `deterministic = False`. An exception is raised from the iterator in the
     /// element's place, as itself.
     #[pyo3(signature = (map_func, num_parallel_calls=None, deterministic=None, name=None))]
     fn map(
@@ -807,6 +811,46 @@ impl PyDataset {
         Ok(PyDataset::wrap(
             self.inner.try_map(move |v| spec::parse(v, &spec)),
         ))
+    }
+
+    /// `with_options(options)`: pipeline-wide settings (`streamload.Options`, as
+    /// `tf.data.Options`) for every stage of the pipeline this dataset ends.
+    fn with_options(&self, py: Python<'_>, options: &Bound<'_, PyAny>) -> PyResult<PyDataset> {
+        fn get<'py, T: FromPyObjectOwned<'py>>(
+            obj: &Bound<'py, PyAny>,
+            name: &str,
+        ) -> PyResult<Option<T>> {
+            match obj.getattr(name) {
+                Ok(v) if v.is_none() => Ok(None),
+                Ok(v) => v.extract::<T>().map(Some).map_err(Into::into),
+                Err(_) => Ok(None),
+            }
+        }
+        let mut rust = Options::new();
+        if let Some(d) = get::<bool>(options, "deterministic")? {
+            rust = rust.deterministic(d);
+        }
+        if let Some(seed) = get::<u64>(options, "seed")? {
+            rust = rust.seed(seed);
+        }
+        if let Some(on) = get::<bool>(options, "stats_timing")? {
+            rust = rust.stats_timing(on);
+        }
+        if let Ok(autotune) = options.getattr("autotune") {
+            if let Some(cpu) = get::<usize>(&autotune, "cpu_budget")? {
+                if cpu == 0 {
+                    return Err(errors::invalid(
+                        py,
+                        "autotune.cpu_budget must be at least 1",
+                    ));
+                }
+                rust = rust.cpu_budget(cpu);
+            }
+            if let Some(ram) = get::<u64>(&autotune, "ram_budget")? {
+                rust = rust.ram_budget(ram);
+            }
+        }
+        Ok(PyDataset::wrap(self.inner.with_options(rust)))
     }
 
     /// tf.data's `cardinality()`: the number of elements, `INFINITE_CARDINALITY` (-1) or

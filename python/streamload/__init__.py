@@ -30,6 +30,7 @@ from ._native import (
     Iterator,
 )
 from ._native import list_files as _list_files
+from .options import AutotuneOptions, Options
 from .errors import (
     CheckpointError,
     DataLossError,
@@ -121,6 +122,8 @@ __all__ = [
     "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY",
     "Dataset",
+    "Options",
+    "AutotuneOptions",
     "FixedLenFeature",
     "Iterator",
     "TFRecordDataset",
