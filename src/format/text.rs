@@ -794,7 +794,12 @@ pub fn list_files(pattern: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = paths
         .map(|p| p.map_err(|e| anyhow::anyhow!("listing {pattern:?}: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    anyhow::ensure!(!files.is_empty(), "No files matched pattern: {pattern}");
+    if files.is_empty() {
+        // TensorFlow's `InvalidArgumentError`.
+        return Err(
+            crate::Error::InvalidArgument(format!("No files matched pattern: {pattern}")).into(),
+        );
+    }
     // By the bytes of the whole path, as TensorFlow sorts (`a-b/x` before `a/x`).
     files.sort_by(|a, b| {
         a.as_os_str()

@@ -18,6 +18,9 @@
 //!   per element that tokio's blocking pool did not.
 //! - A job stops as before: when its epoch is dropped its queue disconnects and its
 //!   `CancelToken` is set; a thread that cannot be started is an error, not a panic.
+//! - An idle thread is listed with its process: a child made by `fork()` (a PyTorch
+//!   `DataLoader` worker running the Python package) inherits the list but not the threads,
+//!   and must not hand its jobs to threads that do not exist in it.
 
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -29,7 +32,8 @@ pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(1);
 type Job = Box<dyn FnOnce() + Send>;
 
 /// Idle threads, each by its id and the channel it waits on.
-static IDLE: Mutex<Vec<(u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
+/// Idle threads: their process, their id, where to send them a job.
+static IDLE: Mutex<Vec<(u32, u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs `job` on a thread of streamload's own: an idle one, or a new one.
@@ -44,7 +48,10 @@ pub(crate) fn spawn_thread(
     let mut job: Job = Box::new(job);
     loop {
         let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let Some((_, thread)) = idle else { break };
+        let Some((pid, _, thread)) = idle else { break };
+        if pid != std::process::id() {
+            continue; // the parent's, before a fork: no such thread here
+        }
         match thread.send(job) {
             Ok(()) => return Ok(()),
             // It exited after all: try the next.
@@ -67,12 +74,12 @@ fn run(mut job: Job) {
         let (tx, rx) = mpsc::channel();
         IDLE.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((id, tx));
+            .push((std::process::id(), id, tx));
         job = match rx.recv_timeout(KEEP_ALIVE) {
             Ok(next) => next,
             Err(_) => {
                 let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-                match idle.iter().position(|(i, _)| *i == id) {
+                match idle.iter().position(|(_, i, _)| *i == id) {
                     Some(at) => {
                         idle.swap_remove(at);
                         return;

@@ -262,9 +262,12 @@ impl Stream for ListFiles {
                         // `storage::glob` names the pattern in its errors, "No files matched
                         // pattern" among them.
                         Err(e) => Err(e),
-                        Ok(files) if files.is_empty() => {
-                            Err(anyhow::anyhow!("No files matched pattern: {pattern}"))
-                        }
+                        // TensorFlow's `InvalidArgumentError`: typed, so callers (the
+                        // Python package) can tell it apart.
+                        Ok(files) if files.is_empty() => Err(crate::Error::InvalidArgument(
+                            format!("No files matched pattern: {pattern}"),
+                        )
+                        .into()),
                         Ok(mut files) => {
                             // By the bytes of the path or URL, as TensorFlow sorts (`a-b/x`
                             // before `a/x`), so the permutation depends on the seed only.

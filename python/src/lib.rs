@@ -1,0 +1,42 @@
+//! `streamload._native`: streamload's pipelines for Python training loops.
+//!
+//! A Python `Dataset` wraps a `streamload::Dataset<Value>` ([`value::Value`]: tf.data's
+//! nested structure of tensors, holding no Python object). Every Rust stage runs without the
+//! GIL; Python functions (`map`, `filter`, `from_generator`) take it only while they run.
+//! Iterating hands each element to Python as numpy arrays that own the Rust buffers.
+//!
+//! - `dataset.rs`: the `Dataset` class, one thin method per tf.data operation.
+//! - `iterator.rs`: one epoch (`Iterator`): waits for elements with the GIL released,
+//!   checks for Ctrl-C while it waits, checkpoints.
+//! - `padding.rs`: `padded_batch`'s padding.
+//! - `spec.rs`: `FixedLenFeature` and `parse_example`.
+//! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
+//! - `reference.rs`: recipes built with the Rust API alone, for the tests' comparisons.
+//! - `runtime.rs`: the tokio runtime the epochs run on.
+#![deny(unsafe_code)]
+
+mod dataset;
+mod errors;
+mod iterator;
+mod padding;
+mod reference;
+mod runtime;
+mod spec;
+mod value;
+
+use pyo3::prelude::*;
+
+/// The extension module; `streamload/__init__.py` re-exports its names.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<iterator::PyIterator>()?;
+    m.add_class::<spec::FixedLenFeature>()?;
+    m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(reference::_reference_range, m)?)?;
+    m.add_function(wrap_pyfunction!(reference::_reference_tfrecord, m)?)?;
+    m.add("AUTOTUNE", dataset::AUTOTUNE)?;
+    m.add("INFINITE_CARDINALITY", dataset::INFINITE)?;
+    m.add("UNKNOWN_CARDINALITY", dataset::UNKNOWN)?;
+    Ok(())
+}

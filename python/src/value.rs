@@ -1,0 +1,485 @@
+//! [`Value`]: the element type of a Python pipeline, and its crossings to and from Python.
+//!
+//! tf.data's elements are nested structures (tuples, dicts) of tensors. Here a tensor is an
+//! [`Array`] (an owned `ndarray` array of one numeric type, 0-d for a scalar) or a
+//! [`Value::Strings`] array of byte strings (`tf.string`). Values hold no Python object, so
+//! every Rust stage (shuffle, batch, parse, prefetch) works on them without the GIL.
+//!
+//! To Python, an n-d array is handed over without a copy: its `Vec` moves into the numpy
+//! array, which owns it (`PyArray::from_owned_array`), and numpy frees it with the array.
+//! From Python (a function's result, `from_tensor_slices`' arrays) the data is copied once
+//! into a Rust array, as tf.data copies a numpy array into a tensor.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use ndarray::{ArrayD, Axis, IxDyn};
+use numpy::{PyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// One element of a Python pipeline: tf.data's nested structure of tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    /// A numeric tensor (0-d for a scalar).
+    Array(Array),
+    /// A `tf.string` tensor: byte strings (0-d for one string).
+    Strings(ArrayD<Bytes>),
+    /// A tuple of components (tf.data passes them to functions as separate arguments).
+    Tuple(Vec<Value>),
+    /// A dict of components by name, in key order (as `tf.nest` orders them).
+    Dict(BTreeMap<String, Value>),
+}
+
+macro_rules! arrays {
+    ($($variant:ident($ty:ty) = $name:literal),* $(,)?) => {
+        /// A numeric tensor: an owned, row-major `ndarray` array of one element type.
+        #[derive(Clone, Debug, PartialEq)]
+        pub(crate) enum Array {
+            $(
+                #[doc = concat!("`", $name, "` values.")]
+                $variant(ArrayD<$ty>),
+            )*
+        }
+
+        impl Array {
+            /// The numpy name of the element type.
+            pub(crate) fn dtype(&self) -> &'static str {
+                match self {
+                    $(Array::$variant(_) => $name,)*
+                }
+            }
+
+            pub(crate) fn shape(&self) -> &[usize] {
+                match self {
+                    $(Array::$variant(a) => a.shape(),)*
+                }
+            }
+
+            /// The address of the first value (what the numpy array will point at).
+            pub(crate) fn address(&self) -> usize {
+                match self {
+                    $(Array::$variant(a) => a.as_ptr() as usize,)*
+                }
+            }
+
+            /// Hands the array to numpy without copying: numpy owns the buffer from now on.
+            fn into_py<'py>(self, py: Python<'py>) -> Bound<'py, PyAny> {
+                match self {
+                    $(Array::$variant(a) => PyArray::from_owned_array(py, a).into_any(),)*
+                }
+            }
+
+            /// Copies a numpy array of a supported type; `None` for another type.
+            fn from_numpy(obj: &Bound<'_, PyAny>) -> Option<Array> {
+                $(
+                    if let Ok(a) = obj.cast::<PyArrayDyn<$ty>>() {
+                        return Some(Array::$variant(a.to_owned_array()));
+                    }
+                )*
+                None
+            }
+
+            /// Row `i` along the first axis (a copy).
+            fn row(&self, i: usize) -> Array {
+                match self {
+                    $(Array::$variant(a) => Array::$variant(a.index_axis(Axis(0), i).to_owned()),)*
+                }
+            }
+
+            /// Stacks arrays of this type and shape along a new first axis.
+            fn stack(first: &Array, all: &[&Array]) -> Option<Array> {
+                match first {
+                    $(
+                        Array::$variant(head) => {
+                            let mut shape = vec![all.len()];
+                            shape.extend_from_slice(head.shape());
+                            let mut data = Vec::with_capacity(all.len() * head.len());
+                            for a in all {
+                                let Array::$variant(a) = a else { return None };
+                                // Row-major (as every array made here is): one copy.
+                                match a.as_slice() {
+                                    Some(values) => data.extend_from_slice(values),
+                                    None => data.extend(a.iter().cloned()),
+                                }
+                            }
+                            ArrayD::from_shape_vec(IxDyn(&shape), data).ok().map(Array::$variant)
+                        }
+                    )*
+                }
+            }
+        }
+    };
+}
+
+arrays! {
+    Bool(bool) = "bool",
+    Int8(i8) = "int8",
+    UInt8(u8) = "uint8",
+    Int16(i16) = "int16",
+    UInt16(u16) = "uint16",
+    Int32(i32) = "int32",
+    UInt32(u32) = "uint32",
+    Int64(i64) = "int64",
+    UInt64(u64) = "uint64",
+    Float32(f32) = "float32",
+    Float64(f64) = "float64",
+}
+
+impl Value {
+    /// A 0-d `tf.string`.
+    pub(crate) fn string(bytes: Bytes) -> Value {
+        Value::Strings(ArrayD::from_elem(IxDyn(&[]), bytes))
+    }
+
+    /// A 0-d `int64`.
+    pub(crate) fn int64(x: i64) -> Value {
+        Value::Array(Array::Int64(ArrayD::from_elem(IxDyn(&[]), x)))
+    }
+
+    /// The one string of a 0-d `tf.string` value.
+    pub(crate) fn as_string(&self) -> Option<&Bytes> {
+        match self {
+            Value::Strings(a) if a.ndim() == 0 => a.first(),
+            _ => None,
+        }
+    }
+
+    /// tf.data's name of this value's structure, for error messages.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Value::Array(a) => format!("{} tensor of shape {:?}", a.dtype(), a.shape()),
+            Value::Strings(a) => format!("string tensor of shape {:?}", a.shape()),
+            Value::Tuple(items) => format!("tuple of {}", items.len()),
+            Value::Dict(items) => format!(
+                "dict with keys {:?}",
+                items.keys().map(String::as_str).collect::<Vec<_>>()
+            ),
+        }
+    }
+
+    /// The addresses of the buffers of this value's n-d numeric arrays, in the order
+    /// [`Value::into_py`] hands them over (depth first, dicts in key order).
+    pub(crate) fn addresses(&self, out: &mut Vec<usize>) {
+        match self {
+            Value::Array(a) if !a.shape().is_empty() => out.push(a.address()),
+            Value::Array(_) | Value::Strings(_) => {}
+            Value::Tuple(items) => items.iter().for_each(|v| v.addresses(out)),
+            Value::Dict(items) => items.values().for_each(|v| v.addresses(out)),
+        }
+    }
+
+    /// The Python object: numpy arrays (without copying), numpy scalars for 0-d tensors,
+    /// `bytes` for one string, object arrays of `bytes` for string tensors, tuples, dicts.
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        Ok(match self {
+            Value::Array(a) if a.shape().is_empty() => {
+                // A numpy scalar of the array's type, as tf.data's `as_numpy_iterator` gives.
+                a.into_py(py).get_item(PyTuple::empty(py))?
+            }
+            Value::Array(a) => a.into_py(py),
+            Value::Strings(a) if a.ndim() == 0 => match a.first() {
+                Some(b) => PyBytes::new(py, b).into_any(),
+                None => PyBytes::new(py, b"").into_any(),
+            },
+            Value::Strings(a) => {
+                let objects = a.mapv(|b| PyBytes::new(py, &b).into_any().unbind());
+                PyArray::from_owned_object_array(py, objects).into_any()
+            }
+            Value::Tuple(items) => {
+                let items = items
+                    .into_iter()
+                    .map(|v| v.into_py(py))
+                    .collect::<PyResult<Vec<_>>>()?;
+                PyTuple::new(py, items)?.into_any()
+            }
+            Value::Dict(items) => {
+                let dict = PyDict::new(py);
+                for (k, v) in items {
+                    dict.set_item(k, v.into_py(py)?)?;
+                }
+                dict.into_any()
+            }
+        })
+    }
+
+    /// A value from a Python object, as tf.data converts a function's result to tensors:
+    /// tuples and dicts are structure, a list is one tensor; Python `int` is `int64`, `float`
+    /// is `float32` (TensorFlow's default), `bool` is `bool`, `bytes` and `str` (UTF-8) are
+    /// strings; numpy arrays and scalars keep their type.
+    pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if let Ok(t) = obj.cast::<PyTuple>() {
+            return t
+                .iter()
+                .map(|o| Value::from_py(&o))
+                .collect::<PyResult<_>>()
+                .map(Value::Tuple);
+        }
+        if let Ok(d) = obj.cast::<PyDict>() {
+            let mut out = BTreeMap::new();
+            for (k, v) in d.iter() {
+                let key: String = k.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "dict keys of an element must be str, not {}",
+                        type_name(&k)
+                    ))
+                })?;
+                out.insert(key, Value::from_py(&v)?);
+            }
+            return Ok(Value::Dict(out));
+        }
+        if obj.is_instance_of::<PyBool>() {
+            let b: bool = obj.extract()?;
+            return Ok(Value::Array(Array::Bool(ArrayD::from_elem(IxDyn(&[]), b))));
+        }
+        if obj.is_instance_of::<PyInt>() {
+            let x: i64 = obj.extract()?;
+            return Ok(Value::int64(x));
+        }
+        if obj.is_instance_of::<PyFloat>() {
+            let x: f64 = obj.extract()?;
+            return Ok(Value::Array(Array::Float32(ArrayD::from_elem(
+                IxDyn(&[]),
+                x as f32,
+            ))));
+        }
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Value::string(Bytes::copy_from_slice(b.as_bytes())));
+        }
+        if let Ok(s) = obj.cast::<PyString>() {
+            return Ok(Value::string(Bytes::from(s.to_str()?.to_owned())));
+        }
+        let np = obj.py().import("numpy")?;
+        if obj.is_instance_of::<PyList>() {
+            return Value::from_list(obj, &np);
+        }
+        if obj.is_instance(&np.getattr("generic")?)? {
+            let array = np.call_method1("asarray", (obj,))?;
+            return Value::from_numpy(&array);
+        }
+        if obj.is_instance(&np.getattr("ndarray")?)? {
+            return Value::from_numpy(obj);
+        }
+        Err(PyTypeError::new_err(format!(
+            "cannot convert an object of type {} to a tensor: an element is a tensor (numpy array, number, \
+             bytes, str, list) or a tuple or dict of them",
+            type_name(obj)
+        )))
+    }
+
+    /// A Python list as one tensor, with TensorFlow's default types (`int64`, `float32`).
+    fn from_list(obj: &Bound<'_, PyAny>, np: &Bound<'_, PyModule>) -> PyResult<Value> {
+        let array = np.call_method1("asarray", (obj,))?;
+        let kind = array
+            .cast::<numpy::PyUntypedArray>()
+            .map(|a| a.dtype().kind())
+            .unwrap_or(b'O');
+        let array = match kind {
+            b'f' => array.call_method1("astype", ("float32",))?,
+            b'i' => array.call_method1("astype", ("int64",))?,
+            _ => array,
+        };
+        Value::from_numpy(&array)
+    }
+
+    /// A numpy array (copied), of a numeric type, or of `bytes`/`str`/objects as strings.
+    pub(crate) fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if let Some(a) = Array::from_numpy(obj) {
+            return Ok(Value::Array(a));
+        }
+        let untyped = obj.cast::<numpy::PyUntypedArray>()?;
+        let kind = untyped.dtype().kind();
+        if matches!(kind, b'S' | b'U' | b'O') {
+            let shape = untyped.shape().to_vec();
+            let flat = obj.call_method0("ravel")?.call_method0("tolist")?;
+            let mut data = Vec::with_capacity(untyped.len());
+            for item in flat.try_iter()? {
+                let item = item?;
+                if let Ok(b) = item.cast::<PyBytes>() {
+                    data.push(Bytes::copy_from_slice(b.as_bytes()));
+                } else if let Ok(s) = item.cast::<PyString>() {
+                    data.push(Bytes::from(s.to_str()?.to_owned()));
+                } else {
+                    return Err(PyTypeError::new_err(format!(
+                        "an object array of a tensor must hold bytes or str, not {}",
+                        type_name(&item)
+                    )));
+                }
+            }
+            let a = ArrayD::from_shape_vec(IxDyn(&shape), data)
+                .map_err(|e| PyTypeError::new_err(e.to_string()))?;
+            return Ok(Value::Strings(a));
+        }
+        Err(PyTypeError::new_err(format!(
+            "unsupported numpy dtype {}: streamload's tensors are bool, (u)int8..64, float32, \
+             float64 and strings",
+            untyped.dtype()
+        )))
+    }
+
+    /// The number of rows along the first axis of every component (for
+    /// `from_tensor_slices`), or why the components cannot be sliced together.
+    pub(crate) fn rows(&self) -> Result<usize, String> {
+        match self {
+            Value::Array(a) => a
+                .shape()
+                .first()
+                .copied()
+                .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
+            Value::Strings(a) => a
+                .shape()
+                .first()
+                .copied()
+                .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
+            Value::Tuple(items) => common_rows(items.iter()),
+            Value::Dict(items) => common_rows(items.values()),
+        }
+    }
+
+    /// Row `i` of every component (`from_tensor_slices`).
+    pub(crate) fn row(&self, i: usize) -> Value {
+        match self {
+            Value::Array(a) => Value::Array(a.row(i)),
+            Value::Strings(a) => Value::Strings(a.index_axis(Axis(0), i).to_owned()),
+            Value::Tuple(items) => Value::Tuple(items.iter().map(|v| v.row(i)).collect()),
+            Value::Dict(items) => {
+                Value::Dict(items.iter().map(|(k, v)| (k.clone(), v.row(i))).collect())
+            }
+        }
+    }
+
+    /// Stacks elements of one structure into a batch (tf.data's `batch`): every tensor gets
+    /// a leading dimension. TensorFlow's error when shapes or structures differ.
+    pub(crate) fn stack(items: &[Value]) -> anyhow::Result<Value> {
+        let Some(first) = items.first() else {
+            return Err(invalid("batch: cannot stack an empty batch".into()));
+        };
+        let refs: Vec<&Value> = items.iter().collect();
+        stack_refs(first, &refs, &mut 0)
+    }
+}
+
+fn common_rows<'a>(items: impl Iterator<Item = &'a Value>) -> Result<usize, String> {
+    let mut rows = None;
+    for v in items {
+        let n = v.rows()?;
+        match rows {
+            None => rows = Some(n),
+            Some(m) if m != n => {
+                return Err(format!(
+                    "from_tensor_slices: all components must have the same size in their first \
+                     dimension (got {m} and {n})"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    rows.ok_or_else(|| "from_tensor_slices: an empty structure has no rows".into())
+}
+
+/// Stacks component `component` (counted depth first, for the error message).
+fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::Result<Value> {
+    let mismatch = |i: usize, v: &Value| {
+        invalid(format!(
+            "Cannot batch tensors with different structures: the first element is a {} and \
+             element {i} a {}",
+            first.describe(),
+            v.describe()
+        ))
+    };
+    match first {
+        Value::Array(head) => {
+            let mut arrays = Vec::with_capacity(all.len());
+            for (i, v) in all.iter().enumerate() {
+                match v {
+                    Value::Array(a) if a.dtype() == head.dtype() => {
+                        if a.shape() != head.shape() {
+                            return Err(invalid(format!(
+                                "Cannot batch tensors with different shapes in component {}. \
+                                 First element had shape {:?} and element {i} had shape {:?}.",
+                                *component,
+                                head.shape(),
+                                a.shape()
+                            )));
+                        }
+                        arrays.push(a);
+                    }
+                    other => return Err(mismatch(i, other)),
+                }
+            }
+            *component += 1;
+            Array::stack(head, &arrays)
+                .map(Value::Array)
+                .ok_or_else(|| invalid(format!("batch: mixed types in component {}", *component)))
+        }
+        Value::Strings(head) => {
+            let mut shape = vec![all.len()];
+            shape.extend_from_slice(head.shape());
+            let mut data = Vec::with_capacity(all.len() * head.len());
+            for (i, v) in all.iter().enumerate() {
+                match v {
+                    Value::Strings(a) => {
+                        if a.shape() != head.shape() {
+                            return Err(invalid(format!(
+                                "Cannot batch tensors with different shapes in component {}. \
+                                 First element had shape {:?} and element {i} had shape {:?}.",
+                                *component,
+                                head.shape(),
+                                a.shape()
+                            )));
+                        }
+                        data.extend(a.iter().cloned());
+                    }
+                    other => return Err(mismatch(i, other)),
+                }
+            }
+            *component += 1;
+            Ok(Value::Strings(ArrayD::from_shape_vec(IxDyn(&shape), data)?))
+        }
+        Value::Tuple(head) => {
+            let mut out = Vec::with_capacity(head.len());
+            for (j, h) in head.iter().enumerate() {
+                let mut column = Vec::with_capacity(all.len());
+                for (i, v) in all.iter().enumerate() {
+                    match v {
+                        Value::Tuple(items) if items.len() == head.len() => column.push(&items[j]),
+                        other => return Err(mismatch(i, other)),
+                    }
+                }
+                out.push(stack_refs(h, &column, component)?);
+            }
+            Ok(Value::Tuple(out))
+        }
+        Value::Dict(head) => {
+            let mut out = BTreeMap::new();
+            for (key, h) in head {
+                let mut column = Vec::with_capacity(all.len());
+                for (i, v) in all.iter().enumerate() {
+                    match v {
+                        Value::Dict(items) if items.len() == head.len() => match items.get(key) {
+                            Some(x) => column.push(x),
+                            None => return Err(mismatch(i, v)),
+                        },
+                        other => return Err(mismatch(i, other)),
+                    }
+                }
+                out.insert(key.clone(), stack_refs(h, &column, component)?);
+            }
+            Ok(Value::Dict(out))
+        }
+    }
+}
+
+/// An `InvalidArgument` error (raised in Python as `InvalidArgumentError`, as TensorFlow's).
+pub(crate) fn invalid(message: String) -> anyhow::Error {
+    streamload::Error::InvalidArgument(message).into()
+}
+
+/// The type's name, for messages.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".into())
+}

@@ -1,0 +1,152 @@
+"""Type stubs of the Rust extension ``streamload._native`` (re-exported by ``streamload``)."""
+
+from collections.abc import Callable, Iterable
+from os import PathLike
+from typing import Any, Final, Iterator as _Iterator
+
+#: An element: numpy arrays and scalars, ``bytes``, and tuples and dicts of them.
+Element = Any
+
+AUTOTUNE: Final[int]
+INFINITE_CARDINALITY: Final[int]
+UNKNOWN_CARDINALITY: Final[int]
+
+class FixedLenFeature:
+    """``tf.io.FixedLenFeature(shape, dtype, default_value=None)``."""
+
+    shape: list[int]
+    dtype: str
+    def __init__(
+        self,
+        shape: Iterable[int],
+        dtype: str | type,
+        default_value: Any | None = None,
+    ) -> None: ...
+
+class Iterator(_Iterator[Element]):
+    """One epoch of a :class:`Dataset`."""
+
+    def __iter__(self) -> Iterator: ...
+    def __next__(self) -> Element: ...
+    def checkpoint(self) -> bytes:
+        """The position after the last element returned; ``Dataset.iter_from`` resumes it."""
+    def stats(self) -> str:
+        """The per-stage report of this epoch so far."""
+    def close(self) -> None:
+        """Stops the epoch and every task it spawned."""
+    def _last_buffer_addresses(self) -> list[int]: ...
+
+class Dataset:
+    """A re-iterable recipe of elements (``tf.data.Dataset``), run in Rust."""
+
+    @staticmethod
+    def range(*args: int) -> Dataset: ...
+    @staticmethod
+    def from_tensor_slices(tensors: Any) -> Dataset: ...
+    @staticmethod
+    def from_tensors(tensors: Any) -> Dataset: ...
+    @staticmethod
+    def from_generator(
+        generator: Callable[..., Iterable[Any]],
+        output_types: Any = None,
+        output_shapes: Any = None,
+        args: tuple[Any, ...] | None = None,
+        output_signature: Any = None,
+    ) -> Dataset: ...
+    @staticmethod
+    def list_files(
+        file_pattern: str, shuffle: bool | None = None, seed: int | None = None
+    ) -> Dataset: ...
+    @staticmethod
+    def tfrecord(
+        filenames: str | Iterable[str] | Dataset,
+        compression_type: str | None = None,
+        buffer_size: int | None = None,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
+    @staticmethod
+    def text_line(
+        filenames: Iterable[str] | Dataset,
+        compression_type: str | None = None,
+        buffer_size: int | None = None,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
+    @staticmethod
+    def fixed_length_record(
+        filenames: Iterable[str] | Dataset,
+        record_bytes: int,
+        header_bytes: int | None = None,
+        footer_bytes: int | None = None,
+        buffer_size: int | None = None,
+        compression_type: str | None = None,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
+    def map(
+        self,
+        map_func: Callable[..., Any],
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+        name: str | None = None,
+    ) -> Dataset: ...
+    def filter(self, predicate: Callable[..., Any]) -> Dataset: ...
+    def take_while(self, predicate: Callable[..., Any]) -> Dataset: ...
+    def ignore_errors(self) -> Dataset: ...
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any: ...
+    def interleave(
+        self,
+        map_func: Callable[..., Dataset],
+        cycle_length: int | None = None,
+        block_length: int | None = None,
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+        name: str | None = None,
+    ) -> Dataset: ...
+    def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset: ...
+    @staticmethod
+    def zip(datasets: tuple[Dataset, ...] | dict[str, Dataset]) -> Dataset: ...
+    def concatenate(self, dataset: Dataset) -> Dataset: ...
+    def enumerate(self, start: int = 0) -> Dataset: ...
+    def unbatch(self) -> Dataset: ...
+    def cache(self, filename: str = "", name: str | None = None) -> Dataset: ...
+    def padded_batch(
+        self,
+        batch_size: int,
+        padded_shapes: Any = None,
+        padding_values: Any = None,
+        drop_remainder: bool = False,
+        name: str | None = None,
+    ) -> Dataset: ...
+    def shuffle(
+        self,
+        buffer_size: int,
+        seed: int | None = None,
+        reshuffle_each_iteration: bool | None = None,
+    ) -> Dataset: ...
+    def batch(
+        self,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+        name: str | None = None,
+    ) -> Dataset: ...
+    def take(self, count: int) -> Dataset: ...
+    def skip(self, count: int) -> Dataset: ...
+    def repeat(self, count: int | None = None) -> Dataset: ...
+    def shard(self, num_shards: int, index: int) -> Dataset: ...
+    def prefetch(self, buffer_size: int) -> Dataset: ...
+    def parse_example(self, features: dict[str, FixedLenFeature]) -> Dataset: ...
+    def with_options(self, options: Any) -> Dataset: ...
+    def cardinality(self) -> int: ...
+    def __iter__(self) -> Iterator: ...
+    def as_numpy_iterator(self) -> Iterator: ...
+    def iter_from(self, state: bytes) -> Iterator: ...
+
+def list_files(
+    file_pattern: str | PathLike[str], shuffle: bool | None = None, seed: int | None = None
+) -> Dataset: ...
+def _reference_range(
+    n: int, buffer: int, seed: int, num_shards: int, index: int, batch: int, epochs: int
+) -> list[list[list[int]]]: ...
+def _reference_tfrecord(files: list[str], reads: int, buffer: int, seed: int) -> list[bytes]: ...
+
