@@ -387,7 +387,19 @@ where
                         return Poll::Ready(Some(this.make_batch(bucket)));
                     }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Err(e)) => {
+                    // An error passes on at once, at its own position: as a batch of it
+                    // alone, made again it is that error again.
+                    if this.held.record {
+                        this.last = this
+                            .input
+                            .get_ref()
+                            .last_prov()
+                            .ok()
+                            .map(|p| Prov::group(vec![p]));
+                    }
+                    return Poll::Ready(Some(Err(e)));
+                }
                 None => {}
             }
         }
