@@ -161,6 +161,9 @@ pub(crate) struct GroupByWindow<T, K, U, F> {
     restoring: Option<Restoring<T>>,
     refill: Option<Fuse<BoxStream<T>>>,
     replaying: bool,
+    /// The last element yielded is an error of the input (`Some`), at its position there (if
+    /// recorded): see `interleave::input_error_position`.
+    input_error: Option<Option<Prov>>,
 }
 
 // Nothing is pinned in place: the input and the reduced datasets are boxed streams.
@@ -201,6 +204,7 @@ where
             restoring: None,
             refill: None,
             replaying: false,
+            input_error: None,
         }
     }
 
@@ -358,7 +362,10 @@ where
         loop {
             if let Some(current) = &mut this.current {
                 match ready!(current.as_mut().poll_next(cx)) {
-                    Some(item) => return Poll::Ready(Some(item)),
+                    Some(item) => {
+                        this.input_error = None;
+                        return Poll::Ready(Some(item));
+                    }
                     None => {
                         this.current = None;
                         this.current_members.take();
@@ -385,7 +392,17 @@ where
                         continue;
                     };
                     let prov = this.held.prov_of(this.input.get_ref());
-                    if let Err(e) = item.and_then(|x| this.add(x, i, prov, false)) {
+                    let added = match item {
+                        // An error of the input passes on at once, at its own position.
+                        Err(e) => {
+                            this.input_error = Some(prov.and_then(Result::ok));
+                            Err(e)
+                        }
+                        Ok(x) => this.add(x, i, prov, false).inspect_err(|_| {
+                            this.input_error = Some(None);
+                        }),
+                    };
+                    if let Err(e) = added {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
@@ -426,6 +443,12 @@ impl<T, K, U, F> Resumable for GroupByWindow<T, K, U, F> {
     /// The reduced dataset's element's position, keyed by the group of its window's
     /// elements' positions.
     fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(at) = &self.input_error {
+            // Replayed as a window of it alone: the error again (the batch of the windows'
+            // replay passes it on in the window's place).
+            let window = at.as_ref().map(|p| Prov::group(vec![p.clone()]));
+            return crate::ops::interleave::input_error_position(window.as_ref(), STAGE);
+        }
         let current = self
             .current
             .as_ref()
