@@ -878,3 +878,36 @@ async fn speed_parameters_can_change_between_save_and_resume() -> anyhow::Result
     .await;
     Ok(())
 }
+
+/// A cache that a resumed epoch could not fill (it missed the elements from before the
+/// checkpoint) is filled by the next repetition as the first would have been, in the first's
+/// epoch; interrupted again while it fills, it goes on in that epoch, with that epoch's
+/// randomness (it once went on in the repetition's own, and a `random_map` before it drew
+/// other values).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_refilled_after_a_resume_resumes_in_its_fills_epoch() -> anyhow::Result<()> {
+    use streamload::rand::Rng;
+    let recipe = || {
+        Dataset::range(0, 164)
+            .random_map(2, Some(7), |x, rng| x * 1_000 + rng.random_range(0..1_000))
+            .cache()
+            .repeat_n(2)
+    };
+    let whole = recipe().collect().await?;
+    let mut seen = Vec::new();
+    let mut epoch = recipe().iter();
+    // Once while the first repetition fills the cache, once while the second fills it.
+    for point in [74, 238] {
+        while seen.len() < point {
+            seen.push(epoch.next().await.expect("an element")?);
+        }
+        let bytes = epoch.checkpoint()?.to_bytes();
+        drop(epoch);
+        epoch = recipe().iter_from(&Checkpoint::from_bytes(&bytes)?)?;
+    }
+    while let Some(x) = epoch.next().await {
+        seen.push(x?);
+    }
+    assert_eq!(seen, whole);
+    Ok(())
+}

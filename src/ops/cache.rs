@@ -111,8 +111,10 @@ fn build<T: Clone + Send + Sync + 'static>(
         {
             *lock(&store.fill_from) = Some((start.clone(), epoch));
         }
+        // As the fill ran: in its epoch (a fill that went on from an earlier epoch's start,
+        // after a restore, draws as that epoch did).
         return Ok(Mode::Fill {
-            input: input.build(&ctx.for_input(0)),
+            input: input.build(&ctx.for_input(0).with_epoch(epoch)),
             items: Vec::new(),
             provs: None,
             clean: false,
