@@ -402,8 +402,7 @@ fn from_position(prov: &Prov) -> anyhow::Result<(u64, u64, Option<u64>)> {
 
 /// The elements at `provs` of a dataset reading `files` in order itself (not through a
 /// `flat_map`, but with its layout: each position is a record's [`position`] then the file's
-/// index), in
-/// that order: each file is read once (see [`replay`]), a few at once.
+/// index), in that order: each file is read once (see [`replay`]), a few at once.
 pub(crate) fn replay_files<T: Send + 'static>(
     files: Arc<[Location]>,
     format: FileFormat<T>,

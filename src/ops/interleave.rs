@@ -604,15 +604,16 @@ where
         if let Some(elements) = this.elements.as_mut() {
             while let Some(x) = ready!(elements.poll_next_unpin(cx)) {
                 let list = this.lists.pop_front().unwrap_or_default();
-                // An error of the input, held at the checkpoint: it again, in its place.
-                if list.iter().all(Prov::is_no_inner)
-                    && let Err(e) = &x
-                    && !crate::error::is_refusal(e)
-                {
-                    let e = x.err().unwrap_or_else(|| anyhow::anyhow!("an input error"));
-                    this.inners.push(crate::dataset::error_stream(e));
-                    continue;
-                }
+                let x = match x {
+                    // An error of the input, held at the checkpoint: it again, in its place.
+                    Err(e)
+                        if list.iter().all(Prov::is_no_inner) && !crate::error::is_refusal(&e) =>
+                    {
+                        this.inners.push(crate::dataset::error_stream(e));
+                        continue;
+                    }
+                    x => x,
+                };
                 let ctx = this.nested.with_replay(list.into());
                 match x.and_then(|x| open(&*this.f, x, &ctx, "interleave")) {
                     Ok(inner) => this.inners.push(inner),
