@@ -46,6 +46,10 @@
 //! unnoticed there with a chance of 1 in 16,383; the reader restored at its offset compares
 //! the whole identity). Damage that a [`resync`](crate::format::TFRecordDataset::resync)
 //! skipped is skipped again by the scan, so records past it are found where they were.
+//! A state saved before its file was open (a mark taken before a reader's first element, an
+//! interleave between two files) names no identity: the checkpoint also lists the files its
+//! epoch opened last ([`opened`]: up to 128, by a hash of the name, size and version), and a
+//! resumed epoch checks every file it opens that is in the list, however it came to open it.
 //! `list_files` saves its listing's size and a hash of its names, and refuses a listing that
 //! changed.
 //!
@@ -127,7 +131,8 @@
 //! [`Checkpoint::from_bytes`] refuses bytes that do not match it), then the checkpoint in
 //! postcard's encoding (serde, varints):
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
-//! epoch number, the state tree, and the seeds the epoch's unseeded random stages drew.
+//! epoch number, the state tree, the seeds the epoch's unseeded random stages drew, and the
+//! files it opened last (version 1 had neither the CRC32C nor the files, and is still read).
 
 pub(crate) mod held;
 pub(crate) mod opened;
