@@ -400,7 +400,7 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         Column, CsvDataset, FixedLengthRecordDataset, JsonLinesDataset, Sample, ShardWriter,
         WebDataset,
     };
-    use streamload::{AUTOTUNE, BucketOptions, Options};
+    use streamload::{BucketOptions, Options};
 
     // Sources.
     differ!("range start", |s| Dataset::range(s, 200), 0, 1);
@@ -792,7 +792,6 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         },
     )
     .await;
-    let _ = AUTOTUNE;
     Ok(())
 }
 
