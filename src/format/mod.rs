@@ -6,8 +6,6 @@
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
-mod blocks;
-mod compression;
 mod csv;
 mod example;
 mod files;
@@ -26,8 +24,8 @@ mod tfrecord_index;
 mod tfrecord_writer;
 mod webdataset;
 
-pub(crate) use blocks::Blocks;
-pub use compression::Compression;
+pub use crate::storage::compression::Compression;
+pub use crate::storage::listing::list_files;
 pub use csv::{Column, CsvDataset, Field};
 pub use example::{
     BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, Kind,
@@ -41,7 +39,7 @@ pub use parse_example::{
     ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
     parse_example, parse_single_example, parse_single_example_view,
 };
-pub use text::{TextLineDataset, list_files, text_lines};
+pub use text::{TextLineDataset, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};
 pub use tfrecord_index::{IndexEntry, TFRecordIndex};
 pub use tfrecord_writer::TFRecordWriter;

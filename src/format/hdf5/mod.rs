@@ -73,8 +73,9 @@ pub use inspect::{AttributeValue, DatasetInfo, GroupInfo, Hdf5Contents, inspect}
 pub use ndarray::{ArrayD, Axis};
 pub use shard::Hdf5Shards;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime;
@@ -398,7 +399,7 @@ fn build_stage<T: Element, L: Element, Out: Send + 'static>(
             }
             let restored = match ctx.restoring().map(Saved::from_state).transpose() {
                 Ok(restored) => restored,
-                Err(e) => return crate::dataset::error_stream(e),
+                Err(e) => return crate::engine::error_stream(e),
             };
             Box::pin(Rows::new::<T, L>(config, restored, make, stats, epoch))
         },
@@ -442,9 +443,7 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
         hash,
     ]
     .into_iter()
-    .fold(0xCBF2_9CE4_8422_2325u64, |h, w| {
-        crate::dataset::mix64(h ^ w)
-    })
+    .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
 }
 
 /// One file, opened: its dataset (and labels) checked.
@@ -827,9 +826,9 @@ async fn plan<T: Element, L: Element>(
         }
     }
     let hash = |words: Vec<u64>| {
-        words.into_iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, w| {
-            crate::dataset::mix64(h ^ w)
-        })
+        words
+            .into_iter()
+            .fold(0x9E37_79B9_7F4A_7C15u64, |h, w| crate::hash::mix64(h ^ w))
     };
     let plan = Plan {
         files,
@@ -854,7 +853,7 @@ fn draw_patches(
     let name = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
     });
-    let key = crate::dataset::mix64(patches.seed ^ crate::dataset::mix64(epoch ^ name));
+    let key = crate::hash::mix64(patches.seed ^ crate::hash::mix64(epoch ^ name));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(key);
     let keep = only.cloned().unwrap_or(0..patches.per_file);
     (0..patches.per_file)
