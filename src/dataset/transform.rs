@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::nonzero;
-use crate::engine::{Cardinality, Counting, Ctx, Dataset, Unkeyed};
+use crate::engine::{Counting, Ctx, Dataset, Unkeyed};
 use crate::hash::mix64;
 use crate::ops;
 use crate::options::Parallelism;
@@ -466,13 +466,7 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone + Eq + Hash,
     {
-        self.unary_with(
-            "unique",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            ops::unique::build,
-        )
-        .small(false)
+        self.then(ops::unique::Unique)
     }
 }
 

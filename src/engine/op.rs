@@ -33,6 +33,10 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     const NAME: &'static str;
     /// How its statistics are kept (see [`Counting`]).
     const COUNTING: Counting = Counting::Wrapped;
+    /// Its saved state is a few words. An operation that holds elements by position (a
+    /// set of the ones seen, a shuffle buffer) is not small: stages downstream that hold
+    /// elements keep their positions, not a mark of it.
+    const SMALL: bool = true;
 
     /// How many elements it yields, given its input's count.
     fn cardinality(&self, input: Cardinality) -> Cardinality;
@@ -81,6 +85,13 @@ impl<'a, T: Send + 'static> Input<'a, T> {
     /// stage's input, or replaying the same positions, as the stage is.
     pub(crate) fn open(&self) -> BoxStream<T> {
         self.dataset.build(&self.ctx.for_input(0))
+    }
+
+    /// The input's stream as [`open`](Input::open) makes it, saying where each element comes
+    /// from ([`Resumable::last_prov`](super::Resumable::last_prov)) however small its state:
+    /// for an operation that holds elements by position.
+    pub(crate) fn open_placed(&self) -> BoxStream<T> {
+        self.dataset.build(&self.ctx.for_input(0).with_provenance())
     }
 
     /// The input's stream, replaying `provs` (positions of its elements).
@@ -174,7 +185,7 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(self.fingerprint())
         .keyed(key)
         .resumable(self.is_resumable())
-        .small(self.is_small())
+        .small(self.is_small() && O::SMALL)
     }
 }
 
@@ -187,7 +198,9 @@ pub(crate) trait Source: Hash + Send + Sync + 'static {
     /// tf.data's name for it; its saved state is named by it too.
     const NAME: &'static str;
     /// How its statistics are kept (see [`Counting`]).
-    const COUNTING: Counting = Counting::Wrapped;
+    fn counting(&self) -> Counting {
+        Counting::Wrapped
+    }
 
     /// How many elements it yields.
     fn cardinality(&self) -> Cardinality;
@@ -211,7 +224,7 @@ impl<T: Send + 'static> Dataset<T> {
             source.cardinality(),
             crate::options::Options::default(),
             0,
-            S::COUNTING,
+            source.counting(),
             move |ctx| source.open(ctx, ctx.start()),
         )
         .keyed(key)
