@@ -65,7 +65,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn repeat(&self) -> Dataset<T> {
-        ops::repeat::dataset(self, None)
+        self.then(ops::repeat::Repeat { times: None })
     }
 
     /// Repeats the dataset `count` times (tf.data's `repeat(count)`; `0` gives an empty
@@ -82,7 +82,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn repeat_n(&self, count: u64) -> Dataset<T> {
-        ops::repeat::dataset(self, Some(count))
+        self.then(ops::repeat::Repeat { times: Some(count) })
     }
 
     /// The first `count` elements; a negative `count` takes everything (tf.data's `take`).

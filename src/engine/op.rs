@@ -94,6 +94,12 @@ impl<'a, T: Send + 'static> Input<'a, T> {
         self.dataset.build(&self.ctx.for_input(0).with_provenance())
     }
 
+    /// The input itself, for an operation that builds it several times (`repeat`, one
+    /// stream per repetition).
+    pub(crate) fn dataset(&self) -> &'a Dataset<T> {
+        self.dataset
+    }
+
     /// The input's stream, replaying `provs` (positions of its elements).
     pub(crate) fn replay(&self, provs: Arc<[Prov]>) -> BoxStream<T> {
         self.dataset
