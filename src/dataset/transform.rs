@@ -106,7 +106,12 @@ impl<T: Send + 'static> Dataset<T> {
         f: impl Fn(T, &mut rand_chacha::ChaCha8Rng) -> anyhow::Result<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "random_map");
-        ops::random_map::dataset(self, parallelism, seed, Arc::new(f))
+        self.then(ops::random_map::RandomMap {
+            seed,
+            parallelism: Unkeyed(parallelism),
+            f: Unkeyed(Arc::new(f)),
+            fallback: Unkeyed(rand::random()),
+        })
     }
 
     /// Applies `f` to every element, in order, on the consumer's task (tf.data's `map` without
