@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{Cardinality, Counting, Ctx, Dataset, Unkeyed};
 use crate::hash::mix64;
 use crate::ops;
 use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
@@ -39,11 +39,10 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "batch: Batch size must be greater than zero."
         );
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary_with("batch", card, Counting::Wrapped, move |ctx, input| {
-            ops::batch::build(ctx, input, batch_size, drop_remainder)
+        self.then(ops::batch::Batch {
+            size: batch_size,
+            drop_remainder,
         })
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Splits every element into its rows (tf.data's `unbatch`): the items of a `Vec` batch,
@@ -478,24 +477,12 @@ impl<T: Send + 'static> Dataset<T> {
         if let Some(Err(message)) = padded_shapes.as_ref().map(T::check_padded_shapes) {
             panic!("padded_batch: {message}");
         }
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        let values = padding_values.unwrap_or_else(T::default_padding_values);
-        self.unary_with(
-            "padded_batch",
-            card,
-            Counting::Wrapped,
-            move |ctx, input| {
-                ops::padded_batch::build(
-                    ctx,
-                    input,
-                    batch_size,
-                    drop_remainder,
-                    padded_shapes.clone(),
-                    values.clone(),
-                )
-            },
-        )
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::padded_batch::PaddedBatch {
+            size: batch_size,
+            drop_remainder,
+            shapes: Unkeyed(padded_shapes),
+            values: Unkeyed(padding_values.unwrap_or_else(T::default_padding_values)),
+        })
     }
 
     /// Batches rows of different lengths without padding (tf.data's `ragged_batch(batch_size,
@@ -532,14 +519,10 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "ragged_batch: Batch size must be greater than zero."
         );
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary_with(
-            "ragged_batch",
-            card,
-            Counting::Wrapped,
-            move |ctx, input| ops::ragged_batch::build(ctx, input, batch_size, drop_remainder),
-        )
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::ragged_batch::RaggedBatch {
+            size: batch_size,
+            drop_remainder,
+        })
     }
 
     /// Groups elements of similar length into buckets and pads each bucket's batches
