@@ -1,7 +1,7 @@
 //! Which elements, in what order, when: `shuffle`, `repeat`, `take`, `skip`, `shard`, `cache`,
 //! `prefetch`.
 
-use crate::engine::{Counting, Dataset};
+use crate::engine::{Counting, Dataset, Unkeyed};
 use crate::ops;
 use crate::options::Parallelism;
 use crate::runtime::{self, KnobKind};
@@ -48,7 +48,12 @@ impl<T: Send + 'static> Dataset<T> {
             "shuffle: buffer_size must be greater than zero or UNKNOWN_CARDINALITY (tf.data's \
              -2, for the whole dataset, which streamload does not take)."
         );
-        ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
+        self.then(ops::shuffle::Shuffle {
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+            fallback: Unkeyed(rand::random()),
+        })
     }
 
     /// Repeats the dataset forever (tf.data's `repeat()`). Each repetition builds the upstream
