@@ -38,6 +38,12 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     /// elements keep their positions, not a mark of it.
     const SMALL: bool = true;
 
+    /// Its name in the statistics and in its saved state: [`NAME`](Operation::NAME), unless
+    /// its parameters make it another tf.data operation (`interleave(1, 1)` is `flat_map`).
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
     /// How many elements it yields, given its input's count.
     fn cardinality(&self, input: Cardinality) -> Cardinality;
 
@@ -174,7 +180,7 @@ impl<T: Send + 'static> Dataset<T> {
         let op = Arc::new(op);
         let input = self.clone();
         Dataset::stage_fallible(
-            O::NAME,
+            op.name(),
             op.cardinality(self.cardinality()),
             self.options().clone(),
             self.depth() + 1,
