@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Cardinality, Counting, Ctx, Dataset, Unkeyed};
+use crate::engine::{Cardinality, Counting, Dataset, Unkeyed};
 use crate::hash::mix64;
 use crate::ops;
 use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
@@ -78,14 +78,7 @@ impl<T: Send + 'static> Dataset<T> {
         T: Unbatch,
         T::Row: Send + 'static,
     {
-        // As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
-        let card = match self.cardinality() {
-            Cardinality::Infinite => Cardinality::Infinite,
-            _ => Cardinality::Unknown,
-        };
-        self.unary_with("unbatch", card, Counting::Wrapped, |ctx, input| {
-            ops::unbatch::build(ctx, input, "unbatch")
-        })
+        self.then(ops::unbatch::Unbatch)
     }
 
     /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch(batch_size,
@@ -119,8 +112,11 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "rebatch: Batch size must be greater than zero."
         );
-        self.rebatch_with(ops::batch::Sizes::One(batch_size), drop_remainder)
-            .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::unbatch::Rebatch {
+            sizes: vec![batch_size],
+            cycling: false,
+            drop_remainder,
+        })
     }
 
     /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
@@ -159,38 +155,11 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes.iter().all(|&n| n > 0),
             "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
         );
-        let key = batch_sizes
-            .iter()
-            .fold(u64::from(drop_remainder), |h, &n| mix64(h ^ n as u64));
-        self.rebatch_with(ops::batch::Sizes::Cycle(batch_sizes.into()), drop_remainder)
-            .keyed(key)
-    }
-
-    /// `rebatch` and `rebatch_sizes`: `unbatch`, then `batch` (both saving their positions).
-    fn rebatch_with(&self, sizes: ops::batch::Sizes, drop_remainder: bool) -> Dataset<Vec<T::Row>>
-    where
-        T: Unbatch,
-        T::Row: Send + 'static,
-    {
-        self.unary_with(
-            "rebatch",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| {
-                let rows = |ctx: &Ctx| ops::unbatch::build(ctx, input, "rebatch");
-                let config = ops::batch::Config {
-                    sizes: sizes.clone(),
-                    drop_remainder,
-                    stage: "rebatch",
-                };
-                ops::batch::build_with(
-                    ctx,
-                    &rows,
-                    |e| ops::unbatch::Unbatch::failed(e, "rebatch"),
-                    config,
-                )
-            },
-        )
+        self.then(ops::unbatch::Rebatch {
+            sizes: batch_sizes.to_vec(),
+            cycling: true,
+            drop_remainder,
+        })
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
