@@ -198,22 +198,12 @@ impl<T: Send + 'static> Dataset<T> {
             stride > 0,
             "window: Window stride must be greater than zero."
         );
-        let card = ops::window::cardinality(
-            self.cardinality(),
-            size as u64,
-            shift as u64,
-            stride as u64,
+        self.then(ops::window::Window {
+            size,
+            shift,
+            stride,
             drop_remainder,
-        );
-        self.unary_with("window", card, Counting::Wrapped, move |ctx, input| {
-            ops::window::build(ctx, input, size, shift, stride, drop_remainder)
         })
-        .keyed(
-            mix64(size as u64)
-                ^ mix64(shift as u64 ^ 0x5817)
-                ^ (stride as u64) << 1
-                ^ u64::from(drop_remainder),
-        )
     }
 
     /// [`window`](Dataset::window) with each window as a dataset, as tf.data's `window(size,
@@ -282,8 +272,15 @@ impl<T: Send + 'static> Dataset<T> {
             window_size > 0,
             "group_by_window: Window size must be greater than zero, but got 0."
         );
-        self.group_by_window_with(key_func, reduce_func, move |_| window_size)
-            .keyed(window_size as u64)
+        let funcs = ops::group_by_window::Funcs {
+            key: key_func,
+            reduce: reduce_func,
+            window_size: move |_: &K| window_size,
+        };
+        self.then(ops::group_by_window::GroupByWindow {
+            window_size: Some(window_size),
+            funcs: Unkeyed(Arc::new(funcs)),
+        })
     }
 
     /// [`group_by_window`](Dataset::group_by_window) with a window size per key (tf.data's
@@ -316,17 +313,15 @@ impl<T: Send + 'static> Dataset<T> {
         K: Ord + Clone + Send + Sync + 'static,
         U: Send + 'static,
     {
-        let funcs = Arc::new(ops::group_by_window::Funcs {
+        let funcs = ops::group_by_window::Funcs {
             key: key_func,
             reduce: reduce_func,
             window_size: window_size_func,
-        });
-        self.unary_with(
-            "group_by_window",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| ops::group_by_window::build(ctx, input, &funcs),
-        )
+        };
+        self.then(ops::group_by_window::GroupByWindow {
+            window_size: None,
+            funcs: Unkeyed(Arc::new(funcs)),
+        })
     }
 }
 
@@ -375,15 +370,7 @@ impl<T: Send + 'static> Dataset<Vec<T>> {
         T: Collate,
         T::Batch: Send + 'static,
     {
-        self.unary_with(
-            "collate",
-            self.cardinality(),
-            Counting::Wrapped,
-            |ctx, input| {
-                let batches = input.build(&ctx.for_input(0));
-                ops::collate::build(ctx, batches, "collate", |batch: Vec<T>| T::collate(&batch))
-            },
-        )
+        self.then(ops::collate::Collate)
     }
 }
 

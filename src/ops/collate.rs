@@ -8,9 +8,39 @@ use futures::stream::Stream;
 use pin_project::pin_project;
 
 use crate::checkpoint::State;
-use crate::engine::Ctx;
-use crate::engine::Resumable;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 use crate::runtime::catch_panic;
+
+/// The [`collate`](crate::Dataset::collate) operation: each batch's elements stacked.
+#[derive(Hash)]
+pub(crate) struct Collate;
+
+/// How [`Collate`] stacks a batch.
+type Stack<T> = fn(Vec<T>) -> anyhow::Result<<T as crate::tensor::Collate>::Batch>;
+
+impl<T> Operation<Vec<T>> for Collate
+where
+    T: crate::tensor::Collate + Send + 'static,
+    T::Batch: Send + 'static,
+{
+    type Out = T::Batch;
+    type Stream = CollateBatches<BoxStream<Vec<T>>, Stack<T>>;
+    const NAME: &'static str = "collate";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: Input<'_, Vec<T>>,
+        _: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let stack: Stack<T> = |batch| T::collate(&batch);
+        Ok(build(ctx, input.open(), "collate", stack))
+    }
+}
 
 /// The collating stream of one epoch over `input` (built by the caller with
 /// `ctx.for_input(0)`): fresh, restored (its batch index saved) or in replay (one batch per

@@ -16,7 +16,9 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::held::{Held, Members, Step};
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+};
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
@@ -33,11 +35,53 @@ pub(crate) struct Funcs<KF, RF, WF> {
 /// reduced dataset's element's, keyed by the group of the window's elements' positions: the
 /// windows are read again through `batch`'s replay and reduced again, as an interleave
 /// replays its inner datasets).
-pub(crate) fn build<T, K, U, KF, RF, WF>(
+/// The [`group_by_window`](crate::Dataset::group_by_window) operation: its window size is
+/// keyed (`None` for [`group_by_window_with`](crate::Dataset::group_by_window_with), whose
+/// size comes from a function).
+pub(crate) struct GroupByWindow<KF, RF, WF> {
+    pub(crate) window_size: Option<usize>,
+    pub(crate) funcs: Unkeyed<Arc<Funcs<KF, RF, WF>>>,
+}
+
+impl<KF, RF, WF> std::hash::Hash for GroupByWindow<KF, RF, WF> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let GroupByWindow {
+            window_size,
+            funcs: _,
+        } = self;
+        window_size.hash(state);
+    }
+}
+
+impl<T, K, U, KF, RF, WF> Operation<T> for GroupByWindow<KF, RF, WF>
+where
+    T: Clone + Send + Sync + 'static,
+    K: Ord + Clone + Send + Sync + 'static,
+    U: Send + 'static,
+    KF: Fn(&T) -> K + Send + Sync + 'static,
+    RF: Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+    WF: Fn(&K) -> usize + Send + Sync + 'static,
+{
+    type Out = U;
+    type Stream = GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>;
+    const NAME: &'static str = "group_by_window";
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(ctx, input.dataset(), &self.funcs))
+    }
+}
+
+fn build<T, K, U, KF, RF, WF>(
     ctx: &Ctx,
     input: &Dataset<T>,
     funcs: &Arc<Funcs<KF, RF, WF>>,
-) -> GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
+) -> GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
@@ -74,13 +118,14 @@ where
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
-        let mut gbw = GroupByWindow::new(empty(), Arc::clone(funcs), ctx.nested().fresh(), false);
+        let mut gbw =
+            GroupByWindowStream::new(empty(), Arc::clone(funcs), ctx.nested().fresh(), false);
         gbw.current = Some(replay);
         gbw.replaying = true;
         return gbw;
     }
     let Some(state) = ctx.restoring() else {
-        return GroupByWindow::new(
+        return GroupByWindowStream::new(
             input.build(ctx),
             Arc::clone(funcs),
             nested,
@@ -88,7 +133,7 @@ where
         );
     };
     let upstream = input.build(&ctx.for_input(0));
-    let mut gbw = GroupByWindow::new(upstream, Arc::clone(funcs), nested, ctx.provenance());
+    let mut gbw = GroupByWindowStream::new(upstream, Arc::clone(funcs), nested, ctx.provenance());
     let restored = (|| {
         // The input ends again where it had ended: `[ended]` says no more than that.
         state.word(0)?;
@@ -150,7 +195,7 @@ struct Restoring<T> {
 /// Stream for the [`group_by_window`](crate::Dataset::group_by_window) and
 /// [`group_by_window_with`](crate::Dataset::group_by_window_with) methods.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct GroupByWindow<T, K, U, F> {
+pub(crate) struct GroupByWindowStream<T, K, U, F> {
     input: Fuse<BoxStream<T>>,
     funcs: Arc<F>,
     ctx: Ctx,
@@ -173,9 +218,9 @@ pub(crate) struct GroupByWindow<T, K, U, F> {
 }
 
 // Nothing is pinned in place: the input and the reduced datasets are boxed streams.
-impl<T, K, U, F> Unpin for GroupByWindow<T, K, U, F> {}
+impl<T, K, U, F> Unpin for GroupByWindowStream<T, K, U, F> {}
 
-impl<T, K, U, KF, RF, WF> GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
+impl<T, K, U, KF, RF, WF> GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
@@ -192,7 +237,7 @@ where
         provenance: bool,
     ) -> Self {
         let small = input.is_small();
-        GroupByWindow {
+        GroupByWindowStream {
             held: Held::new(&input, provenance, STAGE),
             input: input.fuse(),
             funcs,
@@ -317,7 +362,7 @@ where
     }
 }
 
-impl<T, K, U, KF, RF, WF> Stream for GroupByWindow<T, K, U, Funcs<KF, RF, WF>>
+impl<T, K, U, KF, RF, WF> Stream for GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
@@ -424,7 +469,7 @@ where
 }
 
 /// Saved state: see the module doc.
-impl<T, K, U, F> Resumable for GroupByWindow<T, K, U, F> {
+impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.replaying || this.refill.is_some() || this.restoring.is_some() {

@@ -13,7 +13,7 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "window";
@@ -41,15 +41,65 @@ pub(crate) fn cardinality(
 
 /// The windows of one epoch: fresh, restored, or replaying saved windows (each the group of
 /// its members' positions).
-pub(crate) fn build<T: Clone + Send + 'static>(
+/// The [`window`](crate::Dataset::window) operation.
+#[derive(Hash)]
+pub(crate) struct Window {
+    pub(crate) size: usize,
+    pub(crate) shift: usize,
+    pub(crate) stride: usize,
+    pub(crate) drop_remainder: bool,
+}
+
+impl<T: Clone + Send + 'static> Operation<T> for Window {
+    type Out = Vec<T>;
+    type Stream = WindowStream<BoxStream<T>, T>;
+    const NAME: &'static str = "window";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        let Window {
+            size,
+            shift,
+            stride,
+            drop_remainder,
+        } = *self;
+        cardinality(
+            input,
+            size as u64,
+            shift as u64,
+            stride as u64,
+            drop_remainder,
+        )
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let Window {
+            size,
+            shift,
+            stride,
+            drop_remainder,
+        } = *self;
+        Ok(build(
+            ctx,
+            input.dataset(),
+            size,
+            shift,
+            stride,
+            drop_remainder,
+        ))
+    }
+}
+
+fn build<T: Clone + Send + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
     size: usize,
     shift: usize,
     stride: usize,
     drop_remainder: bool,
-) -> Window<BoxStream<T>, T> {
-    let new = |input| Window::new(input, size, shift, stride, drop_remainder, ctx.provenance());
+) -> WindowStream<BoxStream<T>, T> {
+    let new =
+        |input| WindowStream::new(input, size, shift, stride, drop_remainder, ctx.provenance());
     if let Some(provs) = ctx.replaying() {
         return match WindowReplay::new(provs) {
             Ok((replay, members)) => {
@@ -120,7 +170,7 @@ struct Finished<T> {
 /// itself, later ones an error with its message).
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Window<St, T> {
+pub(crate) struct WindowStream<St, T> {
     #[pin]
     input: Fuse<St>,
     size: usize,
@@ -152,7 +202,7 @@ pub(crate) struct Window<St, T> {
     replay: Option<Box<WindowReplay<T>>>,
 }
 
-impl<St: Stream + Resumable, T> Window<St, T> {
+impl<St: Stream + Resumable, T> WindowStream<St, T> {
     /// `provenance`: a stage downstream asked for positions.
     pub(crate) fn new(
         input: St,
@@ -163,7 +213,7 @@ impl<St: Stream + Resumable, T> Window<St, T> {
         provenance: bool,
     ) -> Self {
         let small = input.is_small();
-        Window {
+        WindowStream {
             marking: small && input.resumable(),
             record: !small || provenance,
             input: input.fuse(),
@@ -185,7 +235,7 @@ impl<St: Stream + Resumable, T> Window<St, T> {
     }
 }
 
-impl<St, T> Stream for Window<St, T>
+impl<St, T> Stream for WindowStream<St, T>
 where
     St: Stream<Item = anyhow::Result<T>> + Resumable,
     T: Clone,
@@ -352,7 +402,7 @@ fn members<T>(
         .map(Prov::group)
 }
 
-impl<St: Resumable, T> Resumable for Window<St, T> {
+impl<St: Resumable, T> Resumable for WindowStream<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         if this.refill.is_some() || this.replay.is_some() {
