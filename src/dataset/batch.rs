@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Cardinality, Counting, Dataset, Unkeyed};
-use crate::hash::mix64;
+use crate::engine::{Dataset, Unkeyed};
 use crate::ops;
 use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
 
@@ -566,22 +565,8 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes: bucket_batch_sizes,
             options,
         });
-        let key = config
-            .boundaries
-            .iter()
-            .chain(&config.batch_sizes)
-            .fold(0xB0C4, |h, &n| mix64(h ^ n as u64));
-        let flags = [
-            config.options.pad_to_bucket_boundary,
-            config.options.no_padding,
-            config.options.drop_remainder,
-        ];
-        self.unary_with(
-            "bucket_by_sequence_length",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| ops::bucket_by_sequence_length::build(ctx, input, &config),
-        )
-        .keyed(key ^ flags.iter().fold(0, |h, &f| (h << 1) | u64::from(f)))
+        self.then(ops::bucket_by_sequence_length::BucketBySequenceLength {
+            config: Unkeyed(config),
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! Error elements: `ignore_errors` and `ignore_errors_within`.
 
-use crate::engine::{Cardinality, Counting, Dataset};
+use crate::engine::Dataset;
 use crate::ops;
 
 impl<T: Send + 'static> Dataset<T> {
@@ -67,13 +67,6 @@ impl<T: Send + 'static> Dataset<T> {
     /// Resumable: the counts of elements seen and errors skipped are saved, so a resumed epoch
     /// goes on with the budget where it was (the summary's lists start afresh).
     pub fn ignore_errors_within(&self, budget: crate::ErrorBudget) -> Dataset<T> {
-        let key = budget.key();
-        self.unary_with(
-            "ignore_errors_within",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| ops::ignore_errors_within::build(ctx, input, &budget),
-        )
-        .keyed(key)
+        self.then(ops::ignore_errors_within::IgnoreErrorsWithin { budget })
     }
 }

@@ -16,7 +16,9 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::held::{Held, Members, Step};
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+};
 use crate::engine::{Resumable, unsupported};
 use crate::ops::batch::{self, BatchStream, Config as BatchConfig, Sizes};
 use crate::runtime::catch_panic;
@@ -117,13 +119,65 @@ pub(crate) struct Config<T: PaddedCollate, F> {
     pub(crate) options: BucketOptions<T>,
 }
 
+/// The [`bucket_by_sequence_length`](crate::Dataset::bucket_by_sequence_length) operation:
+/// its boundaries, batch sizes and flags are keyed; the length function, padded shapes and
+/// padding values are not (resume with the same ones).
+pub(crate) struct BucketBySequenceLength<T: PaddedCollate, F> {
+    pub(crate) config: Unkeyed<Arc<Config<T, F>>>,
+}
+
+impl<T: PaddedCollate, F> std::hash::Hash for BucketBySequenceLength<T, F> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field of the configuration, keyed or not (a new one does not build until it
+        // is listed here).
+        let Config {
+            length: _,
+            boundaries,
+            batch_sizes,
+            options,
+        } = &**self.config;
+        let BucketOptions {
+            padded_shapes: _,
+            padding_values: _,
+            pad_to_bucket_boundary,
+            no_padding,
+            drop_remainder,
+        } = options;
+        boundaries.hash(state);
+        batch_sizes.hash(state);
+        pad_to_bucket_boundary.hash(state);
+        no_padding.hash(state);
+        drop_remainder.hash(state);
+    }
+}
+
+impl<T, F> Operation<T> for BucketBySequenceLength<T, F>
+where
+    T: PaddedCollate + Send + 'static,
+    T::Batch: Send + 'static,
+    F: Fn(&T) -> usize + Send + Sync + 'static,
+{
+    type Out = T::Batch;
+    type Stream = BucketStream<T, F>;
+    const NAME: &'static str = "bucket_by_sequence_length";
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(ctx, input.dataset(), &self.config))
+    }
+}
+
 /// The bucketing of one epoch: fresh, restored, or replaying saved batches (each the group of
 /// its members' positions; its bucket is its first member's).
 pub(crate) fn build<T, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
     config: &Arc<Config<T, F>>,
-) -> BucketBySequenceLength<T, F>
+) -> BucketStream<T, F>
 where
     T: PaddedCollate + Send + 'static,
 {
@@ -141,15 +195,14 @@ where
         );
         let empty: BoxStream<T> =
             Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE));
-        let mut bucketing = BucketBySequenceLength::new(empty, config, false);
+        let mut bucketing = BucketStream::new(empty, config, false);
         bucketing.replay = Some(batches);
         return bucketing;
     }
     let Some(state) = ctx.restoring() else {
-        return BucketBySequenceLength::new(input.build(ctx), config, ctx.provenance());
+        return BucketStream::new(input.build(ctx), config, ctx.provenance());
     };
-    let mut bucketing =
-        BucketBySequenceLength::new(input.build(&ctx.for_input(0)), config, ctx.provenance());
+    let mut bucketing = BucketStream::new(input.build(&ctx.for_input(0)), config, ctx.provenance());
     let restored = (|| {
         let flushed = state.word(0)?;
         bucketing.index = state.word(1)?;
@@ -175,7 +228,7 @@ where
 /// the same order without a nested dataset per batch: a bucket is padded and yielded as soon as
 /// it holds its batch size, and at the end the unfinished buckets in ascending bucket order.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct BucketBySequenceLength<T: PaddedCollate, F> {
+pub(crate) struct BucketStream<T: PaddedCollate, F> {
     input: Fuse<BoxStream<T>>,
     config: Arc<Config<T, F>>,
     buckets: Vec<Vec<T>>,
@@ -197,9 +250,9 @@ pub(crate) struct BucketBySequenceLength<T: PaddedCollate, F> {
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.
-impl<T: PaddedCollate, F> Unpin for BucketBySequenceLength<T, F> {}
+impl<T: PaddedCollate, F> Unpin for BucketStream<T, F> {}
 
-impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
+impl<T: PaddedCollate, F> BucketStream<T, F> {
     /// `provenance`: a stage downstream asked for positions.
     pub(crate) fn new(input: BoxStream<T>, config: Arc<Config<T, F>>, provenance: bool) -> Self {
         let buckets = config
@@ -212,7 +265,7 @@ impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
             .iter()
             .map(|_| Members::default())
             .collect();
-        BucketBySequenceLength {
+        BucketStream {
             held: Held::new(&input, provenance, STAGE),
             input: input.fuse(),
             config,
@@ -283,7 +336,7 @@ impl<T: PaddedCollate, F> BucketBySequenceLength<T, F> {
     }
 }
 
-impl<T, F> BucketBySequenceLength<T, F>
+impl<T, F> BucketStream<T, F>
 where
     T: PaddedCollate + Send + 'static,
     F: Fn(&T) -> usize,
@@ -313,7 +366,7 @@ where
     }
 }
 
-impl<T, F> Stream for BucketBySequenceLength<T, F>
+impl<T, F> Stream for BucketStream<T, F>
 where
     T: PaddedCollate + Send + 'static,
     F: Fn(&T) -> usize,
@@ -406,7 +459,7 @@ where
 }
 
 /// Saved state: see the module doc.
-impl<T: PaddedCollate, F> Resumable for BucketBySequenceLength<T, F> {
+impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.refill.is_some() || this.replay.is_some() {

@@ -17,7 +17,7 @@ use pin_project::pin_project;
 
 use crate::checkpoint::State;
 use crate::engine::Resumable;
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
 use crate::stats::StageCounters;
 
 const STAGE: &str = "ignore_errors_within";
@@ -240,7 +240,7 @@ impl Quarantine {
 /// Stream for the [`ignore_errors_within`](crate::Dataset::ignore_errors_within) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct IgnoreErrorsWithin<St> {
+pub(crate) struct IgnoreErrorsWithinStream<St> {
     #[pin]
     input: St,
     budget: ErrorBudget,
@@ -257,11 +257,38 @@ pub(crate) struct IgnoreErrorsWithin<St> {
 /// Files and messages kept for the summary of an exhausted budget.
 const SUMMARY: usize = 5;
 
-pub(crate) fn build<T: Send + 'static>(
+/// The [`ignore_errors_within`](crate::Dataset::ignore_errors_within) operation: its budget
+/// is keyed ([`ErrorBudget::key`]; the quarantine only reports).
+pub(crate) struct IgnoreErrorsWithin {
+    pub(crate) budget: ErrorBudget,
+}
+
+impl std::hash::Hash for IgnoreErrorsWithin {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.budget.key().hash(state);
+    }
+}
+
+impl<T: Send + 'static> Operation<T> for IgnoreErrorsWithin {
+    type Out = T;
+    type Stream = IgnoreErrorsWithinStream<BoxStream<T>>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(ctx, input.dataset(), &self.budget))
+    }
+}
+
+fn build<T: Send + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
     budget: &ErrorBudget,
-) -> IgnoreErrorsWithin<BoxStream<T>> {
+) -> IgnoreErrorsWithinStream<BoxStream<T>> {
     let stats = ctx.stats_handle();
     let stage = stats
         .as_ref()
@@ -275,7 +302,7 @@ pub(crate) fn build<T: Send + 'static>(
         Ok(counts) => (input.build(&ctx.for_input(0)), counts),
         Err(e) => (error_stream(e), (0, 0)),
     };
-    IgnoreErrorsWithin {
+    IgnoreErrorsWithinStream {
         input,
         budget: budget.clone(),
         stage,
@@ -288,7 +315,7 @@ pub(crate) fn build<T: Send + 'static>(
     }
 }
 
-impl<St> IgnoreErrorsWithin<St> {
+impl<St> IgnoreErrorsWithinStream<St> {
     /// The error that ends the epoch: `e`, in the context of what was skipped.
     fn exhausted(
         e: anyhow::Error,
@@ -314,7 +341,7 @@ impl<St> IgnoreErrorsWithin<St> {
     }
 }
 
-impl<St, T> Stream for IgnoreErrorsWithin<St>
+impl<St, T> Stream for IgnoreErrorsWithinStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -382,7 +409,7 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for IgnoreErrorsWithin<St> {
+impl<St: Resumable> Resumable for IgnoreErrorsWithinStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let words = [self.seen, self.skipped];
         Ok(State::new(STAGE)
