@@ -8,6 +8,9 @@
 //! - `dataset.rs`: the `Dataset` class, one thin method per tf.data operation.
 //! - `iterator.rs`: one epoch (`Iterator`): waits for elements with the GIL released,
 //!   checks for Ctrl-C while it waits, checkpoints.
+//! - `readers.rs`: the file readers (TFRecord, text lines, fixed-length records, CSV, JSON
+//!   lines, WebDataset, Parquet, HDF5) and the reading settings they share.
+//! - `formats.rs`: each format's element as a `Value`.
 //! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
@@ -17,8 +20,10 @@
 
 mod dataset;
 mod errors;
+mod formats;
 mod iterator;
 mod padding;
+mod readers;
 mod reference;
 mod runtime;
 mod spec;
@@ -33,6 +38,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iterator::PyIterator>()?;
     m.add_class::<spec::FixedLenFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::read, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::fixed_length_record_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::csv_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::parquet_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::hdf5_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_reference_range, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_reference_tfrecord, m)?)?;
     m.add("AUTOTUNE", dataset::AUTOTUNE)?;

@@ -88,6 +88,16 @@ macro_rules! arrays {
                 }
             }
 
+            /// The same values in another shape of as many (row-major); `None` otherwise.
+            pub(crate) fn reshape(self, shape: &[usize]) -> Option<Array> {
+                match self {
+                    $(Array::$variant(a) => a
+                        .into_shape_with_order(IxDyn(shape))
+                        .ok()
+                        .map(Array::$variant),)*
+                }
+            }
+
             /// Stacks arrays of this type and shape along a new first axis.
             fn stack(first: &Array, all: &[&Array]) -> Option<Array> {
                 match first {
@@ -110,6 +120,13 @@ macro_rules! arrays {
                 }
             }
         }
+        $(
+            impl From<ArrayD<$ty>> for Array {
+                fn from(a: ArrayD<$ty>) -> Array {
+                    Array::$variant(a)
+                }
+            }
+        )*
     };
 }
 
@@ -136,6 +153,22 @@ impl Value {
     /// A 0-d `int64`.
     pub(crate) fn int64(x: i64) -> Value {
         Value::Array(Array::Int64(ArrayD::from_elem(IxDyn(&[]), x)))
+    }
+
+    /// A 0-d tensor of `x`'s type.
+    pub(crate) fn scalar<T>(x: T) -> Value
+    where
+        ArrayD<T>: Into<Array>,
+    {
+        Value::Array(ndarray::arr0(x).into_dyn().into())
+    }
+
+    /// A 1-d tensor of `values`.
+    pub(crate) fn vector<T>(values: Vec<T>) -> Value
+    where
+        ArrayD<T>: Into<Array>,
+    {
+        Value::Array(ndarray::Array1::from(values).into_dyn().into())
     }
 
     /// The one string of a 0-d `tf.string` value.

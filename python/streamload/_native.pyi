@@ -57,30 +57,6 @@ class Dataset:
     def list_files(
         file_pattern: str, shuffle: bool | None = None, seed: int | None = None
     ) -> Dataset: ...
-    @staticmethod
-    def tfrecord(
-        filenames: str | Iterable[str] | Dataset,
-        compression_type: str | None = None,
-        buffer_size: int | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
-    @staticmethod
-    def text_line(
-        filenames: Iterable[str] | Dataset,
-        compression_type: str | None = None,
-        buffer_size: int | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
-    @staticmethod
-    def fixed_length_record(
-        filenames: Iterable[str] | Dataset,
-        record_bytes: int,
-        header_bytes: int | None = None,
-        footer_bytes: int | None = None,
-        buffer_size: int | None = None,
-        compression_type: str | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
     def map(
         self,
         map_func: Callable[..., Any],
@@ -144,6 +120,52 @@ class Dataset:
 
 def list_files(
     file_pattern: str | PathLike[str], shuffle: bool | None = None, seed: int | None = None
+) -> Dataset: ...
+def read(
+    format: str,
+    filenames: list[str] | Dataset,
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def fixed_length_record_dataset(
+    filenames: list[str] | Dataset,
+    record_bytes: int,
+    header_bytes: int | None = None,
+    footer_bytes: int | None = None,
+    buffer_size: int | None = None,
+    compression_type: str | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def csv_dataset(
+    filenames: list[str] | Dataset,
+    record_defaults: list[tuple[str, Any]],
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    header: bool = False,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: list[int] | None = None,
+    exclude_cols: list[int] | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def parquet_dataset(
+    filenames: list[str] | Dataset,
+    columns: list[str] | None = None,
+    batch_size: int = 1024,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def hdf5_dataset(
+    filenames: list[str] | Dataset,
+    dataset: str,
+    dtype: str,
+    labels: str | None = None,
+    labels_dtype: str | None = None,
+    slices: int | None = None,
+    field: str | None = None,
+    fill_missing_chunks: bool = False,
+    num_parallel_reads: int | None = None,
 ) -> Dataset: ...
 def _reference_range(
     n: int, buffer: int, seed: int, num_shards: int, index: int, batch: int, epochs: int
