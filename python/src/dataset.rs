@@ -16,6 +16,7 @@ use crate::errors;
 use crate::iterator::PyIterator;
 use crate::padding;
 use crate::spec;
+use crate::transforms::Transform;
 use crate::value::Value;
 
 /// tf.data's `AUTOTUNE`.
@@ -295,6 +296,13 @@ impl PyDataset {
         name: Option<&str>,
     ) -> PyResult<PyDataset> {
         let _ = (deterministic, name);
+        // A built-in transform (`streamload.image`, `streamload.text`): run in Rust, without
+        // the GIL.
+        if let Ok(t) = map_func.bind(py).cast::<Transform>() {
+            let n = parallelism(py, "num_parallel_calls", num_parallel_calls)?
+                .unwrap_or(Parallelism::Fixed(1));
+            return Ok(PyDataset::wrap(t.get().map(&self.inner, n)));
+        }
         let f = Arc::new(map_func);
         // A Python function is CPU-bound user code: even unparallel it runs on a thread of
         // streamload's, never on an async worker (where waiting for the GIL would stall

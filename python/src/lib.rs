@@ -11,6 +11,7 @@
 //! - `readers.rs`: the file readers (TFRecord, text lines, fixed-length records, CSV, JSON
 //!   lines, WebDataset, Parquet, HDF5) and the reading settings they share.
 //! - `formats.rs`: each format's element as a `Value`.
+//! - `transforms.rs`: the built-in transforms `map` runs without the GIL (images, text).
 //! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
@@ -27,6 +28,7 @@ mod readers;
 mod reference;
 mod runtime;
 mod spec;
+mod transforms;
 mod value;
 
 use pyo3::prelude::*;
@@ -39,6 +41,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<spec::FixedLenFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
+    m.add_class::<transforms::Transform>()?;
+    m.add_class::<transforms::PyVocabulary>()?;
+    m.add_function(wrap_pyfunction!(transforms::decode, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::convert_image_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::resize, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::image_op, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::random_resized_crop, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::center_crop, m)?)?;
     m.add_function(wrap_pyfunction!(readers::fixed_length_record_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(readers::csv_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(readers::parquet_dataset, m)?)?;

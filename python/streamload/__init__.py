@@ -42,7 +42,7 @@ from .readers import (
     TFRecordDataset,
     WebDataset,
 )
-from . import experimental
+from . import experimental, image, text
 from .errors import (
     CheckpointError,
     DataLossError,
@@ -80,6 +80,8 @@ __all__ = [
     "ParquetDataset",
     "HDF5Dataset",
     "experimental",
+    "image",
+    "text",
     "list_files",
     "DType",
     "bool_",

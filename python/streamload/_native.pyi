@@ -59,7 +59,7 @@ class Dataset:
     ) -> Dataset: ...
     def map(
         self,
-        map_func: Callable[..., Any],
+        map_func: Callable[..., Any] | Transform,
         num_parallel_calls: int | None = None,
         deterministic: bool | None = None,
         name: str | None = None,
@@ -167,6 +167,59 @@ def hdf5_dataset(
     fill_missing_chunks: bool = False,
     num_parallel_reads: int | None = None,
 ) -> Dataset: ...
+class Transform:
+    """A built-in transform (``streamload.image``, ``streamload.text``): ``Dataset.map``
+    runs it in Rust, without the GIL."""
+
+    def __call__(self, element: Element) -> Element:
+        """Applies the transform to one element, here (to try it out)."""
+
+class Vocabulary:
+    """``tf.lookup.StaticVocabularyTable``: tokens to ids, unknown tokens to OOV buckets."""
+
+    def __init__(
+        self,
+        tokens: Iterable[str | bytes] | None = None,
+        vocabulary_file: str | None = None,
+        num_oov_buckets: int = 1,
+        reserve_padding_id: bool = False,
+    ) -> None: ...
+    def size(self) -> int:
+        """The number of ids: tokens, OOV buckets and the padding id."""
+    def __len__(self) -> int: ...
+    def lookup(self, token: bytes) -> int:
+        """The id of one token."""
+    def tokenize(self, key: str | int | None = None) -> Transform:
+        """The transform from a text to the ids of its whitespace-separated words."""
+
+def decode(op: str, channels: int = 3, key: str | int | None = None) -> Transform: ...
+def convert_image_dtype(key: str | int | None = None) -> Transform: ...
+def resize(
+    size: tuple[int, int], method: str = "bilinear", key: str | int | None = None
+) -> Transform: ...
+def image_op(
+    op: str, a: float = 0.0, b: float = 0.0, seed: int | None = None, key: str | int | None = None
+) -> Transform: ...
+def random_resized_crop(
+    size: tuple[int, int],
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (0.75, 4 / 3),
+    flip: bool = True,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    layout: str = "HWC",
+    dct_scaling: bool = True,
+    seed: int | None = None,
+    key: str | int | None = None,
+) -> Transform: ...
+def center_crop(
+    size: tuple[int, int],
+    resize_shorter: int,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    layout: str = "HWC",
+    key: str | int | None = None,
+) -> Transform: ...
 def _reference_range(
     n: int, buffer: int, seed: int, num_shards: int, index: int, batch: int, epochs: int
 ) -> list[list[list[int]]]: ...
