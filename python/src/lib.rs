@@ -39,6 +39,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<iterator::PyIterator>()?;
     m.add_class::<spec::FixedLenFeature>()?;
+    m.add_class::<spec::VarLenFeature>()?;
+    m.add_class::<spec::FixedLenSequenceFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
     m.add_class::<transforms::Transform>()?;

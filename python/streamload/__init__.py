@@ -27,8 +27,11 @@ from ._native import (
     UNKNOWN_CARDINALITY,
     Dataset,
     FixedLenFeature,
+    FixedLenSequenceFeature,
     Iterator,
+    VarLenFeature,
 )
+from .sparse import SparseTensorValue
 from ._native import list_files as _list_files
 from .options import AutotuneOptions, Options
 from .dtypes import DType, bool_, float16, float32, float64, int8, int16, int32, int64, string
@@ -71,6 +74,9 @@ __all__ = [
     "Options",
     "AutotuneOptions",
     "FixedLenFeature",
+    "VarLenFeature",
+    "FixedLenSequenceFeature",
+    "SparseTensorValue",
     "Iterator",
     "TFRecordDataset",
     "TextLineDataset",

@@ -23,6 +23,25 @@ class FixedLenFeature:
         default_value: Any | None = None,
     ) -> None: ...
 
+class VarLenFeature:
+    """``tf.io.VarLenFeature(dtype)``: parsed as a ``streamload.SparseTensorValue``."""
+
+    dtype: str
+    def __init__(self, dtype: str | type) -> None: ...
+
+class FixedLenSequenceFeature:
+    """``tf.io.FixedLenSequenceFeature(shape, dtype, allow_missing=False, default_value=None)``."""
+
+    shape: list[int]
+    dtype: str
+    def __init__(
+        self,
+        shape: Iterable[int],
+        dtype: str | type,
+        allow_missing: bool = False,
+        default_value: Any | None = None,
+    ) -> None: ...
+
 class Iterator(_Iterator[Element]):
     """One epoch of a :class:`Dataset`."""
 
@@ -111,7 +130,9 @@ class Dataset:
     def repeat(self, count: int | None = None) -> Dataset: ...
     def shard(self, num_shards: int, index: int) -> Dataset: ...
     def prefetch(self, buffer_size: int) -> Dataset: ...
-    def parse_example(self, features: dict[str, FixedLenFeature]) -> Dataset: ...
+    def parse_example(
+        self, features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature]
+    ) -> Dataset: ...
     def with_options(self, options: Any) -> Dataset: ...
     def cardinality(self) -> int: ...
     def __iter__(self) -> Iterator: ...
