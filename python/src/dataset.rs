@@ -33,11 +33,16 @@ pub(crate) const UNKNOWN: i64 = -2;
 #[pyclass(name = "Dataset", module = "streamload._native", frozen)]
 pub(crate) struct PyDataset {
     pub(crate) inner: Dataset<Value>,
+    /// How to shard it by file or row group, for a file reader made from a list of files.
+    pub(crate) sharder: Option<crate::distribute::Sharder>,
 }
 
 impl PyDataset {
     pub(crate) fn wrap(inner: Dataset<Value>) -> PyDataset {
-        PyDataset { inner }
+        PyDataset {
+            inner,
+            sharder: None,
+        }
     }
 }
 
@@ -682,6 +687,42 @@ impl PyDataset {
             }
         }
         Ok(PyDataset::wrap(self.inner.with_options(rust)))
+    }
+
+    /// `distribute(rank=None, world_size=None, policy="auto", remainder="drop",
+    /// rotate=None, weights=False)`: this rank's share of the dataset for data-parallel
+    /// training; see `streamload.Dataset.distribute` in the stubs.
+    #[pyo3(signature = (rank=None, world_size=None, policy="auto", remainder="drop", rotate=None, weights=false))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments
+    fn distribute(
+        &self,
+        py: Python<'_>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        policy: &str,
+        remainder: &str,
+        rotate: Option<u64>,
+        weights: bool,
+    ) -> PyResult<PyDataset> {
+        crate::distribute::distribute(
+            py, self, rank, world_size, policy, remainder, rotate, weights,
+        )
+    }
+
+    /// `assert_cardinality(expected_cardinality)` (tf.data's
+    /// `tf.data.experimental.assert_cardinality`): declares the number of elements (so
+    /// `distribute` can shard a dataset whose size is not known from its recipe); an epoch
+    /// of another length raises `InvalidArgumentError`.
+    fn assert_cardinality(&self, py: Python<'_>, expected_cardinality: i64) -> PyResult<PyDataset> {
+        if expected_cardinality < 0 {
+            return Err(errors::invalid(
+                py,
+                format!("expected_cardinality must be non-negative, got {expected_cardinality}"),
+            ));
+        }
+        Ok(PyDataset::wrap(
+            self.inner.assert_cardinality(expected_cardinality as u64),
+        ))
     }
 
     /// tf.data's `cardinality()`: the number of elements, `INFINITE_CARDINALITY` (-1) or

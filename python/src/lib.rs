@@ -12,6 +12,7 @@
 //!   lines, WebDataset, Parquet, HDF5) and the reading settings they share.
 //! - `formats.rs`: each format's element as a `Value`.
 //! - `transforms.rs`: the built-in transforms `map` runs without the GIL (images, text).
+//! - `distribute.rs`: `Dataset.distribute`, a rank's share (by file, row group or element).
 //! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
@@ -20,6 +21,7 @@
 #![deny(unsafe_code)]
 
 mod dataset;
+mod distribute;
 mod errors;
 mod formats;
 mod iterator;

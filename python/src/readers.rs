@@ -17,6 +17,7 @@ use streamload::storage::Location;
 use streamload::{Dataset, Parallelism};
 
 use crate::dataset::{PyDataset, parallelism};
+use crate::distribute::sharder;
 use crate::errors;
 use crate::formats;
 use crate::value::Value;
@@ -136,6 +137,19 @@ fn file_names(filenames: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     Ok(out)
 }
 
+/// The files of `filenames` when it is a list (not a dataset of names).
+fn listed(filenames: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Location>>> {
+    if filenames.cast::<PyDataset>().is_ok() {
+        return Ok(None);
+    }
+    Ok(Some(
+        file_names(filenames)?
+            .iter()
+            .map(|f| Location::parse(f))
+            .collect(),
+    ))
+}
+
 /// A file reader's elements. `filenames` is a list of names (read by `build` with its own
 /// parallel reads) or a dataset of names (`list_files`): each file read in turn, or
 /// `num_parallel_reads` at once, interleaved one element at a time (tf.data).
@@ -204,9 +218,20 @@ pub(crate) fn read(
 ) -> PyResult<PyDataset> {
     let (c, b, n) = (compression_type, buffer_size, num_parallel_reads);
     match format {
-        "tfrecord" => read_with(py, filenames, c, b, n, TFRecordDataset::new, |r| {
-            r.build().map(Value::string)
-        }),
+        "tfrecord" => {
+            let mut ds = read_with(py, filenames, c, b, n, TFRecordDataset::new, |r| {
+                r.build().map(Value::string)
+            })?;
+            if let Some(files) = listed(filenames)? {
+                let reading = Reading::new(py, c, b)?;
+                let reads = parallelism(py, "num_parallel_reads", n)?;
+                ds.sharder = Some(sharder(
+                    move || Ok(reading.apply(TFRecordDataset::new(files.clone()), reads)),
+                    |record| Ok(Value::string(record)),
+                ));
+            }
+            Ok(ds)
+        }
         "text_line" => read_with(py, filenames, c, b, n, TextLineDataset::new, |r| {
             r.build().map(Value::string)
         }),
@@ -375,7 +400,7 @@ pub(crate) fn parquet_dataset(
             format!("batch_size must be greater than zero, got {batch_size}"),
         ));
     }
-    read_files(py, filenames, num_parallel_reads, move |files, reads| {
+    let make = move |files: Vec<Location>, reads: Option<Parallelism>| {
         let mut reader = ParquetDataset::new(files).batch_size(batch_size as usize);
         if let Some(names) = &columns {
             reader = reader.columns(names.iter().cloned());
@@ -384,9 +409,25 @@ pub(crate) fn parquet_dataset(
             reader = reader.num_parallel_reads(n);
         }
         reader
+    };
+    let make = std::sync::Arc::new(make);
+    let build = std::sync::Arc::clone(&make);
+    let mut ds = read_files(py, filenames, num_parallel_reads, move |files, reads| {
+        build(files, reads)
             .build()
             .try_map(|batch| formats::record_batch(&batch))
-    })
+    })?;
+    if let Some(files) = listed(filenames)? {
+        let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
+        ds.sharder = Some(sharder(
+            move || {
+                let reader = make(files.clone(), reads);
+                crate::runtime::runtime()?.block_on(reader.shard_source())
+            },
+            |batch| formats::record_batch(&batch),
+        ));
+    }
+    Ok(ds)
 }
 
 /// HDF5 files; see `streamload.HDF5Dataset`.

@@ -134,6 +134,27 @@ class Dataset:
         self, features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature]
     ) -> Dataset: ...
     def with_options(self, options: Any) -> Dataset: ...
+    def distribute(
+        self,
+        rank: int | None = None,
+        world_size: int | None = None,
+        policy: str = "auto",
+        remainder: str = "drop",
+        rotate: int | None = None,
+        weights: bool = False,
+    ) -> Dataset:
+        """This rank's share for data-parallel training (``rank`` and ``world_size``
+        default to the ``RANK`` and ``WORLD_SIZE`` variables torchrun sets). A
+        ``TFRecordDataset`` of a list of files is dealt by file (``policy="auto"`` or
+        ``"file"``), a ``ParquetDataset`` by row group (``"auto"`` or ``"row_group"``);
+        any other dataset of known cardinality by element (``"element"``: every rank reads
+        all and keeps every ``world_size``-th). Every rank takes the same number of steps:
+        ``remainder="drop"`` stops all at the smallest share, ``"pad"`` repeats elements
+        of the rank's own share up to the largest (with ``weights=True`` each element is
+        ``(element, weight)``, weight 0.0 for padding). ``rotate=seed`` deals the files
+        in another order each epoch. Resumable like any dataset."""
+    def assert_cardinality(self, expected_cardinality: int) -> Dataset:
+        """``tf.data.experimental.assert_cardinality``: declares the number of elements."""
     def cardinality(self) -> int: ...
     def __iter__(self) -> Iterator: ...
     def as_numpy_iterator(self) -> Iterator: ...
