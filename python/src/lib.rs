@@ -48,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transforms::Transform>()?;
     m.add_class::<transforms::PyVocabulary>()?;
     m.add_function(wrap_pyfunction!(transforms::decode, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::read_file, m)?)?;
     m.add_function(wrap_pyfunction!(transforms::convert_image_dtype, m)?)?;
     m.add_function(wrap_pyfunction!(transforms::resize, m)?)?;
     m.add_function(wrap_pyfunction!(transforms::image_op, m)?)?;

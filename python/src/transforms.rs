@@ -236,6 +236,28 @@ pub(crate) fn decode(
     })
 }
 
+/// `tf.io.read_file(filename)`: the bytes of a file (a local path or an object-storage
+/// URL, one GET).
+#[pyfunction]
+#[pyo3(signature = (key=None))]
+pub(crate) fn read_file(key: Option<&Bound<'_, PyAny>>) -> PyResult<Transform> {
+    Transform::new("read_file".into(), key, |v, _| {
+        per_item(v, 0, &mut |x| {
+            let name = String::from_utf8_lossy(bytes_of(&x)?).into_owned();
+            let location = streamload::storage::Location::parse(&name);
+            let bytes = match location.as_path() {
+                Some(path) => Bytes::from(
+                    std::fs::read(path)
+                        .map_err(|e| anyhow::Error::new(e).context(format!("reading {name}")))?,
+                ),
+                None => crate::runtime::runtime()?
+                    .block_on(streamload::storage::read_range(location, 0..u64::MAX))?,
+            };
+            Ok(Value::string(bytes))
+        })
+    })
+}
+
 /// `tf.image.convert_image_dtype(image, tf.float32)`: uint8 to float32 in [0, 1].
 #[pyfunction]
 #[pyo3(signature = (key=None))]

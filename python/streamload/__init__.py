@@ -45,7 +45,7 @@ from .readers import (
     TFRecordDataset,
     WebDataset,
 )
-from . import experimental, image, text
+from . import experimental, image, io, text
 from .errors import (
     CheckpointError,
     DataLossError,
@@ -87,6 +87,7 @@ __all__ = [
     "HDF5Dataset",
     "experimental",
     "image",
+    "io",
     "text",
     "list_files",
     "DType",

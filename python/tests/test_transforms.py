@@ -211,3 +211,13 @@ def test_vocabulary_errors():
         sl.text.Vocabulary()
     with pytest.raises(sl.NotFoundError):
         sl.text.Vocabulary(vocabulary_file="/nonexistent/vocab.txt")
+
+
+def test_read_file_then_decode_local_and_over_http(http_data):
+    local = str(REPO_DATA / "images" / "grey.jpg")
+    url = f"{http_data}/images/grey.jpg"
+    pairs = sl.Dataset.from_tensor_slices((np.array([local, url], dtype=object), np.arange(2)))
+    images = list(pairs.map(sl.io.read_file(key=0), num_parallel_calls=2).map(sl.image.decode_jpeg(key=0)))
+    assert (images[0][0] == images[1][0]).all() and images[0][0].shape[2] == 3
+    with pytest.raises(sl.NotFoundError, match="nope.jpg"):
+        list(sl.Dataset.from_tensors(str(REPO_DATA / "nope.jpg")).map(sl.io.read_file()))
