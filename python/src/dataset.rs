@@ -8,8 +8,6 @@ use bytes::Bytes;
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator as PyIter, PyTuple};
-use streamload::format::{Compression, FixedLengthRecordDataset, TFRecordDataset, TextLineDataset};
-use streamload::storage::Location;
 use streamload::{
     AUTOTUNE as RUST_AUTOTUNE, Cardinality, Checkpoint, Dataset, Options, Parallelism,
 };
@@ -18,6 +16,7 @@ use crate::errors;
 use crate::iterator::PyIterator;
 use crate::padding;
 use crate::spec;
+use crate::transforms::Transform;
 use crate::value::Value;
 
 /// tf.data's `AUTOTUNE`.
@@ -34,11 +33,16 @@ pub(crate) const UNKNOWN: i64 = -2;
 #[pyclass(name = "Dataset", module = "streamload._native", frozen)]
 pub(crate) struct PyDataset {
     pub(crate) inner: Dataset<Value>,
+    /// How to shard it by file or row group, for a file reader made from a list of files.
+    pub(crate) sharder: Option<crate::distribute::Sharder>,
 }
 
 impl PyDataset {
-    fn wrap(inner: Dataset<Value>) -> PyDataset {
-        PyDataset { inner }
+    pub(crate) fn wrap(inner: Dataset<Value>) -> PyDataset {
+        PyDataset {
+            inner,
+            sharder: None,
+        }
     }
 }
 
@@ -48,7 +52,11 @@ impl PyDataset {
 /// At most [`MAX_PARALLELISM`]: each level is a thread, a reader or a slot made up front, so
 /// a mistyped huge value would take the process down (threads refused, memory exhausted)
 /// rather than fail.
-fn parallelism(py: Python<'_>, what: &str, n: Option<i64>) -> PyResult<Option<Parallelism>> {
+pub(crate) fn parallelism(
+    py: Python<'_>,
+    what: &str,
+    n: Option<i64>,
+) -> PyResult<Option<Parallelism>> {
     match n {
         None => Ok(None),
         Some(AUTOTUNE) => Ok(Some(RUST_AUTOTUNE)),
@@ -153,88 +161,6 @@ impl Iterator for PyElements {
             }
         }
     }
-}
-
-/// The file names of `filenames`: a str, or a list or tuple of them.
-fn file_names(filenames: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if let Ok(one) = filenames.extract::<String>() {
-        return Ok(vec![one]);
-    }
-    let mut out = Vec::new();
-    for item in filenames.try_iter()? {
-        let item = item?;
-        let name = match item.extract::<String>() {
-            Ok(s) => s,
-            Err(_) => match item.extract::<Vec<u8>>() {
-                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-                Err(_) => item.str()?.to_string(), // a pathlib.Path
-            },
-        };
-        out.push(name);
-    }
-    Ok(out)
-}
-
-fn compression(py: Python<'_>, compression_type: Option<&str>) -> PyResult<Compression> {
-    match compression_type.unwrap_or("") {
-        "" => Ok(Compression::None),
-        "GZIP" => Ok(Compression::Gzip),
-        "ZLIB" => Ok(Compression::Zlib),
-        other => Err(errors::invalid(
-            py,
-            format!("Unsupported compression_type: {other}. Supported: \"\", \"ZLIB\", \"GZIP\""),
-        )),
-    }
-}
-
-/// `buffer_size` in bytes: `None` (or `AUTOTUNE`) for the reader's default.
-fn buffer_bytes(py: Python<'_>, buffer_size: Option<i64>) -> PyResult<Option<usize>> {
-    match buffer_size {
-        None | Some(AUTOTUNE) => Ok(None),
-        Some(n) if n > 0 => Ok(Some(n as usize)),
-        Some(n) => Err(errors::invalid(
-            py,
-            format!("buffer_size must be positive, got {n}"),
-        )),
-    }
-}
-
-/// A file reader's records as strings. `filenames` is a list of names (read by `build`
-/// with its own parallel reads) or a dataset of names (`list_files`): each file read in
-/// turn, or `num_parallel_reads` at once, interleaved one record at a time (tf.data).
-fn read_files(
-    py: Python<'_>,
-    filenames: &Bound<'_, PyAny>,
-    num_parallel_reads: Option<i64>,
-    build: impl Fn(Vec<Location>, Option<Parallelism>) -> Dataset<Bytes> + Send + Sync + 'static,
-) -> PyResult<PyDataset> {
-    let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
-    if let Ok(files) = filenames.cast::<PyDataset>() {
-        let open = move |name: Value| -> Dataset<Value> {
-            match name.as_string() {
-                Some(n) => {
-                    let location = Location::parse(&String::from_utf8_lossy(n));
-                    build(vec![location], None).map(Value::string)
-                }
-                None => {
-                    let message =
-                        format!("a file name must be a string, got a {}", name.describe());
-                    Dataset::range(0, 1)
-                        .try_map(move |_| Err(crate::value::invalid(message.clone())))
-                }
-            }
-        };
-        let files = &files.get().inner;
-        return Ok(PyDataset::wrap(match reads {
-            None | Some(Parallelism::Fixed(1)) => files.flat_map(open),
-            Some(n) => files.parallel_interleave(n, 1, n, open),
-        }));
-    }
-    let files = file_names(filenames)?
-        .iter()
-        .map(|f| Location::parse(f))
-        .collect();
-    Ok(PyDataset::wrap(build(files, reads).map(Value::string)))
 }
 
 /// `tf.data.Dataset.list_files(file_pattern, shuffle=None, seed=None)`: the file names
@@ -358,103 +284,6 @@ impl PyDataset {
         }))
     }
 
-    /// `tf.data.TFRecordDataset`; see `streamload.TFRecordDataset`.
-    #[staticmethod]
-    #[pyo3(signature = (filenames, compression_type=None, buffer_size=None, num_parallel_reads=None))]
-    fn tfrecord(
-        py: Python<'_>,
-        filenames: &Bound<'_, PyAny>,
-        compression_type: Option<&str>,
-        buffer_size: Option<i64>,
-        num_parallel_reads: Option<i64>,
-    ) -> PyResult<PyDataset> {
-        let compression = compression(py, compression_type)?;
-        let buffer = buffer_bytes(py, buffer_size)?;
-        read_files(py, filenames, num_parallel_reads, move |files, reads| {
-            let mut reader = TFRecordDataset::new(files).compression(compression);
-            if let Some(b) = buffer {
-                reader = reader.buffer_size(b);
-            }
-            if let Some(n) = reads {
-                reader = reader.num_parallel_reads(n);
-            }
-            reader.build()
-        })
-    }
-
-    /// `tf.data.TextLineDataset`; see `streamload.TextLineDataset`.
-    #[staticmethod]
-    #[pyo3(signature = (filenames, compression_type=None, buffer_size=None, num_parallel_reads=None))]
-    fn text_line(
-        py: Python<'_>,
-        filenames: &Bound<'_, PyAny>,
-        compression_type: Option<&str>,
-        buffer_size: Option<i64>,
-        num_parallel_reads: Option<i64>,
-    ) -> PyResult<PyDataset> {
-        let compression = compression(py, compression_type)?;
-        let buffer = buffer_bytes(py, buffer_size)?;
-        read_files(py, filenames, num_parallel_reads, move |files, reads| {
-            let mut reader = TextLineDataset::new(files).compression(compression);
-            if let Some(b) = buffer {
-                reader = reader.buffer_size(b);
-            }
-            if let Some(n) = reads {
-                reader = reader.num_parallel_reads(n);
-            }
-            reader.build()
-        })
-    }
-
-    /// `tf.data.FixedLengthRecordDataset`; see `streamload.FixedLengthRecordDataset`.
-    #[staticmethod]
-    #[pyo3(signature = (filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None, compression_type=None, num_parallel_reads=None))]
-    #[allow(clippy::too_many_arguments)] // tf.data's keyword arguments
-    fn fixed_length_record(
-        py: Python<'_>,
-        filenames: &Bound<'_, PyAny>,
-        record_bytes: i64,
-        header_bytes: Option<i64>,
-        footer_bytes: Option<i64>,
-        buffer_size: Option<i64>,
-        compression_type: Option<&str>,
-        num_parallel_reads: Option<i64>,
-    ) -> PyResult<PyDataset> {
-        if record_bytes <= 0 {
-            return Err(errors::invalid(
-                py,
-                format!("record_bytes must be greater than zero, got {record_bytes}"),
-            ));
-        }
-        let size = |what: &str, n: Option<i64>| match n {
-            None => Ok(0usize),
-            Some(n) if n >= 0 => Ok(n as usize),
-            Some(n) => Err(errors::invalid(
-                py,
-                format!("{what} must not be negative, got {n}"),
-            )),
-        };
-        let (header, footer) = (
-            size("header_bytes", header_bytes)?,
-            size("footer_bytes", footer_bytes)?,
-        );
-        let compression = compression(py, compression_type)?;
-        let buffer = buffer_bytes(py, buffer_size)?;
-        read_files(py, filenames, num_parallel_reads, move |files, reads| {
-            let mut reader = FixedLengthRecordDataset::new(files, record_bytes as usize)
-                .header_bytes(header)
-                .footer_bytes(footer)
-                .compression(compression);
-            if let Some(b) = buffer {
-                reader = reader.buffer_size(b);
-            }
-            if let Some(n) = reads {
-                reader = reader.num_parallel_reads(n);
-            }
-            reader.build()
-        })
-    }
-
     /// `map(map_func, num_parallel_calls=None, deterministic=None)`: `map_func` on every
     /// element (a tuple's components as separate arguments). Calls run on threads of
     /// streamload's, in input order: one at a time, or `num_parallel_calls` at once
@@ -472,6 +301,13 @@ impl PyDataset {
         name: Option<&str>,
     ) -> PyResult<PyDataset> {
         let _ = (deterministic, name);
+        // A built-in transform (`streamload.image`, `streamload.text`): run in Rust, without
+        // the GIL.
+        if let Ok(t) = map_func.bind(py).cast::<Transform>() {
+            let n = parallelism(py, "num_parallel_calls", num_parallel_calls)?
+                .unwrap_or(Parallelism::Fixed(1));
+            return Ok(PyDataset::wrap(t.get().map(&self.inner, n)));
+        }
         let f = Arc::new(map_func);
         // A Python function is CPU-bound user code: even unparallel it runs on a thread of
         // streamload's, never on an async worker (where waiting for the GIL would stall
@@ -851,6 +687,42 @@ impl PyDataset {
             }
         }
         Ok(PyDataset::wrap(self.inner.with_options(rust)))
+    }
+
+    /// `distribute(rank=None, world_size=None, policy="auto", remainder="drop",
+    /// rotate=None, weights=False)`: this rank's share of the dataset for data-parallel
+    /// training; see `streamload.Dataset.distribute` in the stubs.
+    #[pyo3(signature = (rank=None, world_size=None, policy="auto", remainder="drop", rotate=None, weights=false))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments
+    fn distribute(
+        &self,
+        py: Python<'_>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        policy: &str,
+        remainder: &str,
+        rotate: Option<u64>,
+        weights: bool,
+    ) -> PyResult<PyDataset> {
+        crate::distribute::distribute(
+            py, self, rank, world_size, policy, remainder, rotate, weights,
+        )
+    }
+
+    /// `assert_cardinality(expected_cardinality)` (tf.data's
+    /// `tf.data.experimental.assert_cardinality`): declares the number of elements (so
+    /// `distribute` can shard a dataset whose size is not known from its recipe); an epoch
+    /// of another length raises `InvalidArgumentError`.
+    fn assert_cardinality(&self, py: Python<'_>, expected_cardinality: i64) -> PyResult<PyDataset> {
+        if expected_cardinality < 0 {
+            return Err(errors::invalid(
+                py,
+                format!("expected_cardinality must be non-negative, got {expected_cardinality}"),
+            ));
+        }
+        Ok(PyDataset::wrap(
+            self.inner.assert_cardinality(expected_cardinality as u64),
+        ))
     }
 
     /// tf.data's `cardinality()`: the number of elements, `INFINITE_CARDINALITY` (-1) or

@@ -37,6 +37,30 @@ fn classify(err: &anyhow::Error) -> &'static str {
             };
         }
     }
+    by_message(err)
+}
+
+/// Errors that reach here as messages only: the storage layer rebuilds an error from its
+/// messages (to redact credentials), keeping the types of `std::io` and streamload but not
+/// object_store's; the JSON-lines reader reports serde's error in its message.
+fn by_message(err: &anyhow::Error) -> &'static str {
+    for cause in err.chain() {
+        let text = cause.to_string();
+        // object_store's `NotFound`: "Object at location {path} not found: ...".
+        if text.starts_with("Object at location ") && text.contains(" not found") {
+            return "NotFoundError";
+        }
+        // object_store's `PermissionDenied` / `Unauthenticated`.
+        if text.starts_with("The operation lacked the necessary privileges")
+            || text.starts_with("The operation lacked valid authentication credentials")
+        {
+            return "PermissionDeniedError";
+        }
+        // `JsonLinesDataset`: "{file}: line {n}: not valid JSON...".
+        if text.contains(": not valid JSON") {
+            return "InvalidArgumentError";
+        }
+    }
     "Error"
 }
 

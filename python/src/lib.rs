@@ -8,6 +8,11 @@
 //! - `dataset.rs`: the `Dataset` class, one thin method per tf.data operation.
 //! - `iterator.rs`: one epoch (`Iterator`): waits for elements with the GIL released,
 //!   checks for Ctrl-C while it waits, checkpoints.
+//! - `readers.rs`: the file readers (TFRecord, text lines, fixed-length records, CSV, JSON
+//!   lines, WebDataset, Parquet, HDF5) and the reading settings they share.
+//! - `formats.rs`: each format's element as a `Value`.
+//! - `transforms.rs`: the built-in transforms `map` runs without the GIL (images, text).
+//! - `distribute.rs`: `Dataset.distribute`, a rank's share (by file, row group or element).
 //! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
@@ -16,12 +21,16 @@
 #![deny(unsafe_code)]
 
 mod dataset;
+mod distribute;
 mod errors;
+mod formats;
 mod iterator;
 mod padding;
+mod readers;
 mod reference;
 mod runtime;
 mod spec;
+mod transforms;
 mod value;
 
 use pyo3::prelude::*;
@@ -32,7 +41,23 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<iterator::PyIterator>()?;
     m.add_class::<spec::FixedLenFeature>()?;
+    m.add_class::<spec::VarLenFeature>()?;
+    m.add_class::<spec::FixedLenSequenceFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::read, m)?)?;
+    m.add_class::<transforms::Transform>()?;
+    m.add_class::<transforms::PyVocabulary>()?;
+    m.add_function(wrap_pyfunction!(transforms::decode, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::read_file, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::convert_image_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::resize, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::image_op, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::random_resized_crop, m)?)?;
+    m.add_function(wrap_pyfunction!(transforms::center_crop, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::fixed_length_record_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::csv_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::parquet_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(readers::hdf5_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_reference_range, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_reference_tfrecord, m)?)?;
     m.add("AUTOTUNE", dataset::AUTOTUNE)?;

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use ndarray::{ArrayD, IxDyn};
 use pyo3::prelude::*;
-use streamload::format::{FeatureSpec, ParseSpec, parse_example, parse_single_example};
-use streamload::tensor::{DType, Tensor, Values};
+use streamload::format::{FeatureSpec, ParseSpec, Parsed, parse_example, parse_single_example};
+use streamload::tensor::{DType, SparseTensor, Tensor, Values};
 
 use crate::errors;
-use crate::value::{Array, Value, invalid};
+use crate::value::{Array, Sparse, Value, invalid};
 
 /// `tf.io.FixedLenFeature(shape, dtype, default_value=None)`: exactly `prod(shape)` values
 /// of `dtype` (`"int64"`, `"float32"` or `"string"`), or `default_value` when the feature is
@@ -48,6 +48,79 @@ impl FixedLenFeature {
     fn __repr__(&self) -> String {
         format!(
             "FixedLenFeature(shape={:?}, dtype={})",
+            self.shape, self.dtype
+        )
+    }
+}
+
+/// `tf.io.VarLenFeature(dtype)`: any number of values, parsed as a sparse tensor
+/// (`streamload.SparseTensorValue`: `indices`, `values`, `dense_shape`).
+#[pyclass(name = "VarLenFeature", module = "streamload._native", frozen)]
+pub(crate) struct VarLenFeature {
+    spec: FeatureSpec,
+    #[pyo3(get)]
+    dtype: String,
+}
+
+#[pymethods]
+impl VarLenFeature {
+    #[new]
+    fn new(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let dtype = parse_dtype(py, dtype)?;
+        Ok(VarLenFeature {
+            spec: FeatureSpec::var_len(dtype),
+            dtype: dtype_name(dtype).to_string(),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("VarLenFeature(dtype={})", self.dtype)
+    }
+}
+
+/// `tf.io.FixedLenSequenceFeature(shape, dtype, allow_missing=False, default_value=None)`:
+/// any number of rows of `shape` (a dense tensor of shape `[rows] + shape`); in a batch,
+/// rows are padded to the longest with `default_value` (or zero / `b""`). TensorFlow
+/// requires `allow_missing=True`, and so does this.
+#[pyclass(
+    name = "FixedLenSequenceFeature",
+    module = "streamload._native",
+    frozen
+)]
+pub(crate) struct FixedLenSequenceFeature {
+    spec: FeatureSpec,
+    #[pyo3(get)]
+    shape: Vec<usize>,
+    #[pyo3(get)]
+    dtype: String,
+}
+
+#[pymethods]
+impl FixedLenSequenceFeature {
+    #[new]
+    #[pyo3(signature = (shape, dtype, allow_missing=false, default_value=None))]
+    fn new(
+        py: Python<'_>,
+        shape: Vec<usize>,
+        dtype: &Bound<'_, PyAny>,
+        allow_missing: bool,
+        default_value: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let dtype = parse_dtype(py, dtype)?;
+        let mut spec = FeatureSpec::fixed_len_sequence(shape.clone(), dtype, allow_missing);
+        if let Some(default) = default_value {
+            spec = spec.with_default(default_values(py, default, dtype)?);
+        }
+        Ok(FixedLenSequenceFeature {
+            spec,
+            shape,
+            dtype: dtype_name(dtype).to_string(),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "FixedLenSequenceFeature(shape={:?}, dtype={})",
             self.shape, self.dtype
         )
     }
@@ -117,16 +190,23 @@ pub(crate) fn parse_spec(
     let mut specs = Vec::with_capacity(features.len());
     for (name, feature) in features.iter() {
         let name: String = name.extract()?;
-        let feature = feature.cast::<FixedLenFeature>().map_err(|_| {
-            errors::invalid(
+        let spec = if let Ok(f) = feature.cast::<FixedLenFeature>() {
+            f.get().spec.clone()
+        } else if let Ok(f) = feature.cast::<VarLenFeature>() {
+            f.get().spec.clone()
+        } else if let Ok(f) = feature.cast::<FixedLenSequenceFeature>() {
+            f.get().spec.clone()
+        } else {
+            return Err(errors::invalid(
                 py,
                 format!(
-                    "parse_example: feature {name}: only FixedLenFeature is supported from \
-                     Python so far"
+                    "parse_example: feature {name}: a FixedLenFeature, VarLenFeature or \
+                     FixedLenSequenceFeature, not {}",
+                    crate::value::type_name(&feature)
                 ),
-            )
-        })?;
-        specs.push((name, feature.get().spec.clone()));
+            ));
+        };
+        specs.push((name, spec));
     }
     ParseSpec::new(specs).map_err(|e| errors::to_py(py, e))
 }
@@ -154,10 +234,29 @@ pub(crate) fn parse(value: Value, spec: &ParseSpec) -> anyhow::Result<Value> {
     let names: Vec<String> = spec.names().map(str::to_owned).collect();
     let mut out = BTreeMap::new();
     for name in names {
-        let tensor = parsed.take_dense(&name)?;
-        out.insert(name, tensor_value(tensor)?);
+        let value = match parsed.get(&name) {
+            Some(Parsed::Sparse(sparse)) => sparse_value(sparse)?,
+            _ => tensor_value(parsed.take_dense(&name)?)?,
+        };
+        out.insert(name, value);
     }
     Ok(Value::Dict(out))
+}
+
+/// A parsed sparse tensor as a value.
+fn sparse_value(sparse: &SparseTensor) -> anyhow::Result<Value> {
+    let rank = sparse.dense_shape().len();
+    let indices = sparse.indices().to_vec();
+    let n = indices.len() / rank.max(1);
+    let values = tensor_value(Tensor::new(
+        vec![sparse.values().len()],
+        sparse.values().clone(),
+    )?)?;
+    Ok(Value::Sparse(Box::new(Sparse {
+        indices: ArrayD::from_shape_vec(IxDyn(&[n, rank]), indices)?,
+        values,
+        dense_shape: sparse.dense_shape().iter().map(|&d| d as i64).collect(),
+    })))
 }
 
 /// A parsed tensor as a value, its values moved (not copied).

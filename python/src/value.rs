@@ -30,6 +30,18 @@ pub(crate) enum Value {
     Tuple(Vec<Value>),
     /// A dict of components by name, in key order (as `tf.nest` orders them).
     Dict(BTreeMap<String, Value>),
+    /// A `tf.SparseTensor` (a `VarLenFeature`'s values).
+    Sparse(Box<Sparse>),
+}
+
+/// A `tf.SparseTensor`: the `(n, rank)` int64 `indices` of `n` values (a 1-d tensor of one
+/// type) in a tensor of `dense_shape`. To Python, `streamload.SparseTensorValue` (as
+/// `tf.compat.v1.SparseTensorValue`, what `as_numpy_iterator` gives for a sparse tensor).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Sparse {
+    pub(crate) indices: ArrayD<i64>,
+    pub(crate) values: Value,
+    pub(crate) dense_shape: Vec<i64>,
 }
 
 macro_rules! arrays {
@@ -88,6 +100,16 @@ macro_rules! arrays {
                 }
             }
 
+            /// The same values in another shape of as many (row-major); `None` otherwise.
+            pub(crate) fn reshape(self, shape: &[usize]) -> Option<Array> {
+                match self {
+                    $(Array::$variant(a) => a
+                        .into_shape_with_order(IxDyn(shape))
+                        .ok()
+                        .map(Array::$variant),)*
+                }
+            }
+
             /// Stacks arrays of this type and shape along a new first axis.
             fn stack(first: &Array, all: &[&Array]) -> Option<Array> {
                 match first {
@@ -110,6 +132,13 @@ macro_rules! arrays {
                 }
             }
         }
+        $(
+            impl From<ArrayD<$ty>> for Array {
+                fn from(a: ArrayD<$ty>) -> Array {
+                    Array::$variant(a)
+                }
+            }
+        )*
     };
 }
 
@@ -138,6 +167,22 @@ impl Value {
         Value::Array(Array::Int64(ArrayD::from_elem(IxDyn(&[]), x)))
     }
 
+    /// A 0-d tensor of `x`'s type.
+    pub(crate) fn scalar<T>(x: T) -> Value
+    where
+        ArrayD<T>: Into<Array>,
+    {
+        Value::Array(ndarray::arr0(x).into_dyn().into())
+    }
+
+    /// A 1-d tensor of `values`.
+    pub(crate) fn vector<T>(values: Vec<T>) -> Value
+    where
+        ArrayD<T>: Into<Array>,
+    {
+        Value::Array(ndarray::Array1::from(values).into_dyn().into())
+    }
+
     /// The one string of a 0-d `tf.string` value.
     pub(crate) fn as_string(&self) -> Option<&Bytes> {
         match self {
@@ -156,6 +201,11 @@ impl Value {
                 "dict with keys {:?}",
                 items.keys().map(String::as_str).collect::<Vec<_>>()
             ),
+            Value::Sparse(s) => format!(
+                "sparse {} of dense shape {:?}",
+                s.values.describe(),
+                s.dense_shape
+            ),
         }
     }
 
@@ -167,6 +217,10 @@ impl Value {
             Value::Array(_) | Value::Strings(_) => {}
             Value::Tuple(items) => items.iter().for_each(|v| v.addresses(out)),
             Value::Dict(items) => items.values().for_each(|v| v.addresses(out)),
+            Value::Sparse(s) => {
+                out.push(s.indices.as_ptr() as usize);
+                s.values.addresses(out);
+            }
         }
     }
 
@@ -201,6 +255,22 @@ impl Value {
                 }
                 dict.into_any()
             }
+            Value::Sparse(s) => {
+                let Sparse {
+                    indices,
+                    values,
+                    dense_shape,
+                } = *s;
+                let class = py
+                    .import("streamload.sparse")?
+                    .getattr("SparseTensorValue")?;
+                let dense_shape = ndarray::Array1::from(dense_shape).into_dyn();
+                class.call1((
+                    PyArray::from_owned_array(py, indices),
+                    values.into_py(py)?,
+                    PyArray::from_owned_array(py, dense_shape),
+                ))?
+            }
         })
     }
 
@@ -209,6 +279,29 @@ impl Value {
     /// is `float32` (TensorFlow's default), `bool` is `bool`, `bytes` and `str` (UTF-8) are
     /// strings; numpy arrays and scalars keep their type.
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if type_name(obj) == "SparseTensorValue" {
+            let indices = match Value::from_py(&obj.getattr("indices")?)? {
+                Value::Array(Array::Int64(a)) => a,
+                other => {
+                    return Err(PyTypeError::new_err(format!(
+                        "SparseTensorValue.indices must be int64, not a {}",
+                        other.describe()
+                    )));
+                }
+            };
+            let values = Value::from_py(&obj.getattr("values")?)?;
+            let dense_shape: Vec<i64> = obj
+                .py()
+                .import("numpy")?
+                .call_method1("asarray", (obj.getattr("dense_shape")?,))?
+                .call_method0("tolist")?
+                .extract()?;
+            return Ok(Value::Sparse(Box::new(Sparse {
+                indices,
+                values,
+                dense_shape,
+            })));
+        }
         if let Ok(t) = obj.cast::<PyTuple>() {
             return t
                 .iter()
@@ -334,6 +427,7 @@ impl Value {
                 .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
             Value::Tuple(items) => common_rows(items.iter()),
             Value::Dict(items) => common_rows(items.values()),
+            Value::Sparse(_) => Err("a sparse tensor cannot be sliced into rows".into()),
         }
     }
 
@@ -346,6 +440,8 @@ impl Value {
             Value::Dict(items) => {
                 Value::Dict(items.iter().map(|(k, v)| (k.clone(), v.row(i))).collect())
             }
+            // `rows` refuses a sparse tensor, so no row of one is asked for.
+            Value::Sparse(s) => Value::Sparse(s.clone()),
         }
     }
 
@@ -467,6 +563,44 @@ fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::R
                 out.insert(key.clone(), stack_refs(h, &column, component)?);
             }
             Ok(Value::Dict(out))
+        }
+        Value::Sparse(head) => {
+            // tf.data's batch of sparse tensors: the element's index first in each row, the
+            // dense shape the largest of each dimension.
+            let rank = head.dense_shape.len();
+            let mut indices = Vec::new();
+            let mut dense = vec![0i64; rank];
+            let mut values = Vec::new();
+            for (i, v) in all.iter().enumerate() {
+                match v {
+                    Value::Sparse(s) if s.dense_shape.len() == rank => {
+                        for row in s.indices.iter().copied().collect::<Vec<_>>().chunks(rank) {
+                            indices.push(i as i64);
+                            indices.extend_from_slice(row);
+                        }
+                        for (d, n) in dense.iter_mut().zip(&s.dense_shape) {
+                            *d = (*d).max(*n);
+                        }
+                        let n = s.values.rows().map_err(invalid)?;
+                        values.extend((0..n).map(|j| s.values.row(j)));
+                    }
+                    other => return Err(mismatch(i, other)),
+                }
+            }
+            *component += 1;
+            let n = values.len();
+            let values = if values.is_empty() {
+                head.values.clone()
+            } else {
+                Value::stack(&values)?
+            };
+            let mut dense_shape = vec![all.len() as i64];
+            dense_shape.extend(dense);
+            Ok(Value::Sparse(Box::new(Sparse {
+                indices: ArrayD::from_shape_vec(IxDyn(&[n, rank + 1]), indices)?,
+                values,
+                dense_shape,
+            })))
         }
     }
 }

@@ -27,10 +27,25 @@ from ._native import (
     UNKNOWN_CARDINALITY,
     Dataset,
     FixedLenFeature,
+    FixedLenSequenceFeature,
     Iterator,
+    VarLenFeature,
 )
+from .sparse import SparseTensorValue
 from ._native import list_files as _list_files
 from .options import AutotuneOptions, Options
+from .dtypes import DType, bool_, float16, float32, float64, int8, int16, int32, int64, string
+from .dtypes import uint8, uint16, uint32, uint64
+from .readers import (
+    FixedLengthRecordDataset,
+    HDF5Dataset,
+    JsonLinesDataset,
+    ParquetDataset,
+    TextLineDataset,
+    TFRecordDataset,
+    WebDataset,
+)
+from . import experimental, image, io, text
 from .errors import (
     CheckpointError,
     DataLossError,
@@ -40,10 +55,6 @@ from .errors import (
     PermissionDeniedError,
 )
 
-#: ``tf.int64``, ``tf.float32``, ``tf.string``: the types ``FixedLenFeature`` takes.
-int64 = "int64"
-float32 = "float32"
-string = "string"
 
 
 def list_files(
@@ -55,68 +66,6 @@ def list_files(
     return _list_files(os.fsdecode(file_pattern), shuffle, seed)
 
 
-def TFRecordDataset(
-    filenames: "str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Dataset",
-    compression_type: "str | None" = None,
-    buffer_size: "int | None" = None,
-    num_parallel_reads: "int | None" = None,
-) -> Dataset:
-    """``tf.data.TFRecordDataset``: the records of TFRecord files, as ``bytes``.
-
-    ``filenames`` is a path, a list of paths or URLs, or a dataset of names
-    (:func:`list_files`). ``compression_type`` is ``None``/``""``, ``"GZIP"`` or ``"ZLIB"``.
-    With ``num_parallel_reads`` (or ``AUTOTUNE``) that many files are read at once and their
-    records interleaved, one at a time, in a deterministic order. Records are checked
-    (CRC32C) as TensorFlow checks them; damage raises :class:`DataLossError` naming the file
-    and the offset.
-    """
-    return Dataset.tfrecord(_names(filenames), compression_type, buffer_size, num_parallel_reads)
-
-
-
-def _names(filenames):
-    """A path, a list of paths, or a dataset of names, as the readers take them."""
-    if isinstance(filenames, (str, bytes, os.PathLike)):
-        return [os.fsdecode(filenames)]
-    if isinstance(filenames, Dataset):
-        return filenames
-    return [os.fsdecode(f) for f in filenames]
-
-
-def TextLineDataset(
-    filenames: "str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Dataset",
-    compression_type: "str | None" = None,
-    buffer_size: "int | None" = None,
-    num_parallel_reads: "int | None" = None,
-) -> Dataset:
-    """``tf.data.TextLineDataset``: the lines of text files, as ``bytes`` without their line
-    ends (every ``\\r`` dropped, as TensorFlow does). Arguments as :func:`TFRecordDataset`."""
-    return Dataset.text_line(_names(filenames), compression_type, buffer_size, num_parallel_reads)
-
-
-def FixedLengthRecordDataset(
-    filenames: "str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Dataset",
-    record_bytes: int,
-    header_bytes: "int | None" = None,
-    footer_bytes: "int | None" = None,
-    buffer_size: "int | None" = None,
-    compression_type: "str | None" = None,
-    num_parallel_reads: "int | None" = None,
-) -> Dataset:
-    """``tf.data.FixedLengthRecordDataset``: records of ``record_bytes`` bytes between a
-    header and a footer of each file; a body that is not whole records raises TensorFlow's
-    error."""
-    return Dataset.fixed_length_record(
-        _names(filenames),
-        record_bytes,
-        header_bytes,
-        footer_bytes,
-        buffer_size,
-        compression_type,
-        num_parallel_reads,
-    )
-
-
 __all__ = [
     "AUTOTUNE",
     "INFINITE_CARDINALITY",
@@ -125,13 +74,35 @@ __all__ = [
     "Options",
     "AutotuneOptions",
     "FixedLenFeature",
+    "VarLenFeature",
+    "FixedLenSequenceFeature",
+    "SparseTensorValue",
     "Iterator",
     "TFRecordDataset",
     "TextLineDataset",
     "FixedLengthRecordDataset",
+    "JsonLinesDataset",
+    "WebDataset",
+    "ParquetDataset",
+    "HDF5Dataset",
+    "experimental",
+    "image",
+    "io",
+    "text",
     "list_files",
+    "DType",
+    "bool_",
+    "int8",
+    "int16",
+    "int32",
     "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
     "float32",
+    "float64",
     "string",
     "errors",
     "Error",

@@ -23,6 +23,25 @@ class FixedLenFeature:
         default_value: Any | None = None,
     ) -> None: ...
 
+class VarLenFeature:
+    """``tf.io.VarLenFeature(dtype)``: parsed as a ``streamload.SparseTensorValue``."""
+
+    dtype: str
+    def __init__(self, dtype: str | type) -> None: ...
+
+class FixedLenSequenceFeature:
+    """``tf.io.FixedLenSequenceFeature(shape, dtype, allow_missing=False, default_value=None)``."""
+
+    shape: list[int]
+    dtype: str
+    def __init__(
+        self,
+        shape: Iterable[int],
+        dtype: str | type,
+        allow_missing: bool = False,
+        default_value: Any | None = None,
+    ) -> None: ...
+
 class Iterator(_Iterator[Element]):
     """One epoch of a :class:`Dataset`."""
 
@@ -57,33 +76,9 @@ class Dataset:
     def list_files(
         file_pattern: str, shuffle: bool | None = None, seed: int | None = None
     ) -> Dataset: ...
-    @staticmethod
-    def tfrecord(
-        filenames: str | Iterable[str] | Dataset,
-        compression_type: str | None = None,
-        buffer_size: int | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
-    @staticmethod
-    def text_line(
-        filenames: Iterable[str] | Dataset,
-        compression_type: str | None = None,
-        buffer_size: int | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
-    @staticmethod
-    def fixed_length_record(
-        filenames: Iterable[str] | Dataset,
-        record_bytes: int,
-        header_bytes: int | None = None,
-        footer_bytes: int | None = None,
-        buffer_size: int | None = None,
-        compression_type: str | None = None,
-        num_parallel_reads: int | None = None,
-    ) -> Dataset: ...
     def map(
         self,
-        map_func: Callable[..., Any],
+        map_func: Callable[..., Any] | Transform,
         num_parallel_calls: int | None = None,
         deterministic: bool | None = None,
         name: str | None = None,
@@ -135,8 +130,31 @@ class Dataset:
     def repeat(self, count: int | None = None) -> Dataset: ...
     def shard(self, num_shards: int, index: int) -> Dataset: ...
     def prefetch(self, buffer_size: int) -> Dataset: ...
-    def parse_example(self, features: dict[str, FixedLenFeature]) -> Dataset: ...
+    def parse_example(
+        self, features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature]
+    ) -> Dataset: ...
     def with_options(self, options: Any) -> Dataset: ...
+    def distribute(
+        self,
+        rank: int | None = None,
+        world_size: int | None = None,
+        policy: str = "auto",
+        remainder: str = "drop",
+        rotate: int | None = None,
+        weights: bool = False,
+    ) -> Dataset:
+        """This rank's share for data-parallel training (``rank`` and ``world_size``
+        default to the ``RANK`` and ``WORLD_SIZE`` variables torchrun sets). A
+        ``TFRecordDataset`` of a list of files is dealt by file (``policy="auto"`` or
+        ``"file"``), a ``ParquetDataset`` by row group (``"auto"`` or ``"row_group"``);
+        any other dataset of known cardinality by element (``"element"``: every rank reads
+        all and keeps every ``world_size``-th). Every rank takes the same number of steps:
+        ``remainder="drop"`` stops all at the smallest share, ``"pad"`` repeats elements
+        of the rank's own share up to the largest (with ``weights=True`` each element is
+        ``(element, weight)``, weight 0.0 for padding). ``rotate=seed`` deals the files
+        in another order each epoch. Resumable like any dataset."""
+    def assert_cardinality(self, expected_cardinality: int) -> Dataset:
+        """``tf.data.experimental.assert_cardinality``: declares the number of elements."""
     def cardinality(self) -> int: ...
     def __iter__(self) -> Iterator: ...
     def as_numpy_iterator(self) -> Iterator: ...
@@ -145,6 +163,106 @@ class Dataset:
 def list_files(
     file_pattern: str | PathLike[str], shuffle: bool | None = None, seed: int | None = None
 ) -> Dataset: ...
+def read(
+    format: str,
+    filenames: list[str] | Dataset,
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def fixed_length_record_dataset(
+    filenames: list[str] | Dataset,
+    record_bytes: int,
+    header_bytes: int | None = None,
+    footer_bytes: int | None = None,
+    buffer_size: int | None = None,
+    compression_type: str | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def csv_dataset(
+    filenames: list[str] | Dataset,
+    record_defaults: list[tuple[str, Any]],
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    header: bool = False,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: list[int] | None = None,
+    exclude_cols: list[int] | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def parquet_dataset(
+    filenames: list[str] | Dataset,
+    columns: list[str] | None = None,
+    batch_size: int = 1024,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+def hdf5_dataset(
+    filenames: list[str] | Dataset,
+    dataset: str,
+    dtype: str,
+    labels: str | None = None,
+    labels_dtype: str | None = None,
+    slices: int | None = None,
+    field: str | None = None,
+    fill_missing_chunks: bool = False,
+    num_parallel_reads: int | None = None,
+) -> Dataset: ...
+class Transform:
+    """A built-in transform (``streamload.image``, ``streamload.text``): ``Dataset.map``
+    runs it in Rust, without the GIL."""
+
+    def __call__(self, element: Element) -> Element:
+        """Applies the transform to one element, here (to try it out)."""
+
+class Vocabulary:
+    """``tf.lookup.StaticVocabularyTable``: tokens to ids, unknown tokens to OOV buckets."""
+
+    def __init__(
+        self,
+        tokens: Iterable[str | bytes] | None = None,
+        vocabulary_file: str | None = None,
+        num_oov_buckets: int = 1,
+        reserve_padding_id: bool = False,
+    ) -> None: ...
+    def size(self) -> int:
+        """The number of ids: tokens, OOV buckets and the padding id."""
+    def __len__(self) -> int: ...
+    def lookup(self, token: bytes) -> int:
+        """The id of one token."""
+    def tokenize(self, key: str | int | None = None) -> Transform:
+        """The transform from a text to the ids of its whitespace-separated words."""
+
+def decode(op: str, channels: int = 3, key: str | int | None = None) -> Transform: ...
+def read_file(key: str | int | None = None) -> Transform: ...
+def convert_image_dtype(key: str | int | None = None) -> Transform: ...
+def resize(
+    size: tuple[int, int], method: str = "bilinear", key: str | int | None = None
+) -> Transform: ...
+def image_op(
+    op: str, a: float = 0.0, b: float = 0.0, seed: int | None = None, key: str | int | None = None
+) -> Transform: ...
+def random_resized_crop(
+    size: tuple[int, int],
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (0.75, 4 / 3),
+    flip: bool = True,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    layout: str = "HWC",
+    dct_scaling: bool = True,
+    seed: int | None = None,
+    key: str | int | None = None,
+) -> Transform: ...
+def center_crop(
+    size: tuple[int, int],
+    resize_shorter: int,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    layout: str = "HWC",
+    key: str | int | None = None,
+) -> Transform: ...
 def _reference_range(
     n: int, buffer: int, seed: int, num_shards: int, index: int, batch: int, epochs: int
 ) -> list[list[list[int]]]: ...

@@ -1,6 +1,7 @@
 """Shared helpers: the TensorFlow-written test data of the Rust crate (tests/data/tensorflow)."""
 
 import base64
+import contextlib
 import json
 import math
 import pathlib
@@ -79,3 +80,106 @@ def same(a, b):
 @pytest.fixture
 def tf_data():
     return TF_DATA
+
+
+REPO_DATA = REPO / "tests" / "data"
+
+
+class _RangeHandler(__import__("http.server").server.BaseHTTPRequestHandler):
+    """GET and HEAD of the files under the server's root, with `Range: bytes=a-b`
+    (what object_store's HTTP client sends), Content-Length, Last-Modified and ETag."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _file(self):
+        root = self.server.root
+        path = (root / self.path.lstrip("/").split("?")[0]).resolve()
+        if root not in path.parents or not path.is_file():
+            return None
+        return path
+
+    def _headers(self, path, status, length, extra=()):
+        import email.utils
+
+        stat = path.stat()
+        self.send_response(status)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{stat.st_size}-{int(stat.st_mtime)}"')
+        self.send_header("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _empty(self, status):
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self):
+        path = self._file()
+        if path is None:
+            return self._empty(404)
+        self._headers(path, 200, path.stat().st_size)
+
+    def do_GET(self):
+        path = self._file()
+        if path is None:
+            return self._empty(404)
+        data = path.read_bytes()
+        self.server.gets += 1
+        spec = self.headers.get("Range")
+        if spec and spec.startswith("bytes="):
+            a, _, b = spec[6:].partition("-")
+            if a == "":
+                start, end = max(0, len(data) - int(b)), len(data)
+            else:
+                start, end = int(a), (int(b) + 1 if b else len(data))
+            end = min(end, len(data))
+            if start >= len(data) and len(data) > 0:
+                return self._empty(416)
+            body = data[start:end]
+            self._headers(
+                path, 206, len(body), [("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")]
+            )
+        else:
+            body = data
+            self._headers(path, 200, len(body))
+        self.wfile.write(body)
+
+
+@contextlib.contextmanager
+def _serve(root):
+    """An HTTP server of the files under `root` on 127.0.0.1, in a thread: its URL."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
+    server.root = pathlib.Path(root).resolve()
+    server.gets = 0
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def http_data():
+    """The Rust crate's tests/data served over http://127.0.0.1 (ranged GETs): the URL
+    prefix of that folder, for the readers' object-storage path."""
+    with _serve(REPO_DATA) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def http_tmp(tmp_path_factory):
+    """A temporary folder served over http://127.0.0.1: (folder, its URL prefix)."""
+    root = tmp_path_factory.mktemp("served")
+    with _serve(root) as url:
+        yield root, url

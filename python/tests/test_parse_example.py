@@ -104,3 +104,85 @@ def test_only_int64_float32_and_string_features():
         sl.FixedLenFeature([], "int32")
     with pytest.raises(sl.InvalidArgumentError, match="parse_example: the input must be"):
         list(sl.Dataset.range(2).parse_example({"x": sl.FixedLenFeature([], sl.int64)}))
+
+
+# ---- Every feature kind: formats_more.json's `parse` cases (single records and batches) ----
+
+PARSE_CASES = tf_json("formats_more.json")["parse"]
+
+
+def feature(f):
+    if f["class"] == "FixedLenFeature":
+        return sl.FixedLenFeature(f["shape"], DTYPES[f["dtype"]], f["default_value"])
+    if f["class"] == "VarLenFeature":
+        return sl.VarLenFeature(DTYPES[f["dtype"]])
+    return sl.FixedLenSequenceFeature(
+        f["shape"], DTYPES[f["dtype"]], f["allow_missing"], f["default_value"]
+    )
+
+
+def plain(value):
+    if isinstance(value, sl.SparseTensorValue):
+        return {
+            "indices": to_plain(value.indices),
+            "values": to_plain(value.values),
+            "dense_shape": to_plain(value.dense_shape),
+        }
+    return to_plain(value)
+
+
+def expected(t):
+    if t["type"] == "SparseTensor":
+        return {
+            "indices": t["indices"],
+            "values": decode_tf(t["values"]),
+            "dense_shape": t["dense_shape"],
+        }
+    return decode_tf(t["values"])
+
+
+@pytest.mark.parametrize("case", PARSE_CASES, ids=lambda c: c["name"])
+def test_every_feature_kind_gives_tensorflows_outputs_and_errors(case):
+    if case["mode"] == "single":
+        records = base64.b64decode(case["serialized_b64"])
+    else:
+        records = np.array([base64.b64decode(r) for r in case["serialized_b64"]], dtype=object)
+    if not case["ok"]:
+        error = case["error"]
+        if error["class"] == "TypeError":  # a default of the wrong type, when the spec is made
+            with pytest.raises(TypeError):
+                feature(case["spec"]["a"])
+            return
+        # TensorFlow's ValueError of a bad spec: InvalidArgumentError, a ValueError too.
+        cls = ValueError if error["class"] == "ValueError" else getattr(sl.errors, error["class"])
+        with pytest.raises(cls) as raised:
+            spec = {name: feature(f) for name, f in case["spec"].items()}
+            list(sl.Dataset.from_tensors(records).parse_example(spec))
+        # TensorFlow's message; the record it quotes is escaped here (as Python's repr).
+        assert error["core_message"].split(", value: ")[0] in str(raised.value)
+        return
+    spec = {name: feature(f) for name, f in case["spec"].items()}
+    (got,) = list(sl.Dataset.from_tensors(records).parse_example(spec))
+    for name, want in case["output"].items():
+        if want["type"] == "Tensor":
+            assert list(np.shape(got[name])) == want["shape"], name
+        else:
+            assert isinstance(got[name], sl.SparseTensorValue), name
+            assert got[name].indices.dtype == np.int64
+        assert same(plain(got[name]), expected(want)), (name, plain(got[name]), expected(want))
+
+
+def test_sparse_values_batch_and_densify_as_tensorflow():
+    # Parsed one by one, then batched: tf.data's batch of sparse tensors.
+    records = [
+        base64.b64decode(r)
+        for r in next(c for c in PARSE_CASES if c["name"] == "batch_varlen_strings")["serialized_b64"]
+    ]
+    ds = sl.Dataset.from_tensor_slices(np.array(records, dtype=object))
+    (batch,) = list(ds.parse_example({"v": sl.VarLenFeature(sl.string)}).batch(3))
+    (direct,) = list(ds.batch(3).parse_example({"v": sl.VarLenFeature(sl.string)}))
+    assert plain(batch["v"]) == plain(direct["v"])
+    assert batch["v"].to_dense(b"").tolist() == [[b"a", b"b"], [b"", b""], [b"\xff", b""]]
+    # A map function's SparseTensorValue stays sparse.
+    same_again = list(ds.parse_example({"v": sl.VarLenFeature(sl.string)}).map(lambda d: d))
+    assert isinstance(same_again[0]["v"], sl.SparseTensorValue)

@@ -1,0 +1,363 @@
+"""The file readers from Python: CSV (against TensorFlow's outputs), JSON lines, WebDataset
+(against webdataset's), Parquet (against pyarrow's), HDF5 (against h5py's), each from local
+paths, lists, datasets of names and http:// URLs (object storage's code path)."""
+
+import base64
+import gzip
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import streamload as sl
+from conftest import REPO_DATA, TF_DATA, decode_tf, same, tf_json, to_plain
+
+CSV_CASES = tf_json("formats_more.json")["csv"]
+CSV_DIR = TF_DATA / "formats_more"
+
+
+def _csv_defaults(columns):
+    out = []
+    for c in columns:
+        dtype = getattr(sl, c["dtype"])
+        if c["default"] is None:
+            out.append(dtype)
+        else:
+            out.append(np.array([c["default"]], dtype=object if c["dtype"] == "string" else c["dtype"]))
+    return out
+
+
+@pytest.mark.parametrize("case", CSV_CASES, ids=[c["name"] for c in CSV_CASES])
+def test_csv_dataset_gives_tensorflows_records_and_errors(case):
+    kwargs = dict(
+        compression_type=case["compression_type"],
+        buffer_size=case["buffer_size"],
+        header=case["header"],
+        field_delim=case["field_delim"],
+        use_quote_delim=case["use_quote_delim"],
+        na_value=case["na_value"],
+        select_cols=case["select_cols"],
+    )
+    files = [str(CSV_DIR / f) for f in case["files"]]
+    error = case.get("error")
+    if error and error["stage"] == "construction":
+        with pytest.raises(sl.InvalidArgumentError, match=error["core_message"]):
+            sl.experimental.CsvDataset(files, _csv_defaults(case["columns"]), **kwargs)
+        return
+    ds = sl.experimental.CsvDataset(files, _csv_defaults(case["columns"]), **kwargs)
+    it = iter(ds)
+    got = []
+    expected = decode_tf(case["output"])
+    if error:
+        with pytest.raises(getattr(sl.errors, error["class"])) as raised:
+            for element in it:
+                got.append(to_plain(element))
+        # TensorFlow's key phrases (its messages embed its own separators).
+        for phrase in error["core_message"].replace("{dir}", str(CSV_DIR)).split("; "):
+            assert phrase in str(raised.value)
+    else:
+        got = [to_plain(e) for e in it]
+    assert same(got, expected), (got, expected)
+    # The types are the columns': int32 stays int32, float64 stays float64.
+    for element in ds.take(1) if not error else []:
+        for value, column in zip(element, case["columns"]):
+            want = "bytes" if column["dtype"] == "string" else column["dtype"]
+            assert type(value).__name__ in (want, "bytes"), (value, column)
+
+
+def test_csv_record_defaults_as_tensorflow_reads_them(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("1,,x,\n,2.5,,7\n")
+    ds = sl.experimental.CsvDataset(str(path), [0, [0.5], "dflt", np.array([], np.int64)])
+    with pytest.raises(sl.InvalidArgumentError, match="Field 3 is required"):
+        list(ds)
+    ds = sl.experimental.CsvDataset(str(path), [0, [0.5], "dflt", np.int64(-1)])
+    rows = list(ds)
+    assert [to_plain(r) for r in rows] == [[1, 0.5, "x", -1], [0, 2.5, "dflt", 7]]
+    # A Python int is int32, a float float32 (tf.constant's types); numpy keeps its own.
+    assert [type(v) for v in rows[0]] == [np.int32, np.float32, bytes, np.int64]
+
+
+def test_csv_bad_arguments_are_refused_when_the_dataset_is_made(tmp_path):
+    with pytest.raises(sl.InvalidArgumentError, match="field_delim"):
+        sl.experimental.CsvDataset("x.csv", [sl.int64], field_delim=";;")
+    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols"):
+        sl.experimental.CsvDataset("x.csv", [sl.int64], exclude_cols=[1])
+    with pytest.raises(sl.InvalidArgumentError, match="must not be empty"):
+        sl.experimental.CsvDataset("x.csv", [])
+    with pytest.raises(sl.InvalidArgumentError, match="CSV column"):
+        sl.experimental.CsvDataset("x.csv", [sl.uint8])
+
+
+def test_csv_reads_datasets_of_names_in_parallel_and_over_http(http_data):
+    files = [str(CSV_DIR / "csv" / "header.csv")] * 3
+    one = [to_plain(r) for r in sl.experimental.CsvDataset(files, [sl.int64, sl.string], header=True)]
+    assert one == [[1, "x"], [2, "y"]] * 3
+    names = sl.Dataset.from_tensor_slices(
+        np.array([str(CSV_DIR / "csv" / "header.csv"), str(CSV_DIR / "csv" / "crlf.csv")], dtype=object)
+    )
+    sequential = sl.experimental.CsvDataset(names, [[0], sl.string], header=True)
+    assert [to_plain(r) for r in sequential] == [[1, "x"], [2, "y"], [2, "b"]]
+    # With num_parallel_reads, tf.data's order: one record from each file in turn.
+    par = sl.experimental.CsvDataset(names, [[0], sl.string], header=True, num_parallel_reads=2)
+    assert [to_plain(r) for r in par] == [[1, "x"], [2, "b"], [2, "y"]]
+    url = f"{http_data}/tensorflow/formats_more/csv/gz.csv.gz"
+    rows = sl.experimental.CsvDataset(url, [sl.int64, sl.string], compression_type="GZIP")
+    assert [to_plain(r) for r in rows] == [[1, "a"], [2, "b"]]
+
+
+def test_make_csv_dataset_infers_names_and_types_and_splits_the_label(tmp_path):
+    path = tmp_path / "train.csv"
+    lines = ["age,income,city,label"] + [
+        f"{20 + i},{1000.5 * i},c{i % 3},{i % 2}" for i in range(10)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    ds = sl.experimental.make_csv_dataset(
+        str(path), batch_size=4, label_name="label", num_epochs=1, shuffle=False
+    )
+    batches = list(ds)
+    assert [len(label) for _, label in batches] == [4, 4, 2]
+    features, label = batches[0]
+    assert sorted(features) == ["age", "city", "income"]
+    assert features["age"].dtype == np.int32 and features["income"].dtype == np.float32
+    assert features["city"].tolist() == [b"c0", b"c1", b"c2", b"c0"]
+    assert label.tolist() == [0, 1, 0, 1]
+    # Shuffled with a seed: the same records, in another order, the same each time.
+    shuffled = sl.experimental.make_csv_dataset(
+        str(path), batch_size=10, num_epochs=1, shuffle_seed=3, select_columns=["age"]
+    )
+    (first,) = list(shuffled)
+    assert list(first) == ["age"]
+    assert sorted(first["age"].tolist()) == list(range(20, 30))
+    # A seed makes the order the same from one run (one dataset made again) to the next.
+    (again,) = list(
+        sl.experimental.make_csv_dataset(
+            str(path), batch_size=10, num_epochs=1, shuffle_seed=3, select_columns=["age"]
+        )
+    )
+    assert first["age"].tolist() == again["age"].tolist()
+    assert first["age"].tolist() != list(range(20, 30))
+    # num_epochs=None repeats forever, as TensorFlow does.
+    forever = sl.experimental.make_csv_dataset(str(path), batch_size=4, shuffle=False)
+    assert sum(len(b["age"]) for b in forever.take(6)) == 24
+
+
+# --------------------------------------------------------------------------------------
+# JSON lines
+
+
+def test_json_lines_become_tensors(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        '{"text": "hi", "label": 1, "score": 0.5, "ids": [1, 2, 3], "ok": true,'
+        ' "box": [[1, 2], [3, 4.5]], "meta": {"lang": "en"}}\n'
+        "\n"
+        '{"text": "there", "label": 0, "score": 1, "ids": [4, 5, 6], "ok": false,'
+        ' "box": [[0, 0], [1, 1]], "meta": {"lang": "fr"}}\n'
+    )
+    rows = list(sl.JsonLinesDataset(str(path)))
+    assert len(rows) == 2
+    first = rows[0]
+    assert first["text"] == b"hi" and first["label"] == 1 and first["label"].dtype == np.int64
+    assert first["score"].dtype == np.float32
+    assert first["ok"].dtype == np.bool_ and bool(first["ok"]) is True
+    assert first["ids"].tolist() == [1, 2, 3] and first["ids"].dtype == np.int64
+    assert first["box"].dtype == np.float32 and first["box"].tolist() == [[1, 2], [3, 4.5]]
+    assert first["meta"] == {"lang": b"en"}
+    # Batches stack them as any element (an integer score beside a float one is not).
+    batch = next(iter(sl.JsonLinesDataset(str(path)).map(lambda d: {"ids": d["ids"], "text": d["text"]}).batch(2)))
+    assert batch["ids"].shape == (2, 3) and batch["text"].tolist() == [b"hi", b"there"]
+
+
+def test_json_lines_errors_name_the_file_the_line_and_the_key(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\n{"a": null}\n{"a": [1, [2]]}\nnot json\n{"a": 5}\n')
+    it = iter(sl.JsonLinesDataset(str(path)))
+    assert next(it) == {"a": 1}
+    with pytest.raises(sl.InvalidArgumentError) as e:
+        next(it)
+    assert "bad.jsonl" in str(e.value) and "line 2" in str(e.value) and '"a"' in str(e.value)
+    assert "null" in str(e.value)
+    with pytest.raises(sl.InvalidArgumentError, match="ragged"):
+        next(it)
+    with pytest.raises(sl.InvalidArgumentError, match="line 4"):
+        next(it)
+    assert next(it) == {"a": 5}
+    assert [r["a"] for r in sl.JsonLinesDataset(str(path)).ignore_errors()] == [1, 5]
+
+
+def test_json_lines_gzip_by_extension_url_and_resume(tmp_path, http_tmp):
+    path = tmp_path / "n.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        for i in range(50):
+            f.write(json.dumps({"i": i, "s": "x" * (i % 5)}) + "\n")
+    ds = sl.JsonLinesDataset([str(path), str(path)])
+    assert [int(r["i"]) for r in ds] == list(range(50)) * 2
+    it = iter(ds)
+    for _ in range(63):
+        next(it)
+    state = it.checkpoint()
+    assert [int(r["i"]) for r in ds.iter_from(state)] == list(range(13, 50))
+    root, url = http_tmp
+    (root / "n.jsonl.gz").write_bytes(path.read_bytes())
+    remote = sl.JsonLinesDataset(f"{url}/n.jsonl.gz", num_parallel_reads=2)
+    assert [int(r["i"]) for r in remote] == list(range(50))
+
+
+# --------------------------------------------------------------------------------------
+# WebDataset
+
+WDS = REPO_DATA / "wds"
+WDS_EXPECTED = json.loads((WDS / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("shard", sorted(WDS_EXPECTED))
+def test_webdataset_samples_are_webdatasets(shard):
+    got = list(sl.WebDataset(str(WDS / shard)))
+    want = WDS_EXPECTED[shard]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g["__key__"] == w["__key__"].encode()
+        assert g["__url__"] == str(WDS / shard).encode()
+        fields = {k: v for k, v in g.items() if not k.startswith("__")}
+        assert fields == {k: base64.b64decode(v) for k, v in w["fields"].items()}
+
+
+def test_webdataset_shards_in_parallel_from_urls(http_data):
+    shards = ["rust-00.tar", "rust-01.tar.gz", "rust-02.tar"]
+    urls = [f"{http_data}/wds/{s}" for s in shards]
+    keys = [s["__key__"] for s in sl.WebDataset(urls, num_parallel_reads=3)]
+    per_shard = [[s["__key__"].encode() for s in WDS_EXPECTED[n]] for n in shards]
+    # One sample from each shard in turn, then the rest of the longer ones.
+    expected = []
+    for i in range(max(map(len, per_shard))):
+        expected += [p[i] for p in per_shard if i < len(p)]
+    assert keys == expected
+    with pytest.raises(sl.NotFoundError, match="none.tar"):
+        list(sl.WebDataset(f"{http_data}/wds/none.tar"))
+
+
+# --------------------------------------------------------------------------------------
+# Parquet
+
+PARQUET = REPO_DATA / "parquet"
+PARQUET_TYPES = json.loads((PARQUET / "types.json").read_text())
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "brotli", "lz4", "zstd"])
+def test_parquet_columns_are_pyarrows(codec):
+    cols = ["id", "value", "weights", "category"]
+    batches = list(sl.ParquetDataset(str(PARQUET / f"types-{codec}.parquet"), columns=cols, batch_size=128))
+    # Batches never span row groups (300, 300, 300, 100 rows).
+    assert [len(b["id"]) for b in batches] == [128, 128, 44] * 3 + [100]
+    for name in cols:
+        got = np.concatenate([b[name] for b in batches])
+        want = PARQUET_TYPES["columns"][name]
+        assert to_plain(got) == want, name
+    assert batches[0]["weights"].dtype == np.float32 and batches[0]["weights"].shape == (128, 4)
+    assert batches[0]["id"].dtype == np.int64
+
+
+def test_parquet_rows_from_a_url_resume_and_unbatch(http_data):
+    url = f"{http_data}/parquet/hf-dataset.parquet"
+    expected = json.loads((PARQUET / "hf-dataset.json").read_text())["columns"]
+    rows = sl.ParquetDataset(url, columns=["label", "text", "embedding"], batch_size=16).unbatch()
+    got = list(rows)
+    assert len(got) == 200
+    assert [int(r["label"]) for r in got] == expected["label"]
+    assert [r["text"].decode() for r in got] == expected["text"]
+    assert np.array([r["embedding"] for r in got]).tolist() == expected["embedding"]
+    it = iter(rows)
+    for _ in range(70):
+        next(it)
+    state = it.checkpoint()
+    assert [int(r["label"]) for r in rows.iter_from(state)] == expected["label"][70:]
+
+
+def test_parquet_nulls_ragged_lists_and_missing_columns_are_named():
+    path = str(PARQUET / "types-none.parquet")
+    with pytest.raises(sl.InvalidArgumentError, match="column `score`: a null"):
+        list(sl.ParquetDataset(path, columns=["score"]))
+    with pytest.raises(sl.InvalidArgumentError, match="column `nested`: ragged"):
+        list(sl.ParquetDataset(path, columns=["nested"]))
+    with pytest.raises(sl.Error, match="nope"):
+        list(sl.ParquetDataset(path, columns=["nope"]))
+    with pytest.raises(sl.InvalidArgumentError, match="batch_size"):
+        sl.ParquetDataset(path, batch_size=0)
+
+
+# --------------------------------------------------------------------------------------
+# HDF5
+
+HDF5 = REPO_DATA / "hdf5"
+HDF5_EXPECTED = json.loads((HDF5 / "expected.json").read_text())["datasets"]
+NUMERIC = [
+    k for k, v in HDF5_EXPECTED.items()
+    if k.startswith("types.h5:/c") and v["dtype"] != "compound"
+]
+
+
+@pytest.mark.parametrize("key", NUMERIC)
+def test_hdf5_rows_are_h5pys(key):
+    file, dataset = key.split(":")
+    info = HDF5_EXPECTED[key]
+    dtype = info["dtype"].removesuffix("be")
+    rows = list(sl.HDF5Dataset(str(HDF5 / file), dataset, dtype))
+    got = np.array(rows)
+    want = np.array(info["values"]).reshape(info["shape"])
+    assert got.shape == tuple(info["shape"])
+    assert got.dtype == (np.float32 if dtype == "float16" else np.dtype(dtype))
+    # (The JSON holds uint64's largest values as floats.)
+    assert got.astype(np.float64).tolist() == want.astype(np.float64).tolist()
+
+
+def test_hdf5_labels_slices_strings_fields_and_urls(http_data):
+    files = [str(HDF5 / "scenes-0.h5"), f"{http_data}/hdf5/scenes-1.h5"]
+    pairs = list(sl.HDF5Dataset(files, "/scenes/points", sl.float32, labels="/scenes/labels", labels_dtype=sl.int64))
+    assert len(pairs) == 87
+    points0 = np.array(HDF5_EXPECTED["scenes-0.h5:/scenes/points"]["values"], np.float32).reshape(50, 16, 3)
+    labels0 = HDF5_EXPECTED["scenes-0.h5:/scenes/labels"]["values"]
+    first_file = [p for p in pairs if p[0].tolist() in points0.tolist()]
+    assert len(first_file) == 50
+    assert [int(l) for _, l in first_file] == labels0
+    slices = [s.shape[0] for s in sl.HDF5Dataset(files, "/scenes/points", np.float32, slices=16)]
+    assert sorted(slices) == sorted([16, 16, 16, 2, 16, 16, 5])
+    names = [bytes(s).decode() for s in sl.HDF5Dataset(str(HDF5 / "types.h5"), "/strings/vlen", sl.string)]
+    assert names == HDF5_EXPECTED["types.h5:/strings/vlen"]["values"]
+    xs = list(sl.HDF5Dataset(str(HDF5 / "types.h5"), "/compound", "float32", field="x"))
+    assert [float(x) for x in xs] == HDF5_EXPECTED["types.h5:/compound"]["fields"]["x"]
+    with pytest.raises(sl.Error, match="chunk"):
+        list(sl.HDF5Dataset(str(HDF5 / "types.h5"), "/partial", sl.float32))
+    partial = np.array(list(sl.HDF5Dataset(str(HDF5 / "types.h5"), "/partial", sl.float32, fill_missing_chunks=True)))
+    assert partial.ravel().tolist() == HDF5_EXPECTED["types.h5:/partial"]["values"]
+
+
+def test_hdf5_wrong_types_are_named():
+    path = str(HDF5 / "scenes-0.h5")
+    with pytest.raises(sl.Error, match="scenes-0.h5"):
+        list(sl.HDF5Dataset(path, "/scenes/points", sl.int64))
+    with pytest.raises(sl.InvalidArgumentError, match="labels_dtype"):
+        sl.HDF5Dataset(path, "/scenes/points", sl.float32, labels="/scenes/labels")
+    with pytest.raises(sl.InvalidArgumentError, match="labels_dtype must be"):
+        sl.HDF5Dataset(path, "/scenes/points", sl.float32, labels="/scenes/labels", labels_dtype=sl.string)
+
+
+# --------------------------------------------------------------------------------------
+# The readers that were there: object storage URLs too
+
+
+def test_tfrecord_and_text_lines_over_http(http_data):
+    local = list(sl.TFRecordDataset(str(TF_DATA / "plain.tfrecord")))
+    remote = list(sl.TFRecordDataset(f"{http_data}/tensorflow/plain.tfrecord", buffer_size=4096))
+    assert remote == local and len(local) == 100
+    gz = list(sl.TFRecordDataset(f"{http_data}/tensorflow/gzip.tfrecord.gz", compression_type="GZIP"))
+    assert gz == local
+    auto = list(sl.TFRecordDataset(f"{http_data}/tensorflow/zlib.tfrecord.zz", compression_type="AUTO"))
+    assert auto == local
+    lines = list(sl.TextLineDataset(f"{http_data}/tensorflow/README.md"))
+    assert lines == (TF_DATA / "README.md").read_bytes().replace(b"\r", b"").split(b"\n")[: len(lines)]
+    with pytest.raises(sl.NotFoundError):
+        list(sl.TextLineDataset(f"{http_data}/tensorflow/none.txt"))
+    with pytest.raises(sl.InvalidArgumentError, match="compression_type"):
+        sl.TextLineDataset("x", compression_type="BZIP2")
