@@ -6,6 +6,8 @@
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
+#[cfg(any(feature = "hdf5", feature = "zarr"))]
+mod arrays;
 mod blocks;
 mod compression;
 mod csv;

@@ -6,13 +6,11 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::stream::{self, StreamExt, TryStreamExt};
 
-use super::{ArrayD, Element, Hdf5Dataset, OPEN_AT_ONCE, STAGE, open_hdf5};
+use super::{ArrayD, Element, Hdf5Dataset, Hdf5Source};
 use crate::Dataset;
 use crate::distribute::{ShardSource, Unit};
-use crate::runtime;
-use crate::storage;
+use crate::format::arrays;
 
 /// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`]: made by
 /// [`Hdf5Dataset::shard_source`] or [`Hdf5Dataset::shard_source_labeled`]; an element is
@@ -20,13 +18,18 @@ use crate::storage;
 pub struct Hdf5Shards<Out> {
     config: Hdf5Dataset,
     build: Arc<dyn Fn(Hdf5Dataset) -> Dataset<Out> + Send + Sync>,
+    count: Counter,
 }
+
+/// Counts the elements of each file of a dataset (its element types chosen).
+type Counter = fn(Hdf5Dataset) -> BoxFuture<'static, anyhow::Result<Vec<u64>>>;
 
 impl<Out> Clone for Hdf5Shards<Out> {
     fn clone(&self) -> Self {
         Hdf5Shards {
             config: self.config.clone(),
             build: Arc::clone(&self.build),
+            count: self.count,
         }
     }
 }
@@ -74,6 +77,7 @@ impl Hdf5Dataset {
         Hdf5Shards {
             config: self,
             build: Arc::new(|config: Hdf5Dataset| config.build::<T>()),
+            count: |config| arrays::count(Hdf5Source::<T, T>::new(config)),
         }
     }
 
@@ -93,6 +97,7 @@ impl Hdf5Dataset {
         Hdf5Shards {
             config: self,
             build: Arc::new(|config: Hdf5Dataset| config.build_labeled::<T, L>()),
+            count: |config| arrays::count(Hdf5Source::<T, L>::new(config)),
         }
     }
 }
@@ -101,67 +106,25 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
     type Item = Out;
 
     fn names(&self) -> Vec<String> {
-        self.config.files.iter().map(ToString::to_string).collect()
+        self.config
+            .recipe
+            .files
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
-    /// Each file's rows (or slices): its superblock and the dataset's header are read, a few
-    /// files at once, nothing of the data.
+    /// Each file's rows (or slices, or patches): its superblock and the datasets' headers
+    /// are read, a few files at once, nothing of the data.
     fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
-        let path = self.config.dataset.clone();
-        let slices = self.config.slices;
-        let patches = self.config.patches.as_ref().map(|p| p.per_file);
-        let select = self.config.select.clone();
-        Box::pin(
-            stream::iter(self.config.files.clone())
-                .map(move |location| {
-                    let (path, select) = (path.clone(), select.clone());
-                    async move {
-                        let identity = storage::identity(&location).await?;
-                        let handle = tokio::runtime::Handle::current();
-                        let task = runtime::spawn_blocking(STAGE, move || {
-                            let file = open_hdf5(&location, identity, handle)?;
-                            let data = file.dataset(&path).map_err(|e| {
-                                anyhow::anyhow!("{location}: no dataset `{path}` ({e})")
-                            })?;
-                            let rows = data.shape().first().copied().ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "{location}: dataset `{path}` is a scalar: it has no rows"
-                                )
-                            })?;
-                            let rows = match select.as_ref().and_then(|r| r.first()) {
-                                Some(r) if r.start <= r.end && r.end <= rows => r.end - r.start,
-                                Some(r) => anyhow::bail!(
-                                    "{location}: dataset `{path}`: the selected rows {r:?} are \
-                                     outside its {rows} rows"
-                                ),
-                                None => rows,
-                            };
-                            if let Some(per_file) = patches {
-                                return anyhow::Ok(per_file);
-                            }
-                            anyhow::Ok(slices.map_or(rows, |k| rows.div_ceil(k)))
-                        })?;
-                        task.await.map_err(|e| runtime::join_error(STAGE, e))?
-                    }
-                })
-                .buffered(OPEN_AT_ONCE)
-                .try_collect(),
-        )
+        (self.count)(self.config.clone())
     }
 
-    /// Rows (or slices) `unit.start..unit.end` of the file (of its selected rows, with
-    /// [`select`](Hdf5Dataset::select)): only the chunks holding them are
-    /// read, blocks starting at `unit.start`.
+    /// Rows (or slices, or patches) `unit.start..unit.end` of the file (of its selected
+    /// rows, with [`select`](Hdf5Dataset::select)): only the chunks holding them are read.
     fn read(&self, unit: Unit) -> Dataset<Out> {
         let mut config = self.config.clone();
-        config.files = vec![config.files[unit.file].clone()];
-        config.shard = (1, 0);
-        // Rows, or runs of k rows; patches by their index in the file's draw.
-        let k = config.slices.unwrap_or(1);
-        config.only_rows = Some(match config.patches {
-            Some(_) => unit.start..unit.end,
-            None => unit.start.saturating_mul(k)..unit.end.saturating_mul(k),
-        });
+        config.recipe = arrays::narrowed(&config.recipe, &unit);
         (self.build)(config)
     }
 
