@@ -867,9 +867,85 @@ impl<Out> Resumable for Replay<Out> {
     }
 }
 
-/// Each file's elements (rows, slices, chunks or patches), for a
-/// [`ShardSource`](crate::distribute::ShardSource): every file opened and checked, a few
-/// at once, nothing of the data read.
+/// A format's dataset recipe: its selection part.
+pub(crate) trait Config: Clone + std::fmt::Debug + Send + Sync + 'static {
+    fn recipe(&self) -> &Recipe;
+    fn recipe_mut(&mut self) -> &mut Recipe;
+}
+
+/// A format's dataset (its element types chosen) as a [`ShardSource`]'s parts: what the
+/// public `Hdf5Shards` and `ZarrShards` hold and answer with.
+///
+/// [`ShardSource`]: crate::distribute::ShardSource
+pub(crate) struct Shards<C, Out> {
+    config: C,
+    build: Arc<dyn Fn(C) -> Dataset<Out> + Send + Sync>,
+    count: Counter<C>,
+}
+
+/// Counts the elements of each file of a dataset.
+pub(crate) type Counter<C> = fn(C) -> BoxFuture<'static, anyhow::Result<Vec<u64>>>;
+
+impl<C: Config, Out: Send + 'static> Shards<C, Out> {
+    pub(crate) fn new(
+        config: C,
+        build: impl Fn(C) -> Dataset<Out> + Send + Sync + 'static,
+        count: Counter<C>,
+    ) -> Self {
+        Shards {
+            config,
+            build: Arc::new(build),
+            count,
+        }
+    }
+
+    /// The files' names.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.config
+            .recipe()
+            .files
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// Each file's elements (rows, slices, chunks or patches): every file opened and
+    /// checked, a few at once, nothing of the data read.
+    pub(crate) fn count(&self) -> BoxFuture<'static, anyhow::Result<Vec<u64>>> {
+        (self.count)(self.config.clone())
+    }
+
+    /// Elements `unit.start..unit.end` of file `unit.file` (of its selected rows): only the
+    /// chunks holding them are read; the dataset's own shard is undone.
+    pub(crate) fn read(&self, unit: &crate::distribute::Unit) -> Dataset<Out> {
+        let mut config = self.config.clone();
+        let recipe = config.recipe_mut();
+        recipe.files = vec![recipe.files[unit.file].clone()];
+        recipe.shard = (1, 0);
+        recipe.only = Some(unit.start..unit.end);
+        (self.build)(config)
+    }
+}
+
+impl<C: Clone, Out> Clone for Shards<C, Out> {
+    fn clone(&self) -> Self {
+        Shards {
+            config: self.config.clone(),
+            build: Arc::clone(&self.build),
+            count: self.count,
+        }
+    }
+}
+
+impl<C: std::fmt::Debug, Out> std::fmt::Debug for Shards<C, Out> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Each file's elements, for [`Shards`]: every file opened by `source`.
 pub(crate) fn count<S: Source>(source: S) -> BoxFuture<'static, anyhow::Result<Vec<u64>>> {
     let source = Arc::new(source);
     Box::pin(async move {
@@ -885,18 +961,6 @@ pub(crate) fn count<S: Source>(source: S) -> BoxFuture<'static, anyhow::Result<V
             .try_collect()
             .await
     })
-}
-
-/// `recipe` narrowed to elements `unit.start..unit.end` of file `unit.file`, its own
-/// shard undone: what a data-parallel rank reads of a [`ShardSource`]'s unit.
-///
-/// [`ShardSource`]: crate::distribute::ShardSource
-pub(crate) fn narrowed(recipe: &Recipe, unit: &crate::distribute::Unit) -> Recipe {
-    let mut recipe = recipe.clone();
-    recipe.files = vec![recipe.files[unit.file].clone()];
-    recipe.shard = (1, 0);
-    recipe.only = Some(unit.start..unit.end);
-    recipe
 }
 
 #[cfg(test)]

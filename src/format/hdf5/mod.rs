@@ -374,6 +374,16 @@ impl<T: Element, L: Element> arrays::Source for Hdf5Source<T, L> {
     }
 }
 
+impl arrays::Config for Hdf5Dataset {
+    fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
+    fn recipe_mut(&mut self) -> &mut Recipe {
+        &mut self.recipe
+    }
+}
+
 /// The recipe's parameters as a number, for the checkpoint's fingerprint.
 fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
     config.recipe.fingerprint(

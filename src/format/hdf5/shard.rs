@@ -3,44 +3,18 @@
 //! the chunks from there), so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record)
 //! deals each rank an equal run of rows, across file boundaries.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 
 use super::{ArrayD, Element, Hdf5Dataset, Hdf5Source};
 use crate::Dataset;
 use crate::distribute::{ShardSource, Unit};
-use crate::format::arrays;
+use crate::format::arrays::{self, Shards};
 
 /// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`]: made by
 /// [`Hdf5Dataset::shard_source`] or [`Hdf5Dataset::shard_source_labeled`]; an element is
 /// what the dataset's `build` (or `build_labeled`) yields.
-pub struct Hdf5Shards<Out> {
-    config: Hdf5Dataset,
-    build: Arc<dyn Fn(Hdf5Dataset) -> Dataset<Out> + Send + Sync>,
-    count: Counter,
-}
-
-/// Counts the elements of each file of a dataset (its element types chosen).
-type Counter = fn(Hdf5Dataset) -> BoxFuture<'static, anyhow::Result<Vec<u64>>>;
-
-impl<Out> Clone for Hdf5Shards<Out> {
-    fn clone(&self) -> Self {
-        Hdf5Shards {
-            config: self.config.clone(),
-            build: Arc::clone(&self.build),
-            count: self.count,
-        }
-    }
-}
-
-impl<Out> std::fmt::Debug for Hdf5Shards<Out> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hdf5Shards")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+#[derive(Debug, Clone)]
+pub struct Hdf5Shards<Out>(Shards<Hdf5Dataset, Out>);
 
 impl Hdf5Dataset {
     /// This dataset as a [`ShardSource`] for
@@ -74,11 +48,9 @@ impl Hdf5Dataset {
             "Hdf5Dataset::shard_source: labels were set with `with_labels`; use \
              `shard_source_labeled`"
         );
-        Hdf5Shards {
-            config: self,
-            build: Arc::new(|config: Hdf5Dataset| config.build::<T>()),
-            count: |config| arrays::count(Hdf5Source::<T, T>::new(config)),
-        }
+        Hdf5Shards(Shards::new(self, Hdf5Dataset::build::<T>, |config| {
+            arrays::count(Hdf5Source::<T, T>::new(config))
+        }))
     }
 
     /// As [`shard_source`](Self::shard_source), each element with its labels (those of
@@ -94,11 +66,11 @@ impl Hdf5Dataset {
             self.labels.is_some(),
             "Hdf5Dataset::shard_source_labeled: no labels dataset: set one with `with_labels`"
         );
-        Hdf5Shards {
-            config: self,
-            build: Arc::new(|config: Hdf5Dataset| config.build_labeled::<T, L>()),
-            count: |config| arrays::count(Hdf5Source::<T, L>::new(config)),
-        }
+        Hdf5Shards(Shards::new(
+            self,
+            Hdf5Dataset::build_labeled::<T, L>,
+            |config| arrays::count(Hdf5Source::<T, L>::new(config)),
+        ))
     }
 }
 
@@ -106,26 +78,19 @@ impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
     type Item = Out;
 
     fn names(&self) -> Vec<String> {
-        self.config
-            .recipe
-            .files
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        self.0.names()
     }
 
     /// Each file's rows (or slices, or patches): its superblock and the datasets' headers
     /// are read, a few files at once, nothing of the data.
     fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
-        (self.count)(self.config.clone())
+        self.0.count()
     }
 
     /// Rows (or slices, or patches) `unit.start..unit.end` of the file (of its selected
     /// rows, with [`select`](Hdf5Dataset::select)): only the chunks holding them are read.
     fn read(&self, unit: Unit) -> Dataset<Out> {
-        let mut config = self.config.clone();
-        config.recipe = arrays::narrowed(&config.recipe, &unit);
-        (self.build)(config)
+        self.0.read(&unit)
     }
 
     fn seekable_records(&self) -> bool {
