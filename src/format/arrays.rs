@@ -9,6 +9,7 @@
 //! file) and reads rows of it (and of its labels) as `ndarray` arrays; everything else is
 //! here, once.
 
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -268,6 +269,10 @@ pub(crate) type Rest = Arc<[Range<u64>]>;
 pub(crate) trait Source: Send + Sync + 'static {
     /// The stage's name (in errors and stats).
     const STAGE: &'static str;
+    /// What the files are called in errors: "HDF5 files", "Zarr stores".
+    const FILES: &'static str;
+    /// What changes in a file a checkpoint refuses it for.
+    const CHANGES: &'static str;
     /// What the format keeps of an open file.
     type File: Send + Sync + 'static;
     /// The data's element type.
@@ -292,6 +297,22 @@ pub(crate) trait Source: Send + Sync + 'static {
         rest: Rest,
         then: impl FnOnce(ArrayD<Self::Data>, Option<ArrayD<Self::Labels>>) -> R + Send + 'static,
     ) -> BoxFuture<'static, anyhow::Result<R>>;
+}
+
+/// A format's recipe read as arrays of `T` with labels of `L`: what each format implements
+/// [`Source`] for.
+pub(crate) struct Typed<C, T, L> {
+    pub(crate) config: C,
+    types: PhantomData<fn() -> (T, L)>,
+}
+
+impl<C, T, L> Typed<C, T, L> {
+    pub(crate) fn new(config: C) -> Self {
+        Typed {
+            config,
+            types: PhantomData,
+        }
+    }
 }
 
 /// What a unit's arrays become: one element.
@@ -618,23 +639,16 @@ impl Saved {
 }
 
 /// Refuses a restore over files that changed since the checkpoint.
-fn check_restored<F>(stage: &str, plan: &Plan<F>, saved: Saved) -> anyhow::Result<()> {
+fn check_restored<S: Source>(plan: &Plan<S::File>, saved: Saved) -> anyhow::Result<()> {
     let Some((layout, identities)) = saved.files else {
         return Ok(());
     };
     if layout != plan.layout || identities != plan.identities {
-        let what = match stage {
-            "hdf5" => {
-                "the HDF5 files changed since the checkpoint (a file's size, modification \
-                       time or rows differ)"
-            }
-            _ => {
-                "the Zarr stores changed since the checkpoint (an array's metadata, a chunk's \
-                  size or version, or its rows differ)"
-            }
-        };
         return Err(Error::Checkpoint(format!(
-            "{what}: resume over the files the checkpoint was taken over"
+            "the {} changed since the checkpoint ({}): resume over the files the checkpoint \
+             was taken over",
+            S::FILES,
+            S::CHANGES
         ))
         .into());
     }
@@ -676,7 +690,7 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
             let (first, skip) = match restored {
                 None => (0, 0),
                 Some(saved) => {
-                    if let Err(e) = check_restored(S::STAGE, &plan, saved) {
+                    if let Err(e) = check_restored::<S>(&plan, saved) {
                         yield Err(e);
                         return;
                     }
@@ -795,11 +809,7 @@ impl<Out: Send + 'static> Replay<Out> {
         S::Labels: Clone,
     {
         let wanted = Arc::clone(&provs);
-        let format = if S::STAGE == "hdf5" {
-            "HDF5 files"
-        } else {
-            "Zarr stores"
-        };
+        let format = S::FILES;
         let inner = async_stream::stream! {
             let (plan, _) = plan(&source, epoch).await;
             for prov in wanted.iter() {
@@ -944,6 +954,52 @@ impl<C: std::fmt::Debug, Out> std::fmt::Debug for Shards<C, Out> {
             .finish_non_exhaustive()
     }
 }
+
+/// The [`Shards`] of `config` read as arrays of `T` with labels of `L`, built by `build`.
+pub(crate) fn shards<C: Config, T, L, Out: Send + 'static>(
+    config: C,
+    build: fn(C) -> Dataset<Out>,
+) -> Shards<C, Out>
+where
+    Typed<C, T, L>: Source,
+{
+    Shards::new(config, build, |config| count(Typed::<C, T, L>::new(config)))
+}
+
+/// Declares a format's public [`ShardSource`](crate::distribute::ShardSource): a newtype
+/// over [`Shards`] (`$name<Out>(Shards<$config, Out>)`), reading from any row.
+macro_rules! shard_source_type {
+    ($(#[$doc:meta])* $name:ident, $config:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $name<Out>(crate::format::arrays::Shards<$config, Out>);
+
+        impl<Out: Send + 'static> crate::distribute::ShardSource for $name<Out> {
+            type Item = Out;
+
+            fn names(&self) -> Vec<String> {
+                self.0.names()
+            }
+
+            /// Each file's elements: its metadata read, a few files at once, nothing of
+            /// the data.
+            fn count(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<u64>>> {
+                self.0.count()
+            }
+
+            /// Elements `unit.start..unit.end` of the file (of its selected rows): only
+            /// the chunks holding them are read.
+            fn read(&self, unit: crate::distribute::Unit) -> crate::Dataset<Out> {
+                self.0.read(&unit)
+            }
+
+            fn seekable_records(&self) -> bool {
+                true
+            }
+        }
+    };
+}
+pub(crate) use shard_source_type;
 
 /// Each file's elements, for [`Shards`]: every file opened by `source`.
 pub(crate) fn count<S: Source>(source: S) -> BoxFuture<'static, anyhow::Result<Vec<u64>>> {

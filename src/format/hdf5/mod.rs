@@ -60,7 +60,6 @@ mod element;
 mod inspect;
 mod shard;
 
-use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -318,22 +317,12 @@ impl Hdf5Dataset {
 
 /// An [`Hdf5Dataset`] read as arrays of `T` with labels of `L`: the format's part of
 /// [`arrays`]' engine.
-struct Hdf5Source<T, L> {
-    config: Hdf5Dataset,
-    types: PhantomData<fn() -> (T, L)>,
-}
-
-impl<T, L> Hdf5Source<T, L> {
-    fn new(config: Hdf5Dataset) -> Self {
-        Hdf5Source {
-            config,
-            types: PhantomData,
-        }
-    }
-}
+type Hdf5Source<T, L> = arrays::Typed<Hdf5Dataset, T, L>;
 
 impl<T: Element, L: Element> arrays::Source for Hdf5Source<T, L> {
     const STAGE: &'static str = STAGE;
+    const FILES: &'static str = "HDF5 files";
+    const CHANGES: &'static str = "a file's size, modification time or rows differ";
     type File = H5File;
     type Data = T;
     type Labels = L;
@@ -399,7 +388,7 @@ fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
 }
 
 /// One file, opened: its dataset (and labels) checked.
-struct H5File {
+pub(crate) struct H5File {
     data: hdf5_reader::Dataset,
     labels: Option<hdf5_reader::Dataset>,
     /// The compound field read: its byte offset, size and type.

@@ -1,23 +1,20 @@
-//! HDF5 files as a [`ShardSource`] for data-parallel ranks: counted from the datasets'
+//! HDF5 files as a [`ShardSource`](crate::distribute::ShardSource) for data-parallel ranks: counted from the datasets'
 //! shapes, read from any row (a rank's run of rows starts where it starts, reading only
 //! the chunks from there), so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record)
 //! deals each rank an equal run of rows, across file boundaries.
 
-use futures::future::BoxFuture;
+use super::{ArrayD, Element, Hdf5Dataset};
+use crate::format::arrays::{self, shard_source_type};
 
-use super::{ArrayD, Element, Hdf5Dataset, Hdf5Source};
-use crate::Dataset;
-use crate::distribute::{ShardSource, Unit};
-use crate::format::arrays::{self, Shards};
-
-/// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`]: made by
+shard_source_type! {
+/// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`](crate::distribute::ShardSource): made by
 /// [`Hdf5Dataset::shard_source`] or [`Hdf5Dataset::shard_source_labeled`]; an element is
 /// what the dataset's `build` (or `build_labeled`) yields.
-#[derive(Debug, Clone)]
-pub struct Hdf5Shards<Out>(Shards<Hdf5Dataset, Out>);
+Hdf5Shards, Hdf5Dataset
+}
 
 impl Hdf5Dataset {
-    /// This dataset as a [`ShardSource`] for
+    /// This dataset as a [`ShardSource`](crate::distribute::ShardSource) for
     /// [`Distribute::plan`](crate::distribute::Distribute::plan): each rank reads only its
     /// files (by file) or an equal run of rows (by record: HDF5 reads from any row), its
     /// elements those of [`build`](Self::build). Its own [`shard`](Self::shard) is ignored.
@@ -48,9 +45,7 @@ impl Hdf5Dataset {
             "Hdf5Dataset::shard_source: labels were set with `with_labels`; use \
              `shard_source_labeled`"
         );
-        Hdf5Shards(Shards::new(self, Hdf5Dataset::build::<T>, |config| {
-            arrays::count(Hdf5Source::<T, T>::new(config))
-        }))
+        Hdf5Shards(arrays::shards::<_, T, T, _>(self, Hdf5Dataset::build::<T>))
     }
 
     /// As [`shard_source`](Self::shard_source), each element with its labels (those of
@@ -66,34 +61,9 @@ impl Hdf5Dataset {
             self.labels.is_some(),
             "Hdf5Dataset::shard_source_labeled: no labels dataset: set one with `with_labels`"
         );
-        Hdf5Shards(Shards::new(
+        Hdf5Shards(arrays::shards::<_, T, L, _>(
             self,
             Hdf5Dataset::build_labeled::<T, L>,
-            |config| arrays::count(Hdf5Source::<T, L>::new(config)),
         ))
-    }
-}
-
-impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
-    type Item = Out;
-
-    fn names(&self) -> Vec<String> {
-        self.0.names()
-    }
-
-    /// Each file's rows (or slices, or patches): its superblock and the datasets' headers
-    /// are read, a few files at once, nothing of the data.
-    fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
-        self.0.count()
-    }
-
-    /// Rows (or slices, or patches) `unit.start..unit.end` of the file (of its selected
-    /// rows, with [`select`](Hdf5Dataset::select)): only the chunks holding them are read.
-    fn read(&self, unit: Unit) -> Dataset<Out> {
-        self.0.read(&unit)
-    }
-
-    fn seekable_records(&self) -> bool {
-        true
     }
 }

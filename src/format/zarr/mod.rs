@@ -60,7 +60,6 @@ mod shard;
 mod store;
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -334,22 +333,10 @@ fn fingerprint(config: &ZarrDataset, data: &str, labels: &str) -> u64 {
 
 /// A [`ZarrDataset`] read as arrays of `T` with labels of `L`: the format's part of
 /// [`arrays`]' engine.
-struct ZarrSource<T, L> {
-    config: ZarrDataset,
-    types: PhantomData<fn() -> (T, L)>,
-}
-
-impl<T, L> ZarrSource<T, L> {
-    fn new(config: ZarrDataset) -> Self {
-        ZarrSource {
-            config,
-            types: PhantomData,
-        }
-    }
-}
+type ZarrSource<T, L> = arrays::Typed<ZarrDataset, T, L>;
 
 /// One array of a store, opened: its metadata, and its chunks as listed (key and size).
-struct ZarrArray {
+pub(crate) struct ZarrArray {
     /// What errors call it: "array `points`", "labels `labels`".
     what: String,
     array: Array<Fetched>,
@@ -357,7 +344,7 @@ struct ZarrArray {
 }
 
 /// One store, opened: its array (and labels) checked.
-struct ZarrFile {
+pub(crate) struct ZarrFile {
     data: ZarrArray,
     labels: Option<ZarrArray>,
 }
@@ -509,6 +496,9 @@ async fn open_store<T: Element, L: Element>(
 
 impl<T: Element, L: Element> arrays::Source for ZarrSource<T, L> {
     const STAGE: &'static str = STAGE;
+    const FILES: &'static str = "Zarr stores";
+    const CHANGES: &'static str =
+        "an array's metadata, a chunk's key, size or version, or its rows differ";
     type File = ZarrFile;
     type Data = T;
     type Labels = L;

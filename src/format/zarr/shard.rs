@@ -1,23 +1,20 @@
-//! Zarr stores as a [`ShardSource`] for data-parallel ranks: counted from the arrays'
+//! Zarr stores as a [`ShardSource`](crate::distribute::ShardSource) for data-parallel ranks: counted from the arrays'
 //! shapes, read from any row (a rank's run of rows starts where it starts, reading only
 //! the chunks from there), so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record)
 //! deals each rank an equal run of rows, across store boundaries.
 
-use futures::future::BoxFuture;
+use super::{ArrayD, Element, ZarrDataset};
+use crate::format::arrays::{self, shard_source_type};
 
-use super::{ArrayD, Element, ZarrDataset, ZarrSource};
-use crate::Dataset;
-use crate::distribute::{ShardSource, Unit};
-use crate::format::arrays::{self, Shards};
-
-/// The rows (or slices, chunks, patches) of a [`ZarrDataset`] as a [`ShardSource`]: made by
+shard_source_type! {
+/// The rows (or slices, chunks, patches) of a [`ZarrDataset`] as a [`ShardSource`](crate::distribute::ShardSource): made by
 /// [`ZarrDataset::shard_source`] or [`ZarrDataset::shard_source_labeled`]; an element is
 /// what the dataset's `build` (or `build_labeled`) yields.
-#[derive(Debug, Clone)]
-pub struct ZarrShards<Out>(Shards<ZarrDataset, Out>);
+ZarrShards, ZarrDataset
+}
 
 impl ZarrDataset {
-    /// This dataset as a [`ShardSource`] for
+    /// This dataset as a [`ShardSource`](crate::distribute::ShardSource) for
     /// [`Distribute::plan`](crate::distribute::Distribute::plan): each rank reads only its
     /// stores (by file) or an equal run of rows (by record: Zarr reads from any row), its
     /// elements those of [`build`](Self::build). Its own [`shard`](Self::shard) is ignored.
@@ -48,9 +45,7 @@ impl ZarrDataset {
             "ZarrDataset::shard_source: labels were set with `with_labels`; use \
              `shard_source_labeled`"
         );
-        ZarrShards(Shards::new(self, ZarrDataset::build::<T>, |config| {
-            arrays::count(ZarrSource::<T, T>::new(config))
-        }))
+        ZarrShards(arrays::shards::<_, T, T, _>(self, ZarrDataset::build::<T>))
     }
 
     /// As [`shard_source`](Self::shard_source), each element with its labels (those of
@@ -66,34 +61,9 @@ impl ZarrDataset {
             self.labels.is_some(),
             "ZarrDataset::shard_source_labeled: no labels array: set one with `with_labels`"
         );
-        ZarrShards(Shards::new(
+        ZarrShards(arrays::shards::<_, T, L, _>(
             self,
             ZarrDataset::build_labeled::<T, L>,
-            |config| arrays::count(ZarrSource::<T, L>::new(config)),
         ))
-    }
-}
-
-impl<Out: Send + 'static> ShardSource for ZarrShards<Out> {
-    type Item = Out;
-
-    fn names(&self) -> Vec<String> {
-        self.0.names()
-    }
-
-    /// Each store's rows (or slices, chunks, patches): its arrays' objects are listed and their metadata
-    /// read, a few stores at once, nothing of the data.
-    fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
-        self.0.count()
-    }
-
-    /// Rows (or slices, chunks, patches) `unit.start..unit.end` of the store (of its selected
-    /// rows, with [`select`](ZarrDataset::select)): only the chunks holding them are read.
-    fn read(&self, unit: Unit) -> Dataset<Out> {
-        self.0.read(&unit)
-    }
-
-    fn seekable_records(&self) -> bool {
-        true
     }
 }
