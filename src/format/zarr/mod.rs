@@ -69,9 +69,9 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 pub use half::f16;
 pub use ndarray::ArrayD;
 pub use shard::ZarrShards;
-use zarrs::array::{Array, DataType};
+use zarrs::array::{Array, ArrayMetadata, DataType};
 use zarrs::array_subset::ArraySubset;
-use zarrs::storage::StoreKey;
+use zarrs::storage::{ReadableStorageTraits, StoreKey};
 
 use super::arrays::{self, Mode, Opened, Recipe, Rest};
 use crate::dataset::Dataset;
@@ -340,7 +340,10 @@ pub(crate) struct ZarrArray {
     /// What errors call it: "array `points`", "labels `labels`".
     what: String,
     array: Array<Fetched>,
-    chunks: HashMap<StoreKey, u64>,
+    chunks: Arc<HashMap<StoreKey, u64>>,
+    /// Whether its chunks are shards: read by ranges (the index, the inner chunks wanted),
+    /// not fetched whole.
+    sharded: bool,
 }
 
 /// One store, opened: its array (and labels) checked.
@@ -411,11 +414,16 @@ async fn open_array(
     );
     let array = Array::open(Arc::new(Fetched(metadata)), &format!("/{path}"))
         .map_err(|e| anyhow::anyhow!("{store}: {what} cannot be read: {e}"))?;
+    let sharded = matches!(
+        array.metadata(),
+        ArrayMetadata::V3(v3) if v3.codecs.iter().any(|c| c.name() == "sharding_indexed")
+    );
     Ok((
         ZarrArray {
             what,
             array,
-            chunks,
+            chunks: Arc::new(chunks),
+            sharded,
         },
         digest,
     ))
@@ -539,13 +547,14 @@ impl<T: Element, L: Element> arrays::Source for ZarrSource<T, L> {
                     Some((ranges, fetched))
                 }
             };
+            let handle = tokio::runtime::Handle::current();
             let task = runtime::spawn_blocking(STAGE, move || {
                 let opened = &file.file;
                 let store = &file.location;
-                let data = decode::<T>(store, &opened.data, data, &data_ranges, &rows)?;
+                let data = decode::<T>(store, &opened.data, data, &data_ranges, &rows, &handle)?;
                 let labels = match (labels, &opened.labels) {
                     (Some((ranges, fetched)), Some(array)) => {
-                        Some(decode::<L>(store, array, fetched, &ranges, &rows)?)
+                        Some(decode::<L>(store, array, fetched, &ranges, &rows, &handle)?)
                     }
                     _ => None,
                 };
@@ -564,6 +573,10 @@ async fn fetch_chunks(
     ranges: &[Range<u64>],
     rows: &Range<u64>,
 ) -> anyhow::Result<Fetched> {
+    if array.sharded {
+        // Read by ranges while decoding (see `store::Ranged`).
+        return Ok(Fetched::default());
+    }
     let what = &array.what;
     let subset = ArraySubset::new_with_ranges(ranges);
     let chunks = array
@@ -602,18 +615,42 @@ async fn fetch_chunks(
     Ok(Fetched(fetched))
 }
 
-/// The elements of `ranges` of `array`, decoded from the `fetched` chunks on the calling
-/// (blocking) thread; an error names the first chunk that fails alone.
+/// The elements of `ranges` of `array`, decoded on the calling (blocking) thread from the
+/// `fetched` chunks (or, for a sharded array, from the ranges of its shards read through
+/// `handle`); an error names the chunk that failed.
 fn decode<T: Element>(
     store: &Location,
     array: &ZarrArray,
     fetched: Fetched,
     ranges: &[Range<u64>],
     rows: &Range<u64>,
+    handle: &tokio::runtime::Handle,
+) -> anyhow::Result<ArrayD<T>> {
+    if !array.sharded {
+        let reader = array.array.with_storage(Arc::new(fetched));
+        return decode_from(store, array, &reader, ranges, rows, || None);
+    }
+    let ranged = Arc::new(store::Ranged {
+        root: store.clone(),
+        listed: Arc::clone(&array.chunks),
+        handle: handle.clone(),
+        failed: Default::default(),
+    });
+    let reader = array.array.with_storage(Arc::clone(&ranged));
+    decode_from(store, array, &reader, ranges, rows, || ranged.failure())
+}
+
+/// [`decode`] from `reader`; `failure` tells a read that failed.
+fn decode_from<T: Element, S: ReadableStorageTraits + ?Sized + 'static>(
+    store: &Location,
+    array: &ZarrArray,
+    reader: &Array<S>,
+    ranges: &[Range<u64>],
+    rows: &Range<u64>,
+    failure: impl Fn() -> Option<String>,
 ) -> anyhow::Result<ArrayD<T>> {
     let what = &array.what;
     let subset = ArraySubset::new_with_ranges(ranges);
-    let reader = array.array.with_storage(Arc::new(fetched));
     let failed = match reader.retrieve_array_subset_elements::<T>(&subset) {
         Ok(values) => {
             let shape: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
@@ -623,6 +660,10 @@ fn decode<T: Element>(
         }
         Err(e) => e,
     };
+    if let Some(read) = failure() {
+        // A read failed (not the data): said as it is, not tried again chunk by chunk.
+        anyhow::bail!("{store}: {what}: rows {}..{}: {read}", rows.start, rows.end);
+    }
     // Which chunk: each one decoded alone.
     let chunks = reader.chunks_in_array_subset(&subset).ok().flatten();
     for indices in chunks.iter().flat_map(|c| c.indices().into_iter()) {
