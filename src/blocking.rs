@@ -15,7 +15,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::Semaphore;
 
-use crate::dataset::Epoch;
+use crate::engine::Epoch;
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Task};
 use crate::stats::Stats;

@@ -69,7 +69,7 @@ pub enum Error {
         /// TFRecords and its first header is damaged because it starts as a GZIP stream
         /// (`1f 8b`) or a ZLIB one (`78 ..`): TensorFlow's reader says only "corrupted record
         /// at 0"; this says which `compression` to set.
-        looks_compressed: Option<crate::format::Compression>,
+        looks_compressed: Option<crate::storage::compression::Compression>,
         /// With [`TFRecordDataset::resync`](crate::format::TFRecordDataset::resync): the
         /// bytes skipped to find the next good record (`start..end`, where reading went on
         /// at `end`, or the end of the file), shown as "; skipped N bytes (start..end),
@@ -118,8 +118,8 @@ fn resync_note(skipped: &Option<std::ops::Range<u64>>) -> String {
     }
 }
 
-fn compression_hint(looks_compressed: Option<crate::format::Compression>) -> String {
-    use crate::format::Compression;
+fn compression_hint(looks_compressed: Option<crate::storage::compression::Compression>) -> String {
+    use crate::storage::compression::Compression;
     match looks_compressed {
         Some(c @ (Compression::Gzip | Compression::Zlib)) => {
             let name = if c == Compression::Gzip {

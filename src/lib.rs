@@ -54,6 +54,8 @@ mod blocking;
 mod checkpoint;
 mod dataset;
 pub mod distribute;
+mod engine;
+mod hash;
 
 // The README's examples include the image pipeline, so they run with the `image` feature (a
 // default one).

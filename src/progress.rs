@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{FusedStream, Stream};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::dataset::{Cardinality, Dataset, Epoch};
+use crate::engine::{Cardinality, Dataset, Epoch};
 
 /// An [`Epoch`] that advances a progress bar for every element it yields; made by
 /// [`Dataset::iter_with_progress`]. The bar has a length when the dataset's cardinality is

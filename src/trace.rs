@@ -66,7 +66,7 @@ where
     }
 }
 
-impl<S: crate::checkpoint::Resumable> crate::checkpoint::Resumable for Traced<S> {
+impl<S: crate::engine::Resumable> crate::engine::Resumable for Traced<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
         self.project().inner.save()
     }

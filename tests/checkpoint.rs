@@ -67,6 +67,29 @@ async fn range_map_filter_take_skip_enumerate_batch() {
 }
 
 #[tokio::test]
+async fn random_resumes_at_its_index_and_replays_under_a_shuffle() {
+    // One number saved: the index of the next value.
+    let size = assert_exact(|| Dataset::random(Some(3), false).take(300), [0, 1, 7, 150]).await;
+    assert!(size < 100, "{size} bytes");
+    // Held by position in a shuffle buffer, then batched: the values are found again.
+    let make = || {
+        Dataset::random(Some(5), true)
+            .take(200)
+            .shuffle(32, Some(1))
+            .batch(8)
+    };
+    assert_exact(make, [0, 1, 3, 11, 24]).await;
+    // In a later repetition of a rerandomized recipe (other values), too.
+    let make = || {
+        Dataset::random(Some(9), true)
+            .take(50)
+            .repeat_n(3)
+            .shuffle(16, Some(2))
+    };
+    assert_exact(make, [0, 60, 149]).await;
+}
+
+#[tokio::test]
 async fn from_vec_and_batch_remainder() {
     let make =
         || Dataset::from_vec((0..37).map(|i| format!("s{i}")).collect()).batch_drop_remainder(5);

@@ -771,6 +771,13 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         Some(1),
         Some(2)
     );
+    differ!("random seed", |s| Dataset::random(Some(s), false), 1, 2);
+    differ!(
+        "random rerandomize_each_iteration",
+        |b| Dataset::random(Some(1), b),
+        false,
+        true
+    );
     differ!(
         "assert_cardinality",
         |n| r().assert_cardinality(n),

@@ -92,37 +92,27 @@
 //!
 //! # Making a stage resumable (for contributors)
 //!
-//! A stage's stream implements [`Resumable`](state::Resumable) and is built with
-//! `Dataset::unary_resumable` (its input built for it, restored from input 0 of its state) or
-//! `Dataset::unary_with` (it builds its input itself: to replay it, or to restore it from a
-//! mark); sources with `Dataset::stage_resumable`. Every other stage is wrapped in
-//! [`Opaque`](state::Opaque), whose `save` is an error naming it. The build closure looks at
-//! its context, in this order:
-//! 1. `ctx.replaying()`: yield exactly the elements at these positions, in this order (build
-//!    the input with the positions it needs: popped words, a group's members, the same list).
-//! 2. `ctx.restoring()`: go on from this state (its `words`, `held` positions, `inputs`);
-//!    inputs are built with `ctx.for_input(i)`, replays with
-//!    `ctx.for_input(0).with_replay(positions)`.
-//! 3. Neither: a fresh epoch (random stages key their draws by `ctx.epoch()`).
+//! This module is the checkpoint's data and its bytes; the machinery that saves and
+//! restores streams is the engine's (`crate::engine`), and ARCHITECTURE.md's "How to add an
+//! operation" is the page to follow. In short: an operation is one type implementing
+//! `engine::Operation` (a source `engine::Source`); its fields are its parameters (hashed
+//! into the fingerprint, unless wrapped in `Unkeyed`); its `open` builds its stream from a
+//! `Start` (fresh, restored from the state its stream saved, or replaying positions), and
+//! its stream's `Resumable::save`, in the same file, writes that state. In replay, yield
+//! exactly the elements at the positions given, in order (an operation that drops or holds
+//! back elements passes each one on: they are ones it passed on). `last_prov` must answer
+//! whenever `ctx.provenance()` was set at build (a stage downstream holds elements by
+//! position).
 //!
-//! `save` describes the stream as of the last element it yielded. A stage that holds elements
-//! in order over a small input keeps a [`Marker`](state::Marker) (a mark of its input before
-//! the oldest element not passed on, and how many were passed on since; restored through
-//! [`Skipping`](state::Skipping)); over an input that is not small it keeps each element's
-//! [`Prov`](state::Prov) (`input.last_prov()` right after the element) and replays them.
-//! `last_prov` must answer whenever `ctx.provenance()` was set at build (a stage downstream
-//! holds elements by position). A file format's decoder saves `[offset, record]` after the
-//! last element it yielded (never what it read ahead) and gives each element's start offset
-//! as its position; with `FileFormat::resumable` set, `format::files` opens, restores,
-//! checks and replays its files. The tests in `tests/checkpoint.rs` check a stage by
-//! comparing an interrupted and resumed epoch with an uninterrupted one at many points.
-//!
-//! The shared pieces: `parallel_map::InFlight` (calls in flight in input order: a mark per
-//! group, or positions), [`held`] (several partial groups at once: buckets, windows by key),
-//! [`Routed`] (replay through several inputs, each position keyed by its input with
-//! [`Prov::keyed`](state::Prov::keyed)), and [`Restored`]: every stage built from a saved
-//! state saves that state until its first element, so a stage need not be able to describe
-//! the refills it does before it.
+//! A stage that holds elements in order over a small input keeps a mark of its input before
+//! the oldest element not passed on, and how many were passed on since (`engine::Marker`,
+//! restored through `engine::Skipping`); over an input that is not small it keeps each
+//! element's [`Prov`](state::Prov) (`input.last_prov()` right after the element) and
+//! replays them (`engine::resume`). A file format's decoder saves `[offset, record]` after
+//! the last element it yielded (never what it read ahead) and gives each element's start
+//! offset as its position; with `FileFormat::resumable` set, `format::files` opens,
+//! restores, checks and replays its files. The tests in `tests/checkpoint.rs` check a stage
+//! by comparing an interrupted and resumed epoch with an uninterrupted one at many points.
 //!
 //! # Format
 //!
@@ -134,37 +124,15 @@
 //! epoch number, the state tree, the seeds the epoch's unseeded random stages drew, and the
 //! files it opened last (version 1 had neither the CRC32C nor the files, and is still read).
 
-pub(crate) mod held;
 pub(crate) mod opened;
-pub(crate) mod route;
 pub(crate) mod state;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-pub(crate) use route::Routed;
-pub(crate) use state::positions_of_input;
-pub(crate) use state::{
-    ENDED, Ended, Marker, Opaque, Prov, ReplaySource, Restored, Resumable, Resumed, Skipping,
-    StageStream, State, unsupported,
-};
+pub(crate) use state::{ENDED, Prov, State};
 
 const MAGIC: &[u8; 4] = b"SLCK";
-
-/// `held` (positions of elements of `input`) replayed, then `back`.
-pub(crate) fn resume<T: Send + 'static>(
-    ctx: &crate::dataset::Ctx,
-    input: &crate::dataset::Dataset<T>,
-    held: &[Prov],
-    back: crate::dataset::BoxStream<T>,
-) -> crate::dataset::BoxStream<T> {
-    if held.is_empty() {
-        return back;
-    }
-    let held: std::sync::Arc<[Prov]> = held.into();
-    let replay = input.build(&ctx.for_input(0).with_replay(std::sync::Arc::clone(&held)));
-    Box::pin(Resumed::new(replay, held, back))
-}
 
 /// The position of an epoch, to go on from after a restart: see
 /// [`Epoch::checkpoint`](crate::Epoch::checkpoint).

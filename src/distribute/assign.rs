@@ -5,7 +5,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use super::{Distribute, Remainder, ShardPolicy, ShardSource, Unit, invalid};
-use crate::dataset::mix64;
+use crate::hash::mix64;
 
 /// The policy `dist` asks for, applied to these units: `Auto` resolved, the others checked.
 pub(super) fn resolve<S: ShardSource + ?Sized>(

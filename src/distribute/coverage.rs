@@ -6,8 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{Distributed, Plan, ShardPolicy, Unit, assign};
-use crate::dataset::mix64;
 use crate::error::Error;
+use crate::hash::mix64;
 
 /// An element's share of a file's fingerprint: order-independent sums of these.
 fn hash(file: usize, record: u64) -> u64 {

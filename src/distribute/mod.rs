@@ -38,8 +38,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{Cardinality, Dataset, mix64};
+use crate::engine::{Cardinality, Dataset};
 use crate::error::Error;
+use crate::hash::mix64;
 
 pub use coverage::{Coverage, CoverageReport, Gap, Overlap};
 pub use tfrecord::clear_count_cache;

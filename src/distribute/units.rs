@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::{Distributed, Plan, Remainder, ShardPolicy, ShardSource, assign};
-use crate::dataset::{Cardinality, Counting, Dataset};
+use crate::engine::{Cardinality, Counting, Dataset};
 use crate::options::Options;
 
 const STAGE: &str = "distribute";

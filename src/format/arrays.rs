@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use futures::stream::{self, Stream, StreamExt, TryStreamExt};
 use ndarray::{ArrayD, Axis};
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset, Resumable, unsupported};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime;
@@ -152,9 +152,7 @@ impl Recipe {
             hash,
         ]
         .into_iter()
-        .fold(0xCBF2_9CE4_8422_2325u64, |h, w| {
-            crate::dataset::mix64(h ^ w)
-        })
+        .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
     }
 
     /// The range read along each axis of an array of `shape` in `location` (`what` names
@@ -345,7 +343,7 @@ where
             }
             let restored = match ctx.restoring().map(Saved::from_state).transpose() {
                 Ok(restored) => restored,
-                Err(e) => return crate::dataset::error_stream(e),
+                Err(e) => return crate::engine::error_stream(e),
             };
             Box::pin(Rows::new(source, restored, make, stats, epoch))
         },
@@ -424,9 +422,9 @@ fn elements<F>(recipe: &Recipe, meta: &Opened<F>) -> u64 {
 }
 
 fn hash(words: Vec<u64>) -> u64 {
-    words.into_iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, w| {
-        crate::dataset::mix64(h ^ w)
-    })
+    words
+        .into_iter()
+        .fold(0x9E37_79B9_7F4A_7C15u64, |h, w| crate::hash::mix64(h ^ w))
 }
 
 async fn plan<S: Source>(source: &Arc<S>, epoch: u64) -> (Arc<Plan<S::File>>, Vec<anyhow::Error>) {
@@ -519,7 +517,7 @@ fn draw_patches<F>(
     let name = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
     });
-    let key = crate::dataset::mix64(patches.seed ^ crate::dataset::mix64(epoch ^ name));
+    let key = crate::hash::mix64(patches.seed ^ crate::hash::mix64(epoch ^ name));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(key);
     let keep = only.cloned().unwrap_or(0..patches.per_file);
     (0..patches.per_file)

@@ -12,12 +12,13 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::Compression;
-use super::compression::damage;
 use super::files::{FileFormat, Start, read_files};
 use crate::Error;
-use crate::checkpoint::{Prov, Resumable, State};
-use crate::dataset::Dataset;
+use crate::checkpoint::{Prov, State};
+use crate::engine::Dataset;
+use crate::engine::Resumable;
 use crate::options::Parallelism;
+use crate::storage::compression::damage;
 
 /// One parsed CSV field.
 #[derive(Clone, Debug, PartialEq)]
@@ -847,7 +848,7 @@ impl CsvDataset {
             );
         }
         let (buffer_size, compression) = (self.buffer_size, self.compression);
-        let key = crate::dataset::Key::new()
+        let key = crate::hash::Key::new()
             .bytes(format!("{:?}", self.columns).as_bytes())
             .flag(self.header)
             .word(u64::from(self.delimiter))

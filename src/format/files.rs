@@ -8,10 +8,11 @@ use std::task::{Context, Poll};
 use futures::stream::{self, Stream, StreamExt};
 
 use super::Compression;
-use super::blocks::Blocks;
-use crate::checkpoint::{Prov, Resumable, State};
-use crate::dataset::{BoxStream, Cardinality, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
+use crate::engine::{BoxStream, Cardinality, Dataset};
 use crate::options::Parallelism;
+use crate::storage::blocks::Blocks;
 use crate::storage::local::READ_AHEAD;
 use crate::storage::{Identity, Location};
 
@@ -137,7 +138,7 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
         Cardinality::Unknown,
         crate::options::Options::default(),
         0,
-        crate::dataset::Counting::Wrapped,
+        crate::engine::Counting::Wrapped,
         move |ctx| -> BoxStream<T> {
             let path = path.clone();
             let location = path.clone();
@@ -152,7 +153,7 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
             }
             let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
                 Ok(restored) => restored.unwrap_or_default(),
-                Err(e) => return crate::dataset::error_stream(e),
+                Err(e) => return crate::engine::error_stream(e),
             };
             // What the file was at the checkpoint this epoch resumes from: the state's, or
             // the ledger's when the state was saved before the file was open.
@@ -188,7 +189,7 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
                         } else {
                             e.context(format!("opening {name}"))
                         };
-                        (crate::dataset::error_stream(e), None)
+                        (crate::engine::error_stream(e), None)
                     }
                 }
             };
@@ -285,7 +286,7 @@ async fn replay<T: Send + 'static>(
 ) -> anyhow::Result<Vec<anyhow::Result<T>>> {
     let name = path.to_string();
     if !format.resumable {
-        return Err(crate::checkpoint::unsupported(
+        return Err(crate::engine::unsupported(
             format.stage,
             "this format's reader does not save its position",
         ));
@@ -519,7 +520,7 @@ impl<T> Stream for Replayed<T> {
 
 impl<T> Resumable for Replayed<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(crate::checkpoint::unsupported(
+        Err(crate::engine::unsupported(
             self.stage,
             "a stream replaying saved positions is not saved",
         ))
@@ -530,7 +531,7 @@ impl<T> Resumable for Replayed<T> {
             .checked_sub(1)
             .and_then(|i| self.provs.get(i))
             .cloned()
-            .ok_or_else(|| crate::checkpoint::unsupported(self.stage, "no element yielded yet"))
+            .ok_or_else(|| crate::engine::unsupported(self.stage, "no element yielded yet"))
     }
 }
 
@@ -607,7 +608,7 @@ impl<T> Resumable for FileReader<T> {
                     None => Ok(at),
                 }
             }
-            None => Err(crate::checkpoint::unsupported(
+            None => Err(crate::engine::unsupported(
                 self.stage,
                 "no element yielded yet",
             )),

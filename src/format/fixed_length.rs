@@ -7,16 +7,17 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::{Stream, StreamExt};
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::Compression;
-use super::compression::damage;
 use super::files::{FileFormat, Start, read_files};
 use crate::Error;
-use crate::dataset::Dataset;
+use crate::engine::Dataset;
 use crate::options::Parallelism;
+use crate::storage::compression::damage;
 
 /// Splits a byte stream into fixed-length records, holding back `footer` bytes so the footer
 /// is never taken for a record.
@@ -391,7 +392,7 @@ impl FixedLengthRecordDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
-            key: crate::dataset::Key::new()
+            key: crate::hash::Key::new()
                 .word(layout.record as u64)
                 .word(layout.header as u64)
                 .word(layout.footer as u64)

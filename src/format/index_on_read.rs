@@ -11,7 +11,8 @@ use futures::future::BoxFuture;
 use futures::stream::Stream;
 
 use super::tfrecord::TFRecordFrames;
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 use crate::storage::Location;
 
 /// Where [`TFRecordDataset::write_index`](super::TFRecordDataset::write_index) writes the

@@ -11,8 +11,9 @@ use serde::de::DeserializeOwned;
 use super::Compression;
 use super::files::{FileFormat, read_files};
 use super::text::Lines;
-use crate::checkpoint::{Prov, Resumable, State};
-use crate::dataset::Dataset;
+use crate::checkpoint::{Prov, State};
+use crate::engine::Dataset;
+use crate::engine::Resumable;
 use crate::options::Parallelism;
 use crate::storage::Location;
 
@@ -124,7 +125,7 @@ impl JsonLinesDataset {
             memory_map: false,
             resumable: true,
             // The type the lines are read as decides which are errors.
-            key: crate::dataset::Key::new()
+            key: crate::hash::Key::new()
                 .word(self.compression as u64)
                 .bytes(std::any::type_name::<T>().as_bytes())
                 .finish(),

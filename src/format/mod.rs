@@ -8,8 +8,6 @@
 
 #[cfg(any(feature = "hdf5", feature = "zarr"))]
 mod arrays;
-mod blocks;
-mod compression;
 mod csv;
 mod example;
 mod files;
@@ -30,8 +28,8 @@ mod webdataset;
 #[cfg(feature = "zarr")]
 pub mod zarr;
 
-pub(crate) use blocks::Blocks;
-pub use compression::Compression;
+pub use crate::storage::compression::Compression;
+pub use crate::storage::listing::list_files;
 pub use csv::{Column, CsvDataset, Field};
 pub use example::{
     BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, Kind,
@@ -45,7 +43,7 @@ pub use parse_example::{
     ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
     parse_example, parse_single_example, parse_single_example_view,
 };
-pub use text::{TextLineDataset, list_files, text_lines};
+pub use text::{TextLineDataset, text_lines};
 pub use tfrecord::{TFRecordDataset, tfrecord_records};
 pub use tfrecord_index::{IndexEntry, TFRecordIndex};
 pub use tfrecord_writer::TFRecordWriter;

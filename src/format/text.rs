@@ -1,6 +1,5 @@
 //! Text files, one element per line (tf.data's `TextLineDataset`).
 
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -12,18 +11,19 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
 use super::Compression;
-use super::blocks::{BlockCursor, Blocks, reader_blocks};
-use super::compression::damage;
 use super::files::{
     FileFormat, Start, gone, identity_words, open_blocks, position, read_files, replay_files,
     restored_start, unchanged,
 };
-use crate::checkpoint::{Prov, Resumable, State};
-use crate::dataset::{Cardinality, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
+use crate::engine::{Cardinality, Dataset};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime::{self, Task};
 use crate::stats::StageCounters;
+use crate::storage::blocks::{BlockCursor, Blocks, reader_blocks};
+use crate::storage::compression::damage;
 use crate::storage::{Identity, Location};
 
 /// Lines longer than this are an error rather than a buffer that grows without bound.
@@ -355,13 +355,13 @@ impl TextLineDataset {
             buffer_size: self.buffer_size,
             memory_map: false,
             resumable: true,
-            key: crate::dataset::Key::new()
+            key: crate::hash::Key::new()
                 .word(self.compression as u64)
                 .finish(),
         };
         let Some(n) = self.num_parallel_reads else {
             let files: Arc<[Location]> = self.files.into();
-            let key = crate::dataset::Key::new()
+            let key = crate::hash::Key::new()
                 .word(format.key)
                 .word(files.len() as u64)
                 .finish();
@@ -370,8 +370,8 @@ impl TextLineDataset {
                 Cardinality::Unknown,
                 crate::options::Options::default(),
                 0,
-                crate::dataset::Counting::Wrapped,
-                move |ctx| -> crate::dataset::BoxStream<Bytes> {
+                crate::engine::Counting::Wrapped,
+                move |ctx| -> crate::engine::BoxStream<Bytes> {
                     ctx.gauge();
                     let stats = ctx.stats_handle();
                     if let Some(provs) = ctx.replaying() {
@@ -381,7 +381,7 @@ impl TextLineDataset {
                     }
                     let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
                         Some(Ok(restored)) => restored,
-                        Some(Err(e)) => return crate::dataset::error_stream(e),
+                        Some(Err(e)) => return crate::engine::error_stream(e),
                         None => (0, Start::default(), None),
                     };
                     if let Some(stats) = &stats {
@@ -761,50 +761,4 @@ impl Resumable for LineChunks {
     fn last_prov(&self) -> anyhow::Result<Prov> {
         position(self.last_start, self.identity)?.push(self.file as u64)
     }
-}
-
-/// The paths matching a glob `pattern` (`data/train-*.tfrecord`), sorted by their bytes
-/// (tf.data's `list_files` with `shuffle=False`). As in TensorFlow, `*` and `?` match names
-/// starting with a dot too, and directories that match are listed with the files.
-///
-/// This is the synchronous, local-only listing. For tf.data's `Dataset.list_files`, a
-/// dataset of the files listed afresh each epoch, local paths and URLs alike, optionally
-/// reshuffled each epoch from a seed, use
-/// [`Dataset::list_files`](crate::Dataset::list_files).
-///
-/// # Errors
-///
-/// When the pattern is invalid, a matching path cannot be read, or nothing matches
-/// (TensorFlow's "No files matched pattern: PATTERN").
-///
-/// ```
-/// # fn main() -> anyhow::Result<()> {
-/// let dir = tempfile::tempdir()?;
-/// for name in ["b.txt", "a.txt", "c.csv"] {
-///     std::fs::write(dir.path().join(name), "x\n")?;
-/// }
-/// let files = streamload::format::list_files(&format!("{}/*.txt", dir.path().display()))?;
-/// assert_eq!(files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>(), ["a.txt", "b.txt"]);
-/// assert!(streamload::format::list_files(&format!("{}/*.parquet", dir.path().display())).is_err());
-/// # Ok(()) }
-/// ```
-pub fn list_files(pattern: &str) -> anyhow::Result<Vec<PathBuf>> {
-    let paths = glob::glob(pattern)
-        .map_err(|e| anyhow::anyhow!("invalid file pattern {pattern:?}: {e}"))?;
-    let mut files = paths
-        .map(|p| p.map_err(|e| anyhow::anyhow!("listing {pattern:?}: {e}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if files.is_empty() {
-        // TensorFlow's `InvalidArgumentError`.
-        return Err(
-            crate::Error::InvalidArgument(format!("No files matched pattern: {pattern}")).into(),
-        );
-    }
-    // By the bytes of the whole path, as TensorFlow sorts (`a-b/x` before `a/x`).
-    files.sort_by(|a, b| {
-        a.as_os_str()
-            .as_encoded_bytes()
-            .cmp(b.as_os_str().as_encoded_bytes())
-    });
-    Ok(files)
 }

@@ -18,15 +18,15 @@ use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
-use super::blocks::{BlockCursor, reader_blocks};
-use super::compression::damage;
 use super::files::{FileFormat, read_files};
 use super::index_on_read::{IndexOnRead, IndexTarget};
 use super::{Compression, masked_crc32c};
-use crate::dataset::Dataset;
+use crate::engine::Dataset;
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::storage::Location;
+use crate::storage::blocks::{BlockCursor, reader_blocks};
+use crate::storage::compression::damage;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
@@ -457,7 +457,7 @@ where
 
 /// Saved state: `[offset, record]` after the last record yielded (the offset in the
 /// decompressed stream for a compressed file); a record's position is its start offset.
-impl<S> crate::checkpoint::Resumable for TFRecordFrames<S> {
+impl<S> crate::engine::Resumable for TFRecordFrames<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
         Ok(crate::checkpoint::State::new("tfrecord").words([self.last_end, self.record]))
     }
@@ -773,7 +773,7 @@ impl TFRecordDataset {
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,
-            key: crate::dataset::Key::new()
+            key: crate::hash::Key::new()
                 .word(self.compression as u64)
                 .flag(resync)
                 .finish(),

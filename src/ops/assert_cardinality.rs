@@ -6,12 +6,13 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 
 /// Stream for the [`assert_cardinality`](crate::Dataset::assert_cardinality) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct AssertCardinality<St> {
+pub(crate) struct AssertCardinalityStream<St> {
     #[pin]
     input: St,
     expected: u64,
@@ -22,24 +23,39 @@ pub(crate) struct AssertCardinality<St> {
     unchecked: bool,
 }
 
-impl<St> AssertCardinality<St> {
-    pub(crate) fn new(input: St, expected: u64, seen: u64) -> Self {
-        AssertCardinality {
-            input,
+/// The [`assert_cardinality`](crate::Dataset::assert_cardinality) operation.
+#[derive(Hash)]
+pub(crate) struct AssertCardinality {
+    pub(crate) expected: u64,
+}
+
+impl<T: Send + 'static> Operation<T> for AssertCardinality {
+    type Out = T;
+    type Stream = AssertCardinalityStream<BoxStream<T>>;
+    const NAME: &'static str = "assert_cardinality";
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Finite(self.expected)
+    }
+
+    /// In replay the elements are ones it passed on: nothing to count.
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let (expected, seen, unchecked) = match start {
+            Start::Fresh => (self.expected, 0, false),
+            Start::Restore(state) => (self.expected, state.word(0)?, false),
+            Start::Replay(_) => (u64::MAX, 0, true),
+        };
+        Ok(AssertCardinalityStream {
+            input: input.open(),
             expected,
             seen,
             done: false,
-            unchecked: false,
-        }
-    }
-
-    fn unchecked(mut self) -> Self {
-        self.unchecked = true;
-        self
+            unchecked,
+        })
     }
 }
 
-impl<St, T> Stream for AssertCardinality<St>
+impl<St, T> Stream for AssertCardinalityStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -93,7 +109,7 @@ fn mismatch(expected: u64, how: &str, seen: u64) -> anyhow::Error {
     .into()
 }
 
-impl<St: Resumable> Resumable for AssertCardinality<St> {
+impl<St: Resumable> Resumable for AssertCardinalityStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let seen = self.seen;
         Ok(State::new("assert_cardinality")
@@ -101,49 +117,5 @@ impl<St: Resumable> Resumable for AssertCardinality<St> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
-}
-
-impl<T: Send + 'static> crate::Dataset<T> {
-    /// The same elements, with a known [`cardinality`](crate::Dataset::cardinality) of
-    /// `expected`, checked as the epoch runs (tf.data's
-    /// `tf.data.experimental.assert_cardinality`): stages downstream (`batch`) and callers
-    /// (a progress bar, a learning-rate schedule) can count on the number before the epoch.
-    ///
-    /// ```
-    /// use streamload::{Cardinality, Dataset};
-    /// # tokio_test::block_on(async {
-    /// let ds = Dataset::range(0, 10).filter(|x| x % 2 == 0); // unknown cardinality
-    /// let ds = ds.assert_cardinality(5).batch(2);
-    /// assert_eq!(ds.cardinality(), Cardinality::Finite(3));
-    /// assert_eq!(ds.count().await?, 3);
-    ///
-    /// let wrong = Dataset::range(0, 4).filter(|x| x % 2 == 0).assert_cardinality(3);
-    /// let err = wrong.collect().await.unwrap_err();
-    /// assert!(err.to_string().contains("expected to contain 3 elements but contained only 2"));
-    /// # anyhow::Ok(()) }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// An [`Error::InvalidArgument`](crate::Error::InvalidArgument) element, after which the
-    /// epoch ends, when the input has more elements than `expected` (in place of the first
-    /// one too many) or fewer (at its end). Error elements pass through and are not counted.
-    pub fn assert_cardinality(&self, expected: u64) -> crate::Dataset<T> {
-        self.unary_resumable(
-            "assert_cardinality",
-            crate::Cardinality::Finite(expected),
-            crate::dataset::Counting::Wrapped,
-            move |ctx, input| {
-                // In replay the elements are ones it passed on: nothing to count.
-                let (expected, seen) = match (ctx.replaying(), ctx.restoring()) {
-                    (Some(_), _) => return AssertCardinality::new(input, u64::MAX, 0).unchecked(),
-                    (None, Some(state)) => (expected, state.word(0).unwrap_or(0)),
-                    (None, None) => (expected, 0),
-                };
-                AssertCardinality::new(input, expected, seen)
-            },
-        )
-        .keyed(expected)
-    }
+    crate::engine::positions_of_input!();
 }

@@ -6,8 +6,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, StageStream, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, StageStream, unsupported};
 
 const STAGE: &str = "batch";
 

@@ -14,9 +14,10 @@ use anyhow::Context as _;
 use futures::stream::{Fuse, Stream, StreamExt};
 
 use crate::Error;
-use crate::checkpoint::held::{Held, Members, Step};
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::held::{Held, Members, Step};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, unsupported};
 use crate::ops::batch::{self, Batch, Config as BatchConfig, Sizes};
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
@@ -138,10 +139,8 @@ where
                 stage: STAGE,
             },
         );
-        let empty: BoxStream<T> = Box::pin(crate::checkpoint::Opaque::new(
-            futures::stream::empty(),
-            STAGE,
-        ));
+        let empty: BoxStream<T> =
+            Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE));
         let mut bucketing = BucketBySequenceLength::new(empty, config, false);
         bucketing.replay = Some(batches);
         return bucketing;

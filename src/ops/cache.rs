@@ -16,8 +16,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, Resumable, Routed, State, unsupported};
-use crate::dataset::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, Routed, unsupported};
 use crate::runtime::Coop;
 
 const STAGE: &str = "cache";

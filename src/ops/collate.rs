@@ -7,8 +7,9 @@ use anyhow::Context as _;
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
-use crate::dataset::Ctx;
+use crate::checkpoint::State;
+use crate::engine::Ctx;
+use crate::engine::Resumable;
 use crate::runtime::catch_panic;
 
 /// The collating stream of one epoch over `input` (built by the caller with
@@ -103,5 +104,5 @@ impl<St: Resumable, F> Resumable for CollateBatches<St, F> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -5,8 +5,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, Resumable, Routed, State};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, Routed};
 
 const STAGE: &str = "concatenate";
 

@@ -1,15 +1,72 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Prov, Resumable, State};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Resumable, Start, error_stream,
+};
 use futures::stream::Stream;
 use pin_project::pin_project;
+
+/// The [`enumerate`](crate::Dataset::enumerate) operation: each element with its index, from
+/// `start`.
+#[derive(Hash)]
+pub(crate) struct Enumerate {
+    pub(crate) start: i64,
+}
+
+impl<T: Send + 'static> Operation<T> for Enumerate {
+    type Out = (i64, T);
+    type Stream = EnumerateStream<BoxStream<T>>;
+    const NAME: &'static str = "enumerate";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// Saved state: `[the next index]` and the input's. In replay, each position carries the
+    /// index it gave the element as its last word.
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let (next, input) = match start {
+            Start::Fresh => (self.start, input.open()),
+            Start::Restore(state) => (state.word(0)? as i64, input.open()),
+            Start::Replay(provs) => {
+                let (indices, inner): (Vec<u64>, Vec<Prov>) = provs
+                    .iter()
+                    .map(|p| p.split_key().and_then(|(i, rest)| Ok((i.single()?, rest))))
+                    .collect::<anyhow::Result<_>>()?;
+                return Ok(EnumerateStream {
+                    input: input.replay(inner.into()),
+                    next: 0,
+                    replayed: Some((indices, 0)),
+                });
+            }
+        };
+        Ok(EnumerateStream {
+            input,
+            next,
+            replayed: None,
+        })
+    }
+}
+
+/// `input` numbered from `start`, as the stage `ctx` builds (inside another operation).
+pub(crate) fn build<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    start: i64,
+) -> BoxStream<(i64, T)> {
+    let op = Enumerate { start };
+    match Operation::<T>::open(&op, ctx, Input::new(input, ctx), ctx.start()) {
+        Ok(stream) => Box::pin(stream),
+        Err(e) => error_stream(e),
+    }
+}
 
 /// Stream for the [`enumerate`](crate::Dataset::enumerate) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Enumerate<St> {
+pub(crate) struct EnumerateStream<St> {
     #[pin]
     input: St,
     next: i64,
@@ -17,45 +74,7 @@ pub(crate) struct Enumerate<St> {
     replayed: Option<(Vec<u64>, usize)>,
 }
 
-impl<St> Enumerate<St> {
-    pub(crate) fn new(input: St, start: i64) -> Self {
-        Enumerate {
-            input,
-            next: start,
-            replayed: None,
-        }
-    }
-}
-
-/// The stream of one epoch: fresh, restored (its counter saved), or replaying saved
-/// positions (each with the index it gave the element as its last word).
-pub(crate) fn build<T: Send + 'static>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    start: i64,
-) -> Enumerate<BoxStream<T>> {
-    if let Some(provs) = ctx.replaying() {
-        let popped: anyhow::Result<(Vec<u64>, Vec<Prov>)> = provs
-            .iter()
-            .map(|p| p.split_key().and_then(|(i, rest)| Ok((i.single()?, rest))))
-            .collect();
-        return match popped {
-            Ok((indices, inner)) => Enumerate {
-                input: input.build(&ctx.for_input(0).with_replay(inner.into())),
-                next: 0,
-                replayed: Some((indices, 0)),
-            },
-            Err(e) => Enumerate::new(error_stream(e), start),
-        };
-    }
-    let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
-        Ok(next) => next.map_or(start, |n| n as i64),
-        Err(e) => return Enumerate::new(error_stream(e), start),
-    };
-    Enumerate::new(input.build(&ctx.for_input(0)), next)
-}
-
-impl<St, T> Stream for Enumerate<St>
+impl<St, T> Stream for EnumerateStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -83,7 +102,7 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for Enumerate<St> {
+impl<St: Resumable> Resumable for EnumerateStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let next = self.next as u64;
         Ok(State::new("enumerate")

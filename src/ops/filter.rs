@@ -1,8 +1,12 @@
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Resumable, State};
+use crate::checkpoint::State;
+use crate::engine::{
+    BoxStream, Cardinality, Counting, Ctx, Input, Operation, Resumable, Start, Unkeyed,
+};
 use futures::stream::Stream;
 use pin_project::{pin_project, pinned_drop};
 
@@ -11,29 +15,55 @@ use crate::stats::StageCounters;
 /// Elements kept between two additions to the shared count.
 const FLUSH_EVERY: u64 = 64;
 
+/// The [`filter`](crate::Dataset::filter) operation: the elements `predicate` keeps.
+pub(crate) struct Filter<P> {
+    pub(crate) predicate: Unkeyed<Arc<P>>,
+}
+
+impl<P> Hash for Filter<P> {
+    fn hash<H: Hasher>(&self, _: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let Filter { predicate: _ } = self;
+    }
+}
+
+impl<T, P> Operation<T> for Filter<P>
+where
+    T: Send + 'static,
+    P: Fn(&T) -> bool + Send + Sync + 'static,
+{
+    type Out = T;
+    type Stream = FilterStream<BoxStream<T>, P>;
+    const NAME: &'static str = "filter";
+    const COUNTING: Counting = Counting::ByStage;
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// Saved state: the input's. In replay it keeps every element (they are ones it kept).
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(FilterStream {
+            input: input.open(),
+            predicate: Arc::clone(&self.predicate),
+            counters: ctx.own_counters(),
+            kept: 0,
+        })
+    }
+}
+
 /// Stream for the [`filter`](crate::Dataset::filter) method.
 ///
 /// It counts itself (when the stage is not timed): the elements it keeps, added to the
 /// stage's count every [`FLUSH_EVERY`], at the end and when dropped; errors as they pass.
 #[pin_project(PinnedDrop)]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Filter<St, P> {
+pub(crate) struct FilterStream<St, P> {
     #[pin]
     input: St,
     predicate: Arc<P>,
     counters: Option<Arc<StageCounters>>,
     kept: u64,
-}
-
-impl<St, P> Filter<St, P> {
-    pub(crate) fn new(input: St, predicate: Arc<P>, counters: Option<Arc<StageCounters>>) -> Self {
-        Filter {
-            input,
-            predicate,
-            counters,
-            kept: 0,
-        }
-    }
 }
 
 #[cold]
@@ -54,14 +84,14 @@ fn count_error(counters: &Option<Arc<StageCounters>>) {
 }
 
 #[pinned_drop]
-impl<St, P> PinnedDrop for Filter<St, P> {
+impl<St, P> PinnedDrop for FilterStream<St, P> {
     fn drop(self: Pin<&mut Self>) {
         let this = self.project();
         flush(this.counters, this.kept);
     }
 }
 
-impl<St, P, T> Stream for Filter<St, P>
+impl<St, P, T> Stream for FilterStream<St, P>
 where
     St: Stream<Item = anyhow::Result<T>>,
     P: Fn(&T) -> bool,
@@ -112,10 +142,10 @@ where
     }
 }
 
-impl<St: Resumable, P> Resumable for Filter<St, P> {
+impl<St: Resumable, P> Resumable for FilterStream<St, P> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Ok(State::new("filter").input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

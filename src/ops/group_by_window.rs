@@ -14,9 +14,10 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{Fuse, Stream, StreamExt};
 
 use crate::Error;
-use crate::checkpoint::held::{Held, Members, Step};
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::held::{Held, Members, Step};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
 const STAGE: &str = "group_by_window";
@@ -62,7 +63,7 @@ where
         let reduce = Arc::new(move |window: Vec<T>| {
             // A saved window is never empty; were it, the panic is caught as an error.
             let key = (reduce_funcs.key)(&window[0]);
-            (reduce_funcs.reduce)(key, Dataset::from_vec(window))
+            (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
         let mut gbw = GroupByWindow::new(empty(), Arc::clone(funcs), ctx.nested().fresh(), false);
@@ -118,10 +119,7 @@ where
 }
 
 fn empty<T: Send + 'static>() -> BoxStream<T> {
-    Box::pin(crate::checkpoint::Opaque::new(
-        futures::stream::empty(),
-        STAGE,
-    ))
+    Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE))
 }
 
 /// A window still filling, with its elements as a checkpoint places them.
@@ -212,7 +210,12 @@ where
     fn reduce(&mut self, key: K, window: Window<T>, inner: Option<State>) -> anyhow::Result<()> {
         self.current_members = window.members;
         let reduce = &self.funcs.reduce;
-        let ds = catch_panic(STAGE, || Ok(reduce(key, Dataset::from_vec(window.items))))?;
+        let ds = catch_panic(STAGE, || {
+            Ok(reduce(
+                key,
+                crate::source::from_iter::from_vec(window.items),
+            ))
+        })?;
         let ctx = match inner {
             Some(inner) => self.ctx.with_restore(Some(inner)),
             None => self.ctx.clone(),

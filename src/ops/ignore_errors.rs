@@ -7,23 +7,40 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
+
+/// The [`ignore_errors`](crate::Dataset::ignore_errors) operation: the elements, without the
+/// errors.
+#[derive(Hash)]
+pub(crate) struct IgnoreErrors;
+
+impl<T: Send + 'static> Operation<T> for IgnoreErrors {
+    type Out = T;
+    type Stream = IgnoreErrorsStream<BoxStream<T>>;
+    const NAME: &'static str = "ignore_errors";
+
+    /// tf.data reports unknown whatever the input (even an infinite one).
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    fn open(&self, _: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(IgnoreErrorsStream {
+            input: input.open(),
+        })
+    }
+}
 
 /// Stream for the [`ignore_errors`](crate::Dataset::ignore_errors) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct IgnoreErrors<St> {
+pub(crate) struct IgnoreErrorsStream<St> {
     #[pin]
     input: St,
 }
 
-impl<St> IgnoreErrors<St> {
-    pub(crate) fn new(input: St) -> Self {
-        IgnoreErrors { input }
-    }
-}
-
-impl<St, T> Stream for IgnoreErrors<St>
+impl<St, T> Stream for IgnoreErrorsStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -41,10 +58,10 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for IgnoreErrors<St> {
+impl<St: Resumable> Resumable for IgnoreErrorsStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Ok(State::new("ignore_errors").input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -15,8 +15,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::State;
+use crate::engine::Resumable;
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
 use crate::stats::StageCounters;
 
 const STAGE: &str = "ignore_errors_within";
@@ -42,7 +43,7 @@ impl ErrorBudget {
     /// The budget as a word of the recipe's fingerprint (the quarantine is not: it only
     /// reports).
     pub(crate) fn key(&self) -> u64 {
-        let key = crate::dataset::Key::new();
+        let key = crate::hash::Key::new();
         match self.limit {
             Limit::Count(n) => key.word(0).word(n),
             Limit::Rate(f) => key.word(1).word(f.to_bits()),
@@ -389,7 +390,7 @@ impl<St: Resumable> Resumable for IgnoreErrorsWithin<St> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset};
+use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
 /// An open inner dataset in a slot of the cycle: a stream, or a reader task's receiver.
@@ -294,7 +295,7 @@ where
     if let Some(state) = ctx.restoring() {
         match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
             Ok(reopen) => interleave.reopen = reopen,
-            Err(e) => return crate::dataset::error_stream(e),
+            Err(e) => return crate::engine::error_stream(e),
         }
     }
     Box::pin(interleave)
@@ -513,11 +514,11 @@ where
     F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
 {
     let Some(provs) = ctx.replaying() else {
-        return crate::dataset::error_stream(unsupported(stage, "not in replay"));
+        return crate::engine::error_stream(unsupported(stage, "not in replay"));
     };
     match Replay::new(ctx, input, Arc::clone(f), nested, provs) {
         Ok(replay) => Box::pin(replay),
-        Err(e) => crate::dataset::error_stream(e),
+        Err(e) => crate::engine::error_stream(e),
     }
 }
 
@@ -609,7 +610,7 @@ where
                     Err(e)
                         if list.iter().all(Prov::is_no_inner) && !crate::error::is_refusal(&e) =>
                     {
-                        this.inners.push(crate::dataset::error_stream(e));
+                        this.inners.push(crate::engine::error_stream(e));
                         continue;
                     }
                     x => x,

@@ -1,34 +1,71 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Resumable, State};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use std::sync::Arc;
-
+use crate::checkpoint::State;
+use crate::engine::{
+    BoxStream, Cardinality, Counting, Ctx, Input, Operation, Resumable, Start, Unkeyed,
+};
 use crate::runtime::catch_panic;
 use crate::stats::StageCounters;
+
+/// The [`map`](crate::Dataset::map) and [`try_map`](crate::Dataset::try_map) operation: `f`
+/// on every element, in order, on the consumer's task.
+pub(crate) struct Map<F> {
+    pub(crate) f: Unkeyed<Arc<F>>,
+}
+
+impl<F> Hash for Map<F> {
+    fn hash<H: Hasher>(&self, _: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let Map { f: _ } = self;
+    }
+}
+
+impl<T, U, F> Operation<T> for Map<F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
+{
+    type Out = U;
+    type Stream = MapStream<BoxStream<T>, F>;
+    const NAME: &'static str = "map";
+    /// One output per input: its counts are its input's, less the errors `f` makes.
+    const COUNTING: Counting = Counting::ByInput;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// Saved state: the input's; in replay it maps the elements replayed.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(MapStream {
+            input: input.open(),
+            f: Arc::clone(&self.f),
+            counters: ctx.own_counters(),
+        })
+    }
+}
 
 /// Stream for the [`map`](crate::Dataset::map) and [`try_map`](crate::Dataset::try_map) methods.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Map<St, F> {
+pub(crate) struct MapStream<St, F> {
     #[pin]
     input: St,
-    f: F,
+    f: Arc<F>,
     /// Where the errors `f` makes are counted, when the stage is counted by its input (its
     /// elements are its input's, less those errors).
     counters: Option<Arc<StageCounters>>,
 }
 
-impl<St, F> Map<St, F> {
-    pub(crate) fn new(input: St, f: F, counters: Option<Arc<StageCounters>>) -> Self {
-        Map { input, f, counters }
-    }
-}
-
-impl<St, F, T, U> Stream for Map<St, F>
+impl<St, F, T, U> Stream for MapStream<St, F>
 where
     St: Stream<Item = anyhow::Result<T>>,
     F: Fn(T) -> anyhow::Result<U>,
@@ -39,7 +76,7 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
         let item = ready!(this.input.poll_next(cx));
-        let f = this.f;
+        let f = &**this.f;
         Poll::Ready(match item {
             Some(Ok(x)) => match catch_panic("map", || f(x)) {
                 Ok(y) => Some(Ok(y)),
@@ -60,10 +97,10 @@ where
     }
 }
 
-impl<St: Resumable, F> Resumable for Map<St, F> {
+impl<St: Resumable, F> Resumable for MapStream<St, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Ok(State::new("map").input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -14,8 +14,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::{Fuse, FusedStream, FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 
-use crate::checkpoint::{Prov, Resumable, StageStream, State};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, StageStream};
 use crate::ops::parallel_map::{self, InFlight, Input};
 use crate::runtime::{self, catch_panic};
 

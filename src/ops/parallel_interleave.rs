@@ -5,8 +5,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
-use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset};
+use crate::engine::{Marker, Resumable, unsupported};
 use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
@@ -273,7 +274,7 @@ where
             let mark = inner.input_state(0)?.clone();
             let ctx = self.opener.ctx.with_restore(Some(mark.clone()));
             let stream = open(&*self.opener.f, x, &ctx, STAGE)?;
-            let stream = Box::pin(crate::checkpoint::Skipping::new(stream, skip));
+            let stream = Box::pin(crate::engine::Skipping::new(stream, skip));
             let mut reader = Reader::spawn(
                 stream,
                 self.opener.config.buffer_output_elements,
@@ -396,7 +397,7 @@ where
     if let Some(state) = ctx.restoring() {
         match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
             Ok(reopen) => interleave.reopen = reopen,
-            Err(e) => return crate::dataset::error_stream(e),
+            Err(e) => return crate::engine::error_stream(e),
         }
     }
     Box::pin(interleave)

@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::checkpoint::{Prov, Resumable, Skipping, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, Skipping, unsupported};
 use crate::options::Parallelism;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Knob, KnobKind, catch_panic};
 use crate::stats::StageCounters;
@@ -228,7 +229,7 @@ pub(crate) fn restore<T: Send + 'static>(
     let held: Arc<[Prov]> = state.held.clone().into();
     let replay = (input.build)(&ctx.for_input(0).with_replay(Arc::clone(&held)));
     Ok((
-        Box::pin(crate::checkpoint::Resumed::new(replay, held, upstream)),
+        Box::pin(crate::engine::Resumed::new(replay, held, upstream)),
         None,
     ))
 }

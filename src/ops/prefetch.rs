@@ -11,8 +11,9 @@ use futures::task::AtomicWaker;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
-use crate::checkpoint::{Marker, Prov, Resumable, State, unsupported};
-use crate::dataset::BoxStream;
+use crate::checkpoint::{Prov, State};
+use crate::engine::BoxStream;
+use crate::engine::{Marker, Resumable, unsupported};
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
 use crate::stats::StageCounters;
@@ -21,8 +22,8 @@ const STAGE: &str = "prefetch";
 
 /// The prefetch of one epoch: fresh, or restored (see [`Resumable for Prefetch`](Prefetch)).
 pub(crate) fn build<T: Send + 'static>(
-    ctx: &crate::dataset::Ctx,
-    input: &crate::dataset::Dataset<T>,
+    ctx: &crate::engine::Ctx,
+    input: &crate::engine::Dataset<T>,
     buffer: usize,
     knob: Option<Arc<Knob>>,
 ) -> Prefetch<T> {
@@ -47,7 +48,7 @@ pub(crate) fn build<T: Send + 'static>(
         if input.is_small() {
             let skip = state.word(0)?;
             let mark = state.input_state(0)?.clone();
-            let skipping = Box::pin(crate::checkpoint::Skipping::new(upstream, skip));
+            let skipping = Box::pin(crate::engine::Skipping::new(upstream, skip));
             let prefetch = Prefetch::new(
                 skipping,
                 buffer,
@@ -60,11 +61,11 @@ pub(crate) fn build<T: Send + 'static>(
         // An upstream that had ended stays ended (it saves as ended again). What the
         // prefetch held is read again at its positions first.
         let back = if state.word(1)? == 1 {
-            Box::pin(crate::checkpoint::Ended::new(false))
+            Box::pin(crate::engine::Ended::new(false))
         } else {
             upstream
         };
-        let upstream = crate::checkpoint::resume(ctx, input, &state.held, back);
+        let upstream = crate::engine::resume(ctx, input, &state.held, back);
         Ok(Prefetch::new(
             upstream,
             buffer,
@@ -74,7 +75,7 @@ pub(crate) fn build<T: Send + 'static>(
         ))
     })();
     restored.unwrap_or_else(|e: anyhow::Error| {
-        Prefetch::new(crate::dataset::error_stream(e), buffer, knob, gauge, false)
+        Prefetch::new(crate::engine::error_stream(e), buffer, knob, gauge, false)
     })
 }
 
@@ -727,7 +728,7 @@ mod tests {
     fn upstream(n: u64, cost: u64, produced: Arc<AtomicUsize>) -> BoxStream<u64> {
         let mut next = 0;
         let mut paused = false;
-        Box::pin(crate::checkpoint::Opaque::new(
+        Box::pin(crate::engine::Opaque::new(
             futures::stream::poll_fn(move |cx| {
                 if next == n {
                     return Poll::Ready(None);
@@ -790,7 +791,7 @@ mod tests {
             }
         });
         let (mut next, mut ready, mut rng) = (0, false, seed);
-        Box::pin(crate::checkpoint::Opaque::new(
+        Box::pin(crate::engine::Opaque::new(
             futures::stream::poll_fn(move |cx| {
                 if next == n {
                     return Poll::Ready(None);

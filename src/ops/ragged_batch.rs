@@ -1,7 +1,7 @@
 //! Saved state: `[index of the next batch]`, and the state of its `batch` step (see
 //! `batch::build_with`).
 
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
 use crate::ops::batch::{self, Batch, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::RaggedCollate;

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::dataset::{BoxStream, Counting, Ctx, Dataset, mix64};
+use crate::engine::{BoxStream, Counting, Ctx, Dataset};
+use crate::hash::mix64;
 use crate::ops::parallel_map::{self, Input};
 use crate::options::Parallelism;
 
@@ -67,7 +68,7 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
                 // (errors take an index too, so an element's index is its position in the input);
                 // the number is part of its saved position.
                 let numbered = |ctx: &Ctx| -> BoxStream<(i64, T)> {
-                    Box::pin(crate::ops::enumerate::build(ctx, upstream, 0))
+                    crate::ops::enumerate::build(ctx, upstream, 0)
                 };
                 let input = Input {
                     build: &numbered,
@@ -76,7 +77,7 @@ pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
                 parallel_map::build(ctx, &input, call, parallelism, STAGE, vec![seed, epoch])
             },
         )
-        .keyed(seed.map_or(0, crate::dataset::mix64))
+        .keyed(seed.map_or(0, crate::hash::mix64))
 }
 
 #[cfg(test)]

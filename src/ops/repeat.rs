@@ -4,8 +4,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "repeat";
 
@@ -38,7 +39,7 @@ pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>)
                 repeat.seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
             } else if let Some(state) = ctx.restoring() {
                 if let Err(e) = repeat.restore(state) {
-                    repeat.current = Some(crate::dataset::error_stream(e));
+                    repeat.current = Some(crate::engine::error_stream(e));
                     repeat.remaining = Some(0);
                 }
             }

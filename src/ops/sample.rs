@@ -11,8 +11,10 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::checkpoint::{Opaque, Prov, Resumable, Routed, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, mix64};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{Opaque, Resumable, Routed, unsupported};
+use crate::hash::mix64;
 
 /// The state saved for an input that has ended.
 const ENDED: &str = "(ended)";

@@ -14,8 +14,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Opaque, Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset};
+use crate::engine::{Opaque, Resumable, unsupported};
 
 const STAGE: &str = "scan";
 

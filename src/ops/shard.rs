@@ -7,33 +7,50 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 
-/// The shard of one epoch: fresh, restored, or in replay (the elements replayed are ones it
-/// kept: it keeps them all).
-pub(crate) fn build<T: Send + 'static>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    num_shards: u64,
-    index: u64,
-) -> Shard<BoxStream<T>> {
-    if ctx.replaying().is_some() {
-        return Shard::new(input.build(&ctx.for_input(0)), 1, 0);
+/// The [`shard`](crate::Dataset::shard) operation: every `num_shards`-th element from `index`.
+#[derive(Hash)]
+pub(crate) struct Shard {
+    pub(crate) num_shards: u64,
+    pub(crate) index: u64,
+}
+
+impl<T: Send + 'static> Operation<T> for Shard {
+    type Out = T;
+    type Stream = ShardStream<BoxStream<T>>;
+    const NAME: &'static str = "shard";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        let (shards, index) = (self.num_shards, self.index);
+        input.map_finite(|n| n / shards + u64::from(index < n % shards))
     }
-    let position = match ctx.restoring().map(|s| s.word(0)).transpose() {
-        Ok(position) => position.unwrap_or(0) % num_shards,
-        Err(e) => return Shard::new(error_stream(e), 1, 0),
-    };
-    let mut shard = Shard::new(input.build(&ctx.for_input(0)), num_shards, index);
-    shard.position = position;
-    shard
+
+    /// In replay it keeps every element (the elements replayed are ones it kept).
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let (num_shards, index, position) = match start {
+            Start::Fresh => (self.num_shards, self.index, 0),
+            Start::Restore(state) => (
+                self.num_shards,
+                self.index,
+                state.word(0)? % self.num_shards,
+            ),
+            Start::Replay(_) => (1, 0, 0),
+        };
+        Ok(ShardStream {
+            input: input.open(),
+            num_shards,
+            index,
+            position,
+        })
+    }
 }
 
 /// Stream for the [`shard`](crate::Dataset::shard) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Shard<St> {
+pub(crate) struct ShardStream<St> {
     #[pin]
     input: St,
     num_shards: u64,
@@ -42,18 +59,7 @@ pub(crate) struct Shard<St> {
     position: u64,
 }
 
-impl<St> Shard<St> {
-    pub(crate) fn new(input: St, num_shards: u64, index: u64) -> Self {
-        Shard {
-            input,
-            num_shards,
-            index,
-            position: 0,
-        }
-    }
-}
-
-impl<St, T> Stream for Shard<St>
+impl<St, T> Stream for ShardStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -79,7 +85,7 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for Shard<St> {
+impl<St: Resumable> Resumable for ShardStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let position = self.position;
         Ok(State::new("shard")
@@ -87,5 +93,5 @@ impl<St: Resumable> Resumable for Shard<St> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -7,8 +7,10 @@ use pin_project::pin_project;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Counting, Ctx, Dataset, error_stream, mix64};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, unsupported};
+use crate::hash::mix64;
 use crate::stats::StageCounters;
 
 const STAGE: &str = "shuffle";
@@ -45,7 +47,7 @@ pub(crate) fn dataset<T: Send + 'static>(
             },
         )
         .keyed(
-            crate::dataset::Key::new()
+            crate::hash::Key::new()
                 .word(buffer_size as u64)
                 .option(seed)
                 .flag(reshuffle_each_iteration)

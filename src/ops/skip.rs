@@ -1,37 +1,55 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Resumable, State};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
 /// Stream for the [`skip`](crate::Dataset::skip) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Skip<St> {
+pub(crate) struct SkipStream<St> {
     #[pin]
     input: St,
     count: u64,
     remaining: u64,
 }
 
-impl<St> Skip<St> {
-    pub(crate) fn new(input: St, count: u64) -> Self {
-        Skip {
-            input,
-            count,
-            remaining: count,
-        }
+/// The [`skip`](crate::Dataset::skip) operation: all but the first `count` elements (none for
+/// `u64::MAX`).
+#[derive(Hash)]
+pub(crate) struct Skip {
+    pub(crate) count: u64,
+}
+
+impl<T: Send + 'static> Operation<T> for Skip {
+    type Out = T;
+    type Stream = SkipStream<BoxStream<T>>;
+    const NAME: &'static str = "skip";
+
+    /// As tf.data: an infinite or unknown input keeps its cardinality.
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input.map_finite(|n| n.saturating_sub(self.count))
     }
 
-    /// Starts with `remaining` elements left to skip (restored).
-    pub(crate) fn remaining(mut self, remaining: u64) -> Self {
-        self.remaining = remaining;
-        self
+    /// Saved state: `[how many it must still skip]` and the input's.
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let remaining = match start {
+            Start::Fresh => self.count,
+            Start::Restore(state) => state.word(0)?,
+            // The elements replayed are ones it passed on: none is skipped.
+            Start::Replay(_) => 0,
+        };
+        Ok(SkipStream {
+            input: input.open(),
+            count: self.count,
+            remaining,
+        })
     }
 }
 
-impl<St, T> Stream for Skip<St>
+impl<St, T> Stream for SkipStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -57,7 +75,7 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for Skip<St> {
+impl<St: Resumable> Resumable for SkipStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let remaining = self.remaining;
         Ok(State::new("skip")
@@ -65,5 +83,5 @@ impl<St: Resumable> Resumable for Skip<St> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -1,26 +1,57 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::{Resumable, State};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
 /// Stream for the [`take`](crate::Dataset::take) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Take<St> {
+pub(crate) struct TakeStream<St> {
     #[pin]
     input: St,
     remaining: u64,
 }
 
-impl<St> Take<St> {
-    pub(crate) fn new(input: St, remaining: u64) -> Self {
-        Take { input, remaining }
+/// The [`take`](crate::Dataset::take) operation: the first `count` elements (all of them for
+/// `u64::MAX`).
+#[derive(Hash)]
+pub(crate) struct Take {
+    pub(crate) count: u64,
+}
+
+impl<T: Send + 'static> Operation<T> for Take {
+    type Out = T;
+    type Stream = TakeStream<BoxStream<T>>;
+    const NAME: &'static str = "take";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        match input {
+            _ if self.count == u64::MAX => input,
+            Cardinality::Finite(n) => Cardinality::Finite(n.min(self.count)),
+            Cardinality::Infinite => Cardinality::Finite(self.count),
+            Cardinality::Unknown => Cardinality::Unknown,
+        }
+    }
+
+    /// Saved state: `[how many it may still take]` and the input's.
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let remaining = match start {
+            Start::Fresh => self.count,
+            Start::Restore(state) => state.word(0)?,
+            // The elements replayed are ones it passed on: none is held back.
+            Start::Replay(_) => u64::MAX,
+        };
+        Ok(TakeStream {
+            input: input.open(),
+            remaining,
+        })
     }
 }
 
-impl<St, T> Stream for Take<St>
+impl<St, T> Stream for TakeStream<St>
 where
     St: Stream<Item = anyhow::Result<T>>,
 {
@@ -48,7 +79,7 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for Take<St> {
+impl<St: Resumable> Resumable for TakeStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let remaining = self.remaining;
         Ok(State::new("take")
@@ -56,5 +87,5 @@ impl<St: Resumable> Resumable for Take<St> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -1,5 +1,6 @@
 //! Saved state: `[1 once the predicate has failed, else 0]` and the input's state.
 
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -7,49 +8,60 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Resumable, State};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start, Unkeyed};
 
-/// The take_while of one epoch: fresh, restored (ended or not), or in replay (every element
-/// replayed passed).
-pub(crate) fn build<T: Send + 'static, P>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    predicate: Arc<P>,
-) -> TakeWhile<BoxStream<T>, P> {
-    let done = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
-        None => false,
-        Some(state) => match state.word(0) {
-            Ok(done) => done == 1,
-            Err(e) => return TakeWhile::new(error_stream(e), predicate),
-        },
-    };
-    let mut take_while = TakeWhile::new(input.build(&ctx.for_input(0)), predicate);
-    take_while.done = done;
-    take_while
+/// The [`take_while`](crate::Dataset::take_while) operation: the elements before the first
+/// that fails `predicate`.
+pub(crate) struct TakeWhile<P> {
+    pub(crate) predicate: Unkeyed<Arc<P>>,
+}
+
+impl<P> Hash for TakeWhile<P> {
+    fn hash<H: Hasher>(&self, _: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let TakeWhile { predicate: _ } = self;
+    }
+}
+
+impl<T, P> Operation<T> for TakeWhile<P>
+where
+    T: Send + 'static,
+    P: Fn(&T) -> bool + Send + Sync + 'static,
+{
+    type Out = T;
+    type Stream = TakeWhileStream<BoxStream<T>, P>;
+    const NAME: &'static str = "take_while";
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// Restored ended or not; in replay every element passes (they are ones that passed).
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let done = match start {
+            Start::Restore(state) => state.word(0)? == 1,
+            Start::Fresh | Start::Replay(_) => false,
+        };
+        Ok(TakeWhileStream {
+            input: input.open(),
+            predicate: Arc::clone(&self.predicate),
+            done,
+        })
+    }
 }
 
 /// Stream for the [`take_while`](crate::Dataset::take_while) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct TakeWhile<St, P> {
+pub(crate) struct TakeWhileStream<St, P> {
     #[pin]
     input: St,
     predicate: Arc<P>,
     done: bool,
 }
 
-impl<St, P> TakeWhile<St, P> {
-    pub(crate) fn new(input: St, predicate: Arc<P>) -> Self {
-        TakeWhile {
-            input,
-            predicate,
-            done: false,
-        }
-    }
-}
-
-impl<St, P, T> Stream for TakeWhile<St, P>
+impl<St, P, T> Stream for TakeWhileStream<St, P>
 where
     St: Stream<Item = anyhow::Result<T>>,
     P: Fn(&T) -> bool,
@@ -76,7 +88,7 @@ where
     }
 }
 
-impl<St: Resumable, P> Resumable for TakeWhile<St, P> {
+impl<St: Resumable, P> Resumable for TakeWhileStream<St, P> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let done = u64::from(self.done);
         Ok(State::new("take_while")
@@ -84,5 +96,5 @@ impl<St: Resumable, P> Resumable for TakeWhile<St, P> {
             .input(self.project().input.save()?))
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -10,8 +10,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, unsupported};
 use crate::tensor::Unbatch as Rows;
 
 /// The unbatch stream of one epoch over `input`: fresh, restored, or replaying saved rows

@@ -10,8 +10,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Ctx, Dataset};
+use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "unique";
 

@@ -9,8 +9,9 @@ use std::task::{Context, Poll};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "zip";
 
@@ -358,5 +359,5 @@ impl<St: Resumable, F> Resumable for Tag<St, F> {
         self.project().input.save()
     }
 
-    crate::checkpoint::positions_of_input!();
+    crate::engine::positions_of_input!();
 }

@@ -7,8 +7,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, Resumable, State as CheckpointState, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::checkpoint::{Prov, State as CheckpointState};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Resumable, unsupported};
 use crate::options::Options;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, chunk_channel};
 
@@ -89,7 +90,7 @@ where
                 let wanted: anyhow::Result<Vec<u64>> = provs.iter().map(Prov::single).collect();
                 let wanted = match wanted {
                     Ok(wanted) => wanted,
-                    Err(e) => return crate::dataset::error_stream(e),
+                    Err(e) => return crate::engine::error_stream(e),
                 };
                 let run: Arc<RunFn<T>> = Arc::new(move |tx| replay(&*make, &wanted, tx));
                 let mut generator = Generator::new(run, buffer, stats);
@@ -98,7 +99,7 @@ where
             }
             let start = match ctx.restoring().map(|s| s.word(0)).transpose() {
                 Ok(start) => start.unwrap_or(0),
-                Err(e) => return crate::dataset::error_stream(e),
+                Err(e) => return crate::engine::error_stream(e),
             };
             let run: Arc<RunFn<T>> = Arc::new(move |tx| {
                 for item in make(start) {

@@ -6,8 +6,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{ReplaySource, Resumable, unsupported};
 use crate::options::Options;
 use crate::runtime::Coop;
 
@@ -43,7 +44,7 @@ pub(crate) fn list<T: Clone + Send + Sync + 'static>(
     }
     let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
         Ok(next) => next.unwrap_or(0),
-        Err(e) => return crate::dataset::error_stream(e),
+        Err(e) => return crate::engine::error_stream(e),
     };
     Box::pin(FromVec {
         items,

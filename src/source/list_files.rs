@@ -12,8 +12,10 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
-use crate::checkpoint::{Prov, Resumable, State as CheckpointState, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset, mix64};
+use crate::checkpoint::{Prov, State as CheckpointState};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Resumable, unsupported};
+use crate::hash::mix64;
 use crate::options::Options;
 use crate::runtime::Coop;
 use crate::storage::{self, Location};
@@ -133,7 +135,7 @@ impl Dataset<Location> {
                             files.listing = listing;
                             files.check = listing;
                         }
-                        Err(e) => return crate::dataset::error_stream(e),
+                        Err(e) => return crate::engine::error_stream(e),
                     }
                 }
                 if let Some(provs) = ctx.replaying() {

@@ -4,4 +4,5 @@
 pub(crate) mod from_generator;
 pub(crate) mod from_iter;
 pub(crate) mod list_files;
+pub(crate) mod random;
 pub(crate) mod range;

@@ -6,8 +6,10 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream};
 
-use crate::checkpoint::{Prov, ReplaySource, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Ctx, Dataset, mix64};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{ReplaySource, Resumable, unsupported};
+use crate::hash::mix64;
 use crate::options::Options;
 use crate::runtime::Coop;
 use crate::stats::StageCounters;
@@ -45,7 +47,7 @@ fn source(ctx: &Ctx, start: i64, step: i64, len: Option<u64>) -> BoxStream<i64> 
     if let Some(state) = ctx.restoring() {
         match state.word(0) {
             Ok(done) => range.resume_at(done, value(done)),
-            Err(e) => return crate::dataset::error_stream(e),
+            Err(e) => return crate::engine::error_stream(e),
         }
     }
     Box::pin(range)

@@ -18,12 +18,12 @@ pub(crate) struct StageCounters {
     /// Position in the registry; `consumer` is the position of the stage that built it.
     pub(super) index: usize,
     pub(super) consumer: Option<usize>,
-    pub(super) elements: AtomicU64,
-    pub(super) errors: AtomicU64,
+    pub(crate) elements: AtomicU64,
+    pub(crate) errors: AtomicU64,
     /// Error elements it skipped within its error budget (`ignore_errors_within`).
-    pub(super) skipped: AtomicU64,
-    pub(super) busy_nanos: AtomicU64,
-    pub(super) wait_nanos: AtomicU64,
+    pub(crate) skipped: AtomicU64,
+    pub(crate) busy_nanos: AtomicU64,
+    pub(crate) wait_nanos: AtomicU64,
     pub(super) worker_nanos: AtomicU64,
     pub(super) parallelism: AtomicU64,
     /// Its nested datasets are polled in tasks of their own.

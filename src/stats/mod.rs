@@ -27,7 +27,6 @@ mod counters;
 mod diagnosis;
 mod report;
 mod view;
-mod wrap;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,7 +35,6 @@ use std::time::{Duration, Instant};
 
 pub(crate) use counters::StageCounters;
 use view::{Row, View};
-pub(crate) use wrap::{Counted, Timed};
 
 /// Where a stage sits: `(scope, id or depth, name)`. Top-level stages (scope 0) are keyed by
 /// their unique stage id; stages of datasets built inside another stage (interleave's inner

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 
+use super::Blocks;
 use super::{Identity, OpenedFile};
-use crate::format::Blocks;
 use crate::runtime;
 
 /// Default block size of a local read (TensorFlow's `buffer_size` is 256 KiB; a 1 MiB block

@@ -59,11 +59,15 @@
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
 
+pub(crate) mod blocks;
+pub(crate) mod compression;
+pub(crate) mod listing;
 pub(crate) mod local;
 mod ranged;
 mod redact;
 pub(crate) mod remote;
 
+pub(crate) use blocks::Blocks;
 pub(crate) use redact::{redact, redact_error, redact_io};
 
 use std::fmt;
@@ -445,7 +449,7 @@ pub(crate) async fn list(location: &Location) -> anyhow::Result<Vec<(String, Ide
 
 /// A file opened for reading, as a stream of blocks.
 pub(crate) struct OpenedFile {
-    pub(crate) blocks: crate::format::Blocks,
+    pub(crate) blocks: Blocks,
     /// The blocks are windows of the file mapped into memory.
     pub(crate) mapped: bool,
     /// The offset the blocks start at: the offset asked for, or 0 where the file cannot be

@@ -42,8 +42,8 @@ use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::Blocks;
 use super::Location;
-use crate::format::Blocks;
 use crate::runtime::{self, Task};
 
 /// How objects are read from a store (see [`register_with`](super::register_with)), and
@@ -245,7 +245,7 @@ pub(crate) async fn open(
 /// An object's size and version (a hash of its ETag, or without one its Last-Modified date).
 pub(crate) fn identity(meta: &ObjectMeta) -> super::Identity {
     let version = match &meta.e_tag {
-        Some(tag) => crate::dataset::mix64(tag.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        Some(tag) => crate::hash::mix64(tag.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
         })),
         None => meta

@@ -491,7 +491,7 @@ fn streaming(configured: impl Fn(ClientConfigKey) -> Option<String>) -> ClientOp
 pub(crate) async fn open(
     url: &Url,
     offset: u64,
-) -> anyhow::Result<(crate::format::Blocks, super::Identity)> {
+) -> anyhow::Result<(super::Blocks, super::Identity)> {
     let (reader, _, path) = resolve(url)?;
     // The caller names the location in its error context.
     super::ranged::open(reader, path, Location::Url(url.clone()), offset).await
@@ -667,7 +667,7 @@ pub(crate) async fn list(url: &Url) -> anyhow::Result<Vec<(String, super::Identi
 async fn local_glob(pattern: &str) -> anyhow::Result<Vec<Location>> {
     const STAGE: &str = "glob";
     let list = |pattern: &str| -> anyhow::Result<Vec<Location>> {
-        let files = crate::format::list_files(pattern)?;
+        let files = super::listing::list_files(pattern)?;
         Ok(files.into_iter().map(Location::Local).collect())
     };
     if tokio::runtime::Handle::try_current().is_err() {

@@ -72,7 +72,7 @@ pub use ndarray::{ArrayD, Axis};
 pub use shard::Hdf5Shards;
 
 use super::arrays::{self, Mode, Opened, Recipe, Rest};
-use crate::dataset::Dataset;
+use crate::engine::Dataset;
 use crate::options::Parallelism;
 use crate::runtime;
 use crate::storage::{self, Identity, Location};

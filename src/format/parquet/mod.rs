@@ -76,8 +76,9 @@ pub use shard::ParquetShards;
 pub use tensor::{ViewElement, column_tensor, column_view};
 
 use self::footer::{FileMeta, guard, read_footer, slice_of};
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime;
@@ -246,7 +247,7 @@ impl ParquetDataset {
                 }
                 let restored = match ctx.restoring().map(Saved::from_state).transpose() {
                     Ok(restored) => restored,
-                    Err(e) => return crate::dataset::error_stream(e),
+                    Err(e) => return crate::engine::error_stream(e),
                 };
                 Box::pin(Batches::new(config, restored, stats))
             },
@@ -273,9 +274,9 @@ fn fingerprint(config: &ParquetDataset) -> u64 {
         text.push('\u{1}');
     }
     words.push(hash_bytes(text.as_bytes()));
-    words.into_iter().fold(0xCBF2_9CE4_8422_2325u64, |h, w| {
-        crate::dataset::mix64(h ^ w)
-    })
+    words
+        .into_iter()
+        .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -358,9 +359,9 @@ async fn plan(config: &ParquetDataset) -> (Arc<Plan>, Vec<anyhow::Error>) {
             }
         }
     }
-    let layout = layout.into_iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, w| {
-        crate::dataset::mix64(h ^ w)
-    });
+    let layout = layout
+        .into_iter()
+        .fold(0x9E37_79B9_7F4A_7C15u64, |h, w| crate::hash::mix64(h ^ w));
     let plan = Plan {
         files,
         units,

@@ -11,10 +11,12 @@ use futures::future::BoxFuture;
 use futures::stream::{self, Stream, StreamExt};
 
 use super::{ParquetDataset, Plan, RecordBatch, STAGE, plan, read_unit};
-use crate::checkpoint::{Prov, Resumable, State, unsupported};
-use crate::dataset::{BoxStream, Cardinality, Counting, Dataset, mix64};
+use crate::checkpoint::{Prov, State};
 use crate::distribute::{ShardSource, Unit};
+use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
+use crate::hash::mix64;
 use crate::runtime;
 
 /// Parquet files whose footers have been read, as a [`ShardSource`] of batches: made by
@@ -261,7 +263,7 @@ impl ShardSource for ParquetShards {
                 }
                 let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
                     Ok(next) => next.unwrap_or(0),
-                    Err(e) => return crate::dataset::error_stream(e),
+                    Err(e) => return crate::engine::error_stream(e),
                 };
                 Box::pin(Run::new(
                     Arc::clone(&shards),

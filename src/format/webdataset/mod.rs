@@ -13,13 +13,13 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::Compression;
-use super::blocks::{BlockCursor, reader_blocks};
-use super::compression::damage;
 use super::files::{FileFormat, Start, read_files};
-use crate::dataset::Dataset;
+use crate::engine::Dataset;
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::storage::Location;
+use crate::storage::blocks::{BlockCursor, reader_blocks};
+use crate::storage::compression::damage;
 pub use sample::Sample;
 use sample::{base_plus_ext, is_meta};
 use tar::{Member, ReadError, TarMembers};
@@ -274,7 +274,7 @@ where
 /// Saved state: `[offset, sample]` where the next sample starts (the offset in the
 /// decompressed stream for a compressed shard); a sample's position is the offset of its
 /// first member's first header.
-impl<S> crate::checkpoint::Resumable for TarSamples<S> {
+impl<S> crate::engine::Resumable for TarSamples<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
         Ok(crate::checkpoint::State::new("webdataset").words([self.last_end, self.record]))
     }
@@ -422,7 +422,7 @@ impl WebDataset {
             compression: self.compression,
             buffer_size: self.buffer_size,
             memory_map: self.memory_map,
-            key: crate::dataset::Key::new()
+            key: crate::hash::Key::new()
                 .word(self.compression as u64)
                 .word(max)
                 .finish(),

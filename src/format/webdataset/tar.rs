@@ -29,7 +29,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 
-use crate::format::blocks::BlockCursor;
+use crate::storage::blocks::BlockCursor;
 
 /// Tar's block size: headers are one block, data is padded to a multiple of it.
 pub(crate) const BLOCK: usize = 512;

@@ -74,7 +74,7 @@ use zarrs::array_subset::ArraySubset;
 use zarrs::storage::{ReadableStorageTraits, StoreKey};
 
 use super::arrays::{self, Mode, Opened, Recipe, Rest};
-use crate::dataset::Dataset;
+use crate::engine::Dataset;
 use crate::options::Parallelism;
 use crate::runtime;
 use crate::storage::{self, Location};
@@ -484,9 +484,9 @@ async fn open_store<T: Element, L: Element>(
         zarrs::array::DataTypeSize::Variable => 1,
     };
     let block = config.recipe.block_rows(&shape, element_size, chunk_rows);
-    let identity = digest.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, &w| {
-        crate::dataset::mix64(h ^ w)
-    });
+    let identity = digest
+        .iter()
+        .fold(0xCBF2_9CE4_8422_2325u64, |h, &w| crate::hash::mix64(h ^ w));
     Ok(Opened {
         location,
         identity: (identity, digest.len() as u64),

@@ -8,8 +8,9 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
-use super::{Prov, Resumable, State, unsupported};
-use crate::dataset::BoxStream;
+use super::{Resumable, unsupported};
+use crate::checkpoint::{Prov, State};
+use crate::engine::BoxStream;
 
 /// A stage with several inputs in replay: each input replays its own positions (the saved
 /// ones without their key), and the elements are taken from them in the saved order.

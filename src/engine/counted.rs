@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, Resumable, State};
+use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 
-use super::StageCounters;
+use crate::stats::StageCounters;
 
 const FLUSH_EVERY: u64 = 64;
 /// A stage's first polls are all timed (so slow stages with few polls are measured well);
@@ -36,14 +37,14 @@ pub(crate) struct Counted<S, const WAIT: bool> {
     /// is read only when a wait starts and ends.
     waiting: bool,
     pending_since: Instant,
-    refusal: crate::dataset::Refusal,
+    refusal: super::ctx::Refusal,
 }
 
 impl<S, const WAIT: bool> Counted<S, WAIT> {
     pub(crate) fn new(
         inner: S,
         counters: Arc<StageCounters>,
-        refusal: crate::dataset::Refusal,
+        refusal: super::ctx::Refusal,
     ) -> Self {
         Counted {
             inner,
@@ -98,7 +99,7 @@ where
             }
             Some(Err(_)) => {
                 this.counters.errors.fetch_add(1, Ordering::Relaxed);
-                crate::dataset::note_refusal(this.refusal, &item);
+                super::ctx::note_refusal(this.refusal, &item);
             }
             None => flush(this.counters, this.unflushed),
         }
@@ -166,14 +167,14 @@ pub(crate) struct Timed<S> {
     /// Elements counted but not yet added to the shared counter.
     unflushed: u64,
     pending_since: Option<Instant>,
-    refusal: crate::dataset::Refusal,
+    refusal: super::ctx::Refusal,
 }
 
 impl<S> Timed<S> {
     pub(crate) fn new(
         inner: S,
         counters: Arc<StageCounters>,
-        refusal: crate::dataset::Refusal,
+        refusal: super::ctx::Refusal,
     ) -> Self {
         Timed {
             refusal,
@@ -327,7 +328,7 @@ where
             Some(Ok(_)) => {}
             Some(Err(_)) => {
                 this.counters.errors.fetch_add(1, Ordering::Relaxed);
-                crate::dataset::note_refusal(this.refusal, &item);
+                super::ctx::note_refusal(this.refusal, &item);
             }
             None => {
                 let window = *this.window;

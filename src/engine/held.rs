@@ -12,8 +12,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{Prov, Resumable, State, unsupported};
-use crate::dataset::BoxStream;
+use super::{Resumable, unsupported};
+use crate::checkpoint::{Prov, State};
+use crate::engine::BoxStream;
 
 /// A mark of a small input is taken before one element in this many.
 pub(crate) const MARK_EVERY: u64 = 32;

@@ -1,0 +1,247 @@
+//! Several datasets into one: `zip`, `concatenate`, the samplers, the interleaves.
+
+use std::sync::Arc;
+
+use super::nonzero;
+use crate::engine::{Cardinality, Counting, Dataset};
+use crate::hash::Key;
+use crate::ops;
+use crate::options::Parallelism;
+
+impl<T: Send + 'static> Dataset<T> {
+    /// Pairs of elements of two datasets, until the shorter ends (tf.data's `zip`).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::zip(Dataset::range(0, 5), Dataset::range(10, 13));
+    /// assert_eq!(ds.collect().await?, [(0, 10), (1, 11), (2, 12)]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn zip<U: Send + 'static>(a: Dataset<T>, b: Dataset<U>) -> Dataset<(T, U)> {
+        ops::zip::zip(a, b)
+    }
+
+    /// One vector per step with an element of each dataset, until the shortest ends.
+    pub fn zip_all(datasets: Vec<Dataset<T>>) -> Dataset<Vec<T>> {
+        ops::zip::zip_all(datasets)
+    }
+
+    /// Elements drawn at random from `datasets` (tf.data's `sample_from_datasets`).
+    ///
+    /// Each step picks input `i` with probability `weights[i]` (normalised; `None` means
+    /// uniform) using a ChaCha RNG seeded by `seed` (else the global seed, else OS entropy).
+    /// Inputs whose weight is not positive (0, negative, NaN) are dropped when the dataset is
+    /// made, as tf.data does: with one input left it is that input, with none an empty
+    /// dataset. When an input runs out, `stop_on_empty_dataset` ends the whole dataset;
+    /// otherwise sampling goes on among the others. Each input's own order is preserved.
+    ///
+    /// # Panics
+    ///
+    /// If `datasets` is empty, or `weights` has another length (with TensorFlow's messages),
+    /// or an infinite weight.
+    pub fn sample_from_datasets(
+        datasets: Vec<Dataset<T>>,
+        weights: Option<Vec<f64>>,
+        seed: Option<u64>,
+        stop_on_empty_dataset: bool,
+    ) -> Dataset<T> {
+        ops::sample::sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+    }
+
+    /// Elements taken from `datasets[choice]` for each `choice` that `choices` yields
+    /// (tf.data's `choose_from_datasets`).
+    ///
+    /// A choice outside `0..datasets.len()` is an error element. When the chosen input has run
+    /// out, `stop_on_empty_dataset` (tf.data's default: `true`) ends the dataset; otherwise that
+    /// choice is skipped.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::choose_from_datasets(
+    ///     vec![Dataset::range(0, 3), Dataset::range(10, 15)],
+    ///     Dataset::range(0, 2).repeat_n(3),
+    ///     true,
+    /// );
+    /// assert_eq!(ds.collect().await?, [0, 10, 1, 11, 2, 12]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn choose_from_datasets(
+        datasets: Vec<Dataset<T>>,
+        choices: Dataset<i64>,
+        stop_on_empty_dataset: bool,
+    ) -> Dataset<T> {
+        ops::sample::choose_from_datasets(datasets, choices, stop_on_empty_dataset)
+    }
+
+    /// Maps each element to a dataset and cycles through `cycle_length` of them at once,
+    /// `block_length` elements from each in turn (tf.data's `interleave`, sequential).
+    ///
+    /// The order is exactly tf.data's: an exhausted inner dataset frees its slot and the cursor
+    /// moves on at once; the next input element is opened into the freed slot only when the
+    /// cursor comes back to it. For reading many files concurrently see
+    /// [`parallel_interleave`](Dataset::parallel_interleave).
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(1, 4).interleave(2, 1, |x| Dataset::range(10 * x, 10 * x + 3));
+    /// assert_eq!(ds.collect().await?, [10, 20, 11, 21, 12, 22, 30, 31, 32]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `cycle_length` is `Fixed(0)` or `block_length` is 0.
+    pub fn interleave<U: Send + 'static>(
+        &self,
+        cycle_length: impl Into<Parallelism>,
+        block_length: usize,
+        f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let cycle_length = nonzero(cycle_length.into(), "interleave: cycle_length");
+        assert!(
+            block_length > 0,
+            "interleave: block_length must be greater than zero."
+        );
+        let f = Arc::new(f);
+        let name = if matches!(cycle_length, Parallelism::Fixed(1)) && block_length == 1 {
+            "flat_map"
+        } else {
+            "interleave"
+        };
+        self.unary_with(
+            name,
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                ops::interleave::build(
+                    ctx,
+                    input,
+                    &f,
+                    ctx.nested(),
+                    cycle_length.resolve(),
+                    block_length,
+                    name,
+                )
+            },
+        )
+        .keyed(
+            Key::new()
+                .word(cycle_length.resolve() as u64)
+                .word(block_length as u64)
+                .finish(),
+        )
+    }
+
+    /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
+    /// own (tf.data's `interleave(..., num_parallel_calls=...)`): the way to read many files at
+    /// once and hide storage latency.
+    ///
+    /// `num_parallel_calls` is how many inner datasets are read at once: the `cycle_length`
+    /// open ones, plus `num_parallel_calls - cycle_length` opened ahead of the cursor when it
+    /// is larger. `AUTOTUNE` opens `cycle_length` ahead (`2 * cycle_length` readers), as
+    /// tf.data's parallel interleave prefetches input elements (its default: twice the
+    /// cycle) to overlap opening the next files, a round trip each on object storage, with
+    /// reading the current ones. `Fixed(cycle_length)` opens none ahead.
+    ///
+    /// # Memory
+    ///
+    /// Each reader holds at most `max(block_length, 128)` elements ahead of the consumer,
+    /// handed over in chunks of half that, plus what is left of the chunk being read, and
+    /// what its inner dataset buffers (for files, the read-ahead blocks).
+    ///
+    /// # Ordering
+    ///
+    /// With deterministic options (the default) the order is exactly that of `interleave`,
+    /// except that an error element from an inner dataset takes a place in its block, as in
+    /// tf.data's parallel interleave (its sequential interleave does not count it).
+    /// Otherwise the cursor skips inner datasets with nothing ready, so output follows arrival.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the epoch aborts every reader task.
+    ///
+    /// # Panics
+    ///
+    /// If `cycle_length` or `num_parallel_calls` is `Fixed(0)` or `block_length` is 0.
+    ///
+    /// ```
+    /// use streamload::{AUTOTUNE, Dataset};
+    /// # tokio_test::block_on(async {
+    /// let ds = Dataset::range(1, 4).parallel_interleave(2, 1, AUTOTUNE, |x| Dataset::range(10 * x, 10 * x + 3));
+    /// assert_eq!(ds.collect().await?, [10, 20, 11, 21, 12, 22, 30, 31, 32]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn parallel_interleave<U: Send + 'static>(
+        &self,
+        cycle_length: impl Into<Parallelism>,
+        block_length: usize,
+        num_parallel_calls: impl Into<Parallelism>,
+        f: impl Fn(T) -> Dataset<U> + Send + Sync + 'static,
+    ) -> Dataset<U> {
+        let cycle_length = nonzero(cycle_length.into(), "parallel_interleave: cycle_length");
+        let num_parallel_calls = nonzero(
+            num_parallel_calls.into(),
+            "parallel_interleave: num_parallel_calls",
+        );
+        assert!(
+            block_length > 0,
+            "parallel_interleave: block_length must be greater than zero."
+        );
+        let f = Arc::new(f);
+        self.unary_with(
+            "parallel_interleave",
+            Cardinality::Unknown,
+            Counting::Wrapped,
+            move |ctx, input| {
+                let cycle = cycle_length.resolve();
+                let parallel = match num_parallel_calls {
+                    Parallelism::Fixed(n) => n,
+                    Parallelism::Autotune => 2 * cycle,
+                };
+                if let Some(stats) = ctx.stage_counters() {
+                    stats.set_nested_detached(parallel.max(cycle));
+                    // The readers as the user asked for them: AUTOTUNE's readers opened
+                    // ahead of the cycle are not shown as workers of their own.
+                    stats.set_parallelism(match num_parallel_calls {
+                        Parallelism::Fixed(_) => parallel.max(cycle),
+                        Parallelism::Autotune => cycle,
+                    });
+                }
+                ops::parallel_interleave::build(
+                    ctx,
+                    input,
+                    &f,
+                    ctx.nested(),
+                    ops::parallel_interleave::Config {
+                        cycle_length: cycle,
+                        block_length,
+                        prefetch_input_elements: parallel.saturating_sub(cycle),
+                        buffer_output_elements: block_length.max(128),
+                        deterministic: ctx.options().is_deterministic(),
+                    },
+                )
+            },
+        )
+        // Not `num_parallel_calls`: with deterministic options the order is `interleave`'s
+        // whatever it is (and a nondeterministic interleave cannot be saved).
+        .keyed(
+            Key::new()
+                .word(cycle_length.resolve() as u64)
+                .word(block_length as u64)
+                .finish(),
+        )
+    }
+
+    /// Appends the elements of `other` (tf.data's `concatenate`).
+    pub fn concatenate(&self, other: &Dataset<T>) -> Dataset<T> {
+        ops::concatenate::concatenate(self, other)
+    }
+
+    /// Pairs this dataset's elements with `other`'s (see [`Dataset::zip`]).
+    pub fn zip_with<U: Send + 'static>(&self, other: &Dataset<U>) -> Dataset<(T, U)> {
+        ops::zip::zip(self.clone(), other.clone())
+    }
+}

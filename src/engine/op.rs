@@ -1,0 +1,219 @@
+//! An operation as one type: [`Operation`], what the façade's methods hand the engine
+//! ([`Dataset::then`]).
+//!
+//! An operation's type holds its parameters, and nothing else is keyed: the recipe's
+//! fingerprint hashes the type's fields ([`Hash`], derived), so a parameter added to an
+//! operation is part of the fingerprint unless it is wrapped in [`Unkeyed`] (a function,
+//! which cannot be compared, or a speed setting such as a parallelism or a buffer size, which
+//! may change between a checkpoint and its resume). The compiler checks it: a field that is
+//! neither `Hash` nor `Unkeyed` does not build.
+//!
+//! [`Operation::open`] makes the operation's stream for one epoch from its input and a
+//! [`Start`]: fresh, restored from what its stream saved ([`Resumable::save`], written
+//! beside `open` in the operation's file), or replaying positions.
+//!
+//! [`Resumable::save`]: super::Resumable::save
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use super::ctx::{Counting, Ctx};
+use super::plan::{Cardinality, Dataset};
+use super::resume::{BoxStream, StageStream};
+use crate::checkpoint::{Prov, State};
+use crate::hash::Key;
+
+/// One operation of a recipe, over an input of `In`s (tf.data's dataset op and its iterator).
+pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
+    /// What it yields.
+    type Out: Send + 'static;
+    /// Its stream for one epoch.
+    type Stream: StageStream<Self::Out> + 'static;
+    /// tf.data's name for it; its saved state is named by it too.
+    const NAME: &'static str;
+    /// How its statistics are kept (see [`Counting`]).
+    const COUNTING: Counting = Counting::Wrapped;
+
+    /// How many elements it yields, given its input's count.
+    fn cardinality(&self, input: Cardinality) -> Cardinality;
+
+    /// Its stream for one epoch over `input`, from `start`.
+    ///
+    /// # Errors
+    ///
+    /// When a saved state is not this operation's (a checkpoint of another version): the
+    /// epoch's element in its place is that error.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: Input<'_, In>,
+        start: Start<'_>,
+    ) -> anyhow::Result<Self::Stream>;
+}
+
+/// Where an operation's stream starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Start<'a> {
+    /// At the start of the epoch.
+    Fresh,
+    /// Where it was when its stream saved this state.
+    Restore(&'a State),
+    /// Yielding exactly the elements at these positions, in this order (a stage downstream
+    /// refills a buffer it held by position). What an operation drops or holds back is never
+    /// among them: it passes each on.
+    Replay(&'a Arc<[Prov]>),
+}
+
+/// An operation's input, for its [`open`](Operation::open).
+pub(crate) struct Input<'a, T> {
+    dataset: &'a Dataset<T>,
+    ctx: &'a Ctx,
+}
+
+impl<'a, T: Send + 'static> Input<'a, T> {
+    /// `dataset` as the input of the stage `ctx` builds (an operation run inside another,
+    /// not a stage of its own: `random_map`'s numbering).
+    pub(crate) fn new(dataset: &'a Dataset<T>, ctx: &'a Ctx) -> Self {
+        Input { dataset, ctx }
+    }
+
+    /// The input's stream for the epoch: fresh, restored from the state saved as this
+    /// stage's input, or replaying the same positions, as the stage is.
+    pub(crate) fn open(&self) -> BoxStream<T> {
+        self.dataset.build(&self.ctx.for_input(0))
+    }
+
+    /// The input's stream, replaying `provs` (positions of its elements).
+    pub(crate) fn replay(&self, provs: Arc<[Prov]>) -> BoxStream<T> {
+        self.dataset
+            .build(&self.ctx.for_input(0).with_replay(provs))
+    }
+}
+
+/// A value an operation holds beside its parameters that is not part of the recipe's
+/// fingerprint: a function (which cannot be compared), or a setting that changes speed but
+/// not the elements nor their order (a parallelism, a buffer size).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Unkeyed<T>(pub(crate) T);
+
+impl<T> Hash for Unkeyed<T> {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+impl<T> std::ops::Deref for Unkeyed<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Feeds what a [`Hash`] writes into a [`Key`]: the same on every machine and in every
+/// process (`std`'s hashers are seeded at random), one word per written value.
+struct KeyHasher(Key);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = self.0.bytes(bytes);
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = self.0.word(word);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.0 = self.0.word(word as u64);
+    }
+
+    fn write_i64(&mut self, word: i64) {
+        self.0 = self.0.word(word as u64);
+    }
+
+    fn write_u8(&mut self, word: u8) {
+        self.0 = self.0.word(u64::from(word));
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.0 = self.0.word(u64::from(word));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+}
+
+/// The key of an operation's parameters, for the recipe's fingerprint.
+pub(crate) fn params_key(params: &impl Hash) -> u64 {
+    let mut hasher = KeyHasher(Key::new());
+    params.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl<T: Send + 'static> Dataset<T> {
+    /// This dataset followed by `op`: a stage whose fingerprint is its name, its parameters
+    /// and its input's, whose stream `op` opens from the epoch's start.
+    pub(crate) fn then<O: Operation<T>>(&self, op: O) -> Dataset<O::Out> {
+        let key = params_key(&op);
+        let op = Arc::new(op);
+        let input = self.clone();
+        Dataset::stage_fallible(
+            O::NAME,
+            op.cardinality(self.cardinality()),
+            self.options().clone(),
+            self.depth() + 1,
+            O::COUNTING,
+            move |ctx| {
+                let start = ctx.start();
+                let input = Input {
+                    dataset: &input,
+                    ctx,
+                };
+                op.open(ctx, input, start)
+            },
+        )
+        .keyed(self.fingerprint())
+        .keyed(key)
+        .resumable(self.is_resumable())
+        .small(self.is_small())
+    }
+}
+
+/// A source: an operation with no dataset input (`range`, a file reader's records).
+pub(crate) trait Source: Hash + Send + Sync + 'static {
+    /// What it yields.
+    type Out: Send + 'static;
+    /// Its stream for one epoch.
+    type Stream: StageStream<Self::Out> + 'static;
+    /// tf.data's name for it; its saved state is named by it too.
+    const NAME: &'static str;
+    /// How its statistics are kept (see [`Counting`]).
+    const COUNTING: Counting = Counting::Wrapped;
+
+    /// How many elements it yields.
+    fn cardinality(&self) -> Cardinality;
+
+    /// Its stream for one epoch, from `start`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Operation::open`].
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<Self::Stream>;
+}
+
+impl<T: Send + 'static> Dataset<T> {
+    /// A dataset of `source`'s elements: a stage whose fingerprint is its name and its
+    /// parameters.
+    pub(crate) fn from_source<S: Source<Out = T>>(source: S) -> Dataset<T> {
+        let key = params_key(&source);
+        let source = Arc::new(source);
+        Dataset::stage_fallible(
+            S::NAME,
+            source.cardinality(),
+            crate::options::Options::default(),
+            0,
+            S::COUNTING,
+            move |ctx| source.open(ctx, ctx.start()),
+        )
+        .keyed(key)
+    }
+}

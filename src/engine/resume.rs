@@ -1,0 +1,494 @@
+//! The trait every stage's stream implements to save its position ([`Resumable`]), and the
+//! streams the engine wraps stages in to restore and replay them.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::Stream;
+
+use super::ctx::Ctx;
+use super::plan::Dataset;
+use crate::checkpoint::{ENDED, Prov, State};
+use crate::error::Error;
+
+/// The stream type every stage produces: elements or errors, boxed once per stage, with its
+/// position ([`Resumable`]).
+pub(crate) type BoxStream<T> = Pin<Box<dyn StageStream<T>>>;
+
+/// What every stage's stream implements besides `Stream`: saving its position.
+///
+/// The contract (see the module doc of `checkpoint`):
+/// - [`save`](Resumable::save) describes the stream as of the last element it yielded: what
+///   it read or computed ahead is not part of it (it is redone after a restore). It is called
+///   between polls, never during one.
+/// - [`last_prov`](Resumable::last_prov) says where the last element it yielded came from.
+///   Sources and one-to-one stages answer from what they hold anyway; stages that transport
+///   elements between tasks answer only when their build context asked for positions
+///   (`Ctx::provenance`), which a stage holding elements by position (shuffle) asks for.
+/// - [`is_small`](Resumable::is_small): whether its state is a few words (no element held by
+///   position). A stage that holds elements in order (batch, prefetch, a parallel map's calls
+///   in flight) keeps a mark of a small input (its state before the first of them) and
+///   redoes them from there after a restore; over an input that is not small it keeps each
+///   element's position instead.
+pub(crate) trait Resumable {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State>;
+
+    fn last_prov(&self) -> anyhow::Result<Prov>;
+
+    fn is_small(&self) -> bool {
+        true
+    }
+
+    /// Whether [`save`](Resumable::save) can succeed at all (false through a stage that does
+    /// not save its position): stages skip taking marks of inputs that cannot be saved.
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The positions this stream will yield before what its [`save`](Resumable::save)
+    /// describes: a restored input still replaying what its consumer held ([`Resumed`]). A
+    /// stage that saves positions saves these after its own.
+    fn pending(&self) -> Vec<Prov> {
+        Vec::new()
+    }
+}
+
+/// The methods of [`Resumable`] a one-to-one stage answers as its `input` field does: where
+/// its last element came from, whether its state is small, whether it can be saved.
+macro_rules! positions_of_input {
+    () => {
+        fn last_prov(&self) -> anyhow::Result<$crate::checkpoint::Prov> {
+            self.input.last_prov()
+        }
+
+        fn is_small(&self) -> bool {
+            self.input.is_small()
+        }
+
+        fn resumable(&self) -> bool {
+            self.input.resumable()
+        }
+    };
+}
+pub(crate) use positions_of_input;
+
+/// A stage's stream: elements or errors, and its position.
+pub(crate) trait StageStream<T>:
+    Stream<Item = anyhow::Result<T>> + Resumable + Send
+{
+}
+
+impl<S, T> StageStream<T> for S where S: Stream<Item = anyhow::Result<T>> + Resumable + Send {}
+
+impl<T> Resumable for Pin<Box<dyn StageStream<T>>> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.get_mut().as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        (**self).last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        (**self).is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        (**self).resumable()
+    }
+
+    fn pending(&self) -> Vec<Prov> {
+        (**self).pending()
+    }
+}
+
+/// The error for a stage that cannot be saved (yet, or ever: a plain generator).
+pub(crate) fn unsupported(stage: &str, why: &str) -> anyhow::Error {
+    Error::NotResumable {
+        stage: stage.to_string(),
+        reason: why.to_string(),
+    }
+    .into()
+}
+
+/// A stream of an operation that does not save its position: a checkpoint through it is an
+/// error naming it.
+#[pin_project::pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Opaque<S> {
+    #[pin]
+    inner: S,
+    stage: &'static str,
+}
+
+impl<S> Opaque<S> {
+    pub(crate) fn new(inner: S, stage: &'static str) -> Self {
+        Opaque { inner, stage }
+    }
+}
+
+impl<S: Stream> Stream for Opaque<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        self.project().inner.poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<S> Resumable for Opaque<S> {
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Err(unsupported(
+            self.stage,
+            "this operation does not save its position yet",
+        ))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Err(unsupported(
+            self.stage,
+            "this operation does not save its position yet",
+        ))
+    }
+}
+
+/// A stage's stream built to go on from a saved state: until its first element, its position
+/// is the one it was restored from (whatever it read or refilled meanwhile is done again by a
+/// restore from that state), so a checkpoint right after a restore needs nothing of it.
+#[pin_project::pin_project]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Restored<S> {
+    #[pin]
+    inner: S,
+    state: Option<std::sync::Arc<State>>,
+}
+
+impl<S> Restored<S> {
+    pub(crate) fn new(inner: S, state: std::sync::Arc<State>) -> Self {
+        Restored {
+            inner,
+            state: Some(state),
+        }
+    }
+}
+
+impl<S: Stream> Stream for Restored<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = self.project();
+        let poll = this.inner.poll_next(cx);
+        if let Poll::Ready(Some(_)) = &poll {
+            *this.state = None;
+        }
+        poll
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<S: Resumable> Resumable for Restored<S> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.project();
+        match this.state {
+            Some(state) => Ok(State::clone(state)),
+            None => this.inner.save(),
+        }
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
+/// For a stage holding elements in order over a small input: its input's state before the
+/// oldest element not yet passed on, and how many elements made since that mark were passed
+/// on. A restore rebuilds the input from the mark and skips that many.
+#[derive(Debug, Default)]
+pub(crate) struct Marker {
+    pub(crate) mark: Option<State>,
+    pub(crate) skip: u64,
+}
+
+impl Marker {
+    /// A new mark (the input's state before the next element it makes).
+    pub(crate) fn set(&mut self, mark: State) {
+        self.mark = Some(mark);
+        self.skip = 0;
+    }
+
+    /// The state to save: `[skip]` and the mark as the input.
+    pub(crate) fn save(&self, stage: &'static str) -> anyhow::Result<State> {
+        let mark = self
+            .mark
+            .clone()
+            .ok_or_else(|| unsupported(stage, "no mark was taken before its first element"))?;
+        Ok(State::new(stage).words([self.skip]).input(mark))
+    }
+}
+
+/// A source in replay: the elements at `provs` (one-word positions), in order, each made by
+/// `make` from its position.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct ReplaySource<F> {
+    provs: std::sync::Arc<[Prov]>,
+    next: usize,
+    make: F,
+    stage: &'static str,
+}
+
+impl<F> ReplaySource<F> {
+    pub(crate) fn new(provs: std::sync::Arc<[Prov]>, stage: &'static str, make: F) -> Self {
+        ReplaySource {
+            provs,
+            next: 0,
+            make,
+            stage,
+        }
+    }
+}
+
+impl<F> Unpin for ReplaySource<F> {}
+
+impl<T, F> Stream for ReplaySource<F>
+where
+    F: FnMut(u64) -> anyhow::Result<T>,
+{
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let Some(prov) = this.provs.get(this.next) else {
+            return Poll::Ready(None);
+        };
+        this.next += 1;
+        Poll::Ready(Some(prov.single().and_then(&mut this.make)))
+    }
+}
+
+impl<F> Resumable for ReplaySource<F> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Err(unsupported(
+            self.stage,
+            "a stream replaying saved positions is not saved",
+        ))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.next
+            .checked_sub(1)
+            .and_then(|i| self.provs.get(i))
+            .cloned()
+            .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
+    }
+}
+
+/// A restored input that first drops the elements its consumer had already passed on since
+/// the mark it was restored from.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Skipping<T> {
+    inner: Pin<Box<dyn StageStream<T>>>,
+    remaining: u64,
+}
+
+impl<T> Skipping<T> {
+    pub(crate) fn new(inner: Pin<Box<dyn StageStream<T>>>, remaining: u64) -> Self {
+        Skipping { inner, remaining }
+    }
+}
+
+impl<T> Stream for Skipping<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        while this.remaining > 0 {
+            match std::task::ready!(this.inner.as_mut().poll_next(cx)) {
+                // A refused restore (a file changed since the checkpoint) is not one of the
+                // elements passed on before: it goes to the consumer at once.
+                Some(Err(e)) if crate::error::is_refusal(&e) => {
+                    this.remaining = 0;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Some(_) => this.remaining -= 1,
+                None => return Poll::Ready(None),
+            }
+        }
+        this.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl<T> Resumable for Skipping<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.remaining > 0 {
+            return Err(unsupported(
+                "(restore)",
+                "still skipping what was passed on before",
+            ));
+        }
+        this.inner.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.inner.last_prov()
+    }
+
+    fn is_small(&self) -> bool {
+        self.inner.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
+    }
+}
+
+/// A restored input that had ended: yields nothing and saves as ended again; `small` as the
+/// input it stands for.
+#[derive(Debug)]
+pub(crate) struct Ended<T> {
+    small: bool,
+    _items: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Ended<T> {
+    pub(crate) fn new(small: bool) -> Self {
+        Ended {
+            small,
+            _items: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> Stream for Ended<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(None)
+    }
+}
+
+impl<T> Resumable for Ended<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        Ok(State::new(ENDED))
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        Err(unsupported(ENDED, "no element yielded"))
+    }
+
+    fn is_small(&self) -> bool {
+        self.small
+    }
+}
+
+/// A restored input of a stage that held elements by position: those elements, replayed from
+/// their positions, then the input restored from its saved state. A checkpoint taken before
+/// the replay is over saves the positions not yet replayed ([`Resumable::pending`]) and the
+/// restored input's state.
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Resumed<T> {
+    replay: Option<Pin<Box<dyn StageStream<T>>>>,
+    positions: std::sync::Arc<[Prov]>,
+    replayed: usize,
+    back: Pin<Box<dyn StageStream<T>>>,
+}
+
+impl<T> Resumed<T> {
+    pub(crate) fn new(
+        replay: Pin<Box<dyn StageStream<T>>>,
+        positions: std::sync::Arc<[Prov]>,
+        back: Pin<Box<dyn StageStream<T>>>,
+    ) -> Self {
+        Resumed {
+            replay: Some(replay),
+            positions,
+            replayed: 0,
+            back,
+        }
+    }
+}
+
+impl<T> Stream for Resumed<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(replay) = this.replay.as_mut() {
+            match std::task::ready!(replay.as_mut().poll_next(cx)) {
+                Some(item) => {
+                    this.replayed += 1;
+                    return Poll::Ready(Some(item));
+                }
+                None => this.replay = None,
+            }
+        }
+        this.back.as_mut().poll_next(cx)
+    }
+}
+
+impl<T> Resumable for Resumed<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        self.get_mut().back.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match &self.replay {
+            Some(replay) => replay.last_prov(),
+            None => self.back.last_prov(),
+        }
+    }
+
+    fn is_small(&self) -> bool {
+        self.back.is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.back.resumable()
+    }
+
+    fn pending(&self) -> Vec<Prov> {
+        match &self.replay {
+            Some(_) => self
+                .positions
+                .get(self.replayed..)
+                .unwrap_or_default()
+                .to_vec(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// `held` (positions of elements of `input`) replayed, then `back`.
+pub(crate) fn resume<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    held: &[Prov],
+    back: BoxStream<T>,
+) -> BoxStream<T> {
+    if held.is_empty() {
+        return back;
+    }
+    let held: std::sync::Arc<[Prov]> = held.into();
+    let replay = input.build(&ctx.for_input(0).with_replay(std::sync::Arc::clone(&held)));
+    Box::pin(Resumed::new(replay, held, back))
+}
