@@ -103,7 +103,10 @@ async fn main() -> anyhow::Result<()> {
         "{batches} batches, {rows} rows, {} distinct: none lost or repeated across the resume",
         labels_seen.len()
     );
-    anyhow::ensure!(rows == labels_seen.len(), "a row repeated across the resume");
+    anyhow::ensure!(
+        rows == labels_seen.len(),
+        "a row repeated across the resume"
+    );
     println!("{}", resumed.stats());
     Ok(())
 }

@@ -12,11 +12,15 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
+use streamload::Dataset;
 use streamload::format::zarr::{ArrayD, Element, ZarrDataset, f16};
-use streamload::{Checkpoint, Dataset};
 
 #[path = "support/s3.rs"]
 mod s3;
+
+#[path = "support/arrays.rs"]
+mod arrays;
+use arrays::{float, int, same, take_then_resume};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -69,29 +73,6 @@ async fn check<T: Element>(store: &str, array: &str, to_json: impl Fn(&T) -> Val
             "{store}:{array}: element {i} is {got}, zarr-python read {want}"
         );
     }
-}
-
-/// Equal values; floats within a rounding of the JSON parser (see tests/hdf5.rs).
-fn same(got: &Value, want: &Value) -> bool {
-    match (got, want) {
-        (Value::Number(a), Value::Number(b)) if a.is_f64() || b.is_f64() => {
-            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-            a == b || (a - b).abs() <= b.abs() * 4.0 * f64::EPSILON
-        }
-        _ => got == want,
-    }
-}
-
-fn int<T: Into<i128> + Copy>(v: &T) -> Value {
-    let v: i128 = (*v).into();
-    match i64::try_from(v) {
-        Ok(v) => Value::from(v),
-        Err(_) => Value::from(u64::try_from(v).unwrap()),
-    }
-}
-
-fn float<T: Into<f64> + Copy>(v: &T) -> Value {
-    Value::from((*v).into())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,25 +387,6 @@ fn files_under(dir: &Path, prefix: &str) -> Vec<(String, PathBuf)> {
         }
     }
     out
-}
-
-/// Takes `k` elements, checkpoints through bytes, resumes from a fresh recipe.
-async fn take_then_resume<T: Send + 'static>(
-    make: impl Fn() -> Dataset<T>,
-    k: usize,
-) -> anyhow::Result<Vec<T>> {
-    let mut epoch = make().iter();
-    let mut seen = Vec::new();
-    for _ in 0..k {
-        seen.push(epoch.next().await.expect("an element")?);
-    }
-    let bytes = epoch.checkpoint()?.to_bytes();
-    drop(epoch);
-    let mut resumed = make().iter_from(&Checkpoint::from_bytes(&bytes)?)?;
-    while let Some(x) = resumed.next().await {
-        seen.push(x?);
-    }
-    Ok(seen)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
