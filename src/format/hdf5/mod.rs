@@ -50,10 +50,12 @@
 //!
 //! A position is (block, row within it): a restored epoch reads that block again and skips
 //! the rows already delivered. Patches are drawn from (seed, epoch, file name), and the
-//! checkpoint holds the epoch: a restored epoch draws the same ones. The checkpoint names every file by its size and version
-//! (modification time, or ETag) and the layout of all of them (their rows and blocks): a
-//! changed file is refused with [`Error::Checkpoint`]. Elements held by position downstream
-//! (in a shuffle buffer) are read again one by one after a restore.
+//! checkpoint holds the epoch: a restored epoch draws the same ones. The checkpoint names
+//! every file by its size and version (modification time, or ETag) and the layout of all of
+//! them (their rows and blocks): a changed file is refused with
+//! [`Error::Checkpoint`](crate::Error::Checkpoint). Elements held by position downstream (in
+//! a shuffle buffer) are read again one by one after a restore. (The selection, the plan,
+//! the reads and the checkpoints are shared with the Zarr reader: `src/format/arrays.rs`.)
 
 mod chunks;
 mod element;

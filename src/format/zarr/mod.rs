@@ -27,7 +27,7 @@
 //! [`ZarrDataset::num_parallel_reads`] at once plus one ahead, in order.
 //!
 //! A block's chunks (only those it touches) are fetched by async reads through
-//! [`storage`](crate::storage) (local files by positioned reads, objects by GETs, retried
+//! [`storage`] (local files by positioned reads, objects by GETs, retried
 //! as every read is), then decoded on a blocking thread, with zarrs' own parallelism (a
 //! rayon pool sized to the cores) across the chunks and a shard's inner chunks: decoding
 //! never runs on the async workers.
