@@ -549,9 +549,10 @@ async fn main() -> anyhow::Result<()> {
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);
     }
     // W13: D8's points (`scripts/make_d8.py DIR` writes them), chunk-aligned slices of 64 rows
-    // (one inner chunk of a shard each), every value summed; W13/p1: one slice read at a time.
+    // (one inner chunk of a shard each), every value summed; W13/p1 and W13/p4: 1 and 4
+    // slices read at a time (AUTOTUNE: the cores).
     #[cfg(feature = "zarr")]
-    for (name, parallel) in [("W13", None), ("W13/p1", Some(1))] {
+    for (name, parallel) in [("W13", None), ("W13/p1", Some(1)), ("W13/p4", Some(4))] {
         if !wanted(name.split('/').next().unwrap_or(name)) {
             continue;
         }
