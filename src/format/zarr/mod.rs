@@ -344,6 +344,8 @@ pub(crate) struct ZarrArray {
     /// Whether its chunks are shards: read by ranges (the index, the inner chunks wanted),
     /// not fetched whole.
     sharded: bool,
+    /// The shards' indexes read in this epoch.
+    indexes: Arc<store::Indexes>,
 }
 
 /// One store, opened: its array (and labels) checked.
@@ -424,6 +426,7 @@ async fn open_array(
             array,
             chunks: Arc::new(chunks),
             sharded,
+            indexes: Arc::default(),
         },
         digest,
     ))
@@ -635,6 +638,7 @@ fn decode<T: Element>(
         listed: Arc::clone(&array.chunks),
         handle: handle.clone(),
         failed: Default::default(),
+        indexes: Arc::clone(&array.indexes),
     });
     let reader = array.array.with_storage(Arc::clone(&ranged));
     decode_from(store, array, &reader, ranges, rows, || ranged.failure())

@@ -90,6 +90,33 @@ pub(crate) struct Ranged {
     pub(crate) listed: Arc<HashMap<StoreKey, u64>>,
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) failed: Mutex<Option<String>>,
+    /// The shards' indexes read so far (kept with the open store for the epoch).
+    pub(crate) indexes: Arc<Indexes>,
+}
+
+/// Shard indexes (the suffix zarrs reads first of each shard), by shard, kept for an epoch
+/// so that each block reading an inner chunk of a shard does not read its index again: at
+/// most [`Indexes::MAX_BYTES`] of them.
+#[derive(Debug, Default)]
+pub(crate) struct Indexes(Mutex<(HashMap<StoreKey, Bytes>, usize)>);
+
+impl Indexes {
+    const MAX_BYTES: usize = 64 << 20;
+
+    fn get(&self, key: &StoreKey, range: &Range<u64>, len: u64) -> Option<Bytes> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = kept.0.get(key)?;
+        // The same suffix of the object as listed.
+        (range.end == len && index.len() as u64 == range.end - range.start).then(|| index.clone())
+    }
+
+    fn keep(&self, key: &StoreKey, index: &Bytes) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.1 + index.len() <= Self::MAX_BYTES && !kept.0.contains_key(key) {
+            kept.1 += index.len();
+            kept.0.insert(key.clone(), index.clone());
+        }
+    }
 }
 
 impl Ranged {
@@ -148,7 +175,19 @@ impl ReadableStorageTraits for Ranged {
             return Ok(None);
         };
         let ranges = resolve(key, len, byte_ranges)?;
-        match self.read(key, &ranges, len) {
+        // A shard's index (one suffix range) read before: from memory.
+        let suffix = match ranges.as_slice() {
+            [range] if range.end == len && range.start > 0 => Some(range.clone()),
+            _ => None,
+        };
+        if let Some(index) = suffix.as_ref().and_then(|r| self.indexes.get(key, r, len)) {
+            return Ok(Some(Box::new(std::iter::once(Ok(index)))));
+        }
+        let read = self.read(key, &ranges, len);
+        if let (Some(_), Ok([index])) = (&suffix, read.as_deref()) {
+            self.indexes.keep(key, index);
+        }
+        match read {
             Ok(parts) => Ok(Some(Box::new(parts.into_iter().map(Ok)))),
             Err(e) => {
                 let message = format!("fetching chunk `{key}`: {e:#}");
