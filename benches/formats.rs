@@ -11,7 +11,7 @@
 mod workloads;
 
 /// The allocator `examples/workloads.rs` runs with, so both give the same figures (W3 and W6
-/// allocate per element on one thread and free on another; see the README).
+/// allocate per element on one thread and free on another; see `mimalloc` in ARCHITECTURE.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

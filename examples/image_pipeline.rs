@@ -17,7 +17,8 @@
 #[path = "../benches/support/workloads.rs"]
 mod workloads;
 
-/// Allocation-heavy pipelines free on one thread what another allocated (see the README).
+/// Allocation-heavy pipelines free on one thread what another allocated (see `mimalloc` in
+/// ARCHITECTURE.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

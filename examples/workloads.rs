@@ -34,7 +34,7 @@
 mod workloads;
 
 /// Allocation-heavy pipelines free on one thread what another allocated; mimalloc does that
-/// without the lock contention of the system allocator (see the README).
+/// without the lock contention of the system allocator (see `mimalloc` in ARCHITECTURE.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

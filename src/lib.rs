@@ -44,6 +44,11 @@
 //! assert_eq!(total, 2 * (0..1_000).sum::<i64>());
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
+//!
+//! The [user guide](guide) takes it from there: the concepts, a tour of the common pipelines
+//! (TFRecord, text, images, WebDataset, object storage, Parquet, HDF5, ...), checkpoints and
+//! resume, data-parallel training, damaged data, and tf.data's names side by side.
+
 // Two `unsafe` blocks, each allowed where it is: one maps files into memory
 // (`storage::local::map_window`), one hints the cache (`runtime::prefetch`).
 #![deny(unsafe_code)]
@@ -57,13 +62,13 @@ pub mod distribute;
 mod engine;
 mod hash;
 
-// The README's examples include the image pipeline, so they run with the `image` feature (a
-// default one).
-#[cfg(all(doctest, feature = "image"))]
+// The README's examples run as doc tests too.
+#[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 mod error;
 pub mod format;
+pub mod guide;
 #[cfg(feature = "image")]
 pub mod image;
 mod ops;

@@ -52,6 +52,8 @@ enum Op {
 #[derive(Debug, Clone)]
 enum Source {
     Range(i64),
+    /// `Dataset::random` with a seed, rerandomized each epoch or not.
+    Random(i64, bool),
     Vec(i64),
     /// A TFRecord file of `n` records (each the decimal digits of `10 * i`, 8 wide), read
     /// with `resync`; `damaged`: one record's payload damaged (an error in its place).
@@ -95,6 +97,10 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
     let mut ds = match recipe.source {
         Source::Vec(n) => Dataset::from_vec((0..n).map(|x| x * 10).collect()),
         Source::Range(n) => Dataset::range(0, n),
+        // Small values (the ops multiply them), each epoch the same or not.
+        Source::Random(n, again) => Dataset::random(Some(n as u64), again)
+            .take(n)
+            .map(|r| r.rem_euclid(100_000)),
         Source::File { .. } => {
             let path = recipe.file.as_ref().expect("a file source's path");
             TFRecordDataset::new([path])
@@ -202,7 +208,8 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
             n,
             damaged: rng.random_bool(0.5),
         },
-        _ => Source::Range(n),
+        6..=8 => Source::Range(n),
+        _ => Source::Random(n, rng.random_bool(0.5)),
     };
     let mut ops = Vec::new();
     for _ in 0..rng.random_range(1..6) {

@@ -137,6 +137,8 @@ const MAGIC: &[u8; 4] = b"SLCK";
 /// The position of an epoch, to go on from after a restart: see
 /// [`Epoch::checkpoint`](crate::Epoch::checkpoint).
 ///
+/// What each operation saves: the guide's [table](crate::guide::checkpoints).
+///
 /// Serializable with serde, or as bytes with [`to_bytes`](Checkpoint::to_bytes) and
 /// [`from_bytes`](Checkpoint::from_bytes). It names the recipe it belongs to:
 /// [`Dataset::iter_from`](crate::Dataset::iter_from) refuses it for another one.

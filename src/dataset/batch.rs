@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{Cardinality, Counting, Dataset, Unkeyed};
 use crate::hash::mix64;
 use crate::ops;
 use crate::tensor::{Collate, PaddedCollate, RaggedCollate, Unbatch};
@@ -39,11 +39,10 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "batch: Batch size must be greater than zero."
         );
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary_with("batch", card, Counting::Wrapped, move |ctx, input| {
-            ops::batch::build(ctx, input, batch_size, drop_remainder)
+        self.then(ops::batch::Batch {
+            size: batch_size,
+            drop_remainder,
         })
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
     }
 
     /// Splits every element into its rows (tf.data's `unbatch`): the items of a `Vec` batch,
@@ -79,14 +78,7 @@ impl<T: Send + 'static> Dataset<T> {
         T: Unbatch,
         T::Row: Send + 'static,
     {
-        // As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
-        let card = match self.cardinality() {
-            Cardinality::Infinite => Cardinality::Infinite,
-            _ => Cardinality::Unknown,
-        };
-        self.unary_with("unbatch", card, Counting::Wrapped, |ctx, input| {
-            ops::unbatch::build(ctx, input, "unbatch")
-        })
+        self.then(ops::unbatch::Unbatch)
     }
 
     /// Re-groups batches into batches of `batch_size` (tf.data's `rebatch(batch_size,
@@ -120,8 +112,11 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "rebatch: Batch size must be greater than zero."
         );
-        self.rebatch_with(ops::batch::Sizes::One(batch_size), drop_remainder)
-            .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::unbatch::Rebatch {
+            sizes: vec![batch_size],
+            cycling: false,
+            drop_remainder,
+        })
     }
 
     /// Re-groups batches into batches whose sizes cycle through `batch_sizes` (tf.data's
@@ -160,38 +155,11 @@ impl<T: Send + 'static> Dataset<T> {
             batch_sizes.iter().all(|&n| n > 0),
             "rebatch: Batch size must be greater than zero, but batch_sizes is {batch_sizes:?}."
         );
-        let key = batch_sizes
-            .iter()
-            .fold(u64::from(drop_remainder), |h, &n| mix64(h ^ n as u64));
-        self.rebatch_with(ops::batch::Sizes::Cycle(batch_sizes.into()), drop_remainder)
-            .keyed(key)
-    }
-
-    /// `rebatch` and `rebatch_sizes`: `unbatch`, then `batch` (both saving their positions).
-    fn rebatch_with(&self, sizes: ops::batch::Sizes, drop_remainder: bool) -> Dataset<Vec<T::Row>>
-    where
-        T: Unbatch,
-        T::Row: Send + 'static,
-    {
-        self.unary_with(
-            "rebatch",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| {
-                let rows = |ctx: &Ctx| ops::unbatch::build(ctx, input, "rebatch");
-                let config = ops::batch::Config {
-                    sizes: sizes.clone(),
-                    drop_remainder,
-                    stage: "rebatch",
-                };
-                ops::batch::build_with(
-                    ctx,
-                    &rows,
-                    |e| ops::unbatch::Unbatch::failed(e, "rebatch"),
-                    config,
-                )
-            },
-        )
+        self.then(ops::unbatch::Rebatch {
+            sizes: batch_sizes.to_vec(),
+            cycling: true,
+            drop_remainder,
+        })
     }
 
     /// Overlapping or strided windows of elements (tf.data's `window(size, shift, stride,
@@ -478,24 +446,12 @@ impl<T: Send + 'static> Dataset<T> {
         if let Some(Err(message)) = padded_shapes.as_ref().map(T::check_padded_shapes) {
             panic!("padded_batch: {message}");
         }
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        let values = padding_values.unwrap_or_else(T::default_padding_values);
-        self.unary_with(
-            "padded_batch",
-            card,
-            Counting::Wrapped,
-            move |ctx, input| {
-                ops::padded_batch::build(
-                    ctx,
-                    input,
-                    batch_size,
-                    drop_remainder,
-                    padded_shapes.clone(),
-                    values.clone(),
-                )
-            },
-        )
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::padded_batch::PaddedBatch {
+            size: batch_size,
+            drop_remainder,
+            shapes: Unkeyed(padded_shapes),
+            values: Unkeyed(padding_values.unwrap_or_else(T::default_padding_values)),
+        })
     }
 
     /// Batches rows of different lengths without padding (tf.data's `ragged_batch(batch_size,
@@ -532,14 +488,10 @@ impl<T: Send + 'static> Dataset<T> {
             batch_size > 0,
             "ragged_batch: Batch size must be greater than zero."
         );
-        let card = ops::batch::cardinality(self.cardinality(), batch_size as u64, drop_remainder);
-        self.unary_with(
-            "ragged_batch",
-            card,
-            Counting::Wrapped,
-            move |ctx, input| ops::ragged_batch::build(ctx, input, batch_size, drop_remainder),
-        )
-        .keyed(batch_size as u64 ^ (u64::from(drop_remainder) << 63))
+        self.then(ops::ragged_batch::RaggedBatch {
+            size: batch_size,
+            drop_remainder,
+        })
     }
 
     /// Groups elements of similar length into buckets and pads each bucket's batches

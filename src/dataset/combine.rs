@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use super::nonzero;
-use crate::engine::{Cardinality, Counting, Dataset};
-use crate::hash::Key;
+use crate::engine::{Dataset, Unkeyed};
 use crate::ops;
 use crate::options::Parallelism;
 
@@ -105,34 +104,11 @@ impl<T: Send + 'static> Dataset<T> {
             block_length > 0,
             "interleave: block_length must be greater than zero."
         );
-        let f = Arc::new(f);
-        let name = if matches!(cycle_length, Parallelism::Fixed(1)) && block_length == 1 {
-            "flat_map"
-        } else {
-            "interleave"
-        };
-        self.unary_with(
-            name,
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| {
-                ops::interleave::build(
-                    ctx,
-                    input,
-                    &f,
-                    ctx.nested(),
-                    cycle_length.resolve(),
-                    block_length,
-                    name,
-                )
-            },
-        )
-        .keyed(
-            Key::new()
-                .word(cycle_length.resolve() as u64)
-                .word(block_length as u64)
-                .finish(),
-        )
+        self.then(ops::interleave::Interleave {
+            cycle_length: cycle_length.resolve(),
+            block_length,
+            f: Unkeyed(Arc::new(f)),
+        })
     }
 
     /// [`interleave`](Dataset::interleave) with each open inner dataset driven by a task of its
@@ -190,49 +166,12 @@ impl<T: Send + 'static> Dataset<T> {
             block_length > 0,
             "parallel_interleave: block_length must be greater than zero."
         );
-        let f = Arc::new(f);
-        self.unary_with(
-            "parallel_interleave",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            move |ctx, input| {
-                let cycle = cycle_length.resolve();
-                let parallel = match num_parallel_calls {
-                    Parallelism::Fixed(n) => n,
-                    Parallelism::Autotune => 2 * cycle,
-                };
-                if let Some(stats) = ctx.stage_counters() {
-                    stats.set_nested_detached(parallel.max(cycle));
-                    // The readers as the user asked for them: AUTOTUNE's readers opened
-                    // ahead of the cycle are not shown as workers of their own.
-                    stats.set_parallelism(match num_parallel_calls {
-                        Parallelism::Fixed(_) => parallel.max(cycle),
-                        Parallelism::Autotune => cycle,
-                    });
-                }
-                ops::parallel_interleave::build(
-                    ctx,
-                    input,
-                    &f,
-                    ctx.nested(),
-                    ops::parallel_interleave::Config {
-                        cycle_length: cycle,
-                        block_length,
-                        prefetch_input_elements: parallel.saturating_sub(cycle),
-                        buffer_output_elements: block_length.max(128),
-                        deterministic: ctx.options().is_deterministic(),
-                    },
-                )
-            },
-        )
-        // Not `num_parallel_calls`: with deterministic options the order is `interleave`'s
-        // whatever it is (and a nondeterministic interleave cannot be saved).
-        .keyed(
-            Key::new()
-                .word(cycle_length.resolve() as u64)
-                .word(block_length as u64)
-                .finish(),
-        )
+        self.then(ops::parallel_interleave::ParallelInterleave {
+            cycle_length: cycle_length.resolve(),
+            block_length,
+            num_parallel_calls: Unkeyed(num_parallel_calls),
+            f: Unkeyed(Arc::new(f)),
+        })
     }
 
     /// Appends the elements of `other` (tf.data's `concatenate`).

@@ -26,7 +26,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// [`Error::DataLoss`](crate::Error) for damage and then end that file (as in
     /// TensorFlow), except a TFRecord file read with
     /// [`resync`](crate::format::TFRecordDataset::resync), which goes on after the damage, so
-    /// that a flipped bit costs one record. See README's "Damaged data".
+    /// that a flipped bit costs one record. See the guide's [Damaged data](crate::guide::damaged_data).
     ///
     /// # Examples
     ///

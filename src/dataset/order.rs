@@ -1,10 +1,9 @@
 //! Which elements, in what order, when: `shuffle`, `repeat`, `take`, `skip`, `shard`, `cache`,
 //! `prefetch`.
 
-use crate::engine::{Counting, Dataset};
+use crate::engine::{Dataset, Unkeyed};
 use crate::ops;
 use crate::options::Parallelism;
-use crate::runtime::{self, KnobKind};
 
 impl<T: Send + 'static> Dataset<T> {
     /// Randomly shuffles the elements with a buffer of `buffer_size` (tf.data's `shuffle`),
@@ -48,7 +47,12 @@ impl<T: Send + 'static> Dataset<T> {
             "shuffle: buffer_size must be greater than zero or UNKNOWN_CARDINALITY (tf.data's \
              -2, for the whole dataset, which streamload does not take)."
         );
-        ops::shuffle::dataset(self, buffer_size, seed, reshuffle_each_iteration)
+        self.then(ops::shuffle::Shuffle {
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+            fallback: Unkeyed(rand::random()),
+        })
     }
 
     /// Repeats the dataset forever (tf.data's `repeat()`). Each repetition builds the upstream
@@ -65,7 +69,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn repeat(&self) -> Dataset<T> {
-        ops::repeat::dataset(self, None)
+        self.then(ops::repeat::Repeat { times: None })
     }
 
     /// Repeats the dataset `count` times (tf.data's `repeat(count)`; `0` gives an empty
@@ -82,7 +86,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn repeat_n(&self, count: u64) -> Dataset<T> {
-        ops::repeat::dataset(self, Some(count))
+        self.then(ops::repeat::Repeat { times: Some(count) })
     }
 
     /// The first `count` elements; a negative `count` takes everything (tf.data's `take`).
@@ -169,30 +173,9 @@ impl<T: Send + 'static> Dataset<T> {
         if buffer_size == Parallelism::Fixed(0) {
             return self.clone();
         }
-        self.unary_with(
-            "prefetch",
-            self.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| {
-                // Not detached: the consumer polls the upstream itself when overlap does not pay,
-                // so the upstream's busy time is taken out of prefetch's own; but it also runs in
-                // the producer task, so prefetch's own time does not bound it.
-                if let Some(stats) = ctx.stage_counters() {
-                    stats.set_inputs_shared();
-                }
-                ctx.gauge();
-                let knob = match buffer_size {
-                    Parallelism::Autotune => ctx.knob(
-                        KnobKind::Buffer,
-                        runtime::INITIAL_BUFFER,
-                        runtime::MAX_BUFFER,
-                    ),
-                    Parallelism::Fixed(_) => None,
-                };
-                let fixed = buffer_size.resolve().max(1);
-                ops::prefetch::build(ctx, input, fixed, knob)
-            },
-        )
+        self.then(ops::prefetch::Prefetch {
+            buffer_size: Unkeyed(buffer_size),
+        })
     }
 
     /// Caches the elements in memory (tf.data's `cache()`): the first epoch that runs to its

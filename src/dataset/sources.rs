@@ -32,13 +32,14 @@ impl Dataset<i64> {
     ///
     /// If `step` is 0 (tf.data: "step must be a non-zero integer").
     pub fn range_step(start: i64, stop: i64, step: i64) -> Self {
-        source::range::dataset(start, stop, step)
+        assert!(step != 0, "range: step must be a non-zero integer");
+        Dataset::from_source(source::range::Range { start, stop, step })
     }
 
     /// `start, start + step, ...` forever (tf.data's `Dataset.counter`); `step` may be negative,
     /// or 0 (`start` forever).
     pub fn counter(start: i64, step: i64) -> Self {
-        source::range::counter(start, step)
+        Dataset::from_source(source::range::Counter { start, step })
     }
 
     /// Pseudorandom integers, uniformly distributed over all of `i64`, forever (tf.data's

@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::nonzero;
-use crate::engine::{Cardinality, Counting, Ctx, Dataset, Unkeyed};
+use crate::engine::{Counting, Dataset, Unkeyed};
 use crate::hash::mix64;
 use crate::ops;
 use crate::options::Parallelism;
@@ -106,7 +106,12 @@ impl<T: Send + 'static> Dataset<T> {
         f: impl Fn(T, &mut rand_chacha::ChaCha8Rng) -> anyhow::Result<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "random_map");
-        ops::random_map::dataset(self, parallelism, seed, Arc::new(f))
+        self.then(ops::random_map::RandomMap {
+            seed,
+            parallelism: Unkeyed(parallelism),
+            f: Unkeyed(Arc::new(f)),
+            fallback: Unkeyed(rand::random()),
+        })
     }
 
     /// Applies `f` to every element, in order, on the consumer's task (tf.data's `map` without
@@ -241,24 +246,10 @@ impl<T: Send + 'static> Dataset<T> {
         f: impl Fn(T) -> anyhow::Result<U> + Send + Sync + 'static,
     ) -> Dataset<U> {
         let parallelism = nonzero(parallelism.into(), "map_parallel");
-        let f: Arc<dyn Fn(T) -> anyhow::Result<U> + Send + Sync> = Arc::new(f);
-        self.unary_with(
-            "map_parallel",
-            self.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| {
-                let build = |ctx: &Ctx| input.build(ctx);
-                let input = ops::parallel_map::Input::of(input, &build);
-                ops::parallel_map::build(
-                    ctx,
-                    &input,
-                    Arc::clone(&f),
-                    parallelism,
-                    "map_parallel",
-                    Vec::new(),
-                )
-            },
-        )
+        self.then(ops::parallel_map::MapParallel {
+            f: Unkeyed(Arc::new(f)),
+            parallelism: Unkeyed(parallelism),
+        })
     }
 
     /// Applies an async function to every element, up to `parallelism` calls at once, each
@@ -326,13 +317,10 @@ impl<T: Send + 'static> Dataset<T> {
         Fut: std::future::Future<Output = anyhow::Result<U>> + Send + 'static,
     {
         let parallelism = nonzero(parallelism.into(), "map_async");
-        let f = Arc::new(f);
-        self.unary_with(
-            "map_async",
-            self.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| ops::map_async::build(ctx, input, &f, parallelism.resolve()),
-        )
+        self.then(ops::map_async::MapAsync {
+            f: Unkeyed(Arc::new(f)),
+            parallelism: Unkeyed(parallelism.resolve()),
+        })
     }
 
     /// Keeps the elements for which `predicate` is true (tf.data's `filter`). Error elements
@@ -466,13 +454,7 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone + Eq + Hash,
     {
-        self.unary_with(
-            "unique",
-            Cardinality::Unknown,
-            Counting::Wrapped,
-            ops::unique::build,
-        )
-        .small(false)
+        self.then(ops::unique::Unique)
     }
 }
 

@@ -72,8 +72,8 @@ impl<T> Epoch<T> {
     /// shuffle's random state and the positions of the elements in its buffer (a few bytes
     /// each), a batch's start. What stages read or computed ahead of the consumer is not in
     /// it; it is made again after the restore. The epoch goes on unchanged after a
-    /// checkpoint. See the table in the README's "Checkpoints" section for what each
-    /// operation saves.
+    /// checkpoint. See the guide's [table of what each operation
+    /// saves](crate::guide::checkpoints).
     ///
     /// # Errors
     ///

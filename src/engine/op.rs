@@ -33,6 +33,16 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     const NAME: &'static str;
     /// How its statistics are kept (see [`Counting`]).
     const COUNTING: Counting = Counting::Wrapped;
+    /// Its saved state is a few words. An operation that holds elements by position (a
+    /// set of the ones seen, a shuffle buffer) is not small: stages downstream that hold
+    /// elements keep their positions, not a mark of it.
+    const SMALL: bool = true;
+
+    /// Its name in the statistics and in its saved state: [`NAME`](Operation::NAME), unless
+    /// its parameters make it another tf.data operation (`interleave(1, 1)` is `flat_map`).
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
 
     /// How many elements it yields, given its input's count.
     fn cardinality(&self, input: Cardinality) -> Cardinality;
@@ -81,6 +91,19 @@ impl<'a, T: Send + 'static> Input<'a, T> {
     /// stage's input, or replaying the same positions, as the stage is.
     pub(crate) fn open(&self) -> BoxStream<T> {
         self.dataset.build(&self.ctx.for_input(0))
+    }
+
+    /// The input's stream as [`open`](Input::open) makes it, saying where each element comes
+    /// from ([`Resumable::last_prov`](super::Resumable::last_prov)) however small its state:
+    /// for an operation that holds elements by position.
+    pub(crate) fn open_placed(&self) -> BoxStream<T> {
+        self.dataset.build(&self.ctx.for_input(0).with_provenance())
+    }
+
+    /// The input itself, for an operation that builds it several times (`repeat`, one
+    /// stream per repetition).
+    pub(crate) fn dataset(&self) -> &'a Dataset<T> {
+        self.dataset
     }
 
     /// The input's stream, replaying `provs` (positions of its elements).
@@ -157,7 +180,7 @@ impl<T: Send + 'static> Dataset<T> {
         let op = Arc::new(op);
         let input = self.clone();
         Dataset::stage_fallible(
-            O::NAME,
+            op.name(),
             op.cardinality(self.cardinality()),
             self.options().clone(),
             self.depth() + 1,
@@ -174,7 +197,7 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(self.fingerprint())
         .keyed(key)
         .resumable(self.is_resumable())
-        .small(self.is_small())
+        .small(self.is_small() && O::SMALL)
     }
 }
 
@@ -187,7 +210,9 @@ pub(crate) trait Source: Hash + Send + Sync + 'static {
     /// tf.data's name for it; its saved state is named by it too.
     const NAME: &'static str;
     /// How its statistics are kept (see [`Counting`]).
-    const COUNTING: Counting = Counting::Wrapped;
+    fn counting(&self) -> Counting {
+        Counting::Wrapped
+    }
 
     /// How many elements it yields.
     fn cardinality(&self) -> Cardinality;
@@ -211,7 +236,7 @@ impl<T: Send + 'static> Dataset<T> {
             source.cardinality(),
             crate::options::Options::default(),
             0,
-            S::COUNTING,
+            source.counting(),
             move |ctx| source.open(ctx, ctx.start()),
         )
         .keyed(key)

@@ -275,14 +275,15 @@ impl<T: Send + 'static> Dataset<T> {
                 label_next: None,
                 ..ctx.clone()
             };
-            let watched = ctx.tuner.watches(&counters);
+            // Watched by the tuner: asked for while it was built (a knob, a gauge).
             let stream = match build(&inner) {
                 Ok(stream) => stream,
                 Err(e) => {
-                    let stream = error_stream(e);
+                    let (stream, watched) = (error_stream(e), ctx.tuner.watches(&counters));
                     return finish(stream, timing, counting, watched, counters, &ctx.refusal);
                 }
             };
+            let watched = ctx.tuner.watches(&counters);
             #[cfg(feature = "tracing")]
             let stream = crate::trace::Traced::new(stream, name, depth);
             match ctx.restore.as_ref().filter(|_| ctx.replay.is_none()) {

@@ -7,7 +7,7 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Start, error_stream};
 use crate::engine::{Resumable, StageStream, unsupported};
 
 const STAGE: &str = "batch";
@@ -22,19 +22,38 @@ pub(crate) fn cardinality(input: Cardinality, size: u64, drop_remainder: bool) -
     })
 }
 
-/// The batch stream of one epoch over `input`: fresh, restored, or replaying saved batches.
-pub(crate) fn build<T: Send + 'static>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    size: usize,
-    drop_remainder: bool,
-) -> Batch<BoxStream<T>, T> {
-    let config = Config {
-        sizes: Sizes::One(size),
-        drop_remainder,
-        stage: STAGE,
-    };
-    build_with(ctx, &|ctx: &Ctx| input.build(ctx), error_stream, config)
+/// The [`batch`](crate::Dataset::batch) operation: `size` elements at a time, the last
+/// batch shorter unless `drop_remainder`.
+#[derive(Hash)]
+pub(crate) struct Batch {
+    pub(crate) size: usize,
+    pub(crate) drop_remainder: bool,
+}
+
+impl<T: Send + 'static> Operation<T> for Batch {
+    type Out = Vec<T>;
+    type Stream = BatchStream<BoxStream<T>, T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        cardinality(input, self.size as u64, self.drop_remainder)
+    }
+
+    /// See [`build_with`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let config = Config {
+            sizes: Sizes::One(self.size),
+            drop_remainder: self.drop_remainder,
+            stage: STAGE,
+        };
+        let dataset = input.dataset();
+        Ok(build_with(
+            ctx,
+            &|ctx: &Ctx| dataset.build(ctx),
+            error_stream,
+            config,
+        ))
+    }
 }
 
 /// How a batching stage groups its input.
@@ -64,7 +83,7 @@ pub(crate) fn build_with<T, S>(
     input: &dyn Fn(&Ctx) -> S,
     on_error: fn(anyhow::Error) -> S,
     config: Config,
-) -> Batch<S, T>
+) -> BatchStream<S, T>
 where
     T: Send + 'static,
     S: StageStream<T> + 'static,
@@ -84,7 +103,7 @@ where
                         config.stage,
                         &format!("saved batch is not a group: {other:?}"),
                     );
-                    return Batch::new(on_error(e), config, ctx);
+                    return BatchStream::new(on_error(e), config, ctx);
                 }
             }
         }
@@ -92,7 +111,7 @@ where
             drop_remainder: false,
             ..config
         };
-        let mut batch = Batch::new(
+        let mut batch = BatchStream::new(
             input(&ctx.for_input(0).with_replay(members.into())),
             config,
             ctx,
@@ -101,15 +120,15 @@ where
         return batch;
     }
     let Some(state) = ctx.restoring() else {
-        return Batch::new(input(ctx), config, ctx);
+        return BatchStream::new(input(ctx), config, ctx);
     };
     let cycling = matches!(config.sizes, Sizes::Cycle(_));
     let turn = match cycling.then(|| state.word(0)).transpose() {
         Ok(turn) => turn,
-        Err(e) => return Batch::new(on_error(e), config, ctx),
+        Err(e) => return BatchStream::new(on_error(e), config, ctx),
     };
     let restored = input(&ctx.for_input(0));
-    let mut batch = Batch::new(restored, config, ctx);
+    let mut batch = BatchStream::new(restored, config, ctx);
     if let (Some(turn), Some((sizes, i))) = (turn, batch.sizes.as_mut()) {
         *i = turn as usize % sizes.len();
         batch.size = sizes[*i];
@@ -129,7 +148,7 @@ where
 /// [`rebatch`](crate::Dataset::rebatch) and [`rebatch_sizes`](crate::Dataset::rebatch_sizes).
 #[pin_project(project = BatchProj)]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Batch<St, T> {
+pub(crate) struct BatchStream<St, T> {
     #[pin]
     input: Fuse<St>,
     buf: Vec<T>,
@@ -155,7 +174,7 @@ pub(crate) struct Batch<St, T> {
     replay_sizes: Option<VecDeque<usize>>,
 }
 
-impl<St: Stream + Resumable, T> Batch<St, T> {
+impl<St: Stream + Resumable, T> BatchStream<St, T> {
     pub(crate) fn new(input: St, config: Config, ctx: &Ctx) -> Self {
         let small = input.is_small();
         let record = !small || ctx.provenance();
@@ -163,7 +182,7 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
             Sizes::One(n) => (n, None),
             Sizes::Cycle(sizes) => (sizes[0], Some((sizes, 0))),
         };
-        Batch {
+        BatchStream {
             marking: small && input.resumable(),
             input: input.fuse(),
             buf: Vec::with_capacity(size.min(4096)),
@@ -190,7 +209,7 @@ impl<St: Stream + Resumable, T> Batch<St, T> {
     }
 }
 
-impl<St, T> Stream for Batch<St, T>
+impl<St, T> Stream for BatchStream<St, T>
 where
     St: Stream<Item = anyhow::Result<T>> + Resumable,
 {
@@ -332,7 +351,7 @@ fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T>
 }
 
 /// Saved state: see [`build_with`].
-impl<St: Resumable, T> Resumable for Batch<St, T> {
+impl<St: Resumable, T> Resumable for BatchStream<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         let stage = *this.stage;

@@ -18,7 +18,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::held::{Held, Members, Step};
 use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
 use crate::engine::{Resumable, unsupported};
-use crate::ops::batch::{self, Batch, Config as BatchConfig, Sizes};
+use crate::ops::batch::{self, BatchStream, Config as BatchConfig, Sizes};
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
 
@@ -193,7 +193,7 @@ pub(crate) struct BucketBySequenceLength<T: PaddedCollate, F> {
     flush_at: Option<usize>,
     refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the saved batches' members, read again.
-    replay: Option<Batch<BoxStream<T>, T>>,
+    replay: Option<BatchStream<BoxStream<T>, T>>,
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.

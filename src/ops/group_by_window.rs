@@ -57,7 +57,15 @@ where
                 ctx.restoring()
                     .map(|s| crate::checkpoint::State::new("batch").input(s.clone())),
             );
-            Box::pin(crate::ops::batch::build(&ctx, input, 1, false))
+            let batch = crate::ops::batch::Batch {
+                size: 1,
+                drop_remainder: false,
+            };
+            let input = crate::engine::Input::new(input, &ctx);
+            match crate::engine::Operation::<T>::open(&batch, &ctx, input, ctx.start()) {
+                Ok(stream) => Box::pin(stream),
+                Err(e) => crate::engine::error_stream(e),
+            }
         };
         let reduce_funcs = Arc::clone(funcs);
         let reduce = Arc::new(move |window: Vec<T>| {

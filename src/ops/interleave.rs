@@ -266,6 +266,72 @@ where
 /// The interleave of one epoch: fresh, restored (its input, its cursor, and each open
 /// input's element replayed from its saved position and its inner stream restored), or in
 /// replay (each saved position's last word names the input element).
+/// The [`interleave`](crate::Dataset::interleave) operation (and `flat_map`, its cycle and
+/// blocks of one): `f`'s datasets, `cycle_length` at a time, `block_length` elements from
+/// each in turn. The cycle length is the resolved one (AUTOTUNE's count of cores): another
+/// count makes another order.
+pub(crate) struct Interleave<F> {
+    pub(crate) cycle_length: usize,
+    pub(crate) block_length: usize,
+    pub(crate) f: crate::engine::Unkeyed<Arc<F>>,
+}
+
+impl<F> std::hash::Hash for Interleave<F> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let Interleave {
+            cycle_length,
+            block_length,
+            f: _,
+        } = self;
+        cycle_length.hash(state);
+        block_length.hash(state);
+    }
+}
+
+impl<T, U, F> crate::engine::Operation<T> for Interleave<F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    type Out = U;
+    type Stream = BoxStream<U>;
+    const NAME: &'static str = "interleave";
+
+    fn name(&self) -> &'static str {
+        if self.cycle_length == 1 && self.block_length == 1 {
+            "flat_map"
+        } else {
+            Self::NAME
+        }
+    }
+
+    fn cardinality(&self, _: crate::engine::Cardinality) -> crate::engine::Cardinality {
+        crate::engine::Cardinality::Unknown
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: crate::engine::Start<'_>,
+    ) -> anyhow::Result<BoxStream<U>> {
+        let (cycle, block) = (self.cycle_length, self.block_length);
+        let name = crate::engine::Operation::<T>::name(self);
+        Ok(build(
+            ctx,
+            input.dataset(),
+            &self.f,
+            ctx.nested(),
+            cycle,
+            block,
+            name,
+        ))
+    }
+}
+
 pub(crate) fn build<T, U, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
@@ -284,7 +350,7 @@ where
         return replay(ctx, input, f, nested, stage);
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave = Interleave::new(
+    let mut interleave = InterleaveStream::new(
         upstream,
         Arc::clone(f),
         nested.fresh(),
@@ -305,7 +371,7 @@ where
 /// [`flat_map`](crate::Dataset::flat_map) methods: [`Cycle::poll_in_order`] over inner
 /// streams polled in place.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Interleave<T, U, F> {
+pub(crate) struct InterleaveStream<T, U, F> {
     input: Fuse<BoxStream<T>>,
     f: Arc<F>,
     ctx: Ctx,
@@ -332,7 +398,7 @@ pub(crate) fn input_error_position(
     Prov::no_inner().keyed(key)
 }
 
-impl<T, U, F> Interleave<T, U, F> {
+impl<T, U, F> InterleaveStream<T, U, F> {
     pub(crate) fn new(
         input: BoxStream<T>,
         f: Arc<F>,
@@ -340,7 +406,7 @@ impl<T, U, F> Interleave<T, U, F> {
         cycle_length: usize,
         block_length: usize,
     ) -> Self {
-        Interleave {
+        InterleaveStream {
             input: input.fuse(),
             f,
             ctx,
@@ -352,7 +418,7 @@ impl<T, U, F> Interleave<T, U, F> {
     }
 }
 
-impl<T, U, F> Interleave<T, U, F>
+impl<T, U, F> InterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,
@@ -380,7 +446,7 @@ where
     }
 }
 
-impl<T, U, F> Stream for Interleave<T, U, F>
+impl<T, U, F> Stream for InterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,
@@ -394,7 +460,7 @@ where
             this.reopen = None;
             return Poll::Ready(Some(Err(e)));
         }
-        let Interleave {
+        let InterleaveStream {
             input,
             f,
             ctx,
@@ -430,7 +496,7 @@ where
 }
 
 /// Saved state: the layout of [`save_cycle`], each open slot's inner stream's own state.
-impl<T, U, F> Resumable for Interleave<T, U, F>
+impl<T, U, F> Resumable for InterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,

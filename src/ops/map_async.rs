@@ -15,7 +15,9 @@ use std::task::{Context, Poll};
 use futures::stream::{Fuse, FusedStream, FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Operation, Start, Unkeyed, error_stream,
+};
 use crate::engine::{Resumable, StageStream};
 use crate::ops::parallel_map::{self, InFlight, Input};
 use crate::runtime::{self, catch_panic};
@@ -25,6 +27,54 @@ const STAGE: &str = "map_async";
 /// A mark of a small input is taken before one element in this many: a restore redoes fewer
 /// than this many calls beyond those that were in flight.
 const MARK_EVERY: usize = 32;
+
+/// The [`map_async`](crate::Dataset::map_async) operation: `f`'s futures, `parallelism` at
+/// once. The parallelism changes the speed only: it is not keyed.
+pub(crate) struct MapAsync<F> {
+    pub(crate) f: Unkeyed<Arc<F>>,
+    pub(crate) parallelism: Unkeyed<usize>,
+}
+
+impl<F> std::hash::Hash for MapAsync<F> {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let MapAsync {
+            f: _,
+            parallelism: _,
+        } = self;
+    }
+}
+
+impl<T, U, F, Fut> Operation<T> for MapAsync<F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<U>> + Send + 'static,
+{
+    type Out = U;
+    type Stream = BoxStream<U>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: Start<'_>,
+    ) -> anyhow::Result<BoxStream<U>> {
+        Ok(Box::pin(build(
+            ctx,
+            input.dataset(),
+            &self.f,
+            *self.parallelism,
+        )))
+    }
+}
 
 /// The map_async of one epoch: fresh, restored (as `map_parallel`: from a mark and the
 /// count passed on since, or the positions of the calls in flight replayed), or in replay
@@ -64,7 +114,7 @@ where
             task.await.map_err(|e| runtime::join_error(STAGE, e))?
         }
     };
-    MapAsync {
+    MapAsyncStream {
         input: upstream.fuse(),
         call,
         calls: if deterministic {
@@ -86,7 +136,7 @@ enum Calls<C: Future> {
 /// Stream for the [`map_async`](crate::Dataset::map_async) method: as futures' `buffered`
 /// (or `buffer_unordered`) over the calls.
 #[must_use = "streams do nothing unless polled"]
-struct MapAsync<T, M, C: Future> {
+struct MapAsyncStream<T, M, C: Future> {
     input: Fuse<BoxStream<T>>,
     /// Makes the call of an element.
     call: M,
@@ -96,9 +146,9 @@ struct MapAsync<T, M, C: Future> {
 }
 
 // The calls are boxed in the futures' queues; nothing is pinned in place.
-impl<T, M, C: Future> Unpin for MapAsync<T, M, C> {}
+impl<T, M, C: Future> Unpin for MapAsyncStream<T, M, C> {}
 
-impl<T, U, M, C> Stream for MapAsync<T, M, C>
+impl<T, U, M, C> Stream for MapAsyncStream<T, M, C>
 where
     M: Fn(anyhow::Result<T>) -> C,
     C: Future<Output = anyhow::Result<U>>,
@@ -152,7 +202,7 @@ where
 }
 
 /// Saved state: see the module doc.
-impl<T, M, C: Future> Resumable for MapAsync<T, M, C> {
+impl<T, M, C: Future> Resumable for MapAsyncStream<T, M, C> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         this.in_flight.save(this.input.get_mut())

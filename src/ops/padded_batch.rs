@@ -1,22 +1,75 @@
 //! Saved state: `[index of the next batch]`, and the state of its `batch` step (see
 //! `batch::build_with`).
 
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
-use crate::ops::batch::{self, Batch, Config, Sizes};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+};
+use crate::ops::batch::{self, BatchStream, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::PaddedCollate;
+
+/// The [`padded_batch`](crate::Dataset::padded_batch) operation. The padded shapes and
+/// padding values are not keyed (they need not be hashable): resume with the same ones.
+pub(crate) struct PaddedBatch<T: PaddedCollate> {
+    pub(crate) size: usize,
+    pub(crate) drop_remainder: bool,
+    pub(crate) shapes: Unkeyed<Option<T::PaddedShapes>>,
+    pub(crate) values: Unkeyed<T::PaddingValues>,
+}
+
+impl<T: PaddedCollate> std::hash::Hash for PaddedBatch<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let PaddedBatch {
+            size,
+            drop_remainder,
+            shapes: _,
+            values: _,
+        } = self;
+        size.hash(state);
+        drop_remainder.hash(state);
+    }
+}
+
+impl<T> Operation<T> for PaddedBatch<T>
+where
+    T: PaddedCollate + Send + 'static,
+    T::Batch: Send + 'static,
+{
+    type Out = T::Batch;
+    type Stream = BoxStream<T::Batch>;
+    const NAME: &'static str = "padded_batch";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        batch::cardinality(input, self.size as u64, self.drop_remainder)
+    }
+
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(Box::pin(build(
+            ctx,
+            input.dataset(),
+            self.size,
+            self.drop_remainder,
+            self.shapes.0.clone(),
+            self.values.0.clone(),
+        )))
+    }
+}
 
 /// The stream of one epoch of the [`padded_batch`](crate::Dataset::padded_batch) method:
 /// `batch` (fresh, restored or in replay), then each batch padded and stacked.
 #[allow(clippy::type_complexity)]
-pub(crate) fn build<T>(
+fn build<T>(
     ctx: &Ctx,
     input: &Dataset<T>,
     batch_size: usize,
     drop_remainder: bool,
     shapes: Option<T::PaddedShapes>,
     values: T::PaddingValues,
-) -> CollateBatches<Batch<BoxStream<T>, T>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
+) -> CollateBatches<
+    BatchStream<BoxStream<T>, T>,
+    impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>,
+>
 where
     T: PaddedCollate + Send + 'static,
 {

@@ -223,7 +223,7 @@ where
 
 /// Stream for the [`parallel_interleave`](crate::Dataset::parallel_interleave) method.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct ParallelInterleave<T, U, F> {
+pub(crate) struct ParallelInterleaveStream<T, U, F> {
     opener: Opener<T, U, F>,
     cycle: Cycle<Reader<U>>,
     /// After a restore: the open inputs' elements (replayed) and, for each, its slot, key
@@ -235,9 +235,9 @@ pub(crate) struct ParallelInterleave<T, U, F> {
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
-impl<T, U, F> Unpin for ParallelInterleave<T, U, F> {}
+impl<T, U, F> Unpin for ParallelInterleaveStream<T, U, F> {}
 
-impl<T, U, F> ParallelInterleave<T, U, F>
+impl<T, U, F> ParallelInterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,
@@ -245,7 +245,7 @@ where
 {
     pub(crate) fn new(input: BoxStream<T>, f: Arc<F>, ctx: Ctx, config: Config) -> Self {
         ctx.gauge();
-        ParallelInterleave {
+        ParallelInterleaveStream {
             opener: Opener {
                 input: input.fuse(),
                 f,
@@ -337,7 +337,7 @@ where
     }
 }
 
-impl<T, U, F> Stream for ParallelInterleave<T, U, F>
+impl<T, U, F> Stream for ParallelInterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,
@@ -355,7 +355,7 @@ where
         if !this.opener.config.deterministic {
             return this.poll_first_ready(cx);
         }
-        let ParallelInterleave { opener, cycle, .. } = this;
+        let ParallelInterleaveStream { opener, cycle, .. } = this;
         let mut from_input = false;
         let item = ready!(cycle.poll_in_order(cx, |cx| {
             let next = opener.next_reader(cx);
@@ -372,6 +372,78 @@ where
 
 /// The parallel interleave of one epoch: fresh, restored, or in replay (sequentially, as the
 /// interleave's replay: the elements at saved positions, in order).
+/// The [`parallel_interleave`](crate::Dataset::parallel_interleave) operation. Its cycle
+/// and block lengths are keyed (the cycle length resolved, as `interleave`'s); not
+/// `num_parallel_calls`: with deterministic options the order is `interleave`'s whatever it
+/// is (and a nondeterministic interleave cannot be saved).
+pub(crate) struct ParallelInterleave<F> {
+    pub(crate) cycle_length: usize,
+    pub(crate) block_length: usize,
+    pub(crate) num_parallel_calls: crate::engine::Unkeyed<crate::options::Parallelism>,
+    pub(crate) f: crate::engine::Unkeyed<Arc<F>>,
+}
+
+impl<F> std::hash::Hash for ParallelInterleave<F> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let ParallelInterleave {
+            cycle_length,
+            block_length,
+            num_parallel_calls: _,
+            f: _,
+        } = self;
+        cycle_length.hash(state);
+        block_length.hash(state);
+    }
+}
+
+impl<T, U, F> crate::engine::Operation<T> for ParallelInterleave<F>
+where
+    T: Send + 'static,
+    U: Send + 'static,
+    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
+{
+    type Out = U;
+    type Stream = BoxStream<U>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, _: crate::engine::Cardinality) -> crate::engine::Cardinality {
+        crate::engine::Cardinality::Unknown
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: crate::engine::Start<'_>,
+    ) -> anyhow::Result<BoxStream<U>> {
+        use crate::options::Parallelism;
+        let cycle = self.cycle_length;
+        let parallel = match *self.num_parallel_calls {
+            Parallelism::Fixed(n) => n,
+            Parallelism::Autotune => 2 * cycle,
+        };
+        if let Some(stats) = ctx.stage_counters() {
+            stats.set_nested_detached(parallel.max(cycle));
+            // The readers as the user asked for them: AUTOTUNE's readers opened ahead of the
+            // cycle are not shown as workers of their own.
+            stats.set_parallelism(match *self.num_parallel_calls {
+                Parallelism::Fixed(_) => parallel.max(cycle),
+                Parallelism::Autotune => cycle,
+            });
+        }
+        let config = Config {
+            cycle_length: cycle,
+            block_length: self.block_length,
+            prefetch_input_elements: parallel.saturating_sub(cycle),
+            buffer_output_elements: self.block_length.max(128),
+            deterministic: ctx.options().is_deterministic(),
+        };
+        Ok(build(ctx, input.dataset(), &self.f, ctx.nested(), config))
+    }
+}
+
 pub(crate) fn build<T, U, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
@@ -388,7 +460,8 @@ where
         return crate::ops::interleave::replay(ctx, input, f, nested, STAGE);
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave = ParallelInterleave::new(upstream, Arc::clone(f), nested.fresh(), config);
+    let mut interleave =
+        ParallelInterleaveStream::new(upstream, Arc::clone(f), nested.fresh(), config);
     // Nothing is recorded in a nondeterministic interleave (it cannot be saved); positions
     // when a stage downstream asks, and always over an input that is not small.
     let deterministic = interleave.opener.config.deterministic;
@@ -408,7 +481,7 @@ where
 /// positions (`held`), the input's state (from before the inputs opened ahead of the cycle:
 /// they are opened again), then each open slot's reader's inner state as of what was passed
 /// on (what the reader task read ahead is read again).
-impl<T, U, F> Resumable for ParallelInterleave<T, U, F>
+impl<T, U, F> Resumable for ParallelInterleaveStream<T, U, F>
 where
     T: Send + 'static,
     U: Send + 'static,

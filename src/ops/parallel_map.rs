@@ -27,7 +27,9 @@ use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Operation, Start, Unkeyed, error_stream,
+};
 use crate::engine::{Resumable, Skipping, unsupported};
 use crate::options::Parallelism;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Knob, KnobKind, catch_panic};
@@ -169,6 +171,55 @@ fn next_group<T>(
 
 /// The workers to start for `parallelism`, and the tuner's knob for `AUTOTUNE`: the CPU
 /// budget's worth of threads, of which the tuner sets some aside.
+/// The [`map_parallel`](crate::Dataset::map_parallel) operation: `f` on blocking threads,
+/// `parallelism` calls at once. The parallelism changes the speed only, not the elements
+/// nor (deterministic) their order: it is not keyed.
+pub(crate) struct MapParallel<T, U> {
+    pub(crate) f: Unkeyed<UserFn<T, U>>,
+    pub(crate) parallelism: Unkeyed<Parallelism>,
+}
+
+impl<T, U> std::hash::Hash for MapParallel<T, U> {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let MapParallel {
+            f: _,
+            parallelism: _,
+        } = self;
+    }
+}
+
+impl<T: Send + 'static, U: Send + 'static> Operation<T> for MapParallel<T, U> {
+    type Out = U;
+    type Stream = ParallelMap<T, U>;
+    const NAME: &'static str = "map_parallel";
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let dataset = input.dataset();
+        let make = |ctx: &Ctx| dataset.build(ctx);
+        let input = Input::of(dataset, &make);
+        let f = Arc::clone(&self.f);
+        Ok(build(
+            ctx,
+            &input,
+            f,
+            *self.parallelism,
+            Self::NAME,
+            Vec::new(),
+        ))
+    }
+}
+
 pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc<Knob>>) {
     match parallelism {
         Parallelism::Fixed(n) => (n, None),

@@ -20,16 +20,60 @@ use crate::stats::StageCounters;
 
 const STAGE: &str = "prefetch";
 
-/// The prefetch of one epoch: fresh, or restored (see [`Resumable for Prefetch`](Prefetch)).
+/// The [`prefetch`](crate::Dataset::prefetch) operation: a producer task `buffer_size`
+/// elements ahead. The buffer size changes the speed only: it is not keyed.
+#[derive(Hash)]
+pub(crate) struct Prefetch {
+    pub(crate) buffer_size: crate::engine::Unkeyed<crate::options::Parallelism>,
+}
+
+impl<T: Send + 'static> crate::engine::Operation<T> for Prefetch {
+    type Out = T;
+    type Stream = PrefetchStream<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: crate::engine::Cardinality) -> crate::engine::Cardinality {
+        input
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(
+        &self,
+        ctx: &crate::engine::Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: crate::engine::Start<'_>,
+    ) -> anyhow::Result<PrefetchStream<T>> {
+        use crate::options::Parallelism;
+        // Not detached: the consumer polls the upstream itself when overlap does not pay, so
+        // the upstream's busy time is taken out of prefetch's own; but it also runs in the
+        // producer task, so prefetch's own time does not bound it.
+        if let Some(stats) = ctx.stage_counters() {
+            stats.set_inputs_shared();
+        }
+        ctx.gauge();
+        let knob = match *self.buffer_size {
+            Parallelism::Autotune => ctx.knob(
+                runtime::KnobKind::Buffer,
+                runtime::INITIAL_BUFFER,
+                runtime::MAX_BUFFER,
+            ),
+            Parallelism::Fixed(_) => None,
+        };
+        let fixed = self.buffer_size.resolve().max(1);
+        Ok(build(ctx, input.dataset(), fixed, knob))
+    }
+}
+
+/// The prefetch of one epoch: fresh, or restored (see [`Resumable for PrefetchStream`](PrefetchStream)).
 pub(crate) fn build<T: Send + 'static>(
     ctx: &crate::engine::Ctx,
     input: &crate::engine::Dataset<T>,
     buffer: usize,
     knob: Option<Arc<Knob>>,
-) -> Prefetch<T> {
+) -> PrefetchStream<T> {
     let gauge = ctx.stats_handle();
     let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) else {
-        let prefetch = Prefetch::new(
+        let prefetch = PrefetchStream::new(
             input.build(&ctx.for_input(0)),
             buffer,
             knob,
@@ -49,7 +93,7 @@ pub(crate) fn build<T: Send + 'static>(
             let skip = state.word(0)?;
             let mark = state.input_state(0)?.clone();
             let skipping = Box::pin(crate::engine::Skipping::new(upstream, skip));
-            let prefetch = Prefetch::new(
+            let prefetch = PrefetchStream::new(
                 skipping,
                 buffer,
                 knob.clone(),
@@ -66,7 +110,7 @@ pub(crate) fn build<T: Send + 'static>(
             upstream
         };
         let upstream = crate::engine::resume(ctx, input, &state.held, back);
-        Ok(Prefetch::new(
+        Ok(PrefetchStream::new(
             upstream,
             buffer,
             knob.clone(),
@@ -75,7 +119,7 @@ pub(crate) fn build<T: Send + 'static>(
         ))
     })();
     restored.unwrap_or_else(|e: anyhow::Error| {
-        Prefetch::new(crate::engine::error_stream(e), buffer, knob, gauge, false)
+        PrefetchStream::new(crate::engine::error_stream(e), buffer, knob, gauge, false)
     })
 }
 
@@ -108,7 +152,7 @@ const MAX_CHANNEL: usize = 1 << 24;
 /// whenever it gives up an upstream wake-up it will not act on. No side ever waits for the
 /// other except through these, and the consumer never needs the producer to make progress.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Prefetch<T> {
+pub(crate) struct PrefetchStream<T> {
     shared: Arc<Shared<T>>,
     rx: mpsc::Receiver<Tagged<T>>,
     /// The sender, until the producer takes it at the first poll.
@@ -308,7 +352,7 @@ fn average(old: u64, sample: Duration) -> u64 {
     old - old / 8 + sample / 8
 }
 
-impl<T> Prefetch<T> {
+impl<T> PrefetchStream<T> {
     pub(crate) fn new(
         input: BoxStream<T>,
         buffer: usize,
@@ -335,7 +379,7 @@ impl<T> Prefetch<T> {
             .map_or(buffer, |k| k.max())
             .clamp(1, MAX_CHANNEL);
         let (tx, rx) = mpsc::channel(capacity);
-        Prefetch {
+        PrefetchStream {
             shared: Arc::new(Shared {
                 upstream: Mutex::new(Upstream {
                     stream: Some(input),
@@ -412,9 +456,9 @@ impl<T> Prefetch<T> {
 }
 
 // Elements are never pinned in place.
-impl<T> Unpin for Prefetch<T> {}
+impl<T> Unpin for PrefetchStream<T> {}
 
-impl<T: Send + 'static> Stream for Prefetch<T> {
+impl<T: Send + 'static> Stream for PrefetchStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -425,7 +469,7 @@ impl<T: Send + 'static> Stream for Prefetch<T> {
     }
 }
 
-impl<T: Send + 'static> Prefetch<T> {
+impl<T: Send + 'static> PrefetchStream<T> {
     fn poll_element(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
         let this = self;
         if this.done {
@@ -626,7 +670,7 @@ impl<T: Send + 'static> Future for Producer<T> {
     }
 }
 
-impl<T: Send + 'static> Prefetch<T> {
+impl<T: Send + 'static> PrefetchStream<T> {
     /// Goes on from a mark of a small upstream (restored from it, skipping `skip`).
     pub(crate) fn restored(mut self, mark: State, skip: u64) -> Self {
         self.marker.set(mark);
@@ -640,7 +684,7 @@ impl<T: Send + 'static> Prefetch<T> {
 /// number to skip); over one that is not small, `[0, ended]`, the positions of the elements
 /// not passed on (`held`), and the upstream's state now (taken while holding the baton, so the
 /// producer is not in the upstream and everything it took is in the channel).
-impl<T: Send + 'static> Resumable for Prefetch<T> {
+impl<T: Send + 'static> Resumable for PrefetchStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.small {
@@ -754,7 +798,7 @@ mod tests {
         // producer runs ahead), with an upstream that pauses: every element once, in order.
         for buffer in [1, 3] {
             let produced = Arc::new(AtomicUsize::new(0));
-            let mut prefetch = Prefetch::new(
+            let mut prefetch = PrefetchStream::new(
                 upstream(600, 60, Arc::clone(&produced)),
                 buffer,
                 None,
@@ -826,7 +870,7 @@ mod tests {
         // late and only its last poller: every run ends, with every element once, in order.
         for run in 0..24u64 {
             let buffer = 1 + (run % 3) as usize;
-            let mut prefetch = Prefetch::new(
+            let mut prefetch = PrefetchStream::new(
                 late_waking_upstream(300, run + 1),
                 buffer,
                 None,
@@ -856,7 +900,7 @@ mod tests {
         // Elements cost 200 us, the consumer is away 10 ms per element: overlapping pays, so
         // the producer fills the buffer while the consumer is away, and never more.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch = Prefetch::new(
+        let mut prefetch = PrefetchStream::new(
             upstream(1000, 200, Arc::clone(&produced)),
             2,
             None,
@@ -880,7 +924,7 @@ mod tests {
         // Nothing to overlap: the consumer polls the upstream, so at most the element the
         // producer was polling when the consumer came back is produced ahead.
         let produced = Arc::new(AtomicUsize::new(0));
-        let mut prefetch = Prefetch::new(
+        let mut prefetch = PrefetchStream::new(
             upstream(100_000, 0, Arc::clone(&produced)),
             4,
             None,

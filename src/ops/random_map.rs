@@ -11,9 +11,9 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::engine::{BoxStream, Counting, Ctx, Dataset};
+use crate::engine::{Cardinality, Ctx, Operation, Start, Unkeyed};
 use crate::hash::mix64;
-use crate::ops::parallel_map::{self, Input};
+use crate::ops::parallel_map::{self, Input, ParallelMap};
 use crate::options::Parallelism;
 
 const STAGE: &str = "random_map";
@@ -39,45 +39,79 @@ pub(crate) fn element_rng(key: [u8; 32], index: u64) -> ChaCha8Rng {
     rng
 }
 
-pub(crate) fn dataset<T: Send + 'static, U: Send + 'static>(
-    input: &Dataset<T>,
-    parallelism: Parallelism,
-    seed: Option<u64>,
-    f: Arc<RandomFn<T, U>>,
-) -> Dataset<U> {
-    // Drawn once per recipe, as for an unseeded shuffle; a checkpoint saves the seed in use.
-    let fallback: u64 = rand::random();
-    let depth = input.depth() + 1;
-    input
-        .unary_with(
+/// The [`random_map`](crate::Dataset::random_map) operation. Its seed is keyed; its
+/// parallelism is not (the output is the same at every level).
+pub(crate) struct RandomMap<T, U> {
+    pub(crate) seed: Option<u64>,
+    pub(crate) parallelism: Unkeyed<Parallelism>,
+    pub(crate) f: Unkeyed<Arc<RandomFn<T, U>>>,
+    /// Drawn once per recipe, as for an unseeded shuffle; a checkpoint saves the seed in use.
+    pub(crate) fallback: Unkeyed<u64>,
+}
+
+impl<T, U> std::hash::Hash for RandomMap<T, U> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field, keyed or not (a new one does not build until it is listed here).
+        let RandomMap {
+            seed,
+            parallelism: _,
+            f: _,
+            fallback: _,
+        } = self;
+        seed.hash(state);
+    }
+}
+
+impl<T: Send + 'static, U: Send + 'static> Operation<T> for RandomMap<T, U> {
+    type Out = U;
+    type Stream = ParallelMap<(i64, T), U>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// Saved state: `[seed, epoch]` first, then `map_parallel`'s. The saved seed wins (an
+    /// unseeded recipe draws another in each process), in replay too; the epoch is the
+    /// context's (a replayed element may come from an earlier repetition).
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        start: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let saved = match start {
+            Start::Fresh => None,
+            Start::Restore(state) => Some(state.word(0)?),
+            // The saved state stays in reach in replay, when there is one of this stage.
+            Start::Replay(_) => ctx.restoring().and_then(|s| s.word(0).ok()),
+        };
+        let depth = input.dataset().depth();
+        let seed = saved.unwrap_or_else(|| ctx.seed_for(self.seed, depth, *self.fallback));
+        let epoch = ctx.epoch();
+        let key = epoch_key(seed, epoch);
+        let f = Arc::clone(&self.f);
+        let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =
+            Arc::new(move |(index, x)| f(x, &mut element_rng(key, index as u64)));
+        // Elements are numbered in input order before they are handed to the workers
+        // (errors take an index too, so an element's index is its position in the input);
+        // the number is part of its saved position.
+        let upstream = input.dataset();
+        let numbered = |ctx: &Ctx| crate::ops::enumerate::build(ctx, upstream, 0);
+        let input = Input {
+            build: &numbered,
+            small: upstream.is_small(),
+        };
+        let parallelism = *self.parallelism;
+        Ok(parallel_map::build(
+            ctx,
+            &input,
+            call,
+            parallelism,
             STAGE,
-            input.cardinality(),
-            Counting::Wrapped,
-            move |ctx, upstream| {
-                // [seed, epoch] first in its saved state. The saved seed wins (an unseeded
-                // recipe draws another in each process), in replay too; the epoch is the
-                // context's (a replayed element may come from an earlier repetition).
-                let saved = ctx.restoring().and_then(|s| s.word(0).ok());
-                let seed = saved.unwrap_or_else(|| ctx.seed_for(seed, depth, fallback));
-                let epoch = ctx.epoch();
-                let key = epoch_key(seed, epoch);
-                let f = Arc::clone(&f);
-                let call: Arc<dyn Fn((i64, T)) -> anyhow::Result<U> + Send + Sync> =
-                    Arc::new(move |(index, x)| f(x, &mut element_rng(key, index as u64)));
-                // Elements are numbered in input order before they are handed to the workers
-                // (errors take an index too, so an element's index is its position in the input);
-                // the number is part of its saved position.
-                let numbered = |ctx: &Ctx| -> BoxStream<(i64, T)> {
-                    crate::ops::enumerate::build(ctx, upstream, 0)
-                };
-                let input = Input {
-                    build: &numbered,
-                    small: upstream.is_small(),
-                };
-                parallel_map::build(ctx, &input, call, parallelism, STAGE, vec![seed, epoch])
-            },
-        )
-        .keyed(seed.map_or(0, crate::hash::mix64))
+            vec![seed, epoch],
+        ))
+    }
 }
 
 #[cfg(test)]

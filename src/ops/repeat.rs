@@ -1,3 +1,4 @@
+use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -5,53 +6,69 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Resumable, Start, unsupported,
+};
 
 const STAGE: &str = "repeat";
 
-/// `times`: `None` repeats forever, `Some(n)` `n` times.
-pub(crate) fn dataset<T: Send + 'static>(input: &Dataset<T>, times: Option<u64>) -> Dataset<T> {
-    // tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
-    let card = match (times, input.cardinality()) {
-        (Some(0), _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
-        (None, _) => Cardinality::Infinite,
-        (Some(c), Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c)),
-        (Some(_), other) => other,
-    };
-    input
-        .unary_with(STAGE, card, Counting::Wrapped, move |ctx, upstream| {
-            let mut repeat = Repeat {
-                dataset: upstream.clone(),
-                ctx: ctx.fresh(),
-                remaining: times,
-                started: 0,
-                current: None,
-                produced: false,
-                replay: None,
-                seeds: None,
-            };
-            if let Some(provs) = ctx.replaying() {
-                // Each saved position ends with the repetition it came from; the saved state
-                // of a repetition gives the seeds of unseeded stages inside.
+/// The [`repeat`](crate::Dataset::repeat) operation: the input `times` times (`None`: forever).
+#[derive(Hash)]
+pub(crate) struct Repeat {
+    pub(crate) times: Option<u64>,
+}
+
+impl<T: Send + 'static> Operation<T> for Repeat {
+    type Out = T;
+    type Stream = RepeatStream<T>;
+    const NAME: &'static str = STAGE;
+
+    /// tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        match (self.times, input) {
+            (Some(0), _) | (_, Cardinality::Finite(0)) => Cardinality::Finite(0),
+            (None, _) => Cardinality::Infinite,
+            (Some(c), Cardinality::Finite(n)) => Cardinality::Finite(n.saturating_mul(c)),
+            (Some(_), other) => other,
+        }
+    }
+
+    /// Saved state: `[repetitions started]`, and the current one's state. In replay each
+    /// position ends with the repetition it came from; the saved state of a repetition (still
+    /// in reach) gives the seeds of unseeded stages inside.
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: Input<'_, T>,
+        start: Start<'_>,
+    ) -> anyhow::Result<RepeatStream<T>> {
+        let mut repeat = RepeatStream {
+            dataset: input.dataset().clone(),
+            ctx: ctx.fresh(),
+            remaining: self.times,
+            started: 0,
+            current: None,
+            produced: false,
+            replay: None,
+            seeds: None,
+        };
+        match start {
+            Start::Fresh => {}
+            Start::Restore(state) => repeat.restore(state)?,
+            Start::Replay(provs) => {
                 repeat.replay = Some((Arc::clone(provs), 0));
                 repeat.remaining = None;
                 repeat.seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
-            } else if let Some(state) = ctx.restoring() {
-                if let Err(e) = repeat.restore(state) {
-                    repeat.current = Some(crate::engine::error_stream(e));
-                    repeat.remaining = Some(0);
-                }
             }
-            repeat
-        })
-        .keyed(times.map_or(u64::MAX, |t| t))
+        }
+        Ok(repeat)
+    }
 }
 
 /// Stream for the [`repeat`](crate::Dataset::repeat) method: builds the upstream anew for
 /// each repetition, each with an epoch number of its own (so shuffles inside reshuffle).
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Repeat<T> {
+pub(crate) struct RepeatStream<T> {
     dataset: Dataset<T>,
     ctx: Ctx,
     /// Repetitions left to start; `None` repeats forever.
@@ -67,7 +84,7 @@ pub(crate) struct Repeat<T> {
     seeds: Option<State>,
 }
 
-impl<T: Send + 'static> Repeat<T> {
+impl<T: Send + 'static> RepeatStream<T> {
     /// Goes on from a saved state: `[repetitions started]`, and the current one's state.
     fn restore(&mut self, state: &State) -> anyhow::Result<()> {
         let started = state.word(0)?;
@@ -117,7 +134,7 @@ impl<T: Send + 'static> Repeat<T> {
     }
 }
 
-impl<T: Send + 'static> Stream for Repeat<T> {
+impl<T: Send + 'static> Stream for RepeatStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -159,7 +176,7 @@ impl<T: Send + 'static> Stream for Repeat<T> {
     }
 }
 
-impl<T: Send + 'static> Resumable for Repeat<T> {
+impl<T: Send + 'static> Resumable for RepeatStream<T> {
     /// `[repetitions started]`, and the current repetition's state (none between two).
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();

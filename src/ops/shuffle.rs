@@ -8,52 +8,48 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
 use crate::engine::{Resumable, unsupported};
 use crate::hash::mix64;
 use crate::stats::StageCounters;
 
 const STAGE: &str = "shuffle";
 
-pub(crate) fn dataset<T: Send + 'static>(
-    input: &Dataset<T>,
-    buffer_size: usize,
-    seed: Option<u64>,
-    reshuffle_each_iteration: bool,
-) -> Dataset<T> {
-    // Drawn once per recipe, as tf.data does for an unseeded shuffle, so that
-    // `reshuffle_each_iteration = false` repeats one order even without a seed. A checkpoint
-    // saves the seed in use, so an unseeded shuffle resumes exactly too.
-    let fallback: u64 = rand::random();
-    let depth = input.depth() + 1;
-    input
-        .unary_with(
-            STAGE,
-            input.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| -> BoxStream<T> {
-                match build(
-                    ctx,
-                    input,
-                    buffer_size,
-                    seed,
-                    fallback,
-                    depth,
-                    reshuffle_each_iteration,
-                ) {
-                    Ok(stream) => Box::pin(stream),
-                    Err(e) => error_stream(e),
-                }
-            },
+/// The [`shuffle`](crate::Dataset::shuffle) operation.
+#[derive(Hash)]
+pub(crate) struct Shuffle {
+    pub(crate) buffer_size: usize,
+    pub(crate) seed: Option<u64>,
+    pub(crate) reshuffle_each_iteration: bool,
+    /// Drawn once per recipe, as tf.data does for an unseeded shuffle, so that
+    /// `reshuffle_each_iteration = false` repeats one order even without a seed. A checkpoint
+    /// saves the seed in use, so an unseeded shuffle resumes exactly too.
+    pub(crate) fallback: Unkeyed<u64>,
+}
+
+impl<T: Send + 'static> Operation<T> for Shuffle {
+    type Out = T;
+    type Stream = ShuffleStream<BoxStream<T>, T>;
+    const NAME: &'static str = STAGE;
+    const SMALL: bool = false;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let dataset = input.dataset();
+        build(
+            ctx,
+            dataset,
+            self.buffer_size,
+            self.seed,
+            *self.fallback,
+            dataset.depth() + 1,
+            self.reshuffle_each_iteration,
         )
-        .keyed(
-            crate::hash::Key::new()
-                .word(buffer_size as u64)
-                .option(seed)
-                .flag(reshuffle_each_iteration)
-                .finish(),
-        )
-        .small(false)
+    }
 }
 
 /// The shuffle of one epoch: its order drawn from (seed, epoch); restored from a checkpoint
@@ -67,10 +63,11 @@ fn build<T: Send + 'static>(
     fallback: u64,
     depth: u64,
     reshuffle: bool,
-) -> anyhow::Result<Shuffle<BoxStream<T>, T>> {
+) -> anyhow::Result<ShuffleStream<BoxStream<T>, T>> {
     if ctx.replaying().is_some() {
         // The replayed elements are ones it held or passed on: it keeps their order.
-        let mut shuffle = Shuffle::new(input.build(&ctx.for_input(0)), 1, rng(0, 0), None, false);
+        let mut shuffle =
+            ShuffleStream::new(input.build(&ctx.for_input(0)), 1, rng(0, 0), None, false);
         shuffle.passthrough = true;
         return Ok(shuffle);
     }
@@ -80,7 +77,7 @@ fn build<T: Send + 'static>(
         let epoch = if reshuffle { ctx.epoch() } else { 0 };
         let upstream = input.build(&ctx.with_provenance());
         let record = upstream.resumable();
-        let mut shuffle = Shuffle::new(
+        let mut shuffle = ShuffleStream::new(
             upstream,
             buffer_size,
             rng(base, epoch),
@@ -96,7 +93,8 @@ fn build<T: Send + 'static>(
     let mut generator = rng(base, epoch);
     generator.set_word_pos(pos);
     let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut shuffle = Shuffle::new(upstream, buffer_size, generator, ctx.stats_handle(), true);
+    let mut shuffle =
+        ShuffleStream::new(upstream, buffer_size, generator, ctx.stats_handle(), true);
     shuffle.seed = (base, epoch);
     if !state.held.is_empty() {
         let held: Arc<[Prov]> = state.held.clone().into();
@@ -123,7 +121,7 @@ fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
 /// Stream for the [`shuffle`](crate::Dataset::shuffle) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Shuffle<St, T> {
+pub(crate) struct ShuffleStream<St, T> {
     #[pin]
     input: Fuse<St>,
     buffer: Vec<T>,
@@ -144,7 +142,7 @@ pub(crate) struct Shuffle<St, T> {
     passthrough: bool,
 }
 
-impl<St: Stream, T> Shuffle<St, T> {
+impl<St: Stream, T> ShuffleStream<St, T> {
     pub(crate) fn new(
         input: St,
         buffer_size: usize,
@@ -155,7 +153,7 @@ impl<St: Stream, T> Shuffle<St, T> {
         if let Some(stats) = &stats {
             stats.set_buffer_limit(buffer_size);
         }
-        Shuffle {
+        ShuffleStream {
             input: input.fuse(),
             buffer: Vec::with_capacity(buffer_size.min(1 << 16)),
             provs: record.then(|| Vec::with_capacity(buffer_size.min(1 << 16))),
@@ -170,7 +168,7 @@ impl<St: Stream, T> Shuffle<St, T> {
     }
 }
 
-impl<St, T: Send + 'static> Stream for Shuffle<St, T>
+impl<St, T: Send + 'static> Stream for ShuffleStream<St, T>
 where
     St: Stream<Item = anyhow::Result<T>> + Resumable,
 {
@@ -255,7 +253,7 @@ where
     }
 }
 
-impl<St: Resumable, T> Resumable for Shuffle<St, T> {
+impl<St: Resumable, T> Resumable for ShuffleStream<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         if this.refill.is_some() {

@@ -11,17 +11,85 @@ use futures::stream::Stream;
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
 use crate::engine::{Resumable, unsupported};
+use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
+
+/// The [`unbatch`](crate::Dataset::unbatch) operation: the rows of each element.
+#[derive(Hash)]
+pub(crate) struct Unbatch;
+
+impl<C> Operation<C> for Unbatch
+where
+    C: Rows + Send + 'static,
+    C::Row: Send + 'static,
+{
+    type Out = C::Row;
+    type Stream = UnbatchStream<BoxStream<C>, C>;
+    const NAME: &'static str = "unbatch";
+
+    /// As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        match input {
+            Cardinality::Infinite => Cardinality::Infinite,
+            _ => Cardinality::Unknown,
+        }
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, C>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(ctx, input.dataset(), "unbatch"))
+    }
+}
+
+/// The [`rebatch`](crate::Dataset::rebatch) and [`rebatch_sizes`](crate::Dataset::rebatch_sizes)
+/// operation: the rows of each element, batched again (`sizes` taken in turn when `cycling`).
+#[derive(Hash)]
+pub(crate) struct Rebatch {
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) cycling: bool,
+    pub(crate) drop_remainder: bool,
+}
+
+impl<C> Operation<C> for Rebatch
+where
+    C: Rows + Send + 'static,
+    C::Row: Send + 'static,
+{
+    type Out = Vec<C::Row>;
+    type Stream = batch::BatchStream<UnbatchStream<BoxStream<C>, C>, C::Row>;
+    const NAME: &'static str = "rebatch";
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// Saved state: the batch step's (see `batch::build_with`) over the unbatch step's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, C>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let dataset = input.dataset();
+        let rows = |ctx: &Ctx| build(ctx, dataset, "rebatch");
+        let sizes = match (self.cycling, &self.sizes[..]) {
+            (false, &[n]) => Sizes::One(n),
+            _ => Sizes::Cycle(self.sizes.as_slice().into()),
+        };
+        let config = Config {
+            sizes,
+            drop_remainder: self.drop_remainder,
+            stage: "rebatch",
+        };
+        Ok(batch::build_with(
+            ctx,
+            &rows,
+            |e| UnbatchStream::failed(e, "rebatch"),
+            config,
+        ))
+    }
+}
 
 /// The unbatch stream of one epoch over `input`: fresh, restored, or replaying saved rows
 /// (each position is the element's keyed by the row's index in it: [`Prov::keyed`]).
-pub(crate) fn build<C>(
-    ctx: &Ctx,
-    input: &Dataset<C>,
-    stage: &'static str,
-) -> Unbatch<BoxStream<C>, C>
+fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> UnbatchStream<BoxStream<C>, C>
 where
     C: Rows + Send + 'static,
 {
@@ -29,21 +97,21 @@ where
         return match RowReplay::new(provs) {
             Ok((replay, elements)) => {
                 let elements = input.build(&ctx.for_input(0).with_replay(elements.into()));
-                let mut unbatch = Unbatch::new(elements, stage, true);
+                let mut unbatch = UnbatchStream::new(elements, stage, true);
                 unbatch.replay = Some(Box::new(replay));
                 unbatch
             }
-            Err(e) => Unbatch::failed(e, stage),
+            Err(e) => UnbatchStream::failed(e, stage),
         };
     }
     let Some(state) = ctx.restoring() else {
-        return Unbatch::new(input.build(ctx), stage, ctx.provenance());
+        return UnbatchStream::new(input.build(ctx), stage, ctx.provenance());
     };
     let (index, rows) = match (state.word(0), state.word(1)) {
         (Ok(index), Ok(rows)) => (index, rows),
-        (Err(e), _) | (_, Err(e)) => return Unbatch::failed(e, stage),
+        (Err(e), _) | (_, Err(e)) => return UnbatchStream::failed(e, stage),
     };
-    let mut unbatch = Unbatch::new(input.build(&ctx.for_input(0)), stage, ctx.provenance());
+    let mut unbatch = UnbatchStream::new(input.build(&ctx.for_input(0)), stage, ctx.provenance());
     unbatch.index = index;
     unbatch.skip_rows = rows;
     if !state.held.is_empty() {
@@ -58,7 +126,7 @@ where
 /// elements so an error names the one it is about.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Unbatch<St, C: Rows> {
+pub(crate) struct UnbatchStream<St, C: Rows> {
     #[pin]
     input: St,
     current: Option<std::vec::IntoIter<C::Row>>,
@@ -85,18 +153,18 @@ pub(crate) struct Unbatch<St, C: Rows> {
     replay: Option<Box<RowReplay<C::Row>>>,
 }
 
-impl<C: Rows + Send + 'static> Unbatch<BoxStream<C>, C> {
+impl<C: Rows + Send + 'static> UnbatchStream<BoxStream<C>, C> {
     /// A stream that yields `e` and ends (a restore that failed).
     pub(crate) fn failed(e: anyhow::Error, stage: &'static str) -> Self {
-        Unbatch::new(error_stream(e), stage, false)
+        UnbatchStream::new(error_stream(e), stage, false)
     }
 }
 
-impl<St: Resumable, C: Rows> Unbatch<St, C> {
+impl<St: Resumable, C: Rows> UnbatchStream<St, C> {
     /// `provenance`: a stage downstream asked for positions.
     pub(crate) fn new(input: St, stage: &'static str, provenance: bool) -> Self {
         let small = input.is_small();
-        Unbatch {
+        UnbatchStream {
             marking: small && input.resumable(),
             record: !small || provenance,
             input,
@@ -114,7 +182,7 @@ impl<St: Resumable, C: Rows> Unbatch<St, C> {
     }
 }
 
-impl<St, C> Stream for Unbatch<St, C>
+impl<St, C> Stream for UnbatchStream<St, C>
 where
     St: Stream<Item = anyhow::Result<C>> + Resumable,
     C: Rows,
@@ -188,7 +256,7 @@ where
     }
 }
 
-impl<St: Resumable, C: Rows> Resumable for Unbatch<St, C> {
+impl<St: Resumable, C: Rows> Resumable for UnbatchStream<St, C> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         let stage = *this.stage;

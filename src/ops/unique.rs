@@ -11,43 +11,52 @@ use futures::stream::{Fuse, Stream, StreamExt};
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start, unsupported};
 
 const STAGE: &str = "unique";
 
-/// The unique of one epoch: fresh, restored (the set rebuilt by reading the distinct elements
-/// seen again at their positions), or in replay (the elements replayed are ones it passed on,
-/// distinct: they pass through).
-pub(crate) fn build<T>(ctx: &Ctx, input: &Dataset<T>) -> Unique<BoxStream<T>, T>
+/// The [`unique`](crate::Dataset::unique) operation: each distinct element once, the first
+/// time it comes.
+#[derive(Hash)]
+pub(crate) struct Unique;
+
+impl<T> Operation<T> for Unique
 where
     T: Clone + Eq + Hash + Send + 'static,
 {
-    if ctx.replaying().is_some() {
-        let mut unique = Unique::new(input.build(&ctx.for_input(0)));
-        unique.passthrough = true;
-        return unique;
+    type Out = T;
+    type Stream = UniqueStream<BoxStream<T>, T>;
+    const NAME: &'static str = STAGE;
+    const SMALL: bool = false;
+
+    fn cardinality(&self, _: Cardinality) -> Cardinality {
+        Cardinality::Unknown
     }
-    let mut unique = Unique::new(input.build(&ctx.for_input(0).with_provenance()));
-    unique.seen_provs = unique.input.get_ref().resumable().then(Vec::new);
-    if let Some(state) = ctx.restoring()
-        && !state.held.is_empty()
-    {
-        let held = state.held.clone();
-        unique.refill = Some(
-            input
-                .build(&ctx.for_input(0).with_replay(held.clone().into()))
-                .fuse(),
-        );
-        unique.seen_provs = Some(held);
+
+    /// Restored, the set is rebuilt by reading the distinct elements seen again at their
+    /// positions; in replay the elements are ones it passed on, distinct: they pass through.
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        if let Start::Replay(_) = start {
+            let mut unique = UniqueStream::new(input.open());
+            unique.passthrough = true;
+            return Ok(unique);
+        }
+        let mut unique = UniqueStream::new(input.open_placed());
+        unique.seen_provs = unique.input.get_ref().resumable().then(Vec::new);
+        if let Start::Restore(state) = start
+            && !state.held.is_empty()
+        {
+            unique.refill = Some(input.replay(state.held.clone().into()).fuse());
+            unique.seen_provs = Some(state.held.clone());
+        }
+        Ok(unique)
     }
-    unique
 }
 
 /// Stream for the [`unique`](crate::Dataset::unique) method.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Unique<St, T> {
+pub(crate) struct UniqueStream<St, T> {
     #[pin]
     input: Fuse<St>,
     seen: HashSet<T>,
@@ -59,9 +68,9 @@ pub(crate) struct Unique<St, T> {
     passthrough: bool,
 }
 
-impl<St: Stream, T> Unique<St, T> {
-    pub(crate) fn new(input: St) -> Self {
-        Unique {
+impl<St: Stream, T> UniqueStream<St, T> {
+    fn new(input: St) -> Self {
+        UniqueStream {
             input: input.fuse(),
             seen: HashSet::new(),
             seen_provs: None,
@@ -71,7 +80,7 @@ impl<St: Stream, T> Unique<St, T> {
     }
 }
 
-impl<St, T> Stream for Unique<St, T>
+impl<St, T> Stream for UniqueStream<St, T>
 where
     St: Stream<Item = anyhow::Result<T>> + Resumable,
     T: Clone + Eq + Hash,
@@ -120,7 +129,7 @@ where
     }
 }
 
-impl<St: Resumable, T> Resumable for Unique<St, T> {
+impl<St: Resumable, T> Resumable for UniqueStream<St, T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         if this.refill.is_some() || *this.passthrough {

@@ -7,88 +7,124 @@ use std::task::{Context, Poll};
 use futures::stream::{FusedStream, Stream};
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
-use crate::engine::{ReplaySource, Resumable, unsupported};
-use crate::hash::mix64;
-use crate::options::Options;
+use crate::engine::{
+    BoxStream, Cardinality, Counting, Ctx, ReplaySource, Resumable, Source, Start, unsupported,
+};
 use crate::runtime::Coop;
 use crate::stats::StageCounters;
 
-pub(crate) fn dataset(start: i64, stop: i64, step: i64) -> Dataset<i64> {
-    assert!(step != 0, "range: step must be a non-zero integer");
-    let len = range_len(start, stop, step);
-    let card = Cardinality::Finite(len);
-    Dataset::stage_resumable(
-        "range",
-        card,
-        Options::default(),
-        0,
-        Counting::ByStage,
-        move |ctx| source(ctx, start, step, Some(len)),
-    )
-    .keyed(mix64(start as u64) ^ mix64(stop as u64 ^ 0x5707) ^ step as u64)
+/// The [`range`](crate::Dataset::range) source.
+#[derive(Hash)]
+pub(crate) struct Range {
+    pub(crate) start: i64,
+    pub(crate) stop: i64,
+    pub(crate) step: i64,
+}
+
+impl Source for Range {
+    type Out = i64;
+    type Stream = BoxStream<i64>;
+    const NAME: &'static str = "range";
+
+    /// It counts itself, in laps.
+    fn counting(&self) -> Counting {
+        Counting::ByStage
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(range_len(self.start, self.stop, self.step))
+    }
+
+    /// Saved state: `[elements yielded]`; a position is an element's index.
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<BoxStream<i64>> {
+        let len = range_len(self.start, self.stop, self.step);
+        open(ctx, start, self.start, self.step, Some(len))
+    }
+}
+
+/// The [`counter`](crate::Dataset::counter) source.
+#[derive(Hash)]
+pub(crate) struct Counter {
+    pub(crate) start: i64,
+    pub(crate) step: i64,
+}
+
+impl Source for Counter {
+    type Out = i64;
+    type Stream = BoxStream<i64>;
+    const NAME: &'static str = "counter";
+
+    /// It counts itself, in laps; with a step of 0 (the same number forever) the distance
+    /// walked says nothing about how many were yielded, so a wrapper counts them.
+    fn counting(&self) -> Counting {
+        if self.step == 0 {
+            Counting::Wrapped
+        } else {
+            Counting::ByStage
+        }
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Infinite
+    }
+
+    /// Saved state: `[elements yielded]`; a position is an element's index.
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<BoxStream<i64>> {
+        if self.step != 0 {
+            return open(ctx, start, self.start, self.step, None);
+        }
+        let value = self.start;
+        Ok(match start {
+            Start::Replay(provs) => {
+                Box::pin(ReplaySource::new(Arc::clone(provs), "counter", move |_| {
+                    Ok(value)
+                }))
+            }
+            Start::Restore(state) => Box::pin(Constant {
+                value,
+                done: state.word(0)?,
+                coop: Coop::default(),
+            }),
+            Start::Fresh => Box::pin(Constant {
+                value,
+                done: 0,
+                coop: Coop::default(),
+            }),
+        })
+    }
 }
 
 /// A range or counter for one epoch: fresh, restored, or replaying saved positions.
-fn source(ctx: &Ctx, start: i64, step: i64, len: Option<u64>) -> BoxStream<i64> {
-    let value = move |i: u64| start.wrapping_add((i as i64).wrapping_mul(step));
-    if let Some(provs) = ctx.replaying() {
-        let stage = if len.is_some() { "range" } else { "counter" };
-        return Box::pin(ReplaySource::new(
-            Arc::clone(provs),
-            stage,
-            move |i| match len {
-                Some(n) if i >= n => Err(unsupported(stage, "a saved position is past its end")),
-                _ => Ok(value(i)),
-            },
-        ));
-    }
-    let mut range = Range::new(start, step, len, ctx.own_counters());
-    if let Some(state) = ctx.restoring() {
-        match state.word(0) {
-            Ok(done) => range.resume_at(done, value(done)),
-            Err(e) => return crate::engine::error_stream(e),
+fn open(
+    ctx: &Ctx,
+    start: Start<'_>,
+    first: i64,
+    step: i64,
+    len: Option<u64>,
+) -> anyhow::Result<BoxStream<i64>> {
+    let value = move |i: u64| first.wrapping_add((i as i64).wrapping_mul(step));
+    let mut range = RangeStream::new(first, step, len, ctx.own_counters());
+    match start {
+        Start::Fresh => {}
+        Start::Restore(state) => {
+            let done = state.word(0)?;
+            range.resume_at(done, value(done));
+        }
+        Start::Replay(provs) => {
+            let stage = range.stage;
+            return Ok(Box::pin(ReplaySource::new(
+                Arc::clone(provs),
+                stage,
+                move |i| match len {
+                    Some(n) if i >= n => {
+                        Err(unsupported(stage, "a saved position is past its end"))
+                    }
+                    _ => Ok(value(i)),
+                },
+            )));
         }
     }
-    Box::pin(range)
-}
-
-pub(crate) fn counter(start: i64, step: i64) -> Dataset<i64> {
-    let card = Cardinality::Infinite;
-    if step == 0 {
-        // The same number forever (as tf.data): the distance walked says nothing about how
-        // many were yielded, so a wrapper counts them.
-        return Dataset::stage_resumable(
-            "counter",
-            card,
-            Options::default(),
-            0,
-            Counting::Wrapped,
-            move |ctx| -> BoxStream<i64> {
-                if let Some(provs) = ctx.replaying() {
-                    return Box::pin(ReplaySource::new(Arc::clone(provs), "counter", move |_| {
-                        Ok(start)
-                    }));
-                }
-                let done = ctx.restoring().and_then(|s| s.word(0).ok()).unwrap_or(0);
-                Box::pin(Constant {
-                    value: start,
-                    done,
-                    coop: Coop::default(),
-                })
-            },
-        )
-        .keyed(mix64(start as u64));
-    }
-    Dataset::stage_resumable(
-        "counter",
-        card,
-        Options::default(),
-        0,
-        Counting::ByStage,
-        move |ctx| source(ctx, start, step, None),
-    )
-    .keyed(mix64(start as u64) ^ step as u64)
+    Ok(Box::pin(range))
 }
 
 fn range_len(start: i64, stop: i64, step: i64) -> u64 {
@@ -107,7 +143,7 @@ fn range_len(start: i64, stop: i64, step: i64) -> u64 {
 /// Stream for [`Dataset::range`] and [`Dataset::counter`].
 #[derive(Debug)]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Range {
+pub(crate) struct RangeStream {
     next: i64,
     step: i64,
     /// Elements left; `None` counts forever.
@@ -126,9 +162,9 @@ pub(crate) struct Range {
     stage: &'static str,
 }
 
-impl Range {
+impl RangeStream {
     fn new(start: i64, step: i64, len: Option<u64>, counters: Option<Arc<StageCounters>>) -> Self {
-        Range {
+        RangeStream {
             next: start,
             step,
             remaining: len,
@@ -178,13 +214,13 @@ impl Range {
     }
 }
 
-impl Drop for Range {
+impl Drop for RangeStream {
     fn drop(&mut self) {
         self.flush();
     }
 }
 
-impl Stream for Range {
+impl Stream for RangeStream {
     type Item = anyhow::Result<i64>;
 
     #[inline]
@@ -219,7 +255,7 @@ impl Stream for Range {
     }
 }
 
-impl Resumable for Range {
+impl Resumable for RangeStream {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Ok(State::new(self.stage).words([self.done()]))
     }
@@ -264,7 +300,7 @@ impl Resumable for Constant {
     }
 }
 
-impl FusedStream for Range {
+impl FusedStream for RangeStream {
     fn is_terminated(&self) -> bool {
         self.remaining == Some(0)
     }

@@ -303,7 +303,7 @@ impl<S> crate::engine::Resumable for TarSamples<S> {
 /// all-zero block (as Python's `tarfile`) or at the end of the file at a header boundary.
 /// Headers are ustar with PAX extended headers (`path`, `size`) and GNU long names, as
 /// Python's `tarfile`, GNU tar and bsdtar write them. The parser is streamload's own, small
-/// and strict (see README's "which crate does what" for why not an async tar crate).
+/// and strict (see "Which crate does what" in ARCHITECTURE.md for why not an async tar crate).
 ///
 /// # Errors
 ///
