@@ -19,7 +19,7 @@ mod s3;
 
 #[path = "support/arrays.rs"]
 mod arrays;
-use arrays::{float, int, same, take_then_resume};
+use arrays::{flat, float, int, same, take_then_resume};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -162,32 +162,7 @@ fn scenes() -> [PathBuf; 2] {
 fn scene_rows(file: &str) -> Vec<(Vec<f32>, i64)> {
     let points = expected(&format!("{file}:/scenes/points"));
     let labels = expected(&format!("{file}:/scenes/labels"));
-    let points: Vec<f32> = points["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    labels["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (points[i * 48..(i + 1) * 48].to_vec(), l.as_i64().unwrap()))
-        .collect()
-}
-
-fn flat(rows: &[(ArrayD<f32>, ArrayD<i64>)]) -> Vec<(Vec<f32>, i64)> {
-    rows.iter()
-        .map(|(p, l)| {
-            assert_eq!(p.shape(), [16, 3]);
-            assert_eq!(l.ndim(), 0);
-            (
-                p.iter().copied().collect(),
-                l.iter().copied().next().unwrap(),
-            )
-        })
-        .collect()
+    arrays::scene_rows(&points, &labels)
 }
 
 fn labeled(parallel: usize) -> Dataset<(ArrayD<f32>, ArrayD<i64>)> {

@@ -2,6 +2,7 @@
 //! those the Python libraries read back (as JSON), and an epoch checkpointed midway.
 
 use futures::StreamExt;
+use ndarray::ArrayD;
 use serde_json::Value;
 use streamload::{Checkpoint, Dataset};
 
@@ -49,4 +50,36 @@ pub(crate) async fn take_then_resume<T: Send + 'static>(
         seen.push(x?);
     }
     Ok(seen)
+}
+
+/// The scene files' rows as the Python library read them (`points` float32 (rows, 16, 3),
+/// `labels` int64 (rows,), each an expected.json entry): (points, label) per row.
+pub(crate) fn scene_rows(points: &Value, labels: &Value) -> Vec<(Vec<f32>, i64)> {
+    let points: Vec<f32> = points["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    labels["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (points[i * 48..(i + 1) * 48].to_vec(), l.as_i64().unwrap()))
+        .collect()
+}
+
+/// Scene rows read as (points, label) arrays, flattened to compare with [`scene_rows`].
+pub(crate) fn flat(rows: &[(ArrayD<f32>, ArrayD<i64>)]) -> Vec<(Vec<f32>, i64)> {
+    rows.iter()
+        .map(|(p, l)| {
+            assert_eq!(p.shape(), [16, 3]);
+            assert_eq!(l.ndim(), 0);
+            (
+                p.iter().copied().collect(),
+                l.iter().copied().next().unwrap(),
+            )
+        })
+        .collect()
 }
