@@ -7,6 +7,7 @@
 //! cargo run --release --example workloads -- --data DIR --only W3 --autotune --report
 //! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D4
 //! cargo run --release --example workloads --features parquet -- --data DIR --only W11,W11s
+//! cargo run --release --example workloads --features zarr -- --data DIR --only W13
 //! ```
 //!
 //! W2, W2gz, W3 (and W3's `no-parse` and `read` figures), W5, W5r and W5b repeat their pass
@@ -248,6 +249,30 @@ async fn timed<F: std::future::Future<Output = anyhow::Result<u64>>>(
     let start = Instant::now();
     let n = f.await?;
     Ok((n, start.elapsed().as_secs_f64()))
+}
+
+/// W13: chunk-aligned slices of 64 rows of D8's `points`, every value summed; the rows read.
+#[cfg(feature = "zarr")]
+async fn w13_zarr(store: PathBuf, parallel: Option<usize>) -> anyhow::Result<u64> {
+    use futures::StreamExt as _;
+    use streamload::format::zarr::ZarrDataset;
+    let ds = ZarrDataset::new([store], "points").slices(64);
+    let ds = match parallel {
+        Some(n) => ds.num_parallel_reads(n),
+        None => ds,
+    };
+    let sums = ds
+        .build::<f32>()
+        .map(|slice| (slice.shape()[0] as u64, slice.sum()));
+    let mut epoch = sums.iter();
+    let (mut rows, mut total) = (0u64, 0f64);
+    while let Some(item) = epoch.next().await {
+        let (n, sum) = item?;
+        rows += n;
+        total += f64::from(sum);
+    }
+    anyhow::ensure!(total.is_finite(), "W13: a sum that is not finite");
+    Ok(rows)
 }
 
 #[tokio::main]
@@ -522,6 +547,30 @@ async fn main() -> anyhow::Result<()> {
         }
         let (c1, c16) = (rates[0], rates[3]);
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);
+    }
+    // W13: D8's points (`scripts/make_d8.py DIR` writes them), chunk-aligned slices of 64 rows
+    // (one inner chunk of a shard each), every value summed; W13/p1 and W13/p4: 1 and 4
+    // slices read at a time (AUTOTUNE: the cores).
+    #[cfg(feature = "zarr")]
+    for (name, parallel) in [("W13", None), ("W13/p1", Some(1)), ("W13/p4", Some(4))] {
+        if !wanted(name.split('/').next().unwrap_or(name)) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with scripts/make_d8.py DIR)");
+            continue;
+        };
+        let store = dir.join("zarr/scenes.zarr");
+        let shards: Vec<PathBuf> = std::fs::read_dir(store.join("points/c"))?
+            .map(|e| e.map(|e| e.path().join("0/0")))
+            .collect::<Result<_, _>>()?;
+        warm_page_cache(&shards)?;
+        let passes = repeated(args.autotune, || {
+            let store = store.clone();
+            async move { Ok(w13_zarr(store, parallel).await? as f64) }
+        })
+        .await?;
+        emit_repeated(name, "rows/s", &passes);
     }
     #[cfg(feature = "parquet")]
     for (name, remote) in [("W11", false), ("W11s", true)] {

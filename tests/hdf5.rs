@@ -11,11 +11,15 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
+use streamload::Dataset;
 use streamload::format::hdf5::{ArrayD, Element, Hdf5Dataset, f16};
-use streamload::{Checkpoint, Dataset};
 
 #[path = "support/s3.rs"]
 mod s3;
+
+#[path = "support/arrays.rs"]
+mod arrays;
+use arrays::{flat, float, int, same, take_then_resume};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,31 +71,6 @@ async fn check<T: Element>(file: &str, dataset: &str, to_json: impl Fn(&T) -> Va
             "{file}:{dataset}: element {i} is {got}, h5py read {want}"
         );
     }
-}
-
-/// Equal values; floats within a rounding of the JSON parser (serde_json's default float
-/// parsing can be one unit in the last place off: 3.4028234663852886e38, f32::MAX, reads
-/// back as 3.402823466385289e38), far below any error of a wrong width or byte order.
-fn same(got: &Value, want: &Value) -> bool {
-    match (got, want) {
-        (Value::Number(a), Value::Number(b)) if a.is_f64() || b.is_f64() => {
-            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-            a == b || (a - b).abs() <= b.abs() * 4.0 * f64::EPSILON
-        }
-        _ => got == want,
-    }
-}
-
-fn int<T: Into<i128> + Copy>(v: &T) -> Value {
-    let v: i128 = (*v).into();
-    match i64::try_from(v) {
-        Ok(v) => Value::from(v),
-        Err(_) => Value::from(u64::try_from(v).unwrap()),
-    }
-}
-
-fn float<T: Into<f64> + Copy>(v: &T) -> Value {
-    Value::from((*v).into())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,32 +162,7 @@ fn scenes() -> [PathBuf; 2] {
 fn scene_rows(file: &str) -> Vec<(Vec<f32>, i64)> {
     let points = expected(&format!("{file}:/scenes/points"));
     let labels = expected(&format!("{file}:/scenes/labels"));
-    let points: Vec<f32> = points["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
-    labels["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (points[i * 48..(i + 1) * 48].to_vec(), l.as_i64().unwrap()))
-        .collect()
-}
-
-fn flat(rows: &[(ArrayD<f32>, ArrayD<i64>)]) -> Vec<(Vec<f32>, i64)> {
-    rows.iter()
-        .map(|(p, l)| {
-            assert_eq!(p.shape(), [16, 3]);
-            assert_eq!(l.ndim(), 0);
-            (
-                p.iter().copied().collect(),
-                l.iter().copied().next().unwrap(),
-            )
-        })
-        .collect()
+    arrays::scene_rows(&points, &labels)
 }
 
 fn labeled(parallel: usize) -> Dataset<(ArrayD<f32>, ArrayD<i64>)> {
@@ -303,25 +257,6 @@ async fn files_in_object_storage_read_like_local_ones() {
         .await
         .unwrap();
     assert_eq!(flat(&remote), flat(&labeled(2).collect().await.unwrap()));
-}
-
-/// Takes `k` elements, checkpoints through bytes, resumes from a fresh recipe.
-async fn take_then_resume<T: Send + 'static>(
-    make: impl Fn() -> Dataset<T>,
-    k: usize,
-) -> anyhow::Result<Vec<T>> {
-    let mut epoch = make().iter();
-    let mut seen = Vec::new();
-    for _ in 0..k {
-        seen.push(epoch.next().await.expect("an element")?);
-    }
-    let bytes = epoch.checkpoint()?.to_bytes();
-    drop(epoch);
-    let mut resumed = make().iter_from(&Checkpoint::from_bytes(&bytes)?)?;
-    while let Some(x) = resumed.next().await {
-        seen.push(x?);
-    }
-    Ok(seen)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

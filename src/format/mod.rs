@@ -1,11 +1,13 @@
 //! File formats: TFRecord (read and write, CRC-checked, GZIP/ZLIB), `tf.train.Example` (decode,
 //! encode, `parse_example` with a feature spec; indexes for random access), text lines, JSON
-//! lines, fixed-length records, CSV, WebDataset tar shards (read and write), Parquet and HDF5
-//! (features `parquet` and `hdf5`) and `list_files`.
+//! lines, fixed-length records, CSV, WebDataset tar shards (read and write), Parquet, HDF5 and
+//! Zarr (features `parquet`, `hdf5` and `zarr`) and `list_files`.
 //!
 //! Every reader works on any `tokio::io::AsyncRead`, so the same code reads local files and,
 //! through the storage layer, object storage.
 
+#[cfg(any(feature = "hdf5", feature = "zarr"))]
+mod arrays;
 mod csv;
 mod example;
 mod files;
@@ -23,6 +25,8 @@ mod tfrecord;
 mod tfrecord_index;
 mod tfrecord_writer;
 mod webdataset;
+#[cfg(feature = "zarr")]
+pub mod zarr;
 
 pub use crate::storage::compression::Compression;
 pub use crate::storage::listing::list_files;

@@ -145,6 +145,34 @@ pub(crate) fn identity(meta: &Metadata) -> Option<Identity> {
     })
 }
 
+/// The files under the directory `dir` (none when it does not exist), each by its path
+/// after `prefix` (`/`-separated) with its identity, into `found`.
+// Only the Zarr reader (feature `zarr`) lists a store.
+#[cfg_attr(not(feature = "zarr"), allow(dead_code))]
+pub(crate) fn walk(
+    dir: &Path,
+    prefix: &str,
+    found: &mut Vec<(String, Identity)>,
+) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        entries => entries?,
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let key = format!("{prefix}{name}");
+        let meta = std::fs::metadata(entry.path())?;
+        if meta.is_dir() {
+            walk(&entry.path(), &format!("{key}/"), found)?;
+        } else if let Some(identity) = identity(&meta) {
+            found.push((key, identity));
+        }
+    }
+    Ok(())
+}
+
 /// The bytes of `range` in the file at `path`, up to its end; an error when the range
 /// starts past the end.
 pub(crate) async fn read_range(path: &Path, range: std::ops::Range<u64>) -> anyhow::Result<Bytes> {

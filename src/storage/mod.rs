@@ -416,6 +416,37 @@ pub(crate) async fn identity(location: &Location) -> anyhow::Result<Identity> {
     }
 }
 
+/// Every file under the directory (or object-store prefix) `location`, by its path relative
+/// to it (`/`-separated), with its size and version, in path order: a local directory walked
+/// on a blocking thread, a prefix listed (retried as a read is).
+///
+/// # Errors
+///
+/// A directory that cannot be read (a missing one is empty), a failed listing, naming the
+/// location.
+// Only the Zarr reader (feature `zarr`) lists a store.
+#[cfg_attr(not(feature = "zarr"), allow(dead_code))]
+pub(crate) async fn list(location: &Location) -> anyhow::Result<Vec<(String, Identity)>> {
+    const STAGE: &str = "list";
+    match location {
+        Location::Local(path) => {
+            let path = path.clone();
+            let shown = location.clone();
+            crate::runtime::spawn_blocking(STAGE, move || {
+                let mut found = Vec::new();
+                local::walk(&path, "", &mut found)
+                    .map_err(|e| anyhow::anyhow!("listing {shown}: {e}"))?;
+                found.sort_by(|a, b| a.0.cmp(&b.0));
+                anyhow::Ok(found)
+            })?
+            .await
+            .map_err(|e| crate::runtime::join_error(STAGE, e))?
+        }
+        Location::Url(url) => remote::list(url).await,
+    }
+    .map_err(redact_error)
+}
+
 /// A file opened for reading, as a stream of blocks.
 pub(crate) struct OpenedFile {
     pub(crate) blocks: Blocks,

@@ -243,7 +243,7 @@ pub(crate) async fn open(
 }
 
 /// An object's size and version (a hash of its ETag, or without one its Last-Modified date).
-fn identity(meta: &ObjectMeta) -> super::Identity {
+pub(crate) fn identity(meta: &ObjectMeta) -> super::Identity {
     let version = match &meta.e_tag {
         Some(tag) => crate::hash::mix64(tag.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)

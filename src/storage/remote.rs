@@ -5,7 +5,7 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use futures::StreamExt;
 use object_store::path::Path as StorePath;
-use object_store::{ClientConfigKey, ClientOptions, ObjectStore};
+use object_store::{ClientConfigKey, ClientOptions, ObjectMeta, ObjectStore};
 use url::Url;
 
 use super::Location;
@@ -577,7 +577,6 @@ async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
     // Messages show the pattern without credentials.
     let shown = Location::Url(url.clone()).to_string();
     let (reader, base, _) = resolve(&url)?;
-    let store = reader.store;
     let key_pattern = url.as_str().get(base.len()..).unwrap_or("");
     let key_pattern = percent_decode(key_pattern);
     let matcher = glob::Pattern::new(&key_pattern)
@@ -592,14 +591,35 @@ async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
         ..Default::default()
     };
     let mut found = Vec::new();
-    // Retried as a read is (one policy, see `ReadOptions`), resumed after the last key
-    // listed (stores list in key order).
+    let listed = list_objects(&reader, prefix.as_ref(), &shown, |meta| {
+        if matcher.matches_with(meta.location.as_ref(), options) {
+            let url = Url::parse(&format!("{base}{}", meta.location.as_ref()))
+                .map_err(|e| anyhow::anyhow!("listing {shown}: {e}"))?;
+            found.push(Location::Url(url));
+        }
+        Ok(())
+    });
+    listed.await?;
+    found.sort();
+    anyhow::ensure!(!found.is_empty(), "no files matched pattern {shown}");
+    Ok(found)
+}
+
+/// Every object under `prefix`, given to `each` in key order: retried as a read is (one
+/// policy, see `ReadOptions`), resumed after the last key listed (stores list in key order).
+async fn list_objects(
+    reader: &Reader,
+    prefix: Option<&StorePath>,
+    shown: &str,
+    mut each: impl FnMut(ObjectMeta) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let store = &reader.store;
     let mut last: Option<StorePath> = None;
     let mut retrying = Retrying::default();
     loop {
         let mut listing = match &last {
-            None => store.list(prefix.as_ref()),
-            Some(key) => store.list_with_offset(prefix.as_ref(), key),
+            None => store.list(prefix),
+            Some(key) => store.list_with_offset(prefix, key),
         };
         let fault = loop {
             let meta = match listing.next().await {
@@ -608,14 +628,11 @@ async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
                 Some(Ok(meta)) => meta,
             };
             retrying = Retrying::default();
-            if matcher.matches_with(meta.location.as_ref(), options) {
-                let url = Url::parse(&format!("{base}{}", meta.location.as_ref()))
-                    .map_err(|e| anyhow::anyhow!("listing {shown}: {e}"))?;
-                found.push(Location::Url(url));
-            }
-            last = Some(meta.location);
+            let key = meta.location.clone();
+            each(meta)?;
+            last = Some(key);
         };
-        let Some(e) = fault else { break };
+        let Some(e) = fault else { return Ok(()) };
         // Before the store's first answer, a failed connection is a wrong URL or endpoint.
         let delay = match classify(e, last.is_some()) {
             Fault::Transient(message) => retrying.fault(&reader.options, message),
@@ -623,8 +640,24 @@ async fn glob_raw(pattern: &str) -> anyhow::Result<Vec<Location>> {
         };
         tokio::time::sleep(delay.map_err(|e| e.context(format!("listing {shown}")))?).await;
     }
-    found.sort();
-    anyhow::ensure!(!found.is_empty(), "no files matched pattern {shown}");
+}
+
+/// Every object under the "directory" `url` (its path as a prefix ending at a `/`), by key
+/// relative to it, with its size and version, in key order.
+// Only the Zarr reader (feature `zarr`) lists a prefix.
+#[cfg_attr(not(feature = "zarr"), allow(dead_code))]
+pub(crate) async fn list(url: &Url) -> anyhow::Result<Vec<(String, super::Identity)>> {
+    let shown = Location::Url(url.clone()).to_string();
+    let (reader, _, path) = resolve(url)?;
+    let prefix = (!path.as_ref().is_empty()).then_some(path);
+    let skip = prefix.as_ref().map_or(0, |p| p.as_ref().len() + 1);
+    let mut found = Vec::new();
+    list_objects(&reader, prefix.as_ref(), &shown, |meta| {
+        let key = meta.location.as_ref().get(skip..).unwrap_or_default();
+        found.push((key.to_string(), super::ranged::identity(&meta)));
+        Ok(())
+    })
+    .await?;
     Ok(found)
 }
 

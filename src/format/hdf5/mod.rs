@@ -50,10 +50,12 @@
 //!
 //! A position is (block, row within it): a restored epoch reads that block again and skips
 //! the rows already delivered. Patches are drawn from (seed, epoch, file name), and the
-//! checkpoint holds the epoch: a restored epoch draws the same ones. The checkpoint names every file by its size and version
-//! (modification time, or ETag) and the layout of all of them (their rows and blocks): a
-//! changed file is refused with [`Error::Checkpoint`]. Elements held by position downstream
-//! (in a shuffle buffer) are read again one by one after a restore.
+//! checkpoint holds the epoch: a restored epoch draws the same ones. The checkpoint names
+//! every file by its size and version (modification time, or ETag) and the layout of all of
+//! them (their rows and blocks): a changed file is refused with
+//! [`Error::Checkpoint`](crate::Error::Checkpoint). Elements held by position downstream (in
+//! a shuffle buffer) are read again one by one after a restore. (The selection, the plan,
+//! the reads and the checkpoints are shared with the Zarr reader: `src/format/arrays.rs`.)
 
 mod chunks;
 mod element;
@@ -61,31 +63,23 @@ mod inspect;
 mod shard;
 
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 pub use element::Element;
-use futures::stream::{self, Stream, StreamExt};
+use futures::future::BoxFuture;
 pub use half::f16;
 use hdf5_reader::{Datatype, Hdf5File, SliceInfo, SliceInfoElem};
 pub use inspect::{AttributeValue, DatasetInfo, GroupInfo, Hdf5Contents, inspect};
 pub use ndarray::{ArrayD, Axis};
 pub use shard::Hdf5Shards;
 
-use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
-use crate::engine::{Resumable, unsupported};
-use crate::error::Error;
+use super::arrays::{self, Mode, Opened, Recipe, Rest};
+use crate::engine::Dataset;
 use crate::options::Parallelism;
 use crate::runtime;
 use crate::storage::{self, Identity, Location};
 
 const STAGE: &str = "hdf5";
-/// Files opened at once when an epoch starts.
-const OPEN_AT_ONCE: usize = 16;
-/// About this many bytes of rows per block read (rows mode).
-const BLOCK_BYTES: u64 = 1 << 20;
 
 /// Rows, or slices of k rows, of an N-dimensional dataset in HDF5 files, as `ndarray`
 /// arrays (see the [module documentation](self) for how it reads).
@@ -123,37 +117,14 @@ const BLOCK_BYTES: u64 = 1 << 20;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Hdf5Dataset {
-    files: Vec<Location>,
+    recipe: Recipe,
     dataset: String,
     labels: Option<String>,
     field: Option<String>,
-    slices: Option<u64>,
-    patches: Option<Patches>,
-    shard: (u64, u64),
-    num_parallel_reads: Parallelism,
     fill_missing: bool,
-    /// The hyperslab read: a range along each of the first axes.
-    select: Option<Vec<Range<u64>>>,
-    /// Only these rows of each file (a data-parallel rank's unit, see [`shard_source`]).
-    ///
-    /// [`shard_source`]: Hdf5Dataset::shard_source
-    only_rows: Option<Range<u64>>,
-}
-
-/// Random patches: their shape, how many per file and epoch, and the seed of their origins.
-#[derive(Debug, Clone)]
-struct Patches {
-    shape: Vec<u64>,
-    per_file: u64,
-    seed: u64,
 }
 
 impl Hdf5Dataset {
-    /// Whether each unit read is one element (a slice or a patch), not one per row.
-    fn one_per_unit(&self) -> bool {
-        self.slices.is_some() || self.patches.is_some()
-    }
-
     /// The rows (along the first axis) of the dataset at `dataset` (a path such as
     /// `/scenes/points`) in each of `files` (local paths or URLs): blocks of rows
     /// interleaved across files, rows in order within a block.
@@ -162,17 +133,11 @@ impl Hdf5Dataset {
         dataset: impl Into<String>,
     ) -> Self {
         Hdf5Dataset {
-            files: files.into_iter().map(Into::into).collect(),
+            recipe: Recipe::new(files.into_iter().map(Into::into).collect()),
             dataset: dataset.into(),
             labels: None,
             field: None,
-            slices: None,
-            patches: None,
-            shard: (1, 0),
-            num_parallel_reads: Parallelism::Autotune,
             fill_missing: false,
-            select: None,
-            only_rows: None,
         }
     }
 
@@ -208,7 +173,7 @@ impl Hdf5Dataset {
     /// length, or reversed) is an error naming the file, the dataset, the selection and the
     /// dataset's shape; the dataset goes on with the other files.
     pub fn select(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
-        self.select = Some(ranges.into_iter().collect());
+        self.recipe.select = Some(ranges.into_iter().collect());
         self
     }
 
@@ -225,8 +190,7 @@ impl Hdf5Dataset {
     /// One element per row (the default): an array of the dataset's shape without its first
     /// axis (0-dimensional for a 1-dimensional dataset).
     pub fn rows(mut self) -> Self {
-        self.slices = None;
-        self.patches = None;
+        self.recipe.mode = Mode::Rows;
         self
     }
 
@@ -238,8 +202,7 @@ impl Hdf5Dataset {
     /// When `k` is 0.
     pub fn slices(mut self, k: usize) -> Self {
         assert!(k > 0, "Hdf5Dataset::slices: k must be positive");
-        self.slices = Some(k as u64);
-        self.patches = None;
+        self.recipe.mode = Mode::Slices(k as u64);
         self
     }
 
@@ -264,21 +227,7 @@ impl Hdf5Dataset {
         per_file: u64,
         seed: u64,
     ) -> Self {
-        let shape: Vec<u64> = shape.into_iter().collect();
-        assert!(
-            !shape.is_empty(),
-            "Hdf5Dataset::patches: the shape has no axes"
-        );
-        assert!(
-            per_file > 0,
-            "Hdf5Dataset::patches: per_file must be positive"
-        );
-        self.patches = Some(Patches {
-            shape,
-            per_file,
-            seed,
-        });
-        self.slices = None;
+        self.recipe.patches("Hdf5Dataset", shape, per_file, seed);
         self
     }
 
@@ -290,15 +239,7 @@ impl Hdf5Dataset {
     ///
     /// When `num_shards` is 0 or `index >= num_shards`.
     pub fn shard(mut self, num_shards: u64, index: u64) -> Self {
-        assert!(
-            num_shards > 0,
-            "Hdf5Dataset::shard: num_shards must be positive"
-        );
-        assert!(
-            index < num_shards,
-            "Hdf5Dataset::shard: index {index} must be less than num_shards {num_shards}"
-        );
-        self.shard = (num_shards, index);
+        self.recipe.shard("Hdf5Dataset", num_shards, index);
         self
     }
 
@@ -306,7 +247,7 @@ impl Hdf5Dataset {
     /// (default: `AUTOTUNE`, the number of cores); one more is read ahead. Memory: about
     /// this many blocks (1 MiB each in rows mode, `k` rows with `slices`).
     pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = n.into();
+        self.recipe.num_parallel_reads = n.into();
         self
     }
 
@@ -350,7 +291,8 @@ impl Hdf5Dataset {
             self.labels.is_none(),
             "Hdf5Dataset::build: labels were set with `with_labels`; use `build_labeled`"
         );
-        build_stage::<T, T, ArrayD<T>>(self, |data, _| data)
+        let key = fingerprint(&self, T::NAME, T::NAME);
+        arrays::build(Hdf5Source::<T, T>::new(self), key, |data, _| data)
     }
 
     /// The dataset's rows (or slices) as arrays of `T`, each with the same rows of the
@@ -365,7 +307,8 @@ impl Hdf5Dataset {
             self.labels.is_some(),
             "Hdf5Dataset::build_labeled: no labels dataset: set one with `with_labels`"
         );
-        build_stage::<T, L, _>(self, |data, labels| {
+        let key = fingerprint(&self, T::NAME, L::NAME);
+        arrays::build(Hdf5Source::<T, L>::new(self), key, |data, labels| {
             (
                 data,
                 labels.unwrap_or_else(|| ndarray::Array::from_vec(Vec::new()).into_dyn()),
@@ -374,119 +317,95 @@ impl Hdf5Dataset {
     }
 }
 
-/// What a block's arrays become: one element.
-type Make<T, L, Out> = fn(ArrayD<T>, Option<ArrayD<L>>) -> Out;
+/// An [`Hdf5Dataset`] read as arrays of `T` with labels of `L`: the format's part of
+/// [`arrays`]' engine.
+type Hdf5Source<T, L> = arrays::Typed<Hdf5Dataset, T, L>;
 
-fn build_stage<T: Element, L: Element, Out: Send + 'static>(
-    config: Hdf5Dataset,
-    make: Make<T, L, Out>,
-) -> Dataset<Out> {
-    let key = fingerprint(&config, T::NAME, L::NAME);
-    let config = Arc::new(config);
-    Dataset::stage_resumable(
-        STAGE,
-        Cardinality::Unknown,
-        crate::options::Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| -> BoxStream<Out> {
-            let config = Arc::clone(&config);
-            let stats = ctx.stats_handle();
-            let epoch = ctx.epoch();
-            if let Some(provs) = ctx.replaying() {
-                let provs = Arc::clone(provs);
-                return Box::pin(Replay::new::<T, L>(config, provs, make, stats, epoch));
-            }
-            let restored = match ctx.restoring().map(Saved::from_state).transpose() {
-                Ok(restored) => restored,
-                Err(e) => return crate::engine::error_stream(e),
-            };
-            Box::pin(Rows::new::<T, L>(config, restored, make, stats, epoch))
-        },
-    )
-    .keyed(key)
+impl<T: Element, L: Element> arrays::Source for Hdf5Source<T, L> {
+    const STAGE: &'static str = STAGE;
+    const FILES: &'static str = "HDF5 files";
+    const CHANGES: &'static str = "a file's size, modification time or rows differ";
+    type File = H5File;
+    type Data = T;
+    type Labels = L;
+
+    fn recipe(&self) -> &Recipe {
+        &self.config.recipe
+    }
+
+    /// Opens a file and checks its dataset (and labels) on a blocking thread.
+    fn open(
+        self: Arc<Self>,
+        location: Location,
+    ) -> BoxFuture<'static, anyhow::Result<Opened<H5File>>> {
+        Box::pin(async move {
+            let identity = storage::identity(&location).await?;
+            let handle = tokio::runtime::Handle::current();
+            let task = runtime::spawn_blocking(STAGE, move || {
+                open_blocking::<T, L>(&self.config, location, identity, handle)
+            })?;
+            task.await.map_err(|e| runtime::join_error(STAGE, e))?
+        })
+    }
+
+    fn read<R: Send + 'static>(
+        self: Arc<Self>,
+        file: Arc<Opened<H5File>>,
+        rows: Range<u64>,
+        rest: Rest,
+        then: impl FnOnce(ArrayD<T>, Option<ArrayD<L>>) -> R + Send + 'static,
+    ) -> BoxFuture<'static, anyhow::Result<R>> {
+        Box::pin(async move {
+            let task = runtime::spawn_blocking(STAGE, move || {
+                let (data, labels) = read_rows::<T, L>(&self.config, &file, &rows, &rest)?;
+                anyhow::Ok(then(data, labels))
+            })?;
+            task.await.map_err(|e| runtime::join_error(STAGE, e))?
+        })
+    }
+}
+
+impl arrays::Config for Hdf5Dataset {
+    fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
+    fn recipe_mut(&mut self) -> &mut Recipe {
+        &mut self.recipe
+    }
 }
 
 /// The recipe's parameters as a number, for the checkpoint's fingerprint.
 fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
-    let mut text = String::new();
-    for file in &config.files {
-        text.push_str(&file.to_string());
-        text.push('\0');
-    }
-    for range in config.select.iter().flatten() {
-        text.push_str(&format!("{}..{},", range.start, range.end));
-    }
-    if let Some(p) = &config.patches {
-        text.push_str(&format!("patches {:?} {} {};", p.shape, p.per_file, p.seed));
-    }
-    for part in [
-        Some(config.dataset.as_str()),
-        config.labels.as_deref(),
-        config.field.as_deref(),
-        Some(data),
-        Some(labels),
-    ] {
-        text.push_str(part.unwrap_or("\u{2}"));
-        text.push('\u{1}');
-    }
-    let hash = text.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    });
-    [
-        config.slices.unwrap_or(0),
+    config.recipe.fingerprint(
+        &[
+            Some(config.dataset.as_str()),
+            config.labels.as_deref(),
+            config.field.as_deref(),
+            Some(data),
+            Some(labels),
+        ],
         u64::from(config.fill_missing),
-        config.only_rows.as_ref().map_or(u64::MAX, |r| r.start),
-        config.only_rows.as_ref().map_or(u64::MAX, |r| r.end),
-        config.shard.0,
-        config.shard.1,
-        hash,
-    ]
-    .into_iter()
-    .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
+    )
 }
 
 /// One file, opened: its dataset (and labels) checked.
-struct FileMeta {
-    location: Location,
-    identity: Identity,
+pub(crate) struct H5File {
     data: hdf5_reader::Dataset,
     labels: Option<hdf5_reader::Dataset>,
     /// The compound field read: its byte offset, size and type.
     field: Option<(usize, usize, Datatype)>,
-    rows: u64,
-    /// The rows selected (all unless [`Hdf5Dataset::select`] says).
-    span: Range<u64>,
-    /// The range selected along each axis (all unless [`Hdf5Dataset::select`] says).
-    bounds: Vec<Range<u64>>,
-    /// Rows per block.
-    block: u64,
     /// The chunks the file does not store (their origins), and the chunk shape: of the data,
     /// then of the labels (nothing when missing chunks are filled).
     missing: [(Vec<Vec<u64>>, Vec<u64>); 2],
 }
 
-impl std::fmt::Debug for FileMeta {
+impl std::fmt::Debug for H5File {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileMeta")
-            .field("location", &self.location)
-            .field("rows", &self.rows)
-            .field("block", &self.block)
+        f.debug_struct("H5File")
+            .field("shape", &self.data.shape())
             .finish_non_exhaustive()
     }
-}
-
-/// Opens a file and checks its dataset (and labels) on a blocking thread.
-async fn open_file<T: Element, L: Element>(
-    config: Arc<Hdf5Dataset>,
-    location: Location,
-) -> anyhow::Result<FileMeta> {
-    let identity = storage::identity(&location).await?;
-    let handle = tokio::runtime::Handle::current();
-    let task = runtime::spawn_blocking(STAGE, move || {
-        open_blocking::<T, L>(&config, location, identity, handle)
-    })?;
-    task.await.map_err(|e| runtime::join_error(STAGE, e))?
 }
 
 /// The HDF5 file at `location` (of `identity`'s size), opened on the calling (blocking)
@@ -520,54 +439,17 @@ fn open_blocking<T: Element, L: Element>(
     location: Location,
     identity: Identity,
     handle: tokio::runtime::Handle,
-) -> anyhow::Result<FileMeta> {
+) -> anyhow::Result<Opened<H5File>> {
     let file = open_hdf5(&location, identity, handle)?;
     let path = &config.dataset;
     let data = file
         .dataset(path)
         .map_err(|e| anyhow::anyhow!("{location}: no dataset `{path}` ({e})"))?;
     let shape = data.shape().to_vec();
-    let Some(&rows) = shape.first() else {
-        anyhow::bail!("{location}: dataset `{path}` is a scalar: it has no rows to read");
-    };
-    if let Some(ranges) = &config.select {
-        let outside = ranges.len() > shape.len()
-            || ranges
-                .iter()
-                .zip(&shape)
-                .any(|(r, &n)| r.start > r.end || r.end > n);
-        anyhow::ensure!(
-            !outside,
-            "{location}: dataset `{path}`: the selection {ranges:?} is outside its shape {shape:?}"
-        );
-    }
-    let bounds: Vec<Range<u64>> = shape
-        .iter()
-        .enumerate()
-        .map(|(d, &n)| {
-            let selected = config.select.as_ref().and_then(|r| r.get(d));
-            selected.cloned().unwrap_or(0..n)
-        })
-        .collect();
-    let span = bounds[0].clone();
-    if let Some(patches) = &config.patches {
-        let fits = patches.shape.len() <= shape.len()
-            && patches
-                .shape
-                .iter()
-                .zip(&bounds)
-                .all(|(&s, b)| s <= b.end - b.start);
-        anyhow::ensure!(
-            fits,
-            "{location}: dataset `{path}`: a patch of shape {:?} does not fit in its shape \
-             {shape:?}{}",
-            patches.shape,
-            match &config.select {
-                Some(select) => format!(" (selected {select:?})"),
-                None => String::new(),
-            }
-        );
-    }
+    let bounds = config
+        .recipe
+        .bounds(&location, &format!("dataset `{path}`"), &shape)?;
+    let rows = shape[0];
     let dtype = data.dtype();
     let field = match &config.field {
         None => {
@@ -627,22 +509,9 @@ fn open_blocking<T: Element, L: Element>(
     let chunk_rows = data
         .chunks()
         .and_then(|c| c.first().copied())
-        .map(|c| u64::from(c).max(1));
-    let block = match config.slices {
-        Some(k) => k,
-        None => {
-            let row_bytes = shape[1..]
-                .iter()
-                .product::<u64>()
-                .saturating_mul(element::size_of(dtype).unwrap_or(1) as u64)
-                .max(1);
-            let wanted = (BLOCK_BYTES / row_bytes).max(1);
-            match chunk_rows {
-                Some(c) => wanted.div_ceil(c).saturating_mul(c),
-                None => wanted,
-            }
-        }
-    };
+        .map(u64::from);
+    let element_size = element::size_of(dtype).unwrap_or(1) as u64;
+    let block = config.recipe.block_rows(&shape, element_size, chunk_rows);
     let mut missing = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     if !config.fill_missing {
         missing[0] = chunks::missing(&file, &data).map_err(|e| {
@@ -656,17 +525,19 @@ fn open_blocking<T: Element, L: Element>(
             })?;
         }
     }
-    Ok(FileMeta {
-        span,
-        bounds,
-        missing,
+    Ok(Opened {
         location,
-        identity,
-        data,
-        labels,
-        field,
+        identity: (identity.size, identity.version),
+        bounds,
         rows,
-        block: block.max(1),
+        block,
+        origin: None,
+        file: H5File {
+            data,
+            labels,
+            field,
+            missing,
+        },
     })
 }
 
@@ -710,184 +581,6 @@ impl hdf5_reader::Storage for Remote {
     }
 }
 
-/// One block of rows to read: its index in the dataset's interleaved order (before
-/// sharding), its file and its rows.
-#[derive(Debug, Clone)]
-struct Unit {
-    index: u64,
-    file: usize,
-    rows: Range<u64>,
-    /// A patch's ranges along the axes after the first (else the selection's).
-    rest: Option<Arc<[Range<u64>]>>,
-}
-
-/// An epoch's plan: the files, opened, and the blocks of this shard.
-#[derive(Debug)]
-struct Plan {
-    files: Vec<Option<Arc<FileMeta>>>,
-    units: Vec<Unit>,
-    /// A hash of every file's rows and blocks (and which failed to open).
-    layout: u64,
-    /// A hash of every file's size and version.
-    identities: u64,
-}
-
-async fn plan<T: Element, L: Element>(
-    config: &Arc<Hdf5Dataset>,
-    epoch: u64,
-) -> (Arc<Plan>, Vec<anyhow::Error>) {
-    let opened: Vec<anyhow::Result<FileMeta>> = stream::iter(config.files.clone())
-        .map(|location| open_file::<T, L>(Arc::clone(config), location))
-        .buffered(OPEN_AT_ONCE)
-        .collect()
-        .await;
-    let mut errors = Vec::new();
-    let mut files = Vec::with_capacity(opened.len());
-    let mut layout = Vec::new();
-    let mut identities = Vec::new();
-    for file in opened {
-        match file {
-            Ok(meta) => {
-                layout.extend([meta.rows, meta.block]);
-                identities.extend([meta.identity.size, meta.identity.version]);
-                files.push(Some(Arc::new(meta)));
-            }
-            Err(e) => {
-                layout.push(u64::MAX);
-                identities.push(u64::MAX);
-                errors.push(e);
-                files.push(None);
-            }
-        }
-    }
-    let span = |meta: &FileMeta| {
-        let all = meta.span.clone();
-        match &config.only_rows {
-            Some(rows) => {
-                let at = |r: u64| all.start.saturating_add(r).min(all.end);
-                at(rows.start)..at(rows.end)
-            }
-            None => all,
-        }
-    };
-    let (num_shards, shard) = config.shard;
-    let mut units = Vec::new();
-    let mut index = 0u64;
-    if let Some(patches) = &config.patches {
-        // Patch j of each file in turn, the origins drawn from (seed, epoch, file name).
-        let drawn: Vec<Vec<Unit>> = files
-            .iter()
-            .enumerate()
-            .map(|(at, meta)| match meta {
-                Some(meta) => draw_patches(patches, epoch, at, meta, config.only_rows.as_ref()),
-                None => Vec::new(),
-            })
-            .collect();
-        let most = drawn.iter().map(Vec::len).max().unwrap_or(0);
-        for j in 0..most {
-            for file in &drawn {
-                if let Some(unit) = file.get(j) {
-                    if index % num_shards == shard {
-                        units.push(Unit {
-                            index,
-                            ..unit.clone()
-                        });
-                    }
-                    index += 1;
-                }
-            }
-        }
-    }
-    let most = match config.patches {
-        Some(_) => 0,
-        None => files
-            .iter()
-            .flatten()
-            .map(|f| (span(f).end - span(f).start).div_ceil(f.block))
-            .max()
-            .unwrap_or(0),
-    };
-    for block in 0..most {
-        for (at, meta) in files.iter().enumerate() {
-            let Some(meta) = meta else { continue };
-            let rows = span(meta);
-            let start = rows.start + block * meta.block;
-            if start < rows.end {
-                if index % num_shards == shard {
-                    units.push(Unit {
-                        index,
-                        file: at,
-                        rows: start..(start + meta.block).min(rows.end),
-                        rest: None,
-                    });
-                }
-                index += 1;
-            }
-        }
-    }
-    let hash = |words: Vec<u64>| {
-        words
-            .into_iter()
-            .fold(0x9E37_79B9_7F4A_7C15u64, |h, w| crate::hash::mix64(h ^ w))
-    };
-    let plan = Plan {
-        files,
-        units,
-        layout: hash(layout),
-        identities: hash(identities),
-    };
-    (Arc::new(plan), errors)
-}
-
-/// The patches of one file (those of `only`, by index, when a data-parallel rank reads a
-/// run of them): the same for the same seed, epoch and file name.
-fn draw_patches(
-    patches: &Patches,
-    epoch: u64,
-    file: usize,
-    meta: &FileMeta,
-    only: Option<&Range<u64>>,
-) -> Vec<Unit> {
-    use rand::{Rng, SeedableRng};
-    let name = meta.location.to_string();
-    let name = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    });
-    let key = crate::hash::mix64(patches.seed ^ crate::hash::mix64(epoch ^ name));
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(key);
-    let keep = only.cloned().unwrap_or(0..patches.per_file);
-    (0..patches.per_file)
-        .map(|_| {
-            patches
-                .shape
-                .iter()
-                .zip(&meta.bounds)
-                .map(|(&size, bounds)| {
-                    let last = bounds.end - size;
-                    let start = rng.random_range(bounds.start..=last);
-                    start..start + size
-                })
-                .collect::<Vec<_>>()
-        })
-        .enumerate()
-        .filter(|(j, _)| keep.contains(&(*j as u64)))
-        .map(|(_, ranges)| {
-            // The axes past the patch's: the selection's ranges.
-            let rest: Vec<Range<u64>> = ranges[1..]
-                .iter()
-                .cloned()
-                .chain(meta.bounds[ranges.len()..].iter().cloned())
-                .collect();
-            Unit {
-                index: 0,
-                file,
-                rows: ranges[0].clone(),
-                rest: Some(rest.into()),
-            }
-        })
-        .collect()
-}
-
 /// `rows` of every axis-0 position, all of the others.
 fn selection(rows: &Range<u64>, rest: &[Range<u64>], ndim: usize) -> SliceInfo {
     let mut selection = SliceInfo::all(ndim);
@@ -905,22 +598,19 @@ fn selection(rows: &Range<u64>, rest: &[Range<u64>], ndim: usize) -> SliceInfo {
 /// Reads `rows` of the file's data (and labels) on the calling (blocking) thread.
 fn read_rows<T: Element, L: Element>(
     config: &Hdf5Dataset,
-    meta: &FileMeta,
+    opened: &Opened<H5File>,
     rows: &Range<u64>,
-    patch: Option<&[Range<u64>]>,
+    rest: &[Range<u64>],
 ) -> anyhow::Result<(ArrayD<T>, Option<ArrayD<L>>)> {
+    let meta = &opened.file;
+    let location = &opened.location;
     let data_name = format!("dataset `{}`", config.dataset);
-    not_missing(meta, 0, &data_name, rows)?;
+    not_missing(opened, 0, &data_name, rows)?;
     if let Some(labels) = &config.labels {
-        not_missing(meta, 1, &format!("labels `{labels}`"), rows)?;
+        not_missing(opened, 1, &format!("labels `{labels}`"), rows)?;
     }
-    let selected = config
-        .select
-        .as_deref()
-        .map_or(&[][..], |r| r.get(1..).unwrap_or_default());
-    let rest = patch.unwrap_or(selected);
     let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows, rest).map_err(|e| {
-        located(meta, &meta.data, &data_name, rows, e, |part| {
+        located(location, &meta.data, &data_name, rows, e, |part| {
             read_field::<T>(&meta.data, meta.field.as_ref(), part, rest).map(drop)
         })
     })?;
@@ -929,11 +619,11 @@ fn read_rows<T: Element, L: Element>(
         Some(labels) => {
             let what = format!("labels `{}`", config.labels.as_deref().unwrap_or_default());
             let read = |part: &Range<u64>| L::read(labels, &selection(part, &[], labels.ndim()));
-            Some(
-                read(rows).map_err(|e| {
-                    located(meta, labels, &what, rows, e, |part| read(part).map(drop))
-                })?,
-            )
+            Some(read(rows).map_err(|e| {
+                located(location, labels, &what, rows, e, |part| {
+                    read(part).map(drop)
+                })
+            })?)
         }
     };
     Ok((data, labels))
@@ -941,8 +631,13 @@ fn read_rows<T: Element, L: Element>(
 
 /// An error naming the first chunk `rows` touch that the file does not store (of the data,
 /// `which` 0, or of the labels, 1).
-fn not_missing(meta: &FileMeta, which: usize, what: &str, rows: &Range<u64>) -> anyhow::Result<()> {
-    let (missing, chunk) = &meta.missing[which];
+fn not_missing(
+    opened: &Opened<H5File>,
+    which: usize,
+    what: &str,
+    rows: &Range<u64>,
+) -> anyhow::Result<()> {
+    let (missing, chunk) = &opened.file.missing[which];
     let Some(&extent) = chunk.first() else {
         return Ok(());
     };
@@ -955,7 +650,7 @@ fn not_missing(meta: &FileMeta, which: usize, what: &str, rows: &Range<u64>) -> 
             "{}: {what}: rows {}..{}: the chunk at {origin:?} (shape {chunk:?}) is not in \
              the file: its chunk index is damaged, or the chunk was never written (to read \
              it as the fill value, as h5py does: `fill_missing_chunks(true)`)",
-            meta.location,
+            opened.location,
             rows.start,
             rows.end
         )),
@@ -992,14 +687,13 @@ fn read_field<T: Element>(
 /// rows and, for a chunked dataset, the first chunk along the first axis that fails when
 /// `read` tries each one alone.
 fn located(
-    meta: &FileMeta,
+    location: &Location,
     dataset: &hdf5_reader::Dataset,
     what: &str,
     rows: &Range<u64>,
     e: hdf5_reader::error::Error,
     read: impl Fn(&Range<u64>) -> Result<(), hdf5_reader::error::Error>,
 ) -> anyhow::Error {
-    let location = &meta.location;
     let chunk_rows = dataset
         .chunks()
         .and_then(|c| c.first().copied())
@@ -1020,309 +714,4 @@ fn located(
         }
     }
     anyhow::anyhow!("{location}: {what}: rows {}..{}: {e}", rows.start, rows.end)
-}
-
-/// An element with where it was read: its unit's position in the plan, and its first row
-/// and the row after it, counted within the unit.
-type Placed<Out> = (Out, usize, u64, u64);
-
-/// Reads a unit's rows from row `skip` of it (at most `take` of them) on a blocking thread
-/// and cuts them into elements.
-async fn read_unit<T: Element, L: Element, Out: Send + 'static>(
-    config: Arc<Hdf5Dataset>,
-    plan: Arc<Plan>,
-    at: usize,
-    skip: u64,
-    take: Option<u64>,
-    make: Make<T, L, Out>,
-    stats: Option<Arc<crate::stats::StageCounters>>,
-) -> anyhow::Result<Vec<Placed<Out>>> {
-    let unit = plan.units[at].clone();
-    let Some(meta) = plan.files[unit.file].clone() else {
-        return Ok(Vec::new());
-    };
-    let slices = config.one_per_unit();
-    let task = runtime::spawn_blocking(STAGE, move || {
-        let start = (unit.rows.start + skip).min(unit.rows.end);
-        let end = take.map_or(unit.rows.end, |t| (start + t).min(unit.rows.end));
-        if start == end {
-            return Ok(Vec::new());
-        }
-        let (data, labels) =
-            read_rows::<T, L>(&config, &meta, &(start..end), unit.rest.as_deref())?;
-        if let Some(stats) = &stats {
-            // The arrays' bytes (what the autotuner costs buffers by).
-            let labels_len = labels.as_ref().map_or(0, |l| l.len() * size_of::<L>());
-            stats.add_bytes((data.len() * size_of::<T>() + labels_len) as u64);
-        }
-        let first = start - unit.rows.start;
-        if slices {
-            return Ok(vec![(make(data, labels), at, first, first + (end - start))]);
-        }
-        let n = (end - start) as usize;
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let row = data.index_axis(Axis(0), i).to_owned();
-            let label = labels.as_ref().map(|l| l.index_axis(Axis(0), i).to_owned());
-            let at_row = first + i as u64;
-            out.push((make(row, label), at, at_row, at_row + 1));
-        }
-        Ok(out)
-    })?;
-    task.await.map_err(|e| runtime::join_error(STAGE, e))?
-}
-
-/// A saved position: the unit (its index before sharding) and the rows of it delivered,
-/// the layout of the files, the files' identities.
-#[derive(Debug, Clone, Copy)]
-struct Saved {
-    unit: u64,
-    row: u64,
-    files: Option<(u64, u64)>,
-}
-
-impl Saved {
-    fn from_state(state: &State) -> anyhow::Result<Saved> {
-        let unit = state.word(0)?;
-        let row = state.word(1)?;
-        let files = match state.words.get(2..4) {
-            Some(&[layout, identities]) => Some((layout, identities)),
-            _ => None,
-        };
-        Ok(Saved { unit, row, files })
-    }
-
-    fn to_state(self) -> State {
-        let state = State::new(STAGE).words([self.unit, self.row]);
-        match self.files {
-            Some((layout, identities)) => state.words([layout, identities]),
-            None => state,
-        }
-    }
-}
-
-/// Refuses a restore over files that changed since the checkpoint, naming the file when
-/// its size or version differs from the one the saved block was read from.
-fn check_restored(plan: &Plan, saved: Saved) -> anyhow::Result<()> {
-    let Some((layout, identities)) = saved.files else {
-        return Ok(());
-    };
-    if layout != plan.layout || identities != plan.identities {
-        return Err(Error::Checkpoint(
-            "the HDF5 files changed since the checkpoint (a file's size, modification time \
-             or rows differ): resume over the files the checkpoint was taken over"
-                .into(),
-        )
-        .into());
-    }
-    Ok(())
-}
-
-/// The dataset's stream: the plan, then the units' elements in order.
-#[must_use = "streams do nothing unless polled"]
-struct Rows<Out> {
-    inner: Pin<Box<dyn Stream<Item = anyhow::Result<Placed<Out>>> + Send>>,
-    plan: Arc<tokio::sync::OnceCell<Arc<Plan>>>,
-    /// Where the last element yielded was read: its unit's position, its first row and
-    /// the row after it.
-    last: Option<(usize, u64, u64)>,
-    restored: Option<Saved>,
-}
-
-impl<Out: Send + 'static> Rows<Out> {
-    fn new<T: Element, L: Element>(
-        config: Arc<Hdf5Dataset>,
-        restored: Option<Saved>,
-        make: Make<T, L, Out>,
-        stats: Option<Arc<crate::stats::StageCounters>>,
-        epoch: u64,
-    ) -> Self {
-        let cell = Arc::new(tokio::sync::OnceCell::new());
-        let planned = Arc::clone(&cell);
-        let inner = async_stream::stream! {
-            let (plan, errors) = plan::<T, L>(&config, epoch).await;
-            let _ = planned.set(Arc::clone(&plan));
-            for e in errors {
-                yield Err(e);
-            }
-            let (first, skip) = match restored {
-                None => (0, 0),
-                Some(saved) => {
-                    if let Err(e) = check_restored(&plan, saved) {
-                        yield Err(e);
-                        return;
-                    }
-                    let first = plan.units.partition_point(|u| u.index < saved.unit);
-                    let same = plan.units.get(first).is_some_and(|u| u.index == saved.unit);
-                    (first, if same { saved.row } else { 0 })
-                }
-            };
-            let ahead = config.num_parallel_reads.resolve().max(1) + 1;
-            let loads = stream::iter(first..plan.units.len())
-                .map(|at| {
-                    let skip = if at == first { skip } else { 0 };
-                    let read = read_unit(Arc::clone(&config), Arc::clone(&plan), at, skip, None, make, stats.clone());
-                    let task = runtime::spawn(STAGE, read);
-                    async move {
-                        match task {
-                            Ok(task) => task.await.map_err(|e| runtime::join_error(STAGE, e))?,
-                            Err(e) => Err(e),
-                        }
-                    }
-                })
-                .buffered(ahead);
-            futures::pin_mut!(loads);
-            while let Some(loaded) = loads.next().await {
-                match loaded {
-                    Ok(elements) => {
-                        for element in elements {
-                            yield Ok(element);
-                        }
-                    }
-                    Err(e) => yield Err(e),
-                }
-            }
-        };
-        Rows {
-            inner: Box::pin(inner),
-            plan: cell,
-            last: None,
-            restored,
-        }
-    }
-}
-
-impl<Out> Stream for Rows<Out> {
-    type Item = anyhow::Result<Out>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        match std::task::ready!(this.inner.as_mut().poll_next(cx)) {
-            Some(Ok((element, at, start, end))) => {
-                this.last = Some((at, start, end));
-                Poll::Ready(Some(Ok(element)))
-            }
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
-            None => Poll::Ready(None),
-        }
-    }
-}
-
-impl<Out> Resumable for Rows<Out> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.get_mut();
-        let Some((at, _, end)) = this.last else {
-            // Nothing yielded yet: where it started.
-            let start = Saved {
-                unit: 0,
-                row: 0,
-                files: None,
-            };
-            return Ok(this.restored.unwrap_or(start).to_state());
-        };
-        let plan = this
-            .plan
-            .get()
-            .ok_or_else(|| unsupported(STAGE, "no plan yet"))?;
-        Ok(Saved {
-            unit: plan.units[at].index,
-            row: end,
-            files: Some((plan.layout, plan.identities)),
-        }
-        .to_state())
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        let (at, start, _) = self
-            .last
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        let plan = self
-            .plan
-            .get()
-            .ok_or_else(|| unsupported(STAGE, "no plan yet"))?;
-        Ok(Prov::At(smallvec::smallvec![plan.units[at].index, start]))
-    }
-}
-
-/// The elements at saved positions ((unit, first row) each), read again one by one.
-#[must_use = "streams do nothing unless polled"]
-struct Replay<Out> {
-    inner: Pin<Box<dyn Stream<Item = anyhow::Result<Out>> + Send>>,
-    provs: Arc<[Prov]>,
-    next: usize,
-}
-
-impl<Out: Send + 'static> Replay<Out> {
-    fn new<T: Element, L: Element>(
-        config: Arc<Hdf5Dataset>,
-        provs: Arc<[Prov]>,
-        make: Make<T, L, Out>,
-        stats: Option<Arc<crate::stats::StageCounters>>,
-        epoch: u64,
-    ) -> Self {
-        let wanted = Arc::clone(&provs);
-        let inner = async_stream::stream! {
-            let (plan, _) = plan::<T, L>(&config, epoch).await;
-            for prov in wanted.iter() {
-                let element = async {
-                    let (unit, row) = match prov {
-                        Prov::At(words) if words.len() == 2 => (words[0], words[1]),
-                        _ => return Err(Error::Checkpoint(format!(
-                            "a saved HDF5 position is not (block, row): {prov:?}"
-                        )).into()),
-                    };
-                    let at = plan.units.iter().position(|u| u.index == unit).ok_or_else(|| {
-                        Error::Checkpoint(format!(
-                            "no block {unit} in the HDF5 files (they changed?)"
-                        ))
-                    })?;
-                    let take = if config.one_per_unit() { None } else { Some(1) };
-                    let read =
-                        read_unit(Arc::clone(&config), Arc::clone(&plan), at, row, take, make, stats.clone());
-                    let elements = read.await?;
-                    elements.into_iter().next().map(|(e, ..)| e).ok_or_else(|| {
-                        anyhow::Error::from(Error::Checkpoint(format!(
-                            "no row {row} in block {unit} of the HDF5 files (they changed?)"
-                        )))
-                    })
-                };
-                yield element.await;
-            }
-        };
-        Replay {
-            inner: Box::pin(inner),
-            provs,
-            next: 0,
-        }
-    }
-}
-
-impl<Out> Stream for Replay<Out> {
-    type Item = anyhow::Result<Out>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let item = std::task::ready!(this.inner.as_mut().poll_next(cx));
-        if item.is_some() {
-            this.next += 1;
-        }
-        Poll::Ready(item)
-    }
-}
-
-impl<Out> Resumable for Replay<Out> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(
-            STAGE,
-            "a stream replaying saved positions is not saved",
-        ))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))
-    }
 }

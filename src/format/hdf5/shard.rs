@@ -1,46 +1,20 @@
-//! HDF5 files as a [`ShardSource`] for data-parallel ranks: counted from the datasets'
+//! HDF5 files as a [`ShardSource`](crate::distribute::ShardSource) for data-parallel ranks: counted from the datasets'
 //! shapes, read from any row (a rank's run of rows starts where it starts, reading only
 //! the chunks from there), so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record)
 //! deals each rank an equal run of rows, across file boundaries.
 
-use std::sync::Arc;
+use super::{ArrayD, Element, Hdf5Dataset};
+use crate::format::arrays::{self, shard_source_type};
 
-use futures::future::BoxFuture;
-use futures::stream::{self, StreamExt, TryStreamExt};
-
-use super::{ArrayD, Element, Hdf5Dataset, OPEN_AT_ONCE, STAGE, open_hdf5};
-use crate::Dataset;
-use crate::distribute::{ShardSource, Unit};
-use crate::runtime;
-use crate::storage;
-
-/// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`]: made by
+shard_source_type! {
+/// The rows (or slices) of an [`Hdf5Dataset`] as a [`ShardSource`](crate::distribute::ShardSource): made by
 /// [`Hdf5Dataset::shard_source`] or [`Hdf5Dataset::shard_source_labeled`]; an element is
 /// what the dataset's `build` (or `build_labeled`) yields.
-pub struct Hdf5Shards<Out> {
-    config: Hdf5Dataset,
-    build: Arc<dyn Fn(Hdf5Dataset) -> Dataset<Out> + Send + Sync>,
-}
-
-impl<Out> Clone for Hdf5Shards<Out> {
-    fn clone(&self) -> Self {
-        Hdf5Shards {
-            config: self.config.clone(),
-            build: Arc::clone(&self.build),
-        }
-    }
-}
-
-impl<Out> std::fmt::Debug for Hdf5Shards<Out> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hdf5Shards")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
+Hdf5Shards, Hdf5Dataset
 }
 
 impl Hdf5Dataset {
-    /// This dataset as a [`ShardSource`] for
+    /// This dataset as a [`ShardSource`](crate::distribute::ShardSource) for
     /// [`Distribute::plan`](crate::distribute::Distribute::plan): each rank reads only its
     /// files (by file) or an equal run of rows (by record: HDF5 reads from any row), its
     /// elements those of [`build`](Self::build). Its own [`shard`](Self::shard) is ignored.
@@ -71,10 +45,7 @@ impl Hdf5Dataset {
             "Hdf5Dataset::shard_source: labels were set with `with_labels`; use \
              `shard_source_labeled`"
         );
-        Hdf5Shards {
-            config: self,
-            build: Arc::new(|config: Hdf5Dataset| config.build::<T>()),
-        }
+        Hdf5Shards(arrays::shards::<_, T, T, _>(self, Hdf5Dataset::build::<T>))
     }
 
     /// As [`shard_source`](Self::shard_source), each element with its labels (those of
@@ -90,82 +61,9 @@ impl Hdf5Dataset {
             self.labels.is_some(),
             "Hdf5Dataset::shard_source_labeled: no labels dataset: set one with `with_labels`"
         );
-        Hdf5Shards {
-            config: self,
-            build: Arc::new(|config: Hdf5Dataset| config.build_labeled::<T, L>()),
-        }
-    }
-}
-
-impl<Out: Send + 'static> ShardSource for Hdf5Shards<Out> {
-    type Item = Out;
-
-    fn names(&self) -> Vec<String> {
-        self.config.files.iter().map(ToString::to_string).collect()
-    }
-
-    /// Each file's rows (or slices): its superblock and the dataset's header are read, a few
-    /// files at once, nothing of the data.
-    fn count(&self) -> BoxFuture<'_, anyhow::Result<Vec<u64>>> {
-        let path = self.config.dataset.clone();
-        let slices = self.config.slices;
-        let patches = self.config.patches.as_ref().map(|p| p.per_file);
-        let select = self.config.select.clone();
-        Box::pin(
-            stream::iter(self.config.files.clone())
-                .map(move |location| {
-                    let (path, select) = (path.clone(), select.clone());
-                    async move {
-                        let identity = storage::identity(&location).await?;
-                        let handle = tokio::runtime::Handle::current();
-                        let task = runtime::spawn_blocking(STAGE, move || {
-                            let file = open_hdf5(&location, identity, handle)?;
-                            let data = file.dataset(&path).map_err(|e| {
-                                anyhow::anyhow!("{location}: no dataset `{path}` ({e})")
-                            })?;
-                            let rows = data.shape().first().copied().ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "{location}: dataset `{path}` is a scalar: it has no rows"
-                                )
-                            })?;
-                            let rows = match select.as_ref().and_then(|r| r.first()) {
-                                Some(r) if r.start <= r.end && r.end <= rows => r.end - r.start,
-                                Some(r) => anyhow::bail!(
-                                    "{location}: dataset `{path}`: the selected rows {r:?} are \
-                                     outside its {rows} rows"
-                                ),
-                                None => rows,
-                            };
-                            if let Some(per_file) = patches {
-                                return anyhow::Ok(per_file);
-                            }
-                            anyhow::Ok(slices.map_or(rows, |k| rows.div_ceil(k)))
-                        })?;
-                        task.await.map_err(|e| runtime::join_error(STAGE, e))?
-                    }
-                })
-                .buffered(OPEN_AT_ONCE)
-                .try_collect(),
-        )
-    }
-
-    /// Rows (or slices) `unit.start..unit.end` of the file (of its selected rows, with
-    /// [`select`](Hdf5Dataset::select)): only the chunks holding them are
-    /// read, blocks starting at `unit.start`.
-    fn read(&self, unit: Unit) -> Dataset<Out> {
-        let mut config = self.config.clone();
-        config.files = vec![config.files[unit.file].clone()];
-        config.shard = (1, 0);
-        // Rows, or runs of k rows; patches by their index in the file's draw.
-        let k = config.slices.unwrap_or(1);
-        config.only_rows = Some(match config.patches {
-            Some(_) => unit.start..unit.end,
-            None => unit.start.saturating_mul(k)..unit.end.saturating_mul(k),
-        });
-        (self.build)(config)
-    }
-
-    fn seekable_records(&self) -> bool {
-        true
+        Hdf5Shards(arrays::shards::<_, T, L, _>(
+            self,
+            Hdf5Dataset::build_labeled::<T, L>,
+        ))
     }
 }
