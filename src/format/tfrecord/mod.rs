@@ -1,4 +1,6 @@
-//! Reading TFRecord files: a length-prefixed, CRC-checked codec and the dataset over files.
+//! TFRecord files: the length-prefixed, CRC-checked codec and the dataset over files (here);
+//! the writer (`writer.rs`); indexes in DALI's format (`index.rs`), random access through them
+//! (`indexed.rs`) and indexes written while reading (`index_on_read.rs`).
 //!
 //! The framing (TensorFlow's `tensorflow/core/lib/io/record_writer.cc`):
 //! `u64 LE length | u32 LE masked_crc32c(length) | payload | u32 LE masked_crc32c(payload)`.
@@ -19,7 +21,6 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::files::{FileFormat, read_files};
-use super::index_on_read::{IndexOnRead, IndexTarget};
 use super::{Compression, masked_crc32c};
 use crate::engine::Dataset;
 use crate::error::Error;
@@ -27,13 +28,24 @@ use crate::options::Parallelism;
 use crate::storage::Location;
 use crate::storage::blocks::{BlockCursor, reader_blocks};
 use crate::storage::compression::damage;
+use index_on_read::IndexOnRead;
+
+mod index;
+mod index_on_read;
+mod indexed;
+mod writer;
+
+pub use index::{IndexEntry, TFRecordIndex};
+pub use index_on_read::IndexTarget;
+pub use indexed::IndexedTFRecords;
+pub use writer::TFRecordWriter;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
 /// A frame's bytes besides its payload: the 12-byte header and the 4-byte footer.
 pub(crate) const FRAME_OVERHEAD: u64 = (HEADER + FOOTER) as u64;
 /// Records longer than this (1 GiB) are refused by the reader, as data loss, and by
-/// [`TFRecordWriter::write`](super::TFRecordWriter::write), which writes nothing of them
+/// [`TFRecordWriter::write`](TFRecordWriter::write), which writes nothing of them
 /// (TensorFlow's records are protocol buffers, at most 2 GiB); a damaged length field never
 /// turns into a large allocation.
 pub(crate) const MAX_RECORD_LEN: u64 = 1 << 30;
@@ -498,7 +510,7 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// For random access (exact sharding by record, a global shuffle of the records across
 /// files), index the files (or let this reader index them as it reads them:
 /// [`write_index`](TFRecordDataset::write_index)) and read them through
-/// [`IndexedTFRecords`](super::IndexedTFRecords).
+/// [`IndexedTFRecords`](IndexedTFRecords).
 ///
 /// # Errors
 ///
@@ -507,7 +519,7 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// [`ignore_errors`](Dataset::ignore_errors) skips the rest of a damaged file, as in
 /// TensorFlow. A record longer than 1 GiB (2^30 bytes) is refused the same way ("record length
 /// N larger than 1073741824"): such a length field is taken for damage, never allocated;
-/// [`TFRecordWriter::write`](super::TFRecordWriter::write) refuses to write such a record. A
+/// [`TFRecordWriter::write`](TFRecordWriter::write) refuses to write such a record. A
 /// compressed file whose stream is damaged (truncated, or not compressed as declared) is a
 /// `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
 /// `DataLossError` "inflate() failed ..."), after the records before the damage: it names the
@@ -605,11 +617,11 @@ impl TFRecordDataset {
     }
 
     /// Writes the index of each file read whole (DALI's `tfrecord2idx` format, what
-    /// [`TFRecordIndex::build`](super::TFRecordIndex::build) returns and the `tfrecord index`
+    /// [`TFRecordIndex::build`](TFRecordIndex::build) returns and the `tfrecord index`
     /// tool writes, byte for byte) to `target`, as a side effect of reading it: from the
     /// offsets the reader sees anyway, with no second pass over the file. The next epoch (or
     /// a job) can then read the files with random access through
-    /// [`IndexedTFRecords`](super::IndexedTFRecords).
+    /// [`IndexedTFRecords`](IndexedTFRecords).
     ///
     /// - **When**: once a file's reader has found its end, having read every record from
     ///   the file's start with no error. A file read in part writes nothing: an epoch dropped

@@ -6,9 +6,9 @@ use std::path::Path;
 use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
-use super::Compression;
-use super::tfrecord::{FRAME_OVERHEAD, MAX_RECORD_LEN, TFRecordFrames};
+use super::{FRAME_OVERHEAD, MAX_RECORD_LEN, TFRecordFrames};
 use crate::error::Error;
+use crate::format::Compression;
 use crate::storage::Location;
 
 /// Where one record lies in its TFRecord file: the offset of its header and the length of the
@@ -164,7 +164,7 @@ impl TFRecordIndex {
         let location = location.into();
         let name = location.to_string();
         refuse_compressed(&location)?;
-        let opened = super::files::open_blocks(
+        let opened = crate::format::files::open_blocks(
             &location,
             Compression::None,
             crate::storage::local::DEFAULT_BLOCK,
