@@ -13,6 +13,7 @@ mod fixed_length;
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
 mod json_lines;
+mod options;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 mod parse_example;
