@@ -585,6 +585,33 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         1 << 20,
         1 << 10
     );
+    // The options every file reader shares are keyed in one place: the compression, for all.
+    differ!(
+        "CsvDataset compression",
+        |c| csv().compression(c).build(),
+        Compression::None,
+        Compression::Auto
+    );
+    differ!(
+        "FixedLengthRecordDataset compression",
+        |c| FixedLengthRecordDataset::new([&text], 4)
+            .compression(c)
+            .build(),
+        Compression::None,
+        Compression::Auto
+    );
+    differ!(
+        "JsonLinesDataset compression",
+        |c| JsonLinesDataset::new([&json]).compression(c).build(),
+        Compression::None,
+        Compression::Auto
+    );
+    differ!(
+        "WebDataset compression",
+        |c| WebDataset::new(&shards).compression(c).build(),
+        Compression::Auto,
+        Compression::None
+    );
 
     // Operations.
     let inner = |x: i64| Dataset::range(0, 5).map(move |y| x * 10 + y);
@@ -880,6 +907,18 @@ async fn speed_parameters_can_change_between_save_and_resume() -> anyhow::Result
         "TFRecordDataset buffer_size and memory_map",
         || records(64, false).shuffle(20, Some(1)),
         || records(1 << 16, true).shuffle(20, Some(1)),
+    )
+    .await;
+    let text = dir.path().join("lines.txt");
+    std::fs::write(
+        &text,
+        (0..300).map(|i| format!("line {i}\n")).collect::<String>(),
+    )?;
+    let lines = |buffer: usize| TextLineDataset::new([&text]).buffer_size(buffer).build();
+    resumes_across(
+        "TextLineDataset buffer_size",
+        || lines(16),
+        || lines(1 << 16),
     )
     .await;
     Ok(())

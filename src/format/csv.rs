@@ -11,13 +11,12 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
-use super::Compression;
 use super::files::{FileFormat, Start, read_files};
+use super::options::{FileOptions, file_options};
 use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Dataset;
 use crate::engine::Resumable;
-use crate::options::Parallelism;
 use crate::storage::compression::damage;
 
 /// One parsed CSV field.
@@ -739,16 +738,13 @@ fn at(data: &[u8], eof: bool, pos: usize) -> Result<Option<u8>, More> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct CsvDataset {
-    files: Vec<Location>,
+    files: FileOptions,
     columns: Vec<Column>,
     header: bool,
     delimiter: u8,
     quoting: bool,
     na_value: String,
     select: Option<Vec<usize>>,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
 }
 
 impl CsvDataset {
@@ -758,16 +754,13 @@ impl CsvDataset {
         columns: impl IntoIterator<Item = Column>,
     ) -> Self {
         CsvDataset {
-            files: files.into_iter().map(Into::into).collect(),
+            files: FileOptions::new(files),
             columns: columns.into_iter().collect(),
             header: false,
             delimiter: b',',
             quoting: true,
             na_value: String::new(),
             select: None,
-            compression: Compression::None,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
         }
     }
 
@@ -801,30 +794,6 @@ impl CsvDataset {
         self
     }
 
-    /// GZIP / ZLIB / by extension (default: none).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read from a file at a time (default 1 MiB).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(bytes > 0, "CsvDataset: buffer_size must be at least 1");
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many files at once (tf.data's `num_parallel_reads`), and opens as many more
-    /// ahead, so the next files' first bytes arrive while the current ones are read.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
-    }
-
     /// The dataset.
     ///
     /// # Panics
@@ -847,7 +816,7 @@ impl CsvDataset {
                 "CsvDataset: select_cols should match output size"
             );
         }
-        let (buffer_size, compression) = (self.buffer_size, self.compression);
+        let buffer_size = self.files.blocks.buffer_size;
         let key = crate::hash::Key::new()
             .bytes(format!("{:?}", self.columns).as_bytes())
             .flag(self.header)
@@ -855,7 +824,6 @@ impl CsvDataset {
             .flag(self.quoting)
             .bytes(self.na_value.as_bytes())
             .bytes(format!("{:?}", self.select).as_bytes())
-            .word(self.compression as u64)
             .finish();
         let config = Arc::new(Config {
             columns: self.columns,
@@ -868,9 +836,8 @@ impl CsvDataset {
         let format = FileFormat {
             stage: STAGE,
             decode: Arc::new(move |file, name, start| {
+                let compressed = file.decompressed;
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
-                let compressed = compression.for_extension(Location::parse(name).extension())
-                    != Compression::None;
                 let config = Arc::clone(&config);
                 Box::pin(csv_rows(
                     reader,
@@ -881,12 +848,11 @@ impl CsvDataset {
                     start,
                 ))
             }),
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: false,
             resumable: true,
             key,
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format)
     }
 }
+
+file_options!(CsvDataset, "file");

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use futures::stream::{self, Stream, StreamExt};
 
 use super::Compression;
+use super::options::{BlockOptions, FileOptions};
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
 use crate::engine::{BoxStream, Cardinality, Dataset};
@@ -43,22 +44,18 @@ pub(crate) struct Opened {
     pub(crate) location: Location,
 }
 
-/// How to read each file of a file dataset.
+/// How to read each file of a file dataset (what the files are and how they are read as
+/// blocks is the [`FileOptions`] given with it).
 pub(crate) struct FileFormat<T> {
     /// The stage name of each file's reader (`tfrecord`, `text_line`).
     pub(crate) stage: &'static str,
     pub(crate) decode: Decode<T>,
-    pub(crate) compression: Compression,
-    pub(crate) buffer_size: usize,
-    /// Map local, uncompressed files into memory rather than read them (see
-    /// `TFRecordDataset::memory_map`).
-    pub(crate) memory_map: bool,
     /// The decoder saves its position (`[offset, record]`) and gives each element's start
     /// offset as its position.
     pub(crate) resumable: bool,
-    /// The reader's parameters that decide its elements (compression, a record's layout, a
-    /// damaged-data policy), for the recipe's fingerprint; not those that only change its
-    /// speed (buffer sizes, memory maps).
+    /// The format's own parameters that decide its elements (a record's layout, a
+    /// damaged-data policy), for the recipe's fingerprint; the options every reader shares
+    /// are keyed beside them ([`key`](FileFormat::key)).
     pub(crate) key: u64,
 }
 
@@ -67,30 +64,43 @@ impl<T> Clone for FileFormat<T> {
         FileFormat {
             stage: self.stage,
             decode: Arc::clone(&self.decode),
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: self.memory_map,
             resumable: self.resumable,
             key: self.key,
         }
     }
 }
 
-/// The elements of `files` in order, or `num_parallel_reads` files at once through
+impl<T> FileFormat<T> {
+    /// The key of a reader of this format whose files are read as `blocks` says, for the
+    /// recipe's fingerprint: the shared options that decide the elements
+    /// ([`BlockOptions::key`]) and the format's own.
+    pub(crate) fn key(&self, blocks: &BlockOptions) -> u64 {
+        crate::hash::Key::new()
+            .word(blocks.key())
+            .word(self.key)
+            .finish()
+    }
+}
+
+/// The elements of the files in order, or `num_parallel_reads` files at once through
 /// `parallel_interleave` (one element from each in turn, deterministically), with as many
 /// more opened ahead: the next files' first bytes (a round trip to object storage) arrive
 /// while the current ones are read, instead of after each ends.
 pub(crate) fn read_files<T: Send + 'static>(
-    files: Vec<Location>,
+    options: FileOptions,
     format: FileFormat<T>,
-    num_parallel_reads: Option<Parallelism>,
 ) -> Dataset<T> {
+    let FileOptions {
+        files,
+        num_parallel_reads,
+        blocks,
+    } = options;
     // The list of names and the interleave over them are plumbing: the statistics show the
     // readers as one stage, with the interleave's parallelism, as if the user had written
     // `list_files(..).parallel_interleave(n, 1, AUTOTUNE, |f| read(f))`.
     let files = Dataset::from_vec(files).hidden();
-    let key = format.key;
-    let read = move |path: Location| file_elements(path, format.clone());
+    let key = format.key(&blocks);
+    let read = move |path: Location| file_elements(path, format.clone(), blocks);
     match num_parallel_reads {
         None => files.flat_map(read).hidden().keyed(key),
         Some(n) => {
@@ -131,7 +141,11 @@ impl Drop for BlockBytes {
 /// Saved state: the decoder's `[offset, record]` (after the last element yielded), then the
 /// file's size and version ([`Identity`]) once it is open. An element's position is its start
 /// offset and the digest of the file's identity ([`position`]).
-fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Dataset<T> {
+fn file_elements<T: Send + 'static>(
+    path: Location,
+    format: FileFormat<T>,
+    blocks: BlockOptions,
+) -> Dataset<T> {
     let resumable = format.resumable;
     Dataset::stage_resumable(
         format.stage,
@@ -148,7 +162,7 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
             if let Some(provs) = ctx.replaying() {
                 let provs = Arc::clone(provs);
                 let stage = format.stage;
-                let records = replay(path, format, Arc::clone(&provs), stats, files);
+                let records = replay(path, format, blocks, Arc::clone(&provs), stats, files);
                 return Box::pin(Replayed::new(records, provs, stage));
             }
             let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
@@ -161,17 +175,9 @@ fn file_elements<T: Send + 'static>(path: Location, format: FileFormat<T>) -> Da
             let stage = format.stage;
             let open = async move {
                 let name = path.to_string();
-                let (compression, size) = (format.compression, format.buffer_size);
-                let opened = open_blocks(
-                    &path,
-                    compression,
-                    size,
-                    format.memory_map,
-                    stats,
-                    start.offset,
-                )
-                .await
-                .and_then(|opened| unchanged(opened, expected, &name));
+                let opened = open_blocks(&path, blocks, stats, start.offset)
+                    .await
+                    .and_then(|opened| unchanged(opened, expected, &name));
                 match opened {
                     Ok(opened) => {
                         let identity = opened.identity;
@@ -280,6 +286,7 @@ fn skip_to(mut opened: Opened, offset: u64) -> Opened {
 async fn replay<T: Send + 'static>(
     path: Location,
     format: FileFormat<T>,
+    blocks: BlockOptions,
     provs: Arc<[Prov]>,
     stats: Option<Arc<crate::stats::StageCounters>>,
     files: crate::checkpoint::opened::Ledger,
@@ -305,16 +312,9 @@ async fn replay<T: Send + 'static>(
     let (Some(&first), Some(&last)) = (offsets.iter().min(), offsets.iter().max()) else {
         return Ok(Vec::new());
     };
-    let opened = open_blocks(
-        &path,
-        format.compression,
-        format.buffer_size,
-        format.memory_map,
-        stats,
-        first,
-    )
-    .await
-    .map_err(|e| gone(&name, &e))?;
+    let opened = open_blocks(&path, blocks, stats, first)
+        .await
+        .map_err(|e| gone(&name, &e))?;
     let opened = unchanged(opened, files.expected(&path), &name)?;
     if let Some(now) = opened.identity
         && digests.clone().any(|d| d != 0 && d != now.digest())
@@ -407,6 +407,7 @@ fn from_position(prov: &Prov) -> anyhow::Result<(u64, u64, Option<u64>)> {
 pub(crate) fn replay_files<T: Send + 'static>(
     files: Arc<[Location]>,
     format: FileFormat<T>,
+    blocks: BlockOptions,
     provs: Arc<[Prov]>,
     stats: Option<Arc<crate::stats::StageCounters>>,
     ledger: crate::checkpoint::opened::Ledger,
@@ -441,7 +442,7 @@ pub(crate) fn replay_files<T: Send + 'static>(
                         "a saved position names file {file}, past the dataset's list"
                     ))
                 })?;
-                let records = replay(path, format, offsets.into(), stats, ledger).await?;
+                let records = replay(path, format, blocks, offsets.into(), stats, ledger).await?;
                 anyhow::Ok((records, places))
             }
         });
@@ -622,7 +623,7 @@ impl<T> Resumable for FileReader<T> {
 
 /// Opens one file as its (decompressed) blocks from (decompressed) byte `offset` on,
 /// `buffer_size` bytes each, read ahead (with `memory_map`, a local file not compressed is
-/// mapped window by window instead). With `stats`, each block's bytes count in the stage's
+/// mapped window by window instead), as `blocks` says. With `stats`, each block's bytes count in the stage's
 /// statistics.
 ///
 /// A file read as it is (not compressed) is read from the offset: positioned reads of a
@@ -632,12 +633,15 @@ impl<T> Resumable for FileReader<T> {
 /// end reads nearly the whole file again).
 pub(crate) async fn open_blocks(
     path: &Location,
-    compression: Compression,
-    buffer_size: usize,
-    memory_map: bool,
+    blocks: BlockOptions,
     stats: Option<Arc<crate::stats::StageCounters>>,
     offset: u64,
 ) -> anyhow::Result<Opened> {
+    let BlockOptions {
+        compression,
+        buffer_size,
+        memory_map,
+    } = blocks;
     let compression = compression.for_extension(path.extension());
     let decompressed = compression != Compression::None;
     let memory_map = memory_map && !decompressed;

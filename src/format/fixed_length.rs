@@ -12,11 +12,10 @@ use crate::engine::Resumable;
 use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
-use super::Compression;
 use super::files::{FileFormat, Start, read_files};
+use super::options::{FileOptions, file_options};
 use crate::Error;
 use crate::engine::Dataset;
-use crate::options::Parallelism;
 use crate::storage::compression::damage;
 
 /// Splits a byte stream into fixed-length records, holding back `footer` bytes so the footer
@@ -298,11 +297,8 @@ impl Layout {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FixedLengthRecordDataset {
-    files: Vec<Location>,
+    files: FileOptions,
     layout: Layout,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
 }
 
 impl FixedLengthRecordDataset {
@@ -317,15 +313,12 @@ impl FixedLengthRecordDataset {
             "FixedLengthRecordDataset: record_bytes must be at least 1"
         );
         FixedLengthRecordDataset {
-            files: files.into_iter().map(Into::into).collect(),
+            files: FileOptions::new(files),
             layout: Layout {
                 record: record_bytes,
                 header: 0,
                 footer: 0,
             },
-            compression: Compression::None,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
         }
     }
 
@@ -341,45 +334,15 @@ impl FixedLengthRecordDataset {
         self
     }
 
-    /// GZIP / ZLIB / by extension (default: none).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read from a file at a time (default 1 MiB).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(
-            bytes > 0,
-            "FixedLengthRecordDataset: buffer_size must be at least 1"
-        );
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many files at once (tf.data's `num_parallel_reads`), and opens as many more
-    /// ahead, so the next files' first bytes arrive while the current ones are read.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
-    }
-
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
         let layout = self.layout;
-        let compression = self.compression;
         let format = FileFormat {
             stage: STAGE,
             decode: Arc::new(move |file, name, start| {
                 // A local regular file read as it is has a size to check first, as
                 // TensorFlow does (a pipe or device has none: it is read to its end).
-                let location = Location::parse(name);
-                let local = location.as_path().is_some()
-                    && compression.for_extension(location.extension()) == Compression::None;
+                let local = file.location.as_path().is_some() && !file.decompressed;
                 let size = file.identity.filter(|_| local).map(|file| file.size);
                 let first = match size {
                     Some(size) => layout.check(size, name),
@@ -388,17 +351,15 @@ impl FixedLengthRecordDataset {
                 let reader = tokio_util::io::StreamReader::new(file.blocks);
                 Box::pin(fixed_length_records(reader, name, layout, start, first))
             }),
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: false,
             resumable: true,
             key: crate::hash::Key::new()
                 .word(layout.record as u64)
                 .word(layout.header as u64)
                 .word(layout.footer as u64)
-                .word(compression as u64)
                 .finish(),
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format)
     }
 }
+
+file_options!(FixedLengthRecordDataset, "file");

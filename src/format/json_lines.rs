@@ -8,13 +8,12 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use serde::de::DeserializeOwned;
 
-use super::Compression;
 use super::files::{FileFormat, read_files};
+use super::options::{FileOptions, file_options};
 use super::text::Lines;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Dataset;
 use crate::engine::Resumable;
-use crate::options::Parallelism;
 use crate::storage::Location;
 
 /// The stage's name in statistics, errors and checkpoints.
@@ -23,7 +22,8 @@ const STAGE: &str = "json_lines";
 /// The lines of JSON-lines files (`.jsonl`, `.ndjson`) as a [`Dataset`] of
 /// [`serde_json::Value`]s ([`build`](Self::build)) or of a type of yours that implements
 /// [`Deserialize`](serde::Deserialize) ([`build_as`](Self::build_as)). Files are local
-/// paths or URLs, plain or compressed ([`Compression::Auto`] goes by the `.gz` extension).
+/// paths or URLs, plain or compressed ([`Compression::Auto`](super::Compression::Auto) goes
+/// by the `.gz` extension).
 ///
 /// Lines are split as [`TextLineDataset`](super::TextLineDataset) splits them (`\n`, and
 /// `\r` dropped); a line of nothing but spaces or tabs is skipped (as pandas'
@@ -59,48 +59,15 @@ const STAGE: &str = "json_lines";
 /// ```
 #[derive(Debug, Clone)]
 pub struct JsonLinesDataset {
-    files: Vec<Location>,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
+    files: FileOptions,
 }
 
 impl JsonLinesDataset {
     /// The lines of these files, in this order.
     pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
         JsonLinesDataset {
-            files: files.into_iter().map(Into::into).collect(),
-            compression: Compression::None,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
+            files: FileOptions::new(files),
         }
-    }
-
-    /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(
-            bytes > 0,
-            "JsonLinesDataset: buffer_size must be at least 1"
-        );
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many files at once (one value from each in turn, deterministically), and
-    /// opens as many more ahead.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
     }
 
     /// The values, as [`serde_json::Value`]s.
@@ -120,19 +87,17 @@ impl JsonLinesDataset {
                     _values: PhantomData,
                 })
             }),
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: false,
             resumable: true,
             // The type the lines are read as decides which are errors.
             key: crate::hash::Key::new()
-                .word(self.compression as u64)
                 .bytes(std::any::type_name::<T>().as_bytes())
                 .finish(),
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format)
     }
 }
+
+file_options!(JsonLinesDataset, "file");
 
 /// One file's values: its lines, each parsed.
 #[must_use = "streams do nothing unless polled"]

@@ -14,16 +14,13 @@ mod files;
 mod fixed_length;
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
-mod index_on_read;
-mod indexed;
 mod json_lines;
+mod options;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 mod parse_example;
 mod text;
 mod tfrecord;
-mod tfrecord_index;
-mod tfrecord_writer;
 mod webdataset;
 #[cfg(feature = "zarr")]
 pub mod zarr;
@@ -36,17 +33,16 @@ pub use example::{
     SequenceExample,
 };
 pub use fixed_length::FixedLengthRecordDataset;
-pub use index_on_read::IndexTarget;
-pub use indexed::IndexedTFRecords;
 pub use json_lines::JsonLinesDataset;
 pub use parse_example::{
     ExampleView, FeatureSpec, ParseSpec, Parsed, ParsedExample, ViewBytes, ViewFloats, ViewInt64s,
     parse_example, parse_single_example, parse_single_example_view,
 };
 pub use text::{TextLineDataset, text_lines};
-pub use tfrecord::{TFRecordDataset, tfrecord_records};
-pub use tfrecord_index::{IndexEntry, TFRecordIndex};
-pub use tfrecord_writer::TFRecordWriter;
+pub use tfrecord::{
+    IndexEntry, IndexTarget, IndexedTFRecords, TFRecordDataset, TFRecordIndex, TFRecordWriter,
+    tfrecord_records,
+};
 pub use webdataset::{Sample, ShardWriter, WebDataset, webdataset_samples};
 
 /// TensorFlow's masked CRC32C: `((crc >> 15) | (crc << 17)) + 0xa282ead8`.

@@ -10,16 +10,15 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
-use super::Compression;
 use super::files::{
     FileFormat, Start, gone, identity_words, open_blocks, position, read_files, replay_files,
     restored_start, unchanged,
 };
+use super::options::{BlockOptions, FileOptions, file_options};
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
 use crate::engine::{Cardinality, Dataset};
 use crate::error::Error;
-use crate::options::Parallelism;
 use crate::runtime::{self, Task};
 use crate::stats::StageCounters;
 use crate::storage::blocks::{BlockCursor, Blocks, reader_blocks};
@@ -303,45 +302,15 @@ impl<S> Resumable for Lines<S> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct TextLineDataset {
-    files: Vec<Location>,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
+    files: FileOptions,
 }
 
 impl TextLineDataset {
     /// The lines of these files, in this order.
     pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
         TextLineDataset {
-            files: files.into_iter().map(Into::into).collect(),
-            compression: Compression::None,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
+            files: FileOptions::new(files),
         }
-    }
-
-    /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read from a file at a time (default 1 MiB; two blocks are read ahead).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(bytes > 0, "TextLineDataset: buffer_size must be at least 1");
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many files at once (tf.data's `num_parallel_reads`), and opens as many more
-    /// ahead, so the next files' first bytes arrive while the current ones are read.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
     }
 
     /// The dataset (see [`TextLineDataset`] for how files are read).
@@ -351,60 +320,58 @@ impl TextLineDataset {
             decode: Arc::new(|file, name, start| {
                 Box::pin(Lines::new(file.blocks, name).starting_at(start))
             }),
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: false,
             resumable: true,
-            key: crate::hash::Key::new()
-                .word(self.compression as u64)
-                .finish(),
+            // No parameters of its own.
+            key: 0,
         };
-        let Some(n) = self.num_parallel_reads else {
-            let files: Arc<[Location]> = self.files.into();
-            let key = crate::hash::Key::new()
-                .word(format.key)
-                .word(files.len() as u64)
-                .finish();
-            return Dataset::stage_resumable(
-                STAGE,
-                Cardinality::Unknown,
-                crate::options::Options::default(),
-                0,
-                crate::engine::Counting::Wrapped,
-                move |ctx| -> crate::engine::BoxStream<Bytes> {
-                    ctx.gauge();
-                    let stats = ctx.stats_handle();
-                    if let Some(provs) = ctx.replaying() {
-                        let (files, format) = (Arc::clone(&files), format.clone());
-                        let ledger = ctx.files().clone();
-                        return replay_files(files, format, Arc::clone(provs), stats, ledger);
-                    }
-                    let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
-                        Some(Ok(restored)) => restored,
-                        Some(Err(e)) => return crate::engine::error_stream(e),
-                        None => (0, Start::default(), None),
-                    };
-                    if let Some(stats) = &stats {
-                        stats.set_buffer_limit(3 * CHUNK_LINES);
-                    }
-                    let reader = ReadLines {
-                        ledger: ctx.files().clone(),
-                        files: Arc::clone(&files),
-                        first,
-                        start,
-                        expected,
-                        compression: format.compression,
-                        buffer_size: format.buffer_size,
-                        stats,
-                    };
-                    Box::pin(LineChunks::new(reader))
-                },
-            )
-            .keyed(key);
-        };
-        read_files(self.files, format, Some(n))
+        if self.files.num_parallel_reads.is_some() {
+            return read_files(self.files, format);
+        }
+        let blocks = self.files.blocks;
+        let files: Arc<[Location]> = self.files.files.into();
+        let key = crate::hash::Key::new()
+            .word(format.key(&blocks))
+            .word(files.len() as u64)
+            .finish();
+        Dataset::stage_resumable(
+            STAGE,
+            Cardinality::Unknown,
+            crate::options::Options::default(),
+            0,
+            crate::engine::Counting::Wrapped,
+            move |ctx| -> crate::engine::BoxStream<Bytes> {
+                ctx.gauge();
+                let stats = ctx.stats_handle();
+                if let Some(provs) = ctx.replaying() {
+                    let (files, format) = (Arc::clone(&files), format.clone());
+                    let ledger = ctx.files().clone();
+                    return replay_files(files, format, blocks, Arc::clone(provs), stats, ledger);
+                }
+                let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
+                    Some(Ok(restored)) => restored,
+                    Some(Err(e)) => return crate::engine::error_stream(e),
+                    None => (0, Start::default(), None),
+                };
+                if let Some(stats) = &stats {
+                    stats.set_buffer_limit(3 * CHUNK_LINES);
+                }
+                let reader = ReadLines {
+                    ledger: ctx.files().clone(),
+                    files: Arc::clone(&files),
+                    first,
+                    start,
+                    expected,
+                    blocks,
+                    stats,
+                };
+                Box::pin(LineChunks::new(reader))
+            },
+        )
+        .keyed(key)
     }
 }
+
+file_options!(TextLineDataset, "file");
 
 /// Where a [`TextLineDataset`] read in order goes on: `[file, offset, line]` then the file's
 /// identity (see [`LineChunks`]'s state).
@@ -428,8 +395,8 @@ struct ReadLines {
     start: Start,
     /// What file `first` was at the checkpoint restored from.
     expected: Option<Identity>,
-    compression: Compression,
-    buffer_size: usize,
+    /// How each file is read.
+    blocks: BlockOptions,
     stats: Option<Arc<StageCounters>>,
 }
 
@@ -518,14 +485,7 @@ impl ReadLines {
             let expected = expected.or_else(|| self.ledger.expected(path));
             let name = path.to_string();
             let stats = self.stats.clone();
-            let mut open = std::pin::pin!(open_blocks(
-                path,
-                self.compression,
-                self.buffer_size,
-                false,
-                stats,
-                start.offset,
-            ));
+            let mut open = std::pin::pin!(open_blocks(path, self.blocks, stats, start.offset));
             let opened = match futures::poll!(open.as_mut()) {
                 Poll::Ready(opened) => opened,
                 Poll::Pending => {

@@ -14,9 +14,9 @@ use tokio::io::AsyncRead;
 
 use super::Compression;
 use super::files::{FileFormat, Start, read_files};
+use super::options::{FileOptions, file_options};
 use crate::engine::Dataset;
 use crate::error::Error;
-use crate::options::Parallelism;
 use crate::storage::Location;
 use crate::storage::blocks::{BlockCursor, reader_blocks};
 use crate::storage::compression::damage;
@@ -345,11 +345,7 @@ impl<S> crate::engine::Resumable for TarSamples<S> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct WebDataset {
-    files: Vec<Location>,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
-    memory_map: bool,
+    files: FileOptions,
     max_member_size: u64,
 }
 
@@ -357,48 +353,11 @@ impl WebDataset {
     /// The samples of these shards, in this order.
     pub fn new<P: Into<Location>>(shards: impl IntoIterator<Item = P>) -> Self {
         WebDataset {
-            files: shards.into_iter().map(Into::into).collect(),
-            compression: Compression::Auto,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
-            memory_map: true,
+            files: FileOptions::new(shards)
+                .compressed(Compression::Auto)
+                .mapped(),
             max_member_size: tar::DEFAULT_MAX_MEMBER,
         }
-    }
-
-    /// How the shards are compressed (default [`Compression::Auto`]: `.gz` and `.tgz` are
-    /// GZIP, anything else plain tar).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read, or mapped, from a shard at a time (default 1 MiB; two blocks are read
-    /// ahead).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(bytes > 0, "WebDataset: buffer_size must be at least 1");
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many shards at once (tf.data's `num_parallel_reads`), and opens as many more
-    /// ahead, so the next shards' first bytes arrive while the current ones are read.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
-    }
-
-    /// Maps local shards that are not compressed into memory, a window at a time, rather than
-    /// reading them (default: on; see
-    /// [`TFRecordDataset::memory_map`](super::TFRecordDataset::memory_map) for when to turn
-    /// it off). A sample's fields are then slices of the page cache.
-    pub fn memory_map(mut self, on: bool) -> Self {
-        self.memory_map = on;
-        self
     }
 
     /// The largest member accepted (default 2 GiB): a header declaring more is data loss,
@@ -419,14 +378,16 @@ impl WebDataset {
                 Box::pin(TarSamples::new(cursor, name, max, !file.decompressed).starting_at(start))
             }),
             resumable: true,
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: self.memory_map,
-            key: crate::hash::Key::new()
-                .word(self.compression as u64)
-                .word(max)
-                .finish(),
+            key: crate::hash::Key::new().word(max).finish(),
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format)
     }
 }
+
+file_options!(
+    WebDataset,
+    "shard",
+    "default [`Compression::Auto`](crate::format::Compression::Auto): `.gz` and `.tgz` are \
+     GZIP, anything else plain tar",
+    memory_map
+);

@@ -1,4 +1,6 @@
-//! Reading TFRecord files: a length-prefixed, CRC-checked codec and the dataset over files.
+//! TFRecord files: the length-prefixed, CRC-checked codec and the dataset over files (here);
+//! the writer (`writer.rs`); indexes in DALI's format (`index.rs`), random access through them
+//! (`indexed.rs`) and indexes written while reading (`index_on_read.rs`).
 //!
 //! The framing (TensorFlow's `tensorflow/core/lib/io/record_writer.cc`):
 //! `u64 LE length | u32 LE masked_crc32c(length) | payload | u32 LE masked_crc32c(payload)`.
@@ -19,21 +21,31 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::files::{FileFormat, read_files};
-use super::index_on_read::{IndexOnRead, IndexTarget};
+use super::options::{FileOptions, file_options};
 use super::{Compression, masked_crc32c};
 use crate::engine::Dataset;
 use crate::error::Error;
-use crate::options::Parallelism;
 use crate::storage::Location;
 use crate::storage::blocks::{BlockCursor, reader_blocks};
 use crate::storage::compression::damage;
+use index_on_read::IndexOnRead;
+
+mod index;
+mod index_on_read;
+mod indexed;
+mod writer;
+
+pub use index::{IndexEntry, TFRecordIndex};
+pub use index_on_read::IndexTarget;
+pub use indexed::IndexedTFRecords;
+pub use writer::TFRecordWriter;
 
 const HEADER: usize = 12;
 const FOOTER: usize = 4;
 /// A frame's bytes besides its payload: the 12-byte header and the 4-byte footer.
 pub(crate) const FRAME_OVERHEAD: u64 = (HEADER + FOOTER) as u64;
 /// Records longer than this (1 GiB) are refused by the reader, as data loss, and by
-/// [`TFRecordWriter::write`](super::TFRecordWriter::write), which writes nothing of them
+/// [`TFRecordWriter::write`](TFRecordWriter::write), which writes nothing of them
 /// (TensorFlow's records are protocol buffers, at most 2 GiB); a damaged length field never
 /// turns into a large allocation.
 pub(crate) const MAX_RECORD_LEN: u64 = 1 << 30;
@@ -498,7 +510,7 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// For random access (exact sharding by record, a global shuffle of the records across
 /// files), index the files (or let this reader index them as it reads them:
 /// [`write_index`](TFRecordDataset::write_index)) and read them through
-/// [`IndexedTFRecords`](super::IndexedTFRecords).
+/// [`IndexedTFRecords`](IndexedTFRecords).
 ///
 /// # Errors
 ///
@@ -507,7 +519,7 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// [`ignore_errors`](Dataset::ignore_errors) skips the rest of a damaged file, as in
 /// TensorFlow. A record longer than 1 GiB (2^30 bytes) is refused the same way ("record length
 /// N larger than 1073741824"): such a length field is taken for damage, never allocated;
-/// [`TFRecordWriter::write`](super::TFRecordWriter::write) refuses to write such a record. A
+/// [`TFRecordWriter::write`](TFRecordWriter::write) refuses to write such a record. A
 /// compressed file whose stream is damaged (truncated, or not compressed as declared) is a
 /// `DataLoss` too, "GZIP inflate() failed (...)" (TensorFlow's
 /// `DataLossError` "inflate() failed ..."), after the records before the damage: it names the
@@ -537,11 +549,7 @@ fn check_index_targets(files: &[Location], compression: Compression, target: &In
 /// ```
 #[derive(Debug, Clone)]
 pub struct TFRecordDataset {
-    files: Vec<Location>,
-    compression: Compression,
-    buffer_size: usize,
-    num_parallel_reads: Option<Parallelism>,
-    memory_map: bool,
+    files: FileOptions,
     resync: bool,
     write_index: Option<IndexTarget>,
 }
@@ -550,11 +558,7 @@ impl TFRecordDataset {
     /// The records of these files, in this order.
     pub fn new<P: Into<Location>>(files: impl IntoIterator<Item = P>) -> Self {
         TFRecordDataset {
-            files: files.into_iter().map(Into::into).collect(),
-            compression: Compression::None,
-            buffer_size: crate::storage::local::DEFAULT_BLOCK,
-            num_parallel_reads: None,
-            memory_map: true,
+            files: FileOptions::new(files).mapped(),
             resync: false,
             write_index: None,
         }
@@ -605,11 +609,11 @@ impl TFRecordDataset {
     }
 
     /// Writes the index of each file read whole (DALI's `tfrecord2idx` format, what
-    /// [`TFRecordIndex::build`](super::TFRecordIndex::build) returns and the `tfrecord index`
+    /// [`TFRecordIndex::build`](TFRecordIndex::build) returns and the `tfrecord index`
     /// tool writes, byte for byte) to `target`, as a side effect of reading it: from the
     /// offsets the reader sees anyway, with no second pass over the file. The next epoch (or
     /// a job) can then read the files with random access through
-    /// [`IndexedTFRecords`](super::IndexedTFRecords).
+    /// [`IndexedTFRecords`](IndexedTFRecords).
     ///
     /// - **When**: once a file's reader has found its end, having read every record from
     ///   the file's start with no error. A file read in part writes nothing: an epoch dropped
@@ -682,62 +686,17 @@ impl TFRecordDataset {
         self
     }
 
-    /// How the files are compressed (default: none; [`Compression::Auto`] goes by extension).
-    pub fn compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Bytes read, or mapped (see [`memory_map`](Self::memory_map)), from a file at a time
-    /// (default 1 MiB; two blocks are read ahead).
-    ///
-    /// # Panics
-    ///
-    /// If `bytes` is 0.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        assert!(bytes > 0, "TFRecordDataset: buffer_size must be at least 1");
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Reads this many files at once (tf.data's `num_parallel_reads`), and opens as many more
-    /// ahead, so the next files' first bytes arrive while the current ones are read.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.num_parallel_reads = Some(n.into());
-        self
-    }
-
-    /// Maps local files that are not compressed into memory, a window of `buffer_size`
-    /// bytes at a time, rather than reading them (default: on). Records are then slices of
-    /// the page cache: no copy, no allocation per record, and records held in a shuffle
-    /// buffer pin page cache (which the kernel can reclaim) rather than heap memory. With it,
-    /// reading a TFRecord file costs little more than checking its CRCs (on two cores, W2
-    /// went from 1.97 to 3.37 GB/s and W3 from 401 to 706 thousand records/s; see
-    /// BENCHMARKS.md).
-    ///
-    /// Turn it off for files that another process may truncate or rewrite while they are
-    /// read: touching a mapped page that a truncation took away kills the process with
-    /// `SIGBUS` (each window is mapped only up to the file's length at that moment, so only a
-    /// truncation while a window is in use can do that). Files that cannot be mapped (pipes,
-    /// empty files, file systems without `mmap`) are read either way; object storage and
-    /// compressed files are never mapped.
-    pub fn memory_map(mut self, on: bool) -> Self {
-        self.memory_map = on;
-        self
-    }
-
     /// Its files and compression (for `distribute`).
     pub(crate) fn parts(&self) -> (&[Location], Compression) {
-        (&self.files, self.compression)
+        (&self.files.files, self.files.blocks.compression)
     }
 
     /// The same reader over other files, one at a time (for `distribute`).
     pub(crate) fn with_files(&self, files: Vec<Location>) -> Self {
-        TFRecordDataset {
-            files,
-            num_parallel_reads: None,
-            ..self.clone()
-        }
+        let mut reader = self.clone();
+        reader.files.files = files;
+        reader.files.num_parallel_reads = None;
+        reader
     }
 
     /// The dataset.
@@ -749,7 +708,7 @@ impl TFRecordDataset {
         let resync = self.resync;
         let index = self.write_index.clone();
         if let Some(target) = &index {
-            check_index_targets(&self.files, self.compression, target);
+            check_index_targets(&self.files.files, self.files.blocks.compression, target);
         }
         let format = FileFormat {
             stage: "tfrecord",
@@ -770,14 +729,10 @@ impl TFRecordDataset {
                 }
             }),
             resumable: true,
-            compression: self.compression,
-            buffer_size: self.buffer_size,
-            memory_map: self.memory_map,
-            key: crate::hash::Key::new()
-                .word(self.compression as u64)
-                .flag(resync)
-                .finish(),
+            key: crate::hash::Key::new().flag(resync).finish(),
         };
-        read_files(self.files, format, self.num_parallel_reads)
+        read_files(self.files, format)
     }
 }
+
+file_options!(TFRecordDataset, "file", memory_map);

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::Stream;
 
-use super::tfrecord::TFRecordFrames;
+use super::TFRecordFrames;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
 use crate::storage::Location;

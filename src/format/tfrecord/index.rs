@@ -6,9 +6,10 @@ use std::path::Path;
 use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
-use super::Compression;
-use super::tfrecord::{FRAME_OVERHEAD, MAX_RECORD_LEN, TFRecordFrames};
+use super::{FRAME_OVERHEAD, MAX_RECORD_LEN, TFRecordFrames};
 use crate::error::Error;
+use crate::format::Compression;
+use crate::format::options::BlockOptions;
 use crate::storage::Location;
 
 /// Where one record lies in its TFRecord file: the offset of its header and the length of the
@@ -164,16 +165,14 @@ impl TFRecordIndex {
         let location = location.into();
         let name = location.to_string();
         refuse_compressed(&location)?;
-        let opened = super::files::open_blocks(
-            &location,
-            Compression::None,
-            crate::storage::local::DEFAULT_BLOCK,
-            true,
-            None,
-            0,
-        )
-        .await
-        .map_err(|e| e.context(format!("opening {name}")))?;
+        let blocks = BlockOptions {
+            compression: Compression::None,
+            buffer_size: crate::storage::local::DEFAULT_BLOCK,
+            memory_map: true,
+        };
+        let opened = crate::format::files::open_blocks(&location, blocks, None, 0)
+            .await
+            .map_err(|e| e.context(format!("opening {name}")))?;
         let mut frames = TFRecordFrames::new(opened.blocks, &name);
         let mut entries = Vec::new();
         while let Some(record) = frames.next().await {

@@ -3,9 +3,9 @@
 use async_compression::tokio::write::{GzipEncoder, ZlibEncoder};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::tfrecord::MAX_RECORD_LEN;
-use super::{Compression, masked_crc32c};
+use super::MAX_RECORD_LEN;
 use crate::error::Error;
+use crate::format::{Compression, masked_crc32c};
 
 /// The destination, behind the encoder the compression needs.
 enum Out<W: AsyncWrite> {

@@ -8,13 +8,13 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{self, FuturesOrdered, Stream, StreamExt};
 
-use super::masked_crc32c;
-use super::tfrecord::FRAME_OVERHEAD;
-use super::tfrecord_index::{IndexEntry, TFRecordIndex, refuse_compressed};
+use super::FRAME_OVERHEAD;
+use super::index::{IndexEntry, TFRecordIndex, refuse_compressed};
 use crate::checkpoint::{Prov, State};
 use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
 use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
+use crate::format::masked_crc32c;
 use crate::hash::mix64;
 use crate::stats::StageCounters;
 use crate::storage::local::OpenSlot;
