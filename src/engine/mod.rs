@@ -25,7 +25,7 @@ pub(crate) mod route;
 
 pub(crate) use ctx::{Counting, Ctx};
 pub use epoch::Epoch;
-pub(crate) use op::{Input, Operation, Source, Start, Unkeyed};
+pub(crate) use op::{Input, Operation, Source, Start, Unkeyed, keyed_fields};
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{

@@ -131,6 +131,23 @@ impl<T> std::ops::Deref for Unkeyed<T> {
     }
 }
 
+/// `Hash` for an operation generic over functions (which `derive(Hash)` would require to be
+/// `Hash`), from a pattern that names every field: a field added later does not build until
+/// it is listed, as keyed (hashed into the fingerprint) or unkeyed.
+///
+/// `keyed_fields!(impl[F] Map<F> { keyed: [], unkeyed: [f] });`
+macro_rules! keyed_fields {
+    (impl[$($g:tt)*] $ty:ident<$($p:ident),*> { keyed: [$($k:ident),*], unkeyed: [$($u:ident),*] }) => {
+        impl<$($g)*> ::std::hash::Hash for $ty<$($p),*> {
+            fn hash<H: ::std::hash::Hasher>(&self, _state: &mut H) {
+                let $ty { $($k,)* $($u: _,)* } = self;
+                $(::std::hash::Hash::hash($k, _state);)*
+            }
+        }
+    };
+}
+pub(crate) use keyed_fields;
+
 /// Feeds what a [`Hash`] writes into a [`Key`]: the same on every machine and in every
 /// process (`std`'s hashers are seeded at random), one word per written value.
 struct KeyHasher(Key);

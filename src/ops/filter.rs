@@ -1,4 +1,3 @@
-use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -20,12 +19,7 @@ pub(crate) struct Filter<P> {
     pub(crate) predicate: Unkeyed<Arc<P>>,
 }
 
-impl<P> Hash for Filter<P> {
-    fn hash<H: Hasher>(&self, _: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let Filter { predicate: _ } = self;
-    }
-}
+crate::engine::keyed_fields!(impl[P] Filter<P> { keyed: [], unkeyed: [predicate] });
 
 impl<T, P> Operation<T> for Filter<P>
 where

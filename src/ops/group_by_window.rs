@@ -43,16 +43,7 @@ pub(crate) struct GroupByWindow<KF, RF, WF> {
     pub(crate) funcs: Unkeyed<Arc<Funcs<KF, RF, WF>>>,
 }
 
-impl<KF, RF, WF> std::hash::Hash for GroupByWindow<KF, RF, WF> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let GroupByWindow {
-            window_size,
-            funcs: _,
-        } = self;
-        window_size.hash(state);
-    }
-}
+crate::engine::keyed_fields!(impl[KF, RF, WF] GroupByWindow<KF, RF, WF> { keyed: [window_size], unkeyed: [funcs] });
 
 impl<T, K, U, KF, RF, WF> Operation<T> for GroupByWindow<KF, RF, WF>
 where

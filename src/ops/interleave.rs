@@ -276,18 +276,7 @@ pub(crate) struct Interleave<F> {
     pub(crate) f: crate::engine::Unkeyed<Arc<F>>,
 }
 
-impl<F> std::hash::Hash for Interleave<F> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let Interleave {
-            cycle_length,
-            block_length,
-            f: _,
-        } = self;
-        cycle_length.hash(state);
-        block_length.hash(state);
-    }
-}
+crate::engine::keyed_fields!(impl[F] Interleave<F> { keyed: [cycle_length, block_length], unkeyed: [f] });
 
 impl<T, U, F> crate::engine::Operation<T> for Interleave<F>
 where

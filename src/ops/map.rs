@@ -1,7 +1,6 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use futures::stream::Stream;
@@ -20,12 +19,7 @@ pub(crate) struct Map<F> {
     pub(crate) f: Unkeyed<Arc<F>>,
 }
 
-impl<F> Hash for Map<F> {
-    fn hash<H: Hasher>(&self, _: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let Map { f: _ } = self;
-    }
-}
+crate::engine::keyed_fields!(impl[F] Map<F> { keyed: [], unkeyed: [f] });
 
 impl<T, U, F> Operation<T> for Map<F>
 where

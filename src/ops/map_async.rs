@@ -35,15 +35,7 @@ pub(crate) struct MapAsync<F> {
     pub(crate) parallelism: Unkeyed<usize>,
 }
 
-impl<F> std::hash::Hash for MapAsync<F> {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let MapAsync {
-            f: _,
-            parallelism: _,
-        } = self;
-    }
-}
+crate::engine::keyed_fields!(impl[F] MapAsync<F> { keyed: [], unkeyed: [f, parallelism] });
 
 impl<T, U, F, Fut> Operation<T> for MapAsync<F>
 where

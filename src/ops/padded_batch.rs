@@ -17,19 +17,7 @@ pub(crate) struct PaddedBatch<T: PaddedCollate> {
     pub(crate) values: Unkeyed<T::PaddingValues>,
 }
 
-impl<T: PaddedCollate> std::hash::Hash for PaddedBatch<T> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let PaddedBatch {
-            size,
-            drop_remainder,
-            shapes: _,
-            values: _,
-        } = self;
-        size.hash(state);
-        drop_remainder.hash(state);
-    }
-}
+crate::engine::keyed_fields!(impl[T: PaddedCollate] PaddedBatch<T> { keyed: [size, drop_remainder], unkeyed: [shapes, values] });
 
 impl<T> Operation<T> for PaddedBatch<T>
 where

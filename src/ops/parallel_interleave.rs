@@ -383,19 +383,7 @@ pub(crate) struct ParallelInterleave<F> {
     pub(crate) f: crate::engine::Unkeyed<Arc<F>>,
 }
 
-impl<F> std::hash::Hash for ParallelInterleave<F> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let ParallelInterleave {
-            cycle_length,
-            block_length,
-            num_parallel_calls: _,
-            f: _,
-        } = self;
-        cycle_length.hash(state);
-        block_length.hash(state);
-    }
-}
+crate::engine::keyed_fields!(impl[F] ParallelInterleave<F> { keyed: [cycle_length, block_length], unkeyed: [num_parallel_calls, f] });
 
 impl<T, U, F> crate::engine::Operation<T> for ParallelInterleave<F>
 where

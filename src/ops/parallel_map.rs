@@ -179,15 +179,7 @@ pub(crate) struct MapParallel<T, U> {
     pub(crate) parallelism: Unkeyed<Parallelism>,
 }
 
-impl<T, U> std::hash::Hash for MapParallel<T, U> {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let MapParallel {
-            f: _,
-            parallelism: _,
-        } = self;
-    }
-}
+crate::engine::keyed_fields!(impl[T, U] MapParallel<T, U> { keyed: [], unkeyed: [f, parallelism] });
 
 impl<T: Send + 'static, U: Send + 'static> Operation<T> for MapParallel<T, U> {
     type Out = U;

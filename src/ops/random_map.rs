@@ -49,18 +49,7 @@ pub(crate) struct RandomMap<T, U> {
     pub(crate) fallback: Unkeyed<u64>,
 }
 
-impl<T, U> std::hash::Hash for RandomMap<T, U> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let RandomMap {
-            seed,
-            parallelism: _,
-            f: _,
-            fallback: _,
-        } = self;
-        seed.hash(state);
-    }
-}
+crate::engine::keyed_fields!(impl[T, U] RandomMap<T, U> { keyed: [seed], unkeyed: [parallelism, f, fallback] });
 
 impl<T: Send + 'static, U: Send + 'static> Operation<T> for RandomMap<T, U> {
     type Out = U;

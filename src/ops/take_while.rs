@@ -1,6 +1,5 @@
 //! Saved state: `[1 once the predicate has failed, else 0]` and the input's state.
 
-use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -17,12 +16,7 @@ pub(crate) struct TakeWhile<P> {
     pub(crate) predicate: Unkeyed<Arc<P>>,
 }
 
-impl<P> Hash for TakeWhile<P> {
-    fn hash<H: Hasher>(&self, _: &mut H) {
-        // Every field, keyed or not (a new one does not build until it is listed here).
-        let TakeWhile { predicate: _ } = self;
-    }
-}
+crate::engine::keyed_fields!(impl[P] TakeWhile<P> { keyed: [], unkeyed: [predicate] });
 
 impl<T, P> Operation<T> for TakeWhile<P>
 where
