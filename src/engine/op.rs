@@ -2,11 +2,12 @@
 //! ([`Dataset::then`]).
 //!
 //! An operation's type holds its parameters, and nothing else is keyed: the recipe's
-//! fingerprint hashes the type's fields ([`Hash`], derived), so a parameter added to an
-//! operation is part of the fingerprint unless it is wrapped in [`Unkeyed`] (a function,
-//! which cannot be compared, or a speed setting such as a parallelism or a buffer size, which
-//! may change between a checkpoint and its resume). The compiler checks it: a field that is
-//! neither `Hash` nor `Unkeyed` does not build.
+//! fingerprint hashes the type's fields ([`Hash`], derived; [`keyed_fields!`] for an
+//! operation generic over functions), so a parameter added to an operation is part of the
+//! fingerprint unless it is wrapped in [`Unkeyed`] (a function, which cannot be compared, or
+//! a speed setting such as a parallelism or a buffer size, which may change between a
+//! checkpoint and its resume). The compiler checks it: a field that is neither `Hash` nor
+//! `Unkeyed` (nor listed in `keyed_fields!`) does not build.
 //!
 //! [`Operation::open`] makes the operation's stream for one epoch from its input and a
 //! [`Start`]: fresh, restored from what its stream saved ([`Resumable::save`], written
