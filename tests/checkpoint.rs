@@ -111,6 +111,12 @@ async fn a_checkpoint_of_another_recipe_is_refused() {
     bytes[4] = 9;
     let err = Checkpoint::from_bytes(&bytes).unwrap_err();
     assert!(err.to_string().contains("format version 9"), "{err:#}");
+    // Versions 1 and 2 saved held elements in another layout: refused, never misread.
+    for old in [1, 2] {
+        bytes[4] = old;
+        let err = Checkpoint::from_bytes(&bytes).unwrap_err();
+        assert!(err.to_string().contains("earlier streamload"), "{err:#}");
+    }
 }
 
 #[tokio::test]

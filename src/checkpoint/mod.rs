@@ -104,11 +104,14 @@
 //! whenever `ctx.provenance()` was set at build (a stage downstream holds elements by
 //! position).
 //!
-//! A stage that holds elements in order over a small input keeps a mark of its input before
-//! the oldest element not passed on, and how many were passed on since (`engine::Marker`,
-//! restored through `engine::Skipping`); over an input that is not small it keeps each
-//! element's [`Prov`](state::Prov) (`input.last_prov()` right after the element) and
-//! replays them (`engine::resume`). A file format's decoder saves `[offset, record]` after
+//! A stage that holds elements (shuffle, batch and its family, window, group_by_window,
+//! bucket_by_sequence_length) reads its input through `engine::Hold`: over a small input
+//! each held element is an index after a mark of the input, otherwise its
+//! [`Prov`](state::Prov), and after a restore the hold hands the held elements back first.
+//! A stage that passes elements on in order from another task (prefetch, map_parallel,
+//! parallel_interleave) keeps a mark of its input before the oldest element not passed on,
+//! and how many were passed on since (`engine::Marker`, restored through
+//! `engine::Skipping`), or the elements' positions (`engine::resume`). A file format's decoder saves `[offset, record]` after
 //! the last element it yielded (never what it read ahead) and gives each element's start
 //! offset as its position; with `FileFormat::resumable` set, `format::files` opens,
 //! restores, checks and replays its files. The tests in `tests/checkpoint.rs` check a stage
@@ -122,7 +125,8 @@
 //! postcard's encoding (serde, varints):
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, the state tree, the seeds the epoch's unseeded random stages drew, and the
-//! files it opened last (version 1 had neither the CRC32C nor the files, and is still read).
+//! files it opened last. Versions 1 and 2 (before stages held their elements through
+//! `engine::Hold`) are refused with an error that says so.
 
 pub(crate) mod opened;
 pub(crate) mod state;
@@ -162,19 +166,11 @@ pub struct Checkpoint {
     pub(crate) files: Vec<(u64, u64, u64)>,
 }
 
-/// A checkpoint of format version 1 (before the ledger of opened files).
-#[derive(Deserialize)]
-struct CheckpointV1 {
-    fingerprint: u64,
-    epoch: u64,
-    state: State,
-    seeds: Vec<(u64, u64)>,
-}
-
 impl Checkpoint {
-    /// The version of [`to_bytes`](Checkpoint::to_bytes)' format. Version 1 (no checksum)
-    /// is still read; other versions are refused.
-    pub const FORMAT_VERSION: u32 = 2;
+    /// The version of [`to_bytes`](Checkpoint::to_bytes)' format; other versions are refused.
+    /// Version 3 changed how stages that hold elements (batch, shuffle, window, the
+    /// groupings) save them, so versions 1 and 2 cannot be read as they were meant.
+    pub const FORMAT_VERSION: u32 = 3;
 
     /// The epoch this checkpoint was taken in (0 for the recipe's first `iter()`).
     pub fn epoch(&self) -> u64 {
@@ -230,23 +226,6 @@ impl Checkpoint {
             .and_then(|r| r.split_at_checked(4))
             .ok_or_else(|| Error::Checkpoint("truncated checkpoint".into()))?;
         let version = u32::from_le_bytes(version.try_into().unwrap_or_default());
-        if version == 1 {
-            // Written before checkpoints had a checksum and a ledger of files: read as
-            // they are.
-            return match postcard::take_from_bytes::<CheckpointV1>(rest) {
-                Ok((v1, [])) => Ok(Checkpoint {
-                    fingerprint: v1.fingerprint,
-                    epoch: v1.epoch,
-                    state: v1.state,
-                    seeds: v1.seeds,
-                    files: Vec::new(),
-                }),
-                Ok((_, extra)) => {
-                    Err(damaged(&format!("{} bytes after its end", extra.len())).into())
-                }
-                Err(e) => Err(damaged(&e.to_string()).into()),
-            };
-        }
         let body = match version {
             Self::FORMAT_VERSION => {
                 let (crc, body) = rest
@@ -258,9 +237,18 @@ impl Checkpoint {
                 }
                 body
             }
+            1 | 2 => {
+                return Err(Error::Checkpoint(format!(
+                    "format version {version}, written by an earlier streamload whose stages \
+                     saved the elements they held in another layout; this build reads version \
+                     {} only: resume with the version that wrote it, or start the epoch again",
+                    Self::FORMAT_VERSION
+                ))
+                .into());
+            }
             _ => {
                 return Err(Error::Checkpoint(format!(
-                    "format version {version}, this build reads versions 1 and {}",
+                    "format version {version}, this build reads version {}",
                     Self::FORMAT_VERSION
                 ))
                 .into());

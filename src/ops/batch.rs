@@ -3,12 +3,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
-use pin_project::pin_project;
+use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Start, error_stream};
-use crate::engine::{Resumable, StageStream, unsupported};
+use crate::engine::{BoxStream, Cardinality, Ctx, Hold, Input, Operation, Start, error_stream};
+use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "batch";
 
@@ -32,7 +31,7 @@ pub(crate) struct Batch {
 
 impl<T: Send + 'static> Operation<T> for Batch {
     type Out = Vec<T>;
-    type Stream = BatchStream<BoxStream<T>, T>;
+    type Stream = BatchStream<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -47,12 +46,7 @@ impl<T: Send + 'static> Operation<T> for Batch {
             stage: STAGE,
         };
         let dataset = input.dataset();
-        Ok(build_with(
-            ctx,
-            &|ctx: &Ctx| dataset.build(ctx),
-            error_stream,
-            config,
-        ))
+        Ok(build_with(ctx, &|ctx: &Ctx| dataset.build(ctx), config))
     }
 }
 
@@ -72,22 +66,18 @@ pub(crate) enum Sizes {
 }
 
 /// The batch stream of one epoch over the stream `input` makes for a context: fresh, restored,
-/// or replaying saved batches (`on_error` makes an input that yields an error and ends).
+/// or replaying saved batches.
 ///
-/// Saved state (`[size index]` first when the sizes cycle): over a small input (see
-/// `Resumable::is_small`), the input's state from before the batch being filled (its members
-/// are read again after a restore); over an input that holds elements by position (a
-/// shuffle), the positions of the members gathered so far (`held`) and the input's state now.
-pub(crate) fn build_with<T, S>(
+/// Saved state: `[size index]` when the sizes cycle, then the members of the batch being
+/// filled as [`Hold`] saves them (over a small input: the mark before the first of them, read
+/// again after a restore; otherwise their positions).
+pub(crate) fn build_with<T: Send + 'static>(
     ctx: &Ctx,
-    input: &dyn Fn(&Ctx) -> S,
-    on_error: fn(anyhow::Error) -> S,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
     config: Config,
-) -> BatchStream<S, T>
-where
-    T: Send + 'static,
-    S: StageStream<T> + 'static,
-{
+) -> BatchStream<T> {
+    let failed =
+        |e, config| BatchStream::new(Hold::new(error_stream(e), false, false, STAGE), config);
     if let Some(provs) = ctx.replaying() {
         // Each saved batch is the group of its members' positions.
         let mut members = Vec::new();
@@ -103,7 +93,7 @@ where
                         config.stage,
                         &format!("saved batch is not a group: {other:?}"),
                     );
-                    return BatchStream::new(on_error(e), config, ctx);
+                    return failed(e, config);
                 }
             }
         }
@@ -111,34 +101,29 @@ where
             drop_remainder: false,
             ..config
         };
-        let mut batch = BatchStream::new(
-            input(&ctx.for_input(0).with_replay(members.into())),
-            config,
-            ctx,
-        );
+        let replay = input(&ctx.for_input(0).with_replay(members.into()));
+        let mut batch = BatchStream::new(Hold::new(replay, false, true, config.stage), config);
         batch.replay_sizes = Some(sizes);
         return batch;
     }
-    let Some(state) = ctx.restoring() else {
-        return BatchStream::new(input(ctx), config, ctx);
-    };
     let cycling = matches!(config.sizes, Sizes::Cycle(_));
-    let turn = match cycling.then(|| state.word(0)).transpose() {
+    let turn = match ctx
+        .restoring()
+        .filter(|_| cycling)
+        .map(|s| s.word(0))
+        .transpose()
+    {
         Ok(turn) => turn,
-        Err(e) => return BatchStream::new(on_error(e), config, ctx),
+        Err(e) => return failed(e, config),
     };
-    let restored = input(&ctx.for_input(0));
-    let mut batch = BatchStream::new(restored, config, ctx);
+    let hold = match Hold::open(ctx, input, false, config.stage, usize::from(cycling)) {
+        Ok(hold) => hold,
+        Err(e) => return failed(e, config),
+    };
+    let mut batch = BatchStream::new(hold, config);
     if let (Some(turn), Some((sizes, i))) = (turn, batch.sizes.as_mut()) {
         *i = turn as usize % sizes.len();
         batch.size = sizes[*i];
-    }
-    if !state.held.is_empty() {
-        // The members gathered before the checkpoint, read again at their positions.
-        let refill: BoxStream<T> = Box::pin(input(
-            &ctx.for_input(0).with_replay(state.held.clone().into()),
-        ));
-        batch.refill = Some(refill.fuse());
     }
     batch
 }
@@ -146,11 +131,9 @@ where
 /// Stream for the [`batch`](crate::Dataset::batch) method, and the batching step of
 /// [`padded_batch`](crate::Dataset::padded_batch), [`ragged_batch`](crate::Dataset::ragged_batch),
 /// [`rebatch`](crate::Dataset::rebatch) and [`rebatch_sizes`](crate::Dataset::rebatch_sizes).
-#[pin_project(project = BatchProj)]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct BatchStream<St, T> {
-    #[pin]
-    input: Fuse<St>,
+pub(crate) struct BatchStream<T> {
+    hold: Hold<T>,
     buf: Vec<T>,
     /// The size of the batch being filled.
     size: usize,
@@ -159,41 +142,32 @@ pub(crate) struct BatchStream<St, T> {
     sizes: Option<(Arc<[usize]>, usize)>,
     drop_remainder: bool,
     stage: &'static str,
-    /// The input's state before the first member of the batch being filled (small inputs).
-    mark: Option<State>,
-    /// Take marks (the input is small and can save its position).
-    marking: bool,
-    /// The members' positions, beside `buf` (inputs that are not small, or when a stage
-    /// downstream asked for positions); `None` also once the input could not say.
+    /// The members' positions, beside `buf`, when the hold keeps them; `None` also once the
+    /// input could not say.
     provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
-    /// After a restore: the members saved by position, read again before anything else.
-    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the sizes of the batches to make again.
     replay_sizes: Option<VecDeque<usize>>,
 }
 
-impl<St: Stream + Resumable, T> BatchStream<St, T> {
-    pub(crate) fn new(input: St, config: Config, ctx: &Ctx) -> Self {
-        let small = input.is_small();
-        let record = !small || ctx.provenance();
+impl<T> Unpin for BatchStream<T> {}
+
+impl<T> BatchStream<T> {
+    fn new(hold: Hold<T>, config: Config) -> Self {
         let (size, sizes) = match config.sizes {
             Sizes::One(n) => (n, None),
             Sizes::Cycle(sizes) => (sizes[0], Some((sizes, 0))),
         };
         BatchStream {
-            marking: small && input.resumable(),
-            input: input.fuse(),
+            provs: hold.recording().then(Vec::new),
+            hold,
             buf: Vec::with_capacity(size.min(4096)),
             size,
             sizes,
             drop_remainder: config.drop_remainder,
             stage: config.stage,
-            mark: None,
-            provs: record.then(Vec::new),
             last: None,
-            refill: None,
             replay_sizes: None,
         }
     }
@@ -207,90 +181,104 @@ impl<St: Stream + Resumable, T> BatchStream<St, T> {
             None => (self.size, self.size),
         }
     }
+
+    /// An error element: as tf.data's batch, it fails the batch being filled, and the
+    /// elements gathered into it are lost with it.
+    fn failed(&mut self, e: anyhow::Error) -> anyhow::Error {
+        self.buf.clear();
+        if let Some(provs) = self.provs.as_mut() {
+            provs.clear();
+            // The error passes on in a batch's place, at its own position: as a batch of it
+            // alone, made again it is that error again.
+            self.last = self.hold.prov().map(|p| Prov::group(vec![p]));
+        }
+        if let Some(sizes) = self.replay_sizes.as_mut() {
+            sizes.pop_front();
+        }
+        self.hold.release(self.hold.count());
+        e
+    }
+
+    /// The input ended: the last, partial batch unless dropped.
+    fn ended(&mut self) -> Option<anyhow::Result<Vec<T>>> {
+        if self.buf.is_empty() || self.drop_remainder {
+            self.buf.clear();
+            return None;
+        }
+        let n = self.buf.len();
+        Some(Ok(self.take_batch(n)))
+    }
+
+    /// Hands over the gathered batch (and its members' positions, when recorded).
+    fn take_batch(&mut self, capacity: usize) -> Vec<T> {
+        self.hold.release(self.hold.count());
+        if let Some((sizes, i)) = &mut self.sizes {
+            *i = (*i + 1) % sizes.len();
+            self.size = sizes[*i];
+        }
+        self.last = self
+            .provs
+            .as_mut()
+            .map(|provs| Prov::group(std::mem::take(provs)));
+        std::mem::replace(&mut self.buf, Vec::with_capacity(capacity.min(4096)))
+    }
 }
 
-impl<St, T> Stream for BatchStream<St, T>
-where
-    St: Stream<Item = anyhow::Result<T>> + Resumable,
-{
+impl<T> Stream for BatchStream<T> {
     type Item = anyhow::Result<Vec<T>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
-        if let Some(refill) = this.refill {
-            // The members gathered before the checkpoint come first.
-            loop {
-                match ready!(refill.poll_next_unpin(cx)) {
-                    Some(Ok(x)) => {
-                        if let Some(provs) = this.provs.as_mut() {
-                            match refill.get_ref().last_prov() {
-                                Ok(p) => provs.push(p),
-                                Err(_) => *this.provs = None,
-                            }
-                        }
-                        this.buf.push(x);
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => break,
-                }
-            }
-            *this.refill = None;
-        }
+        let this = self.get_mut();
         let size = match this.replay_sizes.as_mut() {
             Some(sizes) => match sizes.front() {
                 Some(&n) => n,
                 None => return Poll::Ready(None),
             },
-            None => *this.size,
+            None => this.size,
         };
         loop {
             if this.buf.len() == size && size > 0 {
                 if let Some(sizes) = this.replay_sizes.as_mut() {
                     sizes.pop_front();
                 }
-                return Poll::Ready(Some(Ok(take_batch(&mut this, size))));
+                return Poll::Ready(Some(Ok(this.take_batch(size))));
             }
-            if this.buf.is_empty() && *this.marking && this.mark.is_none() {
+            if this.buf.is_empty() {
                 // Where this batch starts: restored from here, its members are read again.
-                *this.mark = this.input.as_mut().get_pin_mut().save().ok();
+                this.hold.mark();
             }
-            if this.provs.is_none() {
-                // No positions recorded (the common case): gather until the batch is full,
-                // with nothing else done per element.
-                loop {
-                    match ready!(this.input.as_mut().poll_next(cx)) {
-                        Some(Ok(x)) => {
-                            this.buf.push(x);
-                            if this.buf.len() == size {
-                                break;
-                            }
-                        }
-                        Some(Err(e)) => return Poll::Ready(Some(Err(failed(&mut this, e)))),
-                        None => return Poll::Ready(ended(&mut this)),
-                    }
-                }
-                continue;
-            }
-            match ready!(this.input.as_mut().poll_next(cx)) {
+            match ready!(this.hold.poll_next(cx)) {
                 Some(Ok(x)) => {
                     if let Some(provs) = this.provs.as_mut() {
-                        match this.input.get_ref().last_prov() {
-                            Ok(p) => provs.push(p),
+                        match this.hold.prov() {
+                            Some(p) => provs.push(p),
                             // The input cannot say where its elements come from: no
                             // checkpoint can place this batch (`save` says why).
-                            Err(_) => *this.provs = None,
+                            None => this.provs = None,
                         }
                     }
                     this.buf.push(x);
+                    if this.provs.is_some() {
+                        continue;
+                    }
+                    // No positions recorded (the common case): gather until the batch is
+                    // full, with nothing else done per element.
+                    while this.buf.len() < size {
+                        match ready!(this.hold.poll_next(cx)) {
+                            Some(Ok(x)) => this.buf.push(x),
+                            Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
+                            None => return Poll::Ready(this.ended()),
+                        }
+                    }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(failed(&mut this, e)))),
-                None => return Poll::Ready(ended(&mut this)),
+                Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
+                None => return Poll::Ready(this.ended()),
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let (lo, hi) = self.input.size_hint();
+        let (lo, hi) = self.hold.size_hint();
         let pending = self.buf.len();
         // Each batch takes between the smallest and the largest size.
         let (smallest, largest) = self.size_range();
@@ -304,94 +292,24 @@ where
     }
 }
 
-/// An error element: as tf.data's batch, it fails the batch being filled, and the elements
-/// gathered into it are lost with it.
-fn failed<St: Resumable, T>(this: &mut BatchProj<'_, St, T>, e: anyhow::Error) -> anyhow::Error {
-    this.buf.clear();
-    if let Some(provs) = this.provs.as_mut() {
-        provs.clear();
-        // The error passes on in a batch's place, at its own position: as a batch of it
-        // alone, made again it is that error again.
-        *this.last = this
-            .input
-            .get_ref()
-            .last_prov()
-            .ok()
-            .map(|p| Prov::group(vec![p]));
-    }
-    if let Some(sizes) = this.replay_sizes.as_mut() {
-        sizes.pop_front();
-    }
-    *this.mark = None;
-    e
-}
-
-/// The input ended: the last, partial batch unless dropped.
-fn ended<St, T>(this: &mut BatchProj<'_, St, T>) -> Option<anyhow::Result<Vec<T>>> {
-    if this.buf.is_empty() || *this.drop_remainder {
-        this.buf.clear();
-        return None;
-    }
-    let n = this.buf.len();
-    Some(Ok(take_batch(this, n)))
-}
-
-/// Hands over the gathered batch (and its members' positions, when recorded).
-fn take_batch<St, T>(this: &mut BatchProj<'_, St, T>, capacity: usize) -> Vec<T> {
-    *this.mark = None;
-    if let Some((sizes, i)) = this.sizes {
-        *i = (*i + 1) % sizes.len();
-        *this.size = sizes[*i];
-    }
-    *this.last = this
-        .provs
-        .as_mut()
-        .map(|provs| Prov::group(std::mem::take(provs)));
-    std::mem::replace(this.buf, Vec::with_capacity(capacity.min(4096)))
-}
-
 /// Saved state: see [`build_with`].
-impl<St: Resumable, T> Resumable for BatchStream<St, T> {
+impl<T> Resumable for BatchStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.project();
-        let stage = *this.stage;
-        if this.refill.is_some() {
-            return Err(unsupported(
-                stage,
-                "a checkpoint before the first batch after a restore",
-            ));
-        }
+        let this = self.get_mut();
         let turn = this.sizes.as_ref().map(|(_, i)| *i as u64);
-        let state = State::new(stage).words(turn);
-        let input = this.input.get_pin_mut();
-        if !input.is_small() {
-            let Some(held) = this.provs.clone() else {
-                // Name the stage that cannot place its elements, when it says so.
-                input.last_prov()?;
-                return Err(unsupported(
-                    stage,
-                    "its input cannot say where its elements come from",
-                ));
-            };
-            return Ok(state.held(held).input(input.save()?));
-        }
-        let from = match this.mark {
-            _ if this.buf.is_empty() => input.save()?,
-            Some(mark) => mark.clone(),
-            None => {
-                return Err(unsupported(
-                    stage,
-                    "its input could not save its position before the batch being filled",
-                ));
-            }
-        };
-        Ok(state.input(from))
+        let count = this.hold.count();
+        let members = count - this.buf.len() as u64..count;
+        let provs = &this.provs;
+        this.hold
+            .save(State::new(this.stage).words(turn), members, || {
+                provs.clone().unwrap_or_default()
+            })
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
-            self.input.get_ref().last_prov()?;
+            self.hold.last_prov()?;
         }
         self.last.clone().ok_or_else(|| {
             unsupported(self.stage, "the positions of its batches were not recorded")
@@ -399,10 +317,10 @@ impl<St: Resumable, T> Resumable for BatchStream<St, T> {
     }
 
     fn is_small(&self) -> bool {
-        self.input.get_ref().is_small()
+        self.hold.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }

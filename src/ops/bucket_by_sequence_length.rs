@@ -1,9 +1,7 @@
 //! Saved state: `[unfinished buckets flushed + 1 once the input has ended (else 0), index of
-//! the next batch]`, then the buckets' elements as `checkpoint::held` saves them: over a small
-//! input `[J, n, offsets]` with the input's state before the oldest bucket's first element
-//! (a mark is taken every 32 elements; a restore reads the elements from there again and keeps
-//! those still held), otherwise their positions (`held`, bucket by bucket) and the input's
-//! state now.
+//! the next batch]`, then the buckets' elements as `engine::Hold` saves them (a mark is taken
+//! every 32 elements); after a restore the hold hands them back and each goes into its bucket
+//! again.
 
 use std::fmt;
 use std::pin::Pin;
@@ -11,13 +9,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use anyhow::Context as _;
-use futures::stream::{Fuse, Stream, StreamExt};
+use futures::stream::{Stream, StreamExt};
 
 use crate::Error;
 use crate::checkpoint::{Prov, State};
-use crate::engine::held::{Held, Members, Step};
+use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+    BoxStream, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 use crate::ops::batch::{self, BatchStream, Config as BatchConfig, Sizes};
@@ -186,7 +184,6 @@ where
         let batches = batch::build_with(
             ctx,
             &|ctx: &Ctx| input.build(ctx),
-            error_stream,
             BatchConfig {
                 sizes: Sizes::One(1),
                 drop_remainder: false,
@@ -195,29 +192,25 @@ where
         );
         let empty: BoxStream<T> =
             Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE));
-        let mut bucketing = BucketStream::new(empty, config, false);
+        let mut bucketing = BucketStream::new(Hold::new(empty, false, false, STAGE), config);
         bucketing.replay = Some(batches);
         return bucketing;
     }
-    let Some(state) = ctx.restoring() else {
-        return BucketStream::new(input.build(ctx), config, ctx.provenance());
-    };
-    let mut bucketing = BucketStream::new(input.build(&ctx.for_input(0)), config, ctx.provenance());
-    let restored = (|| {
-        let flushed = state.word(0)?;
-        bucketing.index = state.word(1)?;
-        bucketing.flush_at = flushed.checked_sub(1).map(|n| n as usize);
-        bucketing.held.restore(state, 2)?;
-        if !state.held.is_empty() {
-            // The elements held at the checkpoint, read again at their positions.
-            let held = state.held.clone().into();
-            bucketing.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
-        }
-        anyhow::Ok(())
+    let opened = (|| {
+        // Where the flush stood (when the input had ended) and the next batch's index.
+        let restored = match ctx.restoring() {
+            Some(state) => (state.word(0)?.checked_sub(1), state.word(1)?),
+            None => (None, 0),
+        };
+        let hold = Hold::open(ctx, &|ctx: &Ctx| input.build(ctx), false, STAGE, 2)?;
+        anyhow::Ok((hold, restored))
     })();
-    if let Err(e) = restored {
-        bucketing.input = error_stream(e).fuse();
-    }
+    let (mut hold, (flush_at, index)) =
+        opened.unwrap_or_else(|e| (Hold::new(error_stream(e), false, false, STAGE), (None, 0)));
+    hold.marking_every(MARK_EVERY);
+    let mut bucketing = BucketStream::new(hold, config);
+    bucketing.flush_at = flush_at.map(|n| n as usize);
+    bucketing.index = index;
     bucketing
 }
 
@@ -229,32 +222,28 @@ where
 /// it holds its batch size, and at the end the unfinished buckets in ascending bucket order.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct BucketStream<T: PaddedCollate, F> {
-    input: Fuse<BoxStream<T>>,
+    hold: Hold<T>,
     config: Arc<Config<T, F>>,
     buckets: Vec<Vec<T>>,
     /// Once the input has ended: how many buckets have been flushed.
     flushed: Option<usize>,
     /// The index of the next batch, for error messages.
     index: u64,
-    /// For checkpoints: each bucket's elements as placed by a checkpoint, and the marks.
-    members: Vec<Members>,
-    held: Held,
+    /// For checkpoints: each bucket's elements as placed by a checkpoint.
+    members: Vec<Group>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
-    /// After a restore: where the flush stood (when the input had ended), and over an input
-    /// that is not small the elements held, read again before the input.
+    /// After a restore: where the flush stood (when the input had ended).
     flush_at: Option<usize>,
-    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the saved batches' members, read again.
-    replay: Option<BatchStream<BoxStream<T>, T>>,
+    replay: Option<BatchStream<T>>,
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.
 impl<T: PaddedCollate, F> Unpin for BucketStream<T, F> {}
 
 impl<T: PaddedCollate, F> BucketStream<T, F> {
-    /// `provenance`: a stage downstream asked for positions.
-    pub(crate) fn new(input: BoxStream<T>, config: Arc<Config<T, F>>, provenance: bool) -> Self {
+    pub(crate) fn new(hold: Hold<T>, config: Arc<Config<T, F>>) -> Self {
         let buckets = config
             .batch_sizes
             .iter()
@@ -263,11 +252,10 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
         let members = config
             .batch_sizes
             .iter()
-            .map(|_| Members::default())
+            .map(|_| Group::default())
             .collect();
         BucketStream {
-            held: Held::new(&input, provenance, STAGE),
-            input: input.fuse(),
+            hold,
             config,
             buckets,
             flushed: None,
@@ -275,7 +263,6 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
             members,
             last: None,
             flush_at: None,
-            refill: None,
             replay: None,
         }
     }
@@ -287,7 +274,8 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
             Vec::with_capacity(self.config.batch_sizes[bucket].min(4096)),
         );
         let provs = self.members[bucket].take();
-        self.last = self.held.record.then_some(Prov::group(provs));
+        self.last = self.hold.recording().then_some(Prov::group(provs));
+        self.hold.release_groups(self.members.iter());
         let index = self.index;
         self.index += 1;
         self.pad(items, bucket, index)
@@ -392,67 +380,32 @@ where
                 }
                 return Poll::Ready(Some(this.make_batch(flushed)));
             }
-            if let Some(refill) = this.refill.as_mut() {
-                // The elements held at the checkpoint (their positions saved), bucketed again.
-                match ready!(refill.poll_next_unpin(cx)) {
-                    Some(Ok(x)) => {
-                        let bucket = match Self::bucket(&this.config, &x) {
-                            Ok(bucket) => bucket,
-                            Err(e) => return Poll::Ready(Some(Err(e))),
-                        };
-                        let prov = this.held.prov_of(refill.get_ref());
-                        this.held.add(&mut this.members[bucket], 0, prov);
-                        this.buckets[bucket].push(x);
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => this.refill = None,
-                }
-                continue;
-            }
-            this.held.before(this.input.get_mut());
-            let item = ready!(this.input.poll_next_unpin(cx));
-            let step = match item {
-                // A refused resume is not an element read again: it goes on at once.
-                Some(Err(e)) if crate::error::is_refusal(&e) => return Poll::Ready(Some(Err(e))),
-                Some(_) => this.held.read(),
-                None => {
-                    this.flushed = Some(this.flush_at.take().unwrap_or(0));
-                    continue;
-                }
-            };
-            let (index, again) = match step {
-                Step::New(i) => (i, false),
-                Step::Again(i) => (i, true),
-                // Passed on before the checkpoint this epoch was restored from.
-                Step::Drop => continue,
-            };
+            let item = ready!(this.hold.poll_next(cx));
             match item {
                 Some(Ok(x)) => {
                     let bucket = match Self::bucket(&this.config, &x) {
                         Ok(bucket) => bucket,
                         Err(e) => return Poll::Ready(Some(Err(e))),
                     };
-                    let prov = this.held.prov_of(this.input.get_ref());
-                    this.held.add(&mut this.members[bucket], index, prov);
+                    this.hold.add_to(&mut this.members[bucket]);
                     this.buckets[bucket].push(x);
-                    if !again && this.buckets[bucket].len() == this.config.batch_sizes[bucket] {
+                    // An element held at the checkpoint goes back into a bucket that was
+                    // not full.
+                    if !this.hold.again()
+                        && this.buckets[bucket].len() == this.config.batch_sizes[bucket]
+                    {
                         return Poll::Ready(Some(this.make_batch(bucket)));
                     }
                 }
                 Some(Err(e)) => {
                     // An error passes on at once, at its own position: as a batch of it
                     // alone, made again it is that error again.
-                    if this.held.record {
-                        this.last = this
-                            .input
-                            .get_ref()
-                            .last_prov()
-                            .ok()
-                            .map(|p| Prov::group(vec![p]));
+                    if this.hold.recording() {
+                        this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
                     }
                     return Poll::Ready(Some(Err(e)));
                 }
-                None => {}
+                None => this.flushed = Some(this.flush_at.take().unwrap_or(0)),
             }
         }
     }
@@ -462,19 +415,15 @@ where
 impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.refill.is_some() || this.replay.is_some() {
+        if this.replay.is_some() {
             return Err(unsupported(
                 STAGE,
                 "a checkpoint before its first batch after a restore",
             ));
         }
         let flushed = this.flushed.map_or(0, |n| n as u64 + 1);
-        let (words, held, input, _) = this.held.save(this.members.iter(), this.input.get_mut())?;
-        Ok(State::new(STAGE)
-            .words([flushed, this.index])
-            .words(words)
-            .held(held)
-            .input(input))
+        let state = State::new(STAGE).words([flushed, this.index]);
+        this.hold.save_groups(state, this.members.iter())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -483,7 +432,7 @@ impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
         }
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
-            self.input.get_ref().last_prov()?;
+            self.hold.last_prov()?;
         }
         self.last
             .clone()
@@ -491,11 +440,11 @@ impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
     }
 
     fn is_small(&self) -> bool {
-        self.input.get_ref().is_small()
+        self.hold.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }
 

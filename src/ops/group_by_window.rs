@@ -1,21 +1,21 @@
 //! Saved state: `[1 once the input has ended (else 0), m: the elements of the window whose
-//! reduced dataset is being read (0: none)]`; over a small input, that window's elements'
-//! offsets (m words), then the windows' elements as `checkpoint::held` saves them (`[J, n,
-//! offsets]`, with the input's state before the oldest window's first element as input 0: a
-//! mark is taken every 32 elements, and a restore reads the elements from there again and
-//! keeps those still held); otherwise the positions of that window's elements then of the open
-//! windows' (`held`) and the input's state now. Input 1: the reduced dataset's state.
+//! reduced dataset is being read (0: none), their m offsets among the elements held
+//! (`Hold::offsets`)]`, then the windows' elements as `engine::Hold` saves them (a mark is
+//! taken every 32 elements); input 1: the reduced dataset's state. After a restore the hold
+//! hands the elements back: those at the m offsets make the window being read again (its
+//! reduced dataset restored), the others go into their windows.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
+use futures::stream::Stream;
 
 use crate::Error;
 use crate::checkpoint::{Prov, State};
-use crate::engine::held::{Held, Members, Step};
+use crate::engine::Hold;
+use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
     BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
 };
@@ -109,56 +109,36 @@ where
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
+        let empty = Hold::new(empty(), false, false, STAGE);
         let mut gbw =
-            GroupByWindowStream::new(empty(), Arc::clone(funcs), ctx.nested().fresh(), false);
+            GroupByWindowStream::new(empty, Arc::clone(funcs), ctx.nested().fresh(), false);
         gbw.current = Some(replay);
         gbw.replaying = true;
         return gbw;
     }
-    let Some(state) = ctx.restoring() else {
-        return GroupByWindowStream::new(
-            input.build(ctx),
-            Arc::clone(funcs),
-            nested,
-            ctx.provenance(),
-        );
-    };
-    let upstream = input.build(&ctx.for_input(0));
-    let mut gbw = GroupByWindowStream::new(upstream, Arc::clone(funcs), nested, ctx.provenance());
-    let restored = (|| {
+    let opened = (|| {
+        let input = |ctx: &Ctx| input.build(ctx);
+        let Some(state) = ctx.restoring() else {
+            return anyhow::Ok((Hold::open(ctx, &input, false, STAGE, 0)?, None));
+        };
         // The input ends again where it had ended: `[ended]` says no more than that.
         state.word(0)?;
         let m = state.word(1)? as usize;
-        let small = gbw.input.get_ref().is_small();
-        let mut at = 2;
-        let mut current = Restoring {
+        let current = Restoring {
             left: m,
-            offsets: VecDeque::new(),
+            offsets: (0..m)
+                .map(|i| state.word(2 + i))
+                .collect::<anyhow::Result<_>>()?,
             items: Vec::with_capacity(m),
-            inner: None,
+            inner: (m > 0).then(|| state.input_state(1).cloned()).transpose()?,
         };
-        if m > 0 {
-            current.inner = Some(state.input_state(1)?.clone());
-            if small {
-                current.offsets = (0..m)
-                    .map(|i| state.word(at + i))
-                    .collect::<anyhow::Result<_>>()?;
-                at += m;
-            }
-        }
-        gbw.held.restore(state, at)?;
-        gbw.restoring = Some(current);
-        if !state.held.is_empty() {
-            // The elements held at the checkpoint, read again at their positions.
-            let held = state.held.clone().into();
-            gbw.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
-        }
-        anyhow::Ok(())
+        Ok((Hold::open(ctx, &input, false, STAGE, 2 + m)?, Some(current)))
     })();
-    if let Err(e) = restored {
-        gbw.input = error_stream(e).fuse();
-        gbw.restoring = None;
-    }
+    let (mut hold, restoring) =
+        opened.unwrap_or_else(|e| (Hold::new(error_stream(e), false, false, STAGE), None));
+    hold.marking_every(MARK_EVERY);
+    let mut gbw = GroupByWindowStream::new(hold, Arc::clone(funcs), nested, ctx.provenance());
+    gbw.restoring = restoring;
     gbw
 }
 
@@ -169,14 +149,14 @@ fn empty<T: Send + 'static>() -> BoxStream<T> {
 /// A window still filling, with its elements as a checkpoint places them.
 struct Window<T> {
     items: Vec<T>,
-    members: Members,
+    members: Group,
 }
 
 /// After a restore: the window whose reduced dataset was being read, gathered again.
 struct Restoring<T> {
     /// Its elements still to gather.
     left: usize,
-    /// Over a small input: their offsets (see `checkpoint::held`).
+    /// Their offsets among the elements held (see [`Hold::offsets`]).
     offsets: VecDeque<u64>,
     items: Vec<T>,
     /// The reduced dataset's saved state.
@@ -187,21 +167,17 @@ struct Restoring<T> {
 /// [`group_by_window_with`](crate::Dataset::group_by_window_with) methods.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct GroupByWindowStream<T, K, U, F> {
-    input: Fuse<BoxStream<T>>,
+    hold: Hold<T>,
     funcs: Arc<F>,
     ctx: Ctx,
     windows: BTreeMap<K, Window<T>>,
     /// The reduced dataset being drained (in replay: the replay of the saved elements).
     current: Option<BoxStream<U>>,
     /// Its window's elements, as a checkpoint places them.
-    current_members: Members,
+    current_members: Group,
     input_done: bool,
-    /// For checkpoints: the count of elements read, the marks.
-    held: Held,
-    /// After a restore: the window being read, and (over an input that is not small) the
-    /// elements held, read again before the input.
+    /// After a restore: the window being read, gathered again.
     restoring: Option<Restoring<T>>,
-    refill: Option<Fuse<BoxStream<T>>>,
     replaying: bool,
     /// The last element yielded is an error of the input (`Some`), at its position there (if
     /// recorded): see `interleave::input_error_position`.
@@ -222,15 +198,14 @@ where
 {
     /// `provenance`: a stage downstream asked for positions.
     pub(crate) fn new(
-        input: BoxStream<T>,
+        hold: Hold<T>,
         funcs: Arc<Funcs<KF, RF, WF>>,
         ctx: Ctx,
         provenance: bool,
     ) -> Self {
-        let small = input.is_small();
+        let small = hold.is_small();
         GroupByWindowStream {
-            held: Held::new(&input, provenance, STAGE),
-            input: input.fuse(),
+            hold,
             funcs,
             // The reduced datasets say where their elements come from when asked, or when a
             // stage downstream holds them by position without asking (an input not small).
@@ -241,10 +216,9 @@ where
             },
             windows: BTreeMap::new(),
             current: None,
-            current_members: Members::default(),
+            current_members: Group::default(),
             input_done: false,
             restoring: None,
-            refill: None,
             replaying: false,
             input_error: None,
         }
@@ -273,15 +247,9 @@ where
         catch_panic(STAGE, || Ok((funcs.key)(x)))
     }
 
-    /// Puts `x` (element `index`) in its key's window, and reduces the window once it is
-    /// full (unless `again`: it was held at the checkpoint, so its window was not full).
-    fn add(
-        &mut self,
-        x: T,
-        index: u64,
-        prov: Option<anyhow::Result<Prov>>,
-        again: bool,
-    ) -> anyhow::Result<()> {
+    /// Puts `x`, the element the hold just handed out, in its key's window, and reduces the
+    /// window once it is full (unless it was held at the checkpoint: its window was not).
+    fn add(&mut self, x: T) -> anyhow::Result<()> {
         let funcs = &*self.funcs;
         let key = Self::key(funcs, &x)?;
         let size = catch_panic(STAGE, || Ok((funcs.window_size)(&key)))?;
@@ -293,13 +261,13 @@ where
         }
         let window = self.windows.entry(key.clone()).or_insert_with(|| Window {
             items: Vec::new(),
-            members: Members::default(),
+            members: Group::default(),
         });
-        self.held.add(&mut window.members, index, prov);
+        self.hold.add_to(&mut window.members);
         window.items.push(x);
         // `>=`: a window size function may answer less for a key than it did before.
         if window.items.len() >= size
-            && !again
+            && !self.hold.again()
             && let Some(window) = self.windows.remove(&key)
         {
             self.reduce(key, window, None)?;
@@ -309,23 +277,17 @@ where
 
     /// After a restore: an element held at the checkpoint, back in its window (or in the
     /// window that was being read).
-    fn add_again(
-        &mut self,
-        x: T,
-        index: u64,
-        prov: Option<anyhow::Result<Prov>>,
-    ) -> anyhow::Result<()> {
+    fn add_again(&mut self, x: T) -> anyhow::Result<()> {
         if let Some(current) = self.restoring.as_mut()
-            && current.left > 0
-            && current.offsets.front().is_none_or(|&o| o == index)
+            && current.offsets.front() == Some(&self.hold.index())
         {
             current.offsets.pop_front();
             current.left -= 1;
             current.items.push(x);
-            self.held.add(&mut self.current_members, index, prov);
+            self.hold.add_to(&mut self.current_members);
             return Ok(());
         }
-        self.add(x, index, prov, true)
+        self.add(x)
     }
 
     /// After a restore: once everything held is back, the window that was being read is
@@ -366,45 +328,17 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.refill.is_some() {
-            // The elements held at the checkpoint (their positions saved), in their windows.
-            while let Some(refill) = this.refill.as_mut() {
-                let Some(x) = ready!(refill.poll_next_unpin(cx)) else {
-                    break;
-                };
-                let prov = this.held.prov_of(refill.get_ref());
-                if let Err(e) = x.and_then(|x| this.add_again(x, 0, prov)) {
-                    this.refill = None;
+        if this.restoring.is_some() {
+            // The elements held at the checkpoint, in their windows, then the window that was
+            // being read.
+            while let Some(item) = ready!(this.hold.poll_again(cx)) {
+                if let Err(e) = item.and_then(|x| this.add_again(x)) {
                     return Poll::Ready(Some(Err(e)));
                 }
             }
-            this.refill = None;
             if let Err(e) = this.restored() {
                 return Poll::Ready(Some(Err(e)));
             }
-        }
-        while this.held.reading_again() {
-            // Over a small input: the elements from the oldest window's mark, read again.
-            this.held.before(this.input.get_mut());
-            let Some(item) = ready!(this.input.poll_next_unpin(cx)) else {
-                break;
-            };
-            // A refused resume is not an element read again: it goes on at once.
-            let item = match item {
-                Err(e) if crate::error::is_refusal(&e) => return Poll::Ready(Some(Err(e))),
-                item => item,
-            };
-            if let Step::Again(i) = this.held.read() {
-                let prov = this.held.prov_of(this.input.get_ref());
-                if let Err(e) = item.and_then(|x| this.add_again(x, i, prov)) {
-                    return Poll::Ready(Some(Err(e)));
-                }
-            }
-        }
-        if this.restoring.is_some()
-            && let Err(e) = this.restored()
-        {
-            return Poll::Ready(Some(Err(e)));
         }
         loop {
             if let Some(current) = &mut this.current {
@@ -416,6 +350,8 @@ where
                     None => {
                         this.current = None;
                         this.current_members.take();
+                        let groups = this.windows.values().map(|w| &w.members);
+                        this.hold.release_groups(groups);
                         if this.replaying {
                             return Poll::Ready(None);
                         }
@@ -432,24 +368,15 @@ where
                 }
                 continue;
             }
-            this.held.before(this.input.get_mut());
-            match ready!(this.input.poll_next_unpin(cx)) {
-                Some(item) => {
-                    let Step::New(i) = this.held.read() else {
-                        continue;
-                    };
-                    let prov = this.held.prov_of(this.input.get_ref());
-                    let added = match item {
-                        // An error of the input passes on at once, at its own position.
-                        Err(e) => {
-                            this.input_error = Some(prov.and_then(Result::ok));
-                            Err(e)
-                        }
-                        Ok(x) => this.add(x, i, prov, false).inspect_err(|_| {
-                            this.input_error = Some(None);
-                        }),
-                    };
-                    if let Err(e) = added {
+            match ready!(this.hold.poll_next(cx)) {
+                // An error of the input passes on at once, at its own position.
+                Some(Err(e)) => {
+                    this.input_error = Some(this.hold.prov());
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Some(Ok(x)) => {
+                    if let Err(e) = this.add(x) {
+                        this.input_error = Some(None);
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
@@ -463,7 +390,7 @@ where
 impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.replaying || this.refill.is_some() || this.restoring.is_some() {
+        if this.replaying || this.restoring.is_some() {
             return Err(unsupported(
                 STAGE,
                 "a checkpoint before its first element after a restore",
@@ -471,16 +398,14 @@ impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
         }
         let groups =
             std::iter::once(&this.current_members).chain(this.windows.values().map(|w| &w.members));
-        let (words, held, input, base) = this.held.save(groups, this.input.get_mut())?;
-        let m = match &this.current {
-            Some(_) => this.current_members.len(),
-            None => 0,
+        let offsets = match &this.current {
+            Some(_) => this.hold.offsets(&this.current_members, groups.clone()),
+            None => Vec::new(),
         };
-        let mut state = State::new(STAGE).words([u64::from(this.input_done), m as u64]);
-        if m > 0 && this.input.get_ref().is_small() {
-            state = state.words(this.current_members.offsets(base));
-        }
-        state = state.words(words).held(held).input(input);
+        let state = State::new(STAGE)
+            .words([u64::from(this.input_done), offsets.len() as u64])
+            .words(offsets);
+        let mut state = this.hold.save_groups(state, groups)?;
         if let Some(current) = this.current.as_mut() {
             state = state.input(current.as_mut().save()?);
         }
@@ -503,8 +428,8 @@ impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
         if self.replaying {
             return current.last_prov();
         }
-        if !self.held.record {
-            self.input.get_ref().last_prov()?;
+        if !self.hold.recording() {
+            self.hold.last_prov()?;
             return Err(unsupported(
                 STAGE,
                 "the positions of its windows' elements were not recorded",
@@ -512,14 +437,14 @@ impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
         }
         current
             .last_prov()?
-            .keyed(&Prov::group(self.current_members.provs.clone()))
+            .keyed(&Prov::group(self.current_members.provs().to_vec()))
     }
 
     fn is_small(&self) -> bool {
-        self.input.get_ref().is_small()
+        self.hold.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }

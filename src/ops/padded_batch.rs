@@ -1,9 +1,7 @@
 //! Saved state: `[index of the next batch]`, and the state of its `batch` step (see
 //! `batch::build_with`).
 
-use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
-};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
 use crate::ops::batch::{self, BatchStream, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::PaddedCollate;
@@ -54,10 +52,7 @@ fn build<T>(
     drop_remainder: bool,
     shapes: Option<T::PaddedShapes>,
     values: T::PaddingValues,
-) -> CollateBatches<
-    BatchStream<BoxStream<T>, T>,
-    impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>,
->
+) -> CollateBatches<BatchStream<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
 where
     T: PaddedCollate + Send + 'static,
 {
@@ -66,12 +61,7 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(
-        &ctx.for_input(0),
-        &|ctx: &Ctx| input.build(ctx),
-        error_stream,
-        config,
-    );
+    let batches = batch::build_with(&ctx.for_input(0), &|ctx: &Ctx| input.build(ctx), config);
     collate::build(ctx, batches, "padded_batch", move |batch: Vec<T>| {
         T::padded_collate_components(batch.iter(), shapes.as_ref(), &values, None, 0)
     })

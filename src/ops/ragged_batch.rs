@@ -1,7 +1,7 @@
 //! Saved state: `[index of the next batch]`, and the state of its `batch` step (see
 //! `batch::build_with`).
 
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start};
 use crate::ops::batch::{self, BatchStream, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::RaggedCollate;
@@ -45,10 +45,7 @@ fn build<T>(
     input: &Dataset<T>,
     batch_size: usize,
     drop_remainder: bool,
-) -> CollateBatches<
-    BatchStream<BoxStream<T>, T>,
-    impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>,
->
+) -> CollateBatches<BatchStream<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>>
 where
     T: RaggedCollate + Send + 'static,
 {
@@ -57,12 +54,7 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(
-        &ctx.for_input(0),
-        &|ctx: &Ctx| input.build(ctx),
-        error_stream,
-        config,
-    );
+    let batches = batch::build_with(&ctx.for_input(0), &|ctx: &Ctx| input.build(ctx), config);
     collate::build(ctx, batches, "ragged_batch", |batch: Vec<T>| {
         T::ragged_collate(&batch)
     })

@@ -2,13 +2,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
-use pin_project::pin_project;
+use futures::stream::Stream;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
+use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed};
 use crate::engine::{Resumable, unsupported};
 use crate::hash::mix64;
 use crate::stats::StageCounters;
@@ -29,7 +28,7 @@ pub(crate) struct Shuffle {
 
 impl<T: Send + 'static> Operation<T> for Shuffle {
     type Out = T;
-    type Stream = ShuffleStream<BoxStream<T>, T>;
+    type Stream = ShuffleStream<T>;
     const NAME: &'static str = STAGE;
     const SMALL: bool = false;
 
@@ -53,8 +52,12 @@ impl<T: Send + 'static> Operation<T> for Shuffle {
 }
 
 /// The shuffle of one epoch: its order drawn from (seed, epoch); restored from a checkpoint
-/// (the random generator's position, and the buffer refilled by replaying its members'
-/// saved positions); or, in replay, passing the replayed elements through in order.
+/// (the random generator's position, and the buffer's members made again by [`Hold`] from
+/// their saved positions, in the buffer's order); or, in replay, passing the replayed
+/// elements through in order.
+///
+/// Saved state: `[seed, epoch, word position (low, high)]`, the members' positions (`held`),
+/// the input's state.
 fn build<T: Send + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
@@ -63,55 +66,33 @@ fn build<T: Send + 'static>(
     fallback: u64,
     depth: u64,
     reshuffle: bool,
-) -> anyhow::Result<ShuffleStream<BoxStream<T>, T>> {
+) -> anyhow::Result<ShuffleStream<T>> {
+    let input = |ctx: &Ctx| input.build(ctx);
     if ctx.replaying().is_some() {
         // The replayed elements are ones it held or passed on: it keeps their order.
-        let mut shuffle =
-            ShuffleStream::new(input.build(&ctx.for_input(0)), 1, rng(0, 0), None, false);
+        let hold = Hold::new(input(&ctx.for_input(0)), true, true, STAGE);
+        let mut shuffle = ShuffleStream::new(hold, 1, rng(0, 0), None);
         shuffle.passthrough = true;
         return Ok(shuffle);
     }
     ctx.gauge();
-    let Some(state) = ctx.restoring() else {
-        let base = ctx.seed_for(seed, depth, fallback);
-        let epoch = if reshuffle { ctx.epoch() } else { 0 };
-        let upstream = input.build(&ctx.with_provenance());
-        let record = upstream.resumable();
-        let mut shuffle = ShuffleStream::new(
-            upstream,
-            buffer_size,
-            rng(base, epoch),
-            ctx.stats_handle(),
-            record,
-        );
-        shuffle.seed = (base, epoch);
-        return Ok(shuffle);
+    let (base, epoch, pos) = match ctx.restoring() {
+        None => {
+            let base = ctx.seed_for(seed, depth, fallback);
+            (base, if reshuffle { ctx.epoch() } else { 0 }, 0)
+        }
+        Some(state) => {
+            let pos = u128::from(state.word(2)?) | (u128::from(state.word(3)?) << 64);
+            (state.word(0)?, state.word(1)?, pos)
+        }
     };
-    // [seed, epoch, word position (low, high)], the members' positions, the input.
-    let (base, epoch) = (state.word(0)?, state.word(1)?);
-    let pos = u128::from(state.word(2)?) | (u128::from(state.word(3)?) << 64);
     let mut generator = rng(base, epoch);
     generator.set_word_pos(pos);
-    let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut shuffle =
-        ShuffleStream::new(upstream, buffer_size, generator, ctx.stats_handle(), true);
+    let hold = Hold::open(ctx, &input, true, STAGE, 4)?;
+    let mut shuffle = ShuffleStream::new(hold, buffer_size, generator, ctx.stats_handle());
     shuffle.seed = (base, epoch);
-    if !state.held.is_empty() {
-        let held: Arc<[Prov]> = state.held.clone().into();
-        shuffle.refill = Some((
-            input
-                .build(&ctx.for_input(0).with_replay(Arc::clone(&held)))
-                .fuse(),
-            held,
-            0,
-        ));
-    }
     Ok(shuffle)
 }
-
-/// After a restore: the buffer's members replayed from their saved positions, those
-/// positions, and how many were read.
-type Refill<T> = (Fuse<BoxStream<T>>, Arc<[Prov]>, usize);
 
 /// The generator of one epoch's order.
 fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
@@ -119,13 +100,12 @@ fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
 }
 
 /// Stream for the [`shuffle`](crate::Dataset::shuffle) method.
-#[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct ShuffleStream<St, T> {
-    #[pin]
-    input: Fuse<St>,
+pub(crate) struct ShuffleStream<T> {
+    hold: Hold<T>,
     buffer: Vec<T>,
-    /// Where each buffered element came from, beside it (when the input can say).
+    /// Where each buffered element came from, beside it (`None` once the input could not
+    /// say: no checkpoint can hold this buffer).
     provs: Option<Vec<Prov>>,
     /// Where the last element yielded came from.
     last: Option<Prov>,
@@ -135,105 +115,68 @@ pub(crate) struct ShuffleStream<St, T> {
     seed: (u64, u64),
     /// The stage's statistics: the buffer's fill is reported there.
     stats: Option<Arc<StageCounters>>,
-    /// After a restore: the buffer's members replayed from their saved positions (and those
-    /// positions), read before anything else.
-    refill: Option<Refill<T>>,
     /// In replay: elements pass through in order.
     passthrough: bool,
 }
 
-impl<St: Stream, T> ShuffleStream<St, T> {
-    pub(crate) fn new(
-        input: St,
+impl<T> Unpin for ShuffleStream<T> {}
+
+impl<T> ShuffleStream<T> {
+    fn new(
+        hold: Hold<T>,
         buffer_size: usize,
         rng: ChaCha8Rng,
         stats: Option<Arc<StageCounters>>,
-        record: bool,
     ) -> Self {
         if let Some(stats) = &stats {
             stats.set_buffer_limit(buffer_size);
         }
+        let capacity = buffer_size.min(1 << 16);
         ShuffleStream {
-            input: input.fuse(),
-            buffer: Vec::with_capacity(buffer_size.min(1 << 16)),
-            provs: record.then(|| Vec::with_capacity(buffer_size.min(1 << 16))),
+            provs: hold.resumable().then(|| Vec::with_capacity(capacity)),
+            hold,
+            buffer: Vec::with_capacity(capacity),
             last: None,
             buffer_size,
             rng,
             seed: (0, 0),
             stats,
-            refill: None,
             passthrough: false,
         }
     }
 }
 
-impl<St, T: Send + 'static> Stream for ShuffleStream<St, T>
-where
-    St: Stream<Item = anyhow::Result<T>> + Resumable,
-{
+impl<T: Send + 'static> Stream for ShuffleStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
-        if *this.passthrough {
-            let item = std::task::ready!(this.input.as_mut().poll_next(cx));
-            if item.is_some() {
-                *this.last = this.input.get_ref().last_prov().ok();
-            }
+        let this = self.get_mut();
+        if this.passthrough {
+            let item = std::task::ready!(this.hold.poll_next(cx));
+            this.last = this.hold.prov();
             return Poll::Ready(item);
         }
-        if let Some((refill, held, n)) = this.refill {
-            // The members the buffer held at the checkpoint, in their saved order.
-            loop {
-                match std::task::ready!(refill.poll_next_unpin(cx)) {
-                    Some(Ok(x)) => {
-                        this.buffer.push(x);
-                        if let Some(provs) = this.provs.as_mut() {
-                            provs.push(held.get(*n).cloned().unwrap_or(Prov::group(Vec::new())));
-                        }
-                        *n += 1;
-                    }
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => break,
-                }
-            }
-            if *n != held.len() {
-                let e = unsupported(
-                    STAGE,
-                    "replaying its saved buffer gave fewer elements than saved",
-                );
-                *this.refill = None;
-                return Poll::Ready(Some(Err(e)));
-            }
-            *this.refill = None;
-        }
         // Fill the buffer before each output (the whole buffer before the first one).
-        while this.buffer.len() < *this.buffer_size && !this.input.is_terminated() {
-            match this.input.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(x))) => {
+        while this.buffer.len() < this.buffer_size && !this.hold.is_terminated() {
+            match std::task::ready!(this.hold.poll_next(cx)) {
+                Some(Ok(x)) => {
                     if let Some(provs) = this.provs.as_mut() {
-                        match this.input.get_ref().last_prov() {
-                            Ok(p) => provs.push(p),
-                            // The input cannot say where its elements come from: no
-                            // checkpoint can hold this buffer.
-                            Err(_) => *this.provs = None,
+                        match this.hold.prov() {
+                            Some(p) => provs.push(p),
+                            None => this.provs = None,
                         }
                     }
                     this.buffer.push(x);
                 }
-                Poll::Ready(Some(Err(e))) => {
+                Some(Err(e)) => {
                     // An error passes through at once, at its own position.
-                    if this.provs.is_some() {
-                        *this.last = this.input.get_ref().last_prov().ok();
-                    }
+                    this.last = this.hold.prov();
                     return Poll::Ready(Some(Err(e)));
                 }
-                Poll::Ready(None) => break,
-                Poll::Pending => return Poll::Pending,
+                None => break,
             }
         }
-        if let Some(stats) = this.stats {
+        if let Some(stats) = &this.stats {
             stats.set_buffered(this.buffer.len());
         }
         if this.buffer.is_empty() {
@@ -241,40 +184,36 @@ where
         }
         let i = this.rng.random_range(0..this.buffer.len());
         if let Some(provs) = this.provs.as_mut() {
-            *this.last = Some(provs.swap_remove(i));
+            this.last = Some(provs.swap_remove(i));
         }
         Poll::Ready(Some(Ok(this.buffer.swap_remove(i))))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let (lo, hi) = self.input.size_hint();
+        let (lo, hi) = self.hold.size_hint();
         let n = self.buffer.len();
         (lo.saturating_add(n), hi.and_then(|h| h.checked_add(n)))
     }
 }
 
-impl<St: Resumable, T> Resumable for ShuffleStream<St, T> {
+impl<T> Resumable for ShuffleStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.project();
-        if this.refill.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its first element after a restore",
-            ));
-        }
-        let Some(held) = this.provs.clone() else {
+        let this = self.get_mut();
+        let pos = this.rng.get_word_pos();
+        let state =
+            State::new(STAGE).words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64]);
+        let provs = &this.provs;
+        if provs.is_none() {
             // Name the stage that cannot place its elements, when it says so.
-            this.input.get_ref().last_prov()?;
+            this.hold.last_prov()?;
             return Err(unsupported(
                 STAGE,
                 "its input cannot say where its elements come from",
             ));
-        };
-        let pos = this.rng.get_word_pos();
-        Ok(State::new(STAGE)
-            .words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64])
-            .held(held)
-            .input(this.input.get_pin_mut().save()?))
+        }
+        this.hold.save(state, std::iter::empty(), || {
+            provs.clone().unwrap_or_default()
+        })
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -288,6 +227,6 @@ impl<St: Resumable, T> Resumable for ShuffleStream<St, T> {
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }

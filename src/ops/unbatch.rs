@@ -58,7 +58,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = Vec<C::Row>;
-    type Stream = batch::BatchStream<UnbatchStream<BoxStream<C>, C>, C::Row>;
+    type Stream = batch::BatchStream<C::Row>;
     const NAME: &'static str = "rebatch";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -68,7 +68,7 @@ where
     /// Saved state: the batch step's (see `batch::build_with`) over the unbatch step's.
     fn open(&self, ctx: &Ctx, input: Input<'_, C>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
         let dataset = input.dataset();
-        let rows = |ctx: &Ctx| build(ctx, dataset, "rebatch");
+        let rows = |ctx: &Ctx| -> BoxStream<C::Row> { Box::pin(build(ctx, dataset, "rebatch")) };
         let sizes = match (self.cycling, &self.sizes[..]) {
             (false, &[n]) => Sizes::One(n),
             _ => Sizes::Cycle(self.sizes.as_slice().into()),
@@ -78,12 +78,7 @@ where
             drop_remainder: self.drop_remainder,
             stage: "rebatch",
         };
-        Ok(batch::build_with(
-            ctx,
-            &rows,
-            |e| UnbatchStream::failed(e, "rebatch"),
-            config,
-        ))
+        Ok(batch::build_with(ctx, &rows, config))
     }
 }
 

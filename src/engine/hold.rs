@@ -1,0 +1,492 @@
+//! The one way a stage holds elements across a checkpoint ([`Hold`]): shuffle, batch and its
+//! family, window, group_by_window and bucket_by_sequence_length read their input through it.
+//!
+//! Every element a stage holds carries what makes it again, in one of two ways, chosen by the
+//! input (as tf.data gives each buffered element its own checkpoint):
+//! - **a mark and an index**, over a *small* input (one whose state is a few words, see
+//!   [`Resumable::is_small`]): the hold takes marks of the input (its state before an
+//!   element) and numbers the elements it reads. The stage keeps each held element's index;
+//!   a checkpoint saves the mark before the oldest, `J` (how many were read since it) and the
+//!   runs of offsets of those still held. A restore rebuilds the input from the mark, reads
+//!   the `J` elements again and hands back those held, dropping the ones passed on before.
+//! - **its position** ([`Prov`]), over an input that is not small (a shuffle, an interleave)
+//!   or when the stage asks for positions: a checkpoint saves the held elements' positions
+//!   (`held`, in the stage's order) and the input's state now; a restore replays those
+//!   positions, then goes on with the input restored.
+//!
+//! Either way, after a restore the hold hands the held elements back first, in the order the
+//! stage saved them, flagged [`again`](Hold::again), and then the input: the stage puts them
+//! back where they belong with the code that placed them the first time.
+//!
+//! Saved words (appended to the stage's own): over a small input `[J, r, r runs (offset,
+//! length)]`, with the mark as the stage's input state; otherwise none, with `held` and the
+//! input's state now.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::Stream;
+
+use super::ctx::Ctx;
+use super::resume::{BoxStream, Resumable, unsupported};
+use crate::checkpoint::{Prov, State};
+
+/// A stage whose held elements are spread over its input (buckets, windows of several keys)
+/// has a mark taken before one element in this many.
+pub(crate) const MARK_EVERY: u64 = 32;
+
+/// What a hold hands back after a restore, before its input.
+enum Again<T> {
+    /// The held elements replayed from their saved positions (`n` of them read so far).
+    Replay {
+        stream: BoxStream<T>,
+        provs: Arc<[Prov]>,
+        n: usize,
+    },
+    /// The input restored from the mark: `left` elements still to read again, and the runs
+    /// (offset, length, ascending) of those held at the checkpoint.
+    Reread {
+        left: u64,
+        keep: VecDeque<(u64, u64)>,
+    },
+}
+
+/// The elements of one group a stage holds (a bucket, a window), as a checkpoint places them:
+/// their indices (held by marks) or positions.
+#[derive(Default)]
+pub(crate) struct Group {
+    indices: Vec<u64>,
+    provs: Vec<Prov>,
+}
+
+impl Group {
+    /// The group was passed on: its members' positions (when recorded), and it is empty.
+    pub(crate) fn take(&mut self) -> Vec<Prov> {
+        self.indices.clear();
+        std::mem::take(&mut self.provs)
+    }
+
+    /// How many elements it holds, as far as it keeps track.
+    pub(crate) fn len(&self) -> usize {
+        self.indices.len().max(self.provs.len())
+    }
+
+    /// The positions of its elements, when recorded.
+    pub(crate) fn provs(&self) -> &[Prov] {
+        &self.provs
+    }
+}
+
+/// A stage's input, for a stage that holds elements: see the module doc.
+pub(crate) struct Hold<T> {
+    input: BoxStream<T>,
+    done: bool,
+    again: Option<Again<T>>,
+    /// Take marks (held by marks, and the input can save its position).
+    marking: bool,
+    /// Keep the elements' positions (held by positions, or asked for downstream).
+    record: bool,
+    /// Whether the input is small, and whether elements are held by marks (a small input
+    /// whose stage did not ask for positions).
+    small: bool,
+    by_marks: bool,
+    /// A mark is taken before one element in this many (when set), and before the next
+    /// element when the stage asks ([`mark`](Hold::mark)).
+    every: Option<u64>,
+    want_mark: bool,
+    /// How many elements (errors included) were read: the next one's index.
+    read: u64,
+    /// The marks taken, oldest first: the input's state before element `.0`.
+    marks: VecDeque<(u64, State)>,
+    /// Whether the element just handed out is one held at the checkpoint restored from.
+    again_last: bool,
+    /// Where the element just handed out came from (when recorded).
+    prov: Option<Prov>,
+    stage: &'static str,
+}
+
+impl<T: Send + 'static> Hold<T> {
+    /// The input of a stage built with `ctx` (fresh or restored: `state` is the stage's saved
+    /// state, whose words from `at` are the hold's). `positions`: the stage keeps its
+    /// elements' positions whatever its input (a shuffle, whose order is not the input's).
+    pub(crate) fn open(
+        ctx: &Ctx,
+        input: &dyn Fn(&Ctx) -> BoxStream<T>,
+        positions: bool,
+        stage: &'static str,
+        at: usize,
+    ) -> anyhow::Result<Self> {
+        let ctx = if positions {
+            ctx.with_provenance()
+        } else {
+            ctx.clone()
+        };
+        let provenance = ctx.provenance();
+        let Some(state) = ctx.restoring() else {
+            return Ok(Self::new(input(&ctx), positions, provenance, stage));
+        };
+        let mut hold = Self::new(input(&ctx.for_input(0)), positions, provenance, stage);
+        if !hold.by_marks {
+            if !state.held.is_empty() {
+                let provs: Arc<[Prov]> = state.held.clone().into();
+                let replay = ctx.for_input(0).with_replay(Arc::clone(&provs));
+                hold.again = Some(Again::Replay {
+                    stream: input(&replay),
+                    provs,
+                    n: 0,
+                });
+            }
+            return Ok(hold);
+        }
+        // The input was restored from the mark: what was read counts from there.
+        let (left, runs) = (state.word(at)?, state.word(at + 1)?);
+        let keep = (0..runs)
+            .map(|i| {
+                let at = at + 2 + 2 * i as usize;
+                Ok((state.word(at)?, state.word(at + 1)?))
+            })
+            .collect::<anyhow::Result<VecDeque<_>>>()?;
+        hold.marks.push_back((0, state.input_state(0)?.clone()));
+        if left > 0 {
+            hold.again = Some(Again::Reread { left, keep });
+        }
+        Ok(hold)
+    }
+
+    /// A hold over `input` with nothing to hand back: by positions when `positions` or the
+    /// input is not small, otherwise by marks (positions kept too when `provenance`: a stage
+    /// downstream asked for them).
+    pub(crate) fn new(
+        input: BoxStream<T>,
+        positions: bool,
+        provenance: bool,
+        stage: &'static str,
+    ) -> Self {
+        let small = input.is_small();
+        let by_marks = small && !positions;
+        Hold {
+            marking: by_marks && input.resumable(),
+            record: !by_marks || provenance,
+            small,
+            by_marks,
+            input,
+            done: false,
+            again: None,
+            every: None,
+            want_mark: false,
+            read: 0,
+            marks: VecDeque::new(),
+            again_last: false,
+            prov: None,
+            stage,
+        }
+    }
+}
+
+impl<T> Hold<T> {
+    /// Marks before one element in `n` as well (for stages whose held elements are spread
+    /// over the input: windows of several keys, buckets).
+    pub(crate) fn marking_every(&mut self, n: u64) {
+        self.every = Some(n);
+    }
+
+    /// Take a mark before the next element (a group starts there).
+    pub(crate) fn mark(&mut self) {
+        self.want_mark = self.marking;
+    }
+
+    /// No element before index `oldest` is held any more: the marks only those needed are
+    /// dropped.
+    pub(crate) fn release(&mut self, oldest: u64) {
+        while self.marks.get(1).is_some_and(|m| m.0 <= oldest) {
+            self.marks.pop_front();
+        }
+    }
+
+    /// Whether positions are kept ([`prov`](Hold::prov) answers).
+    pub(crate) fn recording(&self) -> bool {
+        self.record
+    }
+
+    /// The index of the element just handed out (the count of elements read before it).
+    pub(crate) fn index(&self) -> u64 {
+        self.read.wrapping_sub(1)
+    }
+
+    /// How many elements were read (the next one's index).
+    pub(crate) fn count(&self) -> u64 {
+        self.read
+    }
+
+    /// Whether the element just handed out is one held at the checkpoint restored from.
+    pub(crate) fn again(&self) -> bool {
+        self.again_last
+    }
+
+    /// Where the element just handed out came from, when recorded (`None` once the input
+    /// could not say: [`save`](Hold::save) then says why).
+    pub(crate) fn prov(&mut self) -> Option<Prov> {
+        self.prov.take()
+    }
+
+    pub(crate) fn is_small(&self) -> bool {
+        self.small
+    }
+
+    pub(crate) fn resumable(&self) -> bool {
+        self.input.resumable()
+    }
+
+    pub(crate) fn is_terminated(&self) -> bool {
+        self.done && self.again.is_none()
+    }
+
+    /// Where the input's last element came from.
+    pub(crate) fn last_prov(&self) -> anyhow::Result<Prov> {
+        match &self.again {
+            Some(Again::Replay { stream, .. }) => stream.last_prov(),
+            _ => self.input.last_prov(),
+        }
+    }
+
+    pub(crate) fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            return (0, Some(0));
+        }
+        self.input.size_hint()
+    }
+
+    /// The next element: those held at the checkpoint restored from first, then the input's.
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        if self.again.is_none() && !self.record && !self.want_mark && self.every.is_none() {
+            // Nothing to keep per element (the common case: marks taken on request only).
+            return self.poll_plain(cx);
+        }
+        if self.again.is_some()
+            && let Some(item) = ready!(self.poll_again(cx))
+        {
+            return Poll::Ready(Some(item));
+        }
+        self.again_last = false;
+        let item = ready!(self.poll_input(cx));
+        if item.is_some() && self.record {
+            self.prov = self.input.last_prov().ok();
+            if self.prov.is_none() {
+                self.record = false;
+            }
+        }
+        Poll::Ready(item)
+    }
+
+    /// The next element held at the checkpoint restored from, and `None` once they are all
+    /// back (for a stage that must know: the input's next element is not read).
+    pub(crate) fn poll_again(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        self.again_last = false;
+        let Some(Again::Replay { stream, provs, n }) = self.again.as_mut() else {
+            return self.poll_reread(cx);
+        };
+        match ready!(stream.as_mut().poll_next(cx)) {
+            Some(item) => {
+                self.again_last = item.is_ok();
+                if self.record {
+                    self.prov = stream.last_prov().ok();
+                }
+                *n += 1;
+                self.read += 1;
+                Poll::Ready(Some(item))
+            }
+            None => {
+                let short = *n != provs.len();
+                self.again = None;
+                Poll::Ready(short.then(|| {
+                    Err(unsupported(
+                        self.stage,
+                        "replaying the elements it held gave fewer than it saved",
+                    ))
+                }))
+            }
+        }
+    }
+
+    /// The input's next element, after a mark when one is due.
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        if self.marking
+            && (self.want_mark || self.every.is_some_and(|n| self.read % n == 0))
+            && self.marks.back().is_none_or(|m| m.0 != self.read)
+        {
+            self.want_mark = false;
+            if let Ok(mark) = self.input.as_mut().save() {
+                self.marks.push_back((self.read, mark));
+            }
+        }
+        self.poll_plain(cx)
+    }
+
+    #[inline]
+    fn poll_plain(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let item = ready!(self.input.as_mut().poll_next(cx));
+        match item {
+            Some(_) => self.read += 1,
+            None => self.done = true,
+        }
+        Poll::Ready(item)
+    }
+
+    /// After a restore over a small input: the elements since the mark, those held kept.
+    fn poll_reread(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        loop {
+            if let Some(Again::Reread { left: 0, .. }) = self.again {
+                self.again = None;
+            }
+            if self.again.is_none() {
+                return Poll::Ready(None);
+            }
+            // The next element; a pending poll changes nothing.
+            let Some(item) = ready!(self.poll_input(cx)) else {
+                self.again = None;
+                return Poll::Ready(Some(Err(unsupported(
+                    self.stage,
+                    "reading again what it held gave fewer elements than it saved",
+                ))));
+            };
+            let Some(Again::Reread { left, keep }) = self.again.as_mut() else {
+                return Poll::Ready(Some(item));
+            };
+            let i = self.read - 1;
+            let kept = keep.front().is_some_and(|&(at, n)| at <= i && i < at + n);
+            if keep.front().is_some_and(|&(at, n)| i + 1 >= at + n) {
+                keep.pop_front();
+            }
+            *left -= 1;
+            match item {
+                // A refused restore (a file changed since the checkpoint) goes to the
+                // consumer at once.
+                Err(e) if crate::error::is_refusal(&e) => {
+                    self.again = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                item if kept => {
+                    self.again_last = true;
+                    if self.record {
+                        self.prov = self.input.last_prov().ok();
+                    }
+                    return Poll::Ready(Some(item));
+                }
+                // Passed on before the checkpoint.
+                _ => {}
+            }
+        }
+    }
+
+    /// The element just handed out joins `group`.
+    pub(crate) fn add_to(&mut self, group: &mut Group) {
+        if self.by_marks {
+            group.indices.push(self.index());
+        }
+        if self.record {
+            match self.prov.take() {
+                Some(p) => group.provs.push(p),
+                // The input cannot say where its elements come from.
+                None => self.record = false,
+            }
+        }
+    }
+
+    /// A group was passed on: the marks only the elements before every group's first are
+    /// dropped.
+    pub(crate) fn release_groups<'a>(&mut self, groups: impl Iterator<Item = &'a Group>) {
+        let oldest = groups.filter_map(|g| g.indices.first().copied()).min();
+        self.release(oldest.unwrap_or(self.read));
+    }
+
+    /// The offsets `group`'s elements are saved at among all those held (in `groups`): from
+    /// the mark a checkpoint now saves (held by marks), or their places in the order
+    /// [`save_groups`](Hold::save_groups) saves them (by positions; `group` first). After a
+    /// restore, [`index`](Hold::index) numbers the elements handed back the same way.
+    pub(crate) fn offsets<'a>(
+        &self,
+        group: &Group,
+        groups: impl Iterator<Item = &'a Group>,
+    ) -> Vec<u64> {
+        if !self.by_marks {
+            return (0..group.len() as u64).collect();
+        }
+        let oldest = groups.filter_map(|g| g.indices.first().copied()).min();
+        let base = oldest
+            .and_then(|o| self.marks.iter().rev().find(|m| m.0 <= o))
+            .map_or(0, |m| m.0);
+        group.indices.iter().map(|i| i - base).collect()
+    }
+
+    /// [`save`](Hold::save) for a stage whose held elements are in `groups`.
+    pub(crate) fn save_groups<'a>(
+        &mut self,
+        state: State,
+        groups: impl Iterator<Item = &'a Group> + Clone,
+    ) -> anyhow::Result<State> {
+        let mut indices: Vec<u64> = groups
+            .clone()
+            .flat_map(|g| g.indices.iter().copied())
+            .collect();
+        indices.sort_unstable();
+        self.save(state, indices.into_iter(), || {
+            groups.flat_map(|g| g.provs.iter().cloned()).collect()
+        })
+    }
+
+    /// `state` (the stage's own words) followed by the hold's: the held elements are those at
+    /// `indices` (ascending, over a small input) or at `provs` (in the stage's order, over an
+    /// input that is not small).
+    pub(crate) fn save(
+        &mut self,
+        state: State,
+        indices: impl Iterator<Item = u64>,
+        provs: impl FnOnce() -> Vec<Prov>,
+    ) -> anyhow::Result<State> {
+        if self.again.is_some() {
+            return Err(unsupported(
+                self.stage,
+                "a checkpoint while it makes again what it held at the last restore",
+            ));
+        }
+        if !self.by_marks {
+            if !self.record {
+                // Name the stage that cannot place its elements, when it says so.
+                self.input.last_prov()?;
+                return Err(unsupported(
+                    self.stage,
+                    "its input cannot say where its elements come from",
+                ));
+            }
+            return Ok(state.held(provs()).input(self.input.as_mut().save()?));
+        }
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for i in indices {
+            match runs.last_mut() {
+                Some((at, n)) if *at + *n == i => *n += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        let Some(&(oldest, _)) = runs.first() else {
+            return Ok(state.words([0, 0]).input(self.input.as_mut().save()?));
+        };
+        let (base, mark) = self
+            .marks
+            .iter()
+            .rev()
+            .find(|m| m.0 <= oldest)
+            .ok_or_else(|| {
+                unsupported(
+                    self.stage,
+                    "its input could not save its position before an element it holds",
+                )
+            })?;
+        let mut words = vec![self.read - base, runs.len() as u64];
+        words.extend(runs.iter().flat_map(|&(at, n)| [at - base, n]));
+        Ok(state.words(words).input(mark.clone()))
+    }
+}
