@@ -105,13 +105,12 @@
 //! position).
 //!
 //! A stage that holds elements (shuffle, batch and its family, window, group_by_window,
-//! bucket_by_sequence_length) reads its input through `engine::Hold`: over a small input
-//! each held element is an index after a mark of the input, otherwise its
-//! [`Prov`](state::Prov), and after a restore the hold hands the held elements back first.
-//! A stage that passes elements on in order from another task (prefetch, map_parallel,
-//! parallel_interleave) keeps a mark of its input before the oldest element not passed on,
-//! and how many were passed on since (`engine::Marker`, restored through
-//! `engine::Skipping`), or the elements' positions (`engine::resume`). A file format's decoder saves `[offset, record]` after
+//! bucket_by_sequence_length, unique, prefetch, the parallel maps) reads its input through
+//! `engine::Hold`: over a small input each held element is an index after a mark of the
+//! input, otherwise its [`Prov`](state::Prov), and after a restore the hold hands the held
+//! elements back first. `parallel_interleave` still keeps a mark and a count of its own
+//! (`engine::Marker`, restored through `engine::Skipping`). A file format's decoder saves
+//! `[offset, record]` after
 //! the last element it yielded (never what it read ahead) and gives each element's start
 //! offset as its position; with `FileFormat::resumable` set, `format::files` opens,
 //! restores, checks and replays its files. The tests in `tests/checkpoint.rs` check a stage

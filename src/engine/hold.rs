@@ -101,6 +101,8 @@ pub(crate) struct Hold<T> {
     marks: VecDeque<(u64, State)>,
     /// Whether the element just handed out is one held at the checkpoint restored from.
     again_last: bool,
+    /// An element added to a group had no position (see [`add_to`](Hold::add_to)).
+    lost: bool,
     /// Where the element just handed out came from (when recorded).
     prov: Option<Prov>,
     stage: &'static str,
@@ -178,6 +180,7 @@ impl<T: Send + 'static> Hold<T> {
             read: 0,
             marks: VecDeque::new(),
             again_last: false,
+            lost: false,
             prov: None,
             stage,
         }
@@ -222,6 +225,11 @@ impl<T> Hold<T> {
     /// Whether the element just handed out is one held at the checkpoint restored from.
     pub(crate) fn again(&self) -> bool {
         self.again_last
+    }
+
+    /// Whether elements held at the checkpoint restored from are still to come.
+    pub(crate) fn restoring(&self) -> bool {
+        self.again.is_some()
     }
 
     /// Where the element just handed out came from, when recorded (`None` once the input
@@ -272,9 +280,6 @@ impl<T> Hold<T> {
         let item = ready!(self.poll_input(cx));
         if item.is_some() && self.record {
             self.prov = self.input.last_prov().ok();
-            if self.prov.is_none() {
-                self.record = false;
-            }
         }
         Poll::Ready(item)
     }
@@ -307,6 +312,54 @@ impl<T> Hold<T> {
                 }))
             }
         }
+    }
+
+    /// Reads elements into `buf` until it holds `size`, for a stage that keeps nothing per
+    /// element (a batch being filled): `Ready(None)` when full, `Ready(Some(Err))` at an error
+    /// element, `Ready(Some(Ok(())))` when the input ended. Elements that need more (held
+    /// ones handed back, a mark due, positions kept) go one by one through
+    /// [`poll_next`](Hold::poll_next).
+    #[inline]
+    pub(crate) fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<T>,
+        size: usize,
+    ) -> Poll<Option<anyhow::Result<()>>> {
+        while buf.len() < size {
+            if self.again.is_some() || self.record || self.want_mark || self.every.is_some() {
+                match ready!(self.poll_next(cx)) {
+                    Some(Ok(x)) => buf.push(x),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => return Poll::Ready(Some(Ok(()))),
+                }
+                continue;
+            }
+            if self.done {
+                return Poll::Ready(Some(Ok(())));
+            }
+            // Nothing kept per element: the input's elements go straight into `buf`.
+            loop {
+                match ready!(self.input.as_mut().poll_next(cx)) {
+                    Some(Ok(x)) => {
+                        self.read += 1;
+                        buf.push(x);
+                        if buf.len() == size {
+                            return Poll::Ready(None);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.read += 1;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    None => {
+                        self.done = true;
+                        return Poll::Ready(Some(Ok(())));
+                    }
+                }
+            }
+        }
+        Poll::Ready(None)
     }
 
     /// The input's next element, after a mark when one is due.
@@ -390,8 +443,9 @@ impl<T> Hold<T> {
         if self.record {
             match self.prov.take() {
                 Some(p) => group.provs.push(p),
-                // The input cannot say where its elements come from.
-                None => self.record = false,
+                // The input cannot say where this element comes from: no checkpoint can
+                // place the groups.
+                None => self.lost = true,
             }
         }
     }
@@ -433,47 +487,61 @@ impl<T> Hold<T> {
             .flat_map(|g| g.indices.iter().copied())
             .collect();
         indices.sort_unstable();
+        let lost = self.lost;
         self.save(state, indices.into_iter(), || {
-            groups.flat_map(|g| g.provs.iter().cloned()).collect()
+            (!lost).then(|| groups.flat_map(|g| g.provs.iter().cloned()).collect())
         })
     }
 
     /// `state` (the stage's own words) followed by the hold's: the held elements are those at
     /// `indices` (ascending, over a small input) or at `provs` (in the stage's order, over an
-    /// input that is not small).
+    /// input that is not small; `None` when the stage could not place one of them). After a
+    /// restore, the elements still to be handed back are held too (saved after the stage's).
     pub(crate) fn save(
         &mut self,
         state: State,
         indices: impl Iterator<Item = u64>,
-        provs: impl FnOnce() -> Vec<Prov>,
+        provs: impl FnOnce() -> Option<Vec<Prov>>,
     ) -> anyhow::Result<State> {
-        if self.again.is_some() {
-            return Err(unsupported(
-                self.stage,
-                "a checkpoint while it makes again what it held at the last restore",
-            ));
-        }
         if !self.by_marks {
-            if !self.record {
+            let Some(mut held) = provs().filter(|_| self.record) else {
                 // Name the stage that cannot place its elements, when it says so.
                 self.input.last_prov()?;
                 return Err(unsupported(
                     self.stage,
                     "its input cannot say where its elements come from",
                 ));
+            };
+            if let Some(Again::Replay { provs, n, .. }) = &self.again {
+                held.extend(provs.get(*n..).unwrap_or_default().iter().cloned());
             }
-            return Ok(state.held(provs()).input(self.input.as_mut().save()?));
+            return Ok(state.held(held).input(self.input.as_mut().save()?));
         }
         let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut end = self.read;
+        let pending = match &self.again {
+            Some(Again::Reread { left, keep }) => {
+                end += left;
+                // The front run may be handed back in part already (those are the stage's).
+                let read = self.read;
+                Some(keep.iter().filter_map(move |&(at, n)| {
+                    let from = at.max(read);
+                    (from < at + n).then_some((from, at + n - from))
+                }))
+            }
+            _ => None,
+        };
         for i in indices {
             match runs.last_mut() {
                 Some((at, n)) if *at + *n == i => *n += 1,
                 _ => runs.push((i, 1)),
             }
         }
-        let Some(&(oldest, _)) = runs.first() else {
+        runs.extend(pending.into_iter().flatten());
+        if runs.is_empty() && end == self.read {
             return Ok(state.words([0, 0]).input(self.input.as_mut().save()?));
-        };
+        }
+        let oldest = runs.first().map_or(self.read, |r| r.0);
         let (base, mark) = self
             .marks
             .iter()
@@ -485,7 +553,7 @@ impl<T> Hold<T> {
                     "its input could not save its position before an element it holds",
                 )
             })?;
-        let mut words = vec![self.read - base, runs.len() as u64];
+        let mut words = vec![end - base, runs.len() as u64];
         words.extend(runs.iter().flat_map(|&(at, n)| [at - base, n]));
         Ok(state.words(words).input(mark.clone()))
     }

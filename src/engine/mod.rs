@@ -30,7 +30,7 @@ pub(crate) use op::{Input, Operation, Source, Start, Unkeyed, keyed_fields};
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
-    BoxStream, Ended, Marker, Opaque, ReplaySource, Resumable, Resumed, Skipping, StageStream,
-    positions_of_input, resume, unsupported,
+    BoxStream, Marker, Opaque, ReplaySource, Resumable, Skipping, StageStream, positions_of_input,
+    unsupported,
 };
 pub(crate) use route::Routed;

@@ -94,11 +94,22 @@ impl<'a, T: Send + 'static> Input<'a, T> {
         self.dataset.build(&self.ctx.for_input(0))
     }
 
-    /// The input's stream as [`open`](Input::open) makes it, saying where each element comes
-    /// from ([`Resumable::last_prov`](super::Resumable::last_prov)) however small its state:
-    /// for an operation that holds elements by position.
-    pub(crate) fn open_placed(&self) -> BoxStream<T> {
-        self.dataset.build(&self.ctx.for_input(0).with_provenance())
+    /// The input's stream for an operation that holds elements across a checkpoint (see
+    /// [`Hold`](super::Hold)): fresh, or restored with the held elements handed back first
+    /// (the hold's saved words start at word `at` of the operation's state).
+    pub(crate) fn hold(
+        &self,
+        stage: &'static str,
+        positions: bool,
+        at: usize,
+    ) -> anyhow::Result<super::Hold<T>> {
+        super::Hold::open(
+            self.ctx,
+            &|ctx| self.dataset.build(ctx),
+            positions,
+            stage,
+            at,
+        )
     }
 
     /// The input itself, for an operation that builds it several times (`repeat`, one

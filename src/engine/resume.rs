@@ -6,9 +6,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use super::ctx::Ctx;
-use super::plan::Dataset;
-use crate::checkpoint::{ENDED, Prov, State};
+use crate::checkpoint::{Prov, State};
 use crate::error::Error;
 
 /// The stream type every stage produces: elements or errors, boxed once per stage, with its
@@ -43,13 +41,6 @@ pub(crate) trait Resumable {
     /// not save its position): stages skip taking marks of inputs that cannot be saved.
     fn resumable(&self) -> bool {
         true
-    }
-
-    /// The positions this stream will yield before what its [`save`](Resumable::save)
-    /// describes: a restored input still replaying what its consumer held ([`Resumed`]). A
-    /// stage that saves positions saves these after its own.
-    fn pending(&self) -> Vec<Prov> {
-        Vec::new()
     }
 }
 
@@ -95,10 +86,6 @@ impl<T> Resumable for Pin<Box<dyn StageStream<T>>> {
 
     fn resumable(&self) -> bool {
         (**self).resumable()
-    }
-
-    fn pending(&self) -> Vec<Prov> {
-        (**self).pending()
     }
 }
 
@@ -360,135 +347,4 @@ impl<T> Resumable for Skipping<T> {
     fn resumable(&self) -> bool {
         self.inner.resumable()
     }
-}
-
-/// A restored input that had ended: yields nothing and saves as ended again; `small` as the
-/// input it stands for.
-#[derive(Debug)]
-pub(crate) struct Ended<T> {
-    small: bool,
-    _items: std::marker::PhantomData<fn() -> T>,
-}
-
-impl<T> Ended<T> {
-    pub(crate) fn new(small: bool) -> Self {
-        Ended {
-            small,
-            _items: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<T> Stream for Ended<T> {
-    type Item = anyhow::Result<T>;
-
-    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Poll::Ready(None)
-    }
-}
-
-impl<T> Resumable for Ended<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(ENDED))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        Err(unsupported(ENDED, "no element yielded"))
-    }
-
-    fn is_small(&self) -> bool {
-        self.small
-    }
-}
-
-/// A restored input of a stage that held elements by position: those elements, replayed from
-/// their positions, then the input restored from its saved state. A checkpoint taken before
-/// the replay is over saves the positions not yet replayed ([`Resumable::pending`]) and the
-/// restored input's state.
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct Resumed<T> {
-    replay: Option<Pin<Box<dyn StageStream<T>>>>,
-    positions: std::sync::Arc<[Prov]>,
-    replayed: usize,
-    back: Pin<Box<dyn StageStream<T>>>,
-}
-
-impl<T> Resumed<T> {
-    pub(crate) fn new(
-        replay: Pin<Box<dyn StageStream<T>>>,
-        positions: std::sync::Arc<[Prov]>,
-        back: Pin<Box<dyn StageStream<T>>>,
-    ) -> Self {
-        Resumed {
-            replay: Some(replay),
-            positions,
-            replayed: 0,
-            back,
-        }
-    }
-}
-
-impl<T> Stream for Resumed<T> {
-    type Item = anyhow::Result<T>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if let Some(replay) = this.replay.as_mut() {
-            match std::task::ready!(replay.as_mut().poll_next(cx)) {
-                Some(item) => {
-                    this.replayed += 1;
-                    return Poll::Ready(Some(item));
-                }
-                None => this.replay = None,
-            }
-        }
-        this.back.as_mut().poll_next(cx)
-    }
-}
-
-impl<T> Resumable for Resumed<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        self.get_mut().back.as_mut().save()
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        match &self.replay {
-            Some(replay) => replay.last_prov(),
-            None => self.back.last_prov(),
-        }
-    }
-
-    fn is_small(&self) -> bool {
-        self.back.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.back.resumable()
-    }
-
-    fn pending(&self) -> Vec<Prov> {
-        match &self.replay {
-            Some(_) => self
-                .positions
-                .get(self.replayed..)
-                .unwrap_or_default()
-                .to_vec(),
-            None => Vec::new(),
-        }
-    }
-}
-
-/// `held` (positions of elements of `input`) replayed, then `back`.
-pub(crate) fn resume<T: Send + 'static>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    held: &[Prov],
-    back: BoxStream<T>,
-) -> BoxStream<T> {
-    if held.is_empty() {
-        return back;
-    }
-    let held: std::sync::Arc<[Prov]> = held.into();
-    let replay = input.build(&ctx.for_input(0).with_replay(std::sync::Arc::clone(&held)));
-    Box::pin(Resumed::new(replay, held, back))
 }

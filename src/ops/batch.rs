@@ -247,6 +247,15 @@ impl<T> Stream for BatchStream<T> {
                 // Where this batch starts: restored from here, its members are read again.
                 this.hold.mark();
             }
+            if this.provs.is_none() && size > 0 {
+                // No positions recorded (the common case): gather until the batch is full,
+                // with nothing else done per element.
+                match ready!(this.hold.poll_fill(cx, &mut this.buf, size)) {
+                    None => continue,
+                    Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
+                    Some(Ok(())) => return Poll::Ready(this.ended()),
+                }
+            }
             match ready!(this.hold.poll_next(cx)) {
                 Some(Ok(x)) => {
                     if let Some(provs) = this.provs.as_mut() {
@@ -258,18 +267,6 @@ impl<T> Stream for BatchStream<T> {
                         }
                     }
                     this.buf.push(x);
-                    if this.provs.is_some() {
-                        continue;
-                    }
-                    // No positions recorded (the common case): gather until the batch is
-                    // full, with nothing else done per element.
-                    while this.buf.len() < size {
-                        match ready!(this.hold.poll_next(cx)) {
-                            Some(Ok(x)) => this.buf.push(x),
-                            Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
-                            None => return Poll::Ready(this.ended()),
-                        }
-                    }
                 }
                 Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
                 None => return Poll::Ready(this.ended()),
@@ -302,7 +299,7 @@ impl<T> Resumable for BatchStream<T> {
         let provs = &this.provs;
         this.hold
             .save(State::new(this.stage).words(turn), members, || {
-                provs.clone().unwrap_or_default()
+                provs.clone()
             })
     }
 

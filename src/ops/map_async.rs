@@ -12,14 +12,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::stream::{Fuse, FusedStream, FuturesOrdered, FuturesUnordered, Stream, StreamExt};
+use futures::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Operation, Start, Unkeyed, error_stream,
-};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Operation, Start, Unkeyed};
 use crate::engine::{Resumable, StageStream};
-use crate::ops::parallel_map::{self, InFlight, Input};
+use crate::ops::parallel_map::InFlight;
 use crate::runtime::{self, catch_panic};
 
 const STAGE: &str = "map_async";
@@ -83,19 +81,8 @@ where
     F: Fn(T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = anyhow::Result<U>> + Send + 'static,
 {
-    let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
-    let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
-        None => (input.build(&ctx.for_input(0)), None),
-        Some(state) => {
-            let build = |ctx: &Ctx| input.build(ctx);
-            match parallel_map::restore(ctx, &Input::of(input, &build), state, 0) {
-                Ok(restored) => restored,
-                Err(e) => (error_stream(e), None),
-            }
-        }
-    };
-    let mut in_flight = InFlight::new(&upstream, deterministic, ctx, STAGE);
-    in_flight.restored(restored);
+    let in_flight = InFlight::open(ctx, &|ctx: &Ctx| input.build(ctx), STAGE, Vec::new());
+    let deterministic = in_flight.deterministic();
     let f = Arc::clone(f);
     let call = move |item: anyhow::Result<T>| {
         let f = Arc::clone(&f);
@@ -107,7 +94,6 @@ where
         }
     };
     MapAsyncStream {
-        input: upstream.fuse(),
         call,
         calls: if deterministic {
             Calls::Ordered(FuturesOrdered::new())
@@ -129,12 +115,12 @@ enum Calls<C: Future> {
 /// (or `buffer_unordered`) over the calls.
 #[must_use = "streams do nothing unless polled"]
 struct MapAsyncStream<T, M, C: Future> {
-    input: Fuse<BoxStream<T>>,
     /// Makes the call of an element.
     call: M,
     calls: Calls<C>,
     parallelism: usize,
-    in_flight: InFlight,
+    /// The input, and the calls in flight as a checkpoint places them.
+    in_flight: InFlight<T>,
 }
 
 // The calls are boxed in the futures' queues; nothing is pinned in place.
@@ -149,7 +135,7 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let tracking = this.in_flight.tracking();
+        let tracking = this.in_flight.deterministic();
         // As `buffered`: first start as many calls as there is room for.
         loop {
             let len = match &this.calls {
@@ -161,13 +147,11 @@ where
             }
             if tracking && this.in_flight.open_len().is_none_or(|n| n >= MARK_EVERY) {
                 this.in_flight.close_group();
-                this.in_flight.open_group(this.input.get_mut());
+                this.in_flight.open_group();
             }
-            match this.input.poll_next_unpin(cx) {
+            match this.in_flight.poll_input(cx) {
                 Poll::Ready(Some(item)) => {
-                    if tracking {
-                        this.in_flight.took(this.input.get_ref());
-                    }
+                    this.in_flight.took();
                     let call = (this.call)(item);
                     match &mut this.calls {
                         Calls::Ordered(calls) => calls.push_back(call),
@@ -185,7 +169,7 @@ where
             this.in_flight.passed_on();
             return Poll::Ready(Some(out));
         }
-        if this.input.is_terminated() {
+        if this.in_flight.is_terminated() {
             Poll::Ready(None)
         } else {
             Poll::Pending
@@ -197,7 +181,7 @@ where
 impl<T, M, C: Future> Resumable for MapAsyncStream<T, M, C> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        this.in_flight.save(this.input.get_mut())
+        this.in_flight.save()
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -209,6 +193,6 @@ impl<T, M, C: Future> Resumable for MapAsyncStream<T, M, C> {
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.in_flight.resumable()
     }
 }

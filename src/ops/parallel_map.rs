@@ -23,14 +23,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
+use futures::stream::Stream;
 use tokio::sync::mpsc;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Operation, Start, Unkeyed, error_stream,
-};
-use crate::engine::{Resumable, Skipping, unsupported};
+use crate::engine::{BoxStream, Cardinality, Ctx, Hold, Operation, Start, Unkeyed, error_stream};
+use crate::engine::{Resumable, unsupported};
 use crate::options::Parallelism;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Knob, KnobKind, catch_panic};
 use crate::stats::StageCounters;
@@ -198,12 +196,10 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for MapParallel<T, U> {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let dataset = input.dataset();
-        let make = |ctx: &Ctx| dataset.build(ctx);
-        let input = Input::of(dataset, &make);
         let f = Arc::clone(&self.f);
         Ok(build(
             ctx,
-            &input,
+            &|ctx: &Ctx| dataset.build(ctx),
             f,
             *self.parallelism,
             Self::NAME,
@@ -222,184 +218,111 @@ pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc
     }
 }
 
-/// The parallel map of one epoch over `input`: fresh, restored (from a mark of a small input
-/// and the number of its elements already passed on, or over an input that is not small by
-/// replaying the positions of the elements in flight at the checkpoint, then going on with
-/// the input's state), or in replay. `words` are the stage's own saved words (a random map's
-/// seed and epoch), kept first in its state.
+/// The parallel map of one epoch over `input`: fresh, restored (the elements in flight at
+/// the checkpoint handed back by its [`Hold`], then the input), or in replay. `words` are the
+/// stage's own saved words (a random map's seed and epoch), kept first in its state.
 pub(crate) fn build<T: Send + 'static, U: Send + 'static>(
     ctx: &Ctx,
-    input: &Input<'_, T>,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
     f: UserFn<T, U>,
     parallelism: Parallelism,
     stage: &'static str,
     words: Vec<u64>,
 ) -> ParallelMap<T, U> {
     let (workers, knob) = workers(parallelism, ctx);
-    let deterministic = ctx.options().is_deterministic() || ctx.replaying().is_some();
-    let own = words.len();
-    let (upstream, restored) = match ctx.restoring().filter(|_| ctx.replaying().is_none()) {
-        None => ((input.build)(&ctx.for_input(0)), None),
-        Some(state) => match restore(ctx, input, state, own) {
-            Ok(restored) => restored,
-            Err(e) => (error_stream(e), None),
-        },
-    };
-    let mut map = ParallelMap::new(upstream, f, workers, knob, deterministic, ctx, stage);
-    map.in_flight.own_words(words);
-    map.in_flight.restored(restored);
-    map
-}
-
-/// The input to go on with after a restore, and (over a small input) the mark and the count
-/// already passed on since it.
-#[allow(clippy::type_complexity)]
-pub(crate) fn restore<T: Send + 'static>(
-    ctx: &Ctx,
-    input: &Input<'_, T>,
-    state: &State,
-    own: usize,
-) -> anyhow::Result<(BoxStream<T>, Option<(State, u64)>)> {
-    let upstream = (input.build)(&ctx.for_input(0));
-    if input.small {
-        let skip = state.word(own)?;
-        let mark = state.input_state(0)?.clone();
-        return Ok((Box::pin(Skipping::new(upstream, skip)), Some((mark, skip))));
-    }
-    if state.held.is_empty() {
-        return Ok((upstream, None));
-    }
-    let held: Arc<[Prov]> = state.held.clone().into();
-    let replay = (input.build)(&ctx.for_input(0).with_replay(Arc::clone(&held)));
-    Ok((
-        Box::pin(crate::engine::Resumed::new(replay, held, upstream)),
-        None,
-    ))
-}
-
-/// How to build a parallel map's input for an epoch (fresh, restored or replaying, as the
-/// context says), and whether its state is small.
-pub(crate) struct Input<'a, T> {
-    pub(crate) build: &'a dyn Fn(&Ctx) -> BoxStream<T>,
-    pub(crate) small: bool,
-}
-
-impl<'a, T: Send + 'static> Input<'a, T> {
-    /// A dataset as the input.
-    pub(crate) fn of(dataset: &'a Dataset<T>, build: &'a dyn Fn(&Ctx) -> BoxStream<T>) -> Self {
-        Input {
-            build,
-            small: dataset.is_small(),
-        }
-    }
+    let in_flight = InFlight::open(ctx, input, stage, words);
+    ParallelMap::new(in_flight, f, workers, knob, ctx)
 }
 
 /// What a checkpoint needs to know of a group handed over (deterministic order only).
 struct GroupInfo {
-    /// The input's state before its first element (small inputs).
-    mark: Option<State>,
-    /// Elements passed on before the mark's first one (after a restore: the skip).
-    base: u64,
-    /// Its elements' positions (inputs that are not small, or when asked for).
+    /// The index of its first element (see [`Hold::index`]).
+    first: u64,
+    /// Its elements' positions (when the hold keeps them).
     provs: Vec<Prov>,
     len: usize,
 }
 
-/// The checkpoint bookkeeping of a stage that hands consecutive elements to calls in flight
-/// and passes the results on in input order (`map_parallel`, `random_map`, `map_async`): the
-/// groups of elements handed over and not yet wholly passed on, oldest first, each with a mark
-/// of the input from before its first element (small inputs) or its elements' positions, and
-/// how many of the oldest's were passed on. A mark is taken once per group.
+/// The input and checkpoint bookkeeping of a stage that hands consecutive elements to calls
+/// in flight and passes the results on in input order (`map_parallel`, `random_map`,
+/// `map_async`): the groups of elements handed over and not yet wholly passed on, oldest
+/// first, and how many of the oldest's were passed on. The elements not passed on are held
+/// across a checkpoint by the input's [`Hold`] (a mark is taken before each group): a restore
+/// hands them back first, and their calls are made again.
 ///
-/// Saved state: the stage's own words (a random map's seed and epoch), then over a small input
-/// `[skip]` with the mark before the oldest group not wholly passed on as the input; over an
-/// input that is not small, the positions of the elements handed over and not passed on
-/// (`held`) and the input's state now. Calls in flight are made again after a restore (see
-/// [`restore`]).
-pub(crate) struct InFlight {
+/// Saved state: the stage's own words (a random map's seed and epoch), then the hold's.
+pub(crate) struct InFlight<T> {
+    hold: Hold<T>,
     groups: VecDeque<GroupInfo>,
     yielded: usize,
-    /// Take a mark of the input before each group / record each element's position.
-    marks: bool,
-    provs: bool,
-    small: bool,
     /// Whether the newest group in `groups` is still taking elements.
     open: bool,
+    /// Whether every element's position was recorded (when the hold keeps them).
+    placed: bool,
     /// Where the last element passed on came from (when recorded).
     last: Option<Prov>,
-    /// After a restore over a small input: the mark restored from, and the count to skip.
-    restored: Option<(State, u64)>,
     deterministic: bool,
     /// The stage name and own words in its saved state.
     stage: &'static str,
     words: Vec<u64>,
 }
 
-impl InFlight {
-    pub(crate) fn new<T>(
-        input: &BoxStream<T>,
-        deterministic: bool,
+impl<T: Send + 'static> InFlight<T> {
+    /// The input of one epoch, fresh, restored or in replay as `ctx` says.
+    pub(crate) fn open(
         ctx: &Ctx,
+        input: &dyn Fn(&Ctx) -> BoxStream<T>,
         stage: &'static str,
+        words: Vec<u64>,
     ) -> Self {
-        let small = input.is_small();
-        InFlight {
-            marks: deterministic && small && input.resumable(),
+        let hold = match ctx.replaying() {
             // In replay the input says where each element comes from even when it cannot
             // save itself (a stage in replay): positions pass through.
-            provs: deterministic
-                && (!small || ctx.provenance())
-                && (input.resumable() || ctx.replaying().is_some()),
-            small,
+            Some(_) => Ok(Hold::new(input(&ctx.for_input(0)), false, true, stage)),
+            None => Hold::open(ctx, input, false, stage, words.len()),
+        };
+        let hold = hold.unwrap_or_else(|e| Hold::new(error_stream(e), false, false, stage));
+        InFlight {
+            hold,
             groups: VecDeque::new(),
             yielded: 0,
             open: false,
+            placed: true,
             last: None,
-            restored: None,
-            deterministic,
+            deterministic: ctx.options().is_deterministic() || ctx.replaying().is_some(),
             stage,
-            words: Vec::new(),
+            words,
         }
     }
+}
 
-    /// Goes on after a restore over a small input: from `mark`, `skip` elements were passed
-    /// on before the checkpoint (the input skips them).
-    pub(crate) fn restored(&mut self, restored: Option<(State, u64)>) {
-        self.restored = restored;
+impl<T> InFlight<T> {
+    /// The input's next element.
+    pub(crate) fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T>>> {
+        self.hold.poll_next(cx)
     }
 
-    /// The stage's own words, first in its saved state.
-    pub(crate) fn own_words(&mut self, words: Vec<u64>) {
-        self.words = words;
+    pub(crate) fn is_terminated(&self) -> bool {
+        self.hold.is_terminated()
     }
 
-    /// Starts a group before taking its first element from `input`: its mark.
-    pub(crate) fn open_group<T>(&mut self, input: &mut BoxStream<T>) {
-        self.open = self.marks || self.provs;
+    /// Whether its order is the input's (only then does it keep track of the groups).
+    pub(crate) fn deterministic(&self) -> bool {
+        self.deterministic
+    }
+
+    /// Starts a group before taking its first element: a mark.
+    pub(crate) fn open_group(&mut self) {
+        self.open = self.deterministic;
         if !self.open {
             return;
         }
-        let mut info = GroupInfo {
-            mark: None,
-            base: 0,
+        self.hold.mark();
+        self.groups.push_back(GroupInfo {
+            first: self.hold.count(),
             provs: Vec::new(),
             len: 0,
-        };
-        if self.marks {
-            info.mark = input.as_mut().save().ok();
-            // A mark of its own ends the restored one; while the restored input is still
-            // skipping what was passed on before the restore, the restored mark stands.
-            if let (None, Some((mark, skip))) = (&info.mark, self.restored.take()) {
-                info.mark = Some(mark);
-                info.base = skip;
-            }
-        }
-        self.groups.push_back(info);
-    }
-
-    /// Whether it keeps track of anything (marks or positions).
-    pub(crate) fn tracking(&self) -> bool {
-        self.marks || self.provs
+        });
     }
 
     /// The size of the group being filled, if one is open.
@@ -407,35 +330,32 @@ impl InFlight {
         self.groups.back().filter(|_| self.open).map(|g| g.len)
     }
 
-    /// The open group took an element just yielded by `input`.
-    pub(crate) fn took<T>(&mut self, input: &BoxStream<T>) {
+    /// The open group took the element just read.
+    pub(crate) fn took(&mut self) {
         if !self.open {
             return;
         }
-        let provs = self.provs;
         let Some(group) = self.groups.back_mut() else {
             return;
         };
+        if group.len == 0 {
+            // Not the count at the group's start: after a restore, the hold may have read
+            // and dropped elements passed on before (they have indices too).
+            group.first = self.hold.index();
+        }
         group.len += 1;
-        if provs {
-            match input.last_prov() {
-                Ok(p) => group.provs.push(p),
-                Err(_) => self.provs = false,
+        if self.hold.recording() {
+            match self.hold.prov() {
+                Some(p) => group.provs.push(p),
+                None => self.placed = false,
             }
         }
     }
 
     /// Closes the open group; one that took nothing is forgotten.
     pub(crate) fn close_group(&mut self) {
-        if !std::mem::take(&mut self.open) {
-            return;
-        }
-        if self.groups.back().is_some_and(|g| g.len == 0)
-            && let Some(info) = self.groups.pop_back()
-            && info.base > 0
-            && let Some(mark) = info.mark
-        {
-            self.restored = Some((mark, info.base));
+        if std::mem::take(&mut self.open) && self.groups.back().is_some_and(|g| g.len == 0) {
+            self.groups.pop_back();
         }
     }
 
@@ -444,7 +364,7 @@ impl InFlight {
         let Some(front) = self.groups.front() else {
             return;
         };
-        if self.provs {
+        if self.hold.recording() {
             self.last = front.provs.get(self.yielded).cloned();
         }
         self.yielded += 1;
@@ -455,10 +375,12 @@ impl InFlight {
             }
             self.groups.pop_front();
             self.yielded = 0;
+            let oldest = self.groups.front().map_or(self.hold.count(), |g| g.first);
+            self.hold.release(oldest);
         }
     }
 
-    pub(crate) fn save<T>(&mut self, input: &mut BoxStream<T>) -> anyhow::Result<State> {
+    pub(crate) fn save(&mut self) -> anyhow::Result<State> {
         if !self.deterministic {
             return Err(unsupported(
                 self.stage,
@@ -467,36 +389,20 @@ impl InFlight {
             ));
         }
         let state = State::new(self.stage).words(self.words.iter().copied());
-        if self.small {
-            let (mark, skip) = match self.groups.front() {
-                Some(front) => (
-                    front.mark.clone().ok_or_else(|| {
-                        unsupported(self.stage, "its input cannot save its position")
-                    })?,
-                    front.base + self.yielded as u64,
-                ),
-                None => match self.restored.clone() {
-                    Some(restored) => restored,
-                    None => (input.as_mut().save()?, 0),
-                },
-            };
-            return Ok(state.words([skip]).input(mark));
-        }
-        if !self.provs {
-            input.last_prov()?;
-            return Err(unsupported(
-                self.stage,
-                "its input cannot say where its elements come from",
-            ));
-        }
-        let mut held = Vec::new();
-        for (i, group) in self.groups.iter().enumerate() {
-            let from = if i == 0 { self.yielded } else { 0 };
-            held.extend(group.provs.iter().skip(from).cloned());
-        }
-        // What a restored input has still to replay comes after the calls in flight.
-        held.extend(input.pending());
-        Ok(state.held(held).input(input.as_mut().save()?))
+        let count = self.hold.count();
+        let first = self
+            .groups
+            .front()
+            .map_or(count, |g| g.first + self.yielded as u64);
+        let (groups, yielded, placed) = (&self.groups, self.yielded, self.placed);
+        self.hold.save(state, first..count, || {
+            let mut held = Vec::new();
+            for (i, group) in groups.iter().enumerate() {
+                let from = if i == 0 { yielded } else { 0 };
+                held.extend(group.provs.iter().skip(from).cloned());
+            }
+            placed.then_some(held)
+        })
     }
 
     pub(crate) fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -509,7 +415,11 @@ impl InFlight {
     }
 
     pub(crate) fn is_small(&self) -> bool {
-        self.small
+        self.hold.is_small()
+    }
+
+    pub(crate) fn resumable(&self) -> bool {
+        self.deterministic && self.hold.resumable()
     }
 }
 
@@ -523,7 +433,6 @@ impl InFlight {
 /// and waiting for their turn).
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ParallelMap<T, U> {
-    input: Fuse<BoxStream<T>>,
     f: UserFn<T, U>,
     pool: Option<Pool<T, U>>,
     /// Workers started; with a knob, the most the tuner may use.
@@ -550,8 +459,9 @@ pub(crate) struct ParallelMap<T, U> {
     failed: bool,
     /// This stage's statistics: the workers' busy time is added here.
     stats: Option<Arc<StageCounters>>,
-    /// For checkpoints (deterministic order): the groups not yet wholly passed on.
-    in_flight: InFlight,
+    /// The input, and for checkpoints (deterministic order) the groups not yet wholly
+    /// passed on.
+    in_flight: InFlight<T>,
 }
 
 // Elements are never pinned in place: they sit in queues and are moved out.
@@ -559,13 +469,11 @@ impl<T, U> Unpin for ParallelMap<T, U> {}
 
 impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
     pub(crate) fn new(
-        input: BoxStream<T>,
+        in_flight: InFlight<T>,
         f: UserFn<T, U>,
         parallelism: usize,
         knob: Option<Arc<Knob>>,
-        deterministic: bool,
         ctx: &Ctx,
-        stage: &'static str,
     ) -> Self {
         let cancel = CancelToken::default();
         let stats = ctx.stats_handle();
@@ -574,14 +482,13 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
         }
         ctx.gauge();
         ParallelMap {
-            in_flight: InFlight::new(&input, deterministic, ctx, stage),
-            input: input.fuse(),
+            deterministic: in_flight.deterministic(),
+            in_flight,
             f,
             pool: None,
             parallelism: parallelism.max(1),
             knob,
             held: 0,
-            deterministic,
             next_seq: 0,
             next_out: 0,
             reorder: BTreeMap::new(),
@@ -628,13 +535,13 @@ impl<T: Send + 'static, U: Send + 'static> ParallelMap<T, U> {
     /// Hands over groups while there is room and the input has elements ready.
     fn fill(&mut self, cx: &mut Context<'_>) -> anyhow::Result<()> {
         let workers = self.knob.as_ref().map_or(self.parallelism, |k| k.get());
-        while self.calls < GROUPS_PER_WORKER * workers && !self.input.is_terminated() {
-            self.in_flight.open_group(self.input.get_mut());
+        while self.calls < GROUPS_PER_WORKER * workers && !self.in_flight.is_terminated() {
+            self.in_flight.open_group();
             let mut items = Vec::new();
             while items.len() < self.group_size {
-                match self.input.poll_next_unpin(cx) {
+                match self.in_flight.poll_input(cx) {
                     Poll::Ready(Some(item)) => {
-                        self.in_flight.took(self.input.get_ref());
+                        self.in_flight.took();
                         items.push(item);
                     }
                     Poll::Ready(None) | Poll::Pending => break,
@@ -692,7 +599,7 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
             }
             if this.calls == 0 {
                 // Nothing in flight: the input has ended, or is pending with its waker set.
-                return if this.input.is_terminated() {
+                return if this.in_flight.is_terminated() {
                     Poll::Ready(None)
                 } else {
                     Poll::Pending
@@ -722,7 +629,7 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ParallelMap<T, U> {
 impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        this.in_flight.save(this.input.get_mut())
+        this.in_flight.save()
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -734,6 +641,6 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
     }
 
     fn resumable(&self) -> bool {
-        self.in_flight.deterministic && self.input.get_ref().resumable()
+        self.in_flight.resumable()
     }
 }

@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::BoxStream;
-use crate::engine::{Marker, Resumable, unsupported};
+use crate::engine::{Hold, Resumable, unsupported};
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
 use crate::stats::StageCounters;
@@ -64,7 +63,8 @@ impl<T: Send + 'static> crate::engine::Operation<T> for Prefetch {
     }
 }
 
-/// The prefetch of one epoch: fresh, or restored (see [`Resumable for PrefetchStream`](PrefetchStream)).
+/// The prefetch of one epoch: fresh, restored (the elements it had taken from its input and
+/// not passed on are handed back first by the input's [`Hold`]), or in replay.
 pub(crate) fn build<T: Send + 'static>(
     ctx: &crate::engine::Ctx,
     input: &crate::engine::Dataset<T>,
@@ -72,55 +72,21 @@ pub(crate) fn build<T: Send + 'static>(
     knob: Option<Arc<Knob>>,
 ) -> PrefetchStream<T> {
     let gauge = ctx.stats_handle();
-    let Some(state) = ctx.restoring().filter(|_| ctx.replaying().is_none()) else {
-        let prefetch = PrefetchStream::new(
+    let hold = match ctx.replaying() {
+        // In replay the input says where each element comes from even when it cannot save
+        // itself (a stage in replay): positions pass through.
+        Some(_) => Ok(Hold::new(
             input.build(&ctx.for_input(0)),
-            buffer,
-            knob,
-            gauge,
-            ctx.provenance(),
-        );
-        if ctx.replaying().is_some() {
-            // In replay the input says where each element comes from even when it cannot
-            // save itself (a stage in replay): positions pass through.
-            prefetch.shared.upstream().provs = true;
-        }
-        return prefetch;
+            false,
+            true,
+            STAGE,
+        )),
+        None => Hold::open(ctx, &|ctx| input.build(ctx), false, STAGE, 0),
     };
-    let restored = (|| {
-        let upstream = input.build(&ctx.for_input(0));
-        if input.is_small() {
-            let skip = state.word(0)?;
-            let mark = state.input_state(0)?.clone();
-            let skipping = Box::pin(crate::engine::Skipping::new(upstream, skip));
-            let prefetch = PrefetchStream::new(
-                skipping,
-                buffer,
-                knob.clone(),
-                gauge.clone(),
-                ctx.provenance(),
-            );
-            return Ok(prefetch.restored(mark, skip));
-        }
-        // An upstream that had ended stays ended (it saves as ended again). What the
-        // prefetch held is read again at its positions first.
-        let back = if state.word(1)? == 1 {
-            Box::pin(crate::engine::Ended::new(false))
-        } else {
-            upstream
-        };
-        let upstream = crate::engine::resume(ctx, input, &state.held, back);
-        Ok(PrefetchStream::new(
-            upstream,
-            buffer,
-            knob.clone(),
-            gauge.clone(),
-            ctx.provenance(),
-        ))
-    })();
-    restored.unwrap_or_else(|e: anyhow::Error| {
-        PrefetchStream::new(crate::engine::error_stream(e), buffer, knob, gauge, false)
-    })
+    let mut hold =
+        hold.unwrap_or_else(|e| Hold::new(crate::engine::error_stream(e), false, false, STAGE));
+    hold.marking_every(MARK_EVERY);
+    PrefetchStream::new(hold, buffer, knob, gauge)
 }
 
 /// Below this gain per element (the shorter of the time the consumer spends away between
@@ -157,12 +123,11 @@ pub(crate) struct PrefetchStream<T> {
     rx: mpsc::Receiver<Tagged<T>>,
     /// The sender, until the producer takes it at the first poll.
     tx: Option<mpsc::Sender<Tagged<T>>>,
-    /// Over a small input: its state before the oldest element not yet passed on (or a mark
-    /// before it) and how many were passed on since that mark.
-    marker: Marker,
+    /// How many elements it passed on (the hold numbers them the same way).
+    passed: u64,
     /// Where the last element passed on came from (when positions are recorded).
     last: Option<Prov>,
-    /// The upstream's state is small: checkpoints save marks, not positions.
+    /// The upstream's state is small.
     small: bool,
     /// After a checkpoint over an input that is not small: the elements taken out of the
     /// channel to save their positions, passed on before the channel's.
@@ -192,9 +157,7 @@ type Tagged<T> = (anyhow::Result<T>, Tag);
 /// What the poller of the upstream records with each element for checkpoints.
 #[derive(Debug, Default)]
 struct Tag {
-    /// The upstream's state before this element (taken every [`MARK_EVERY`] elements).
-    mark: Option<Box<State>>,
-    /// Where it came from.
+    /// Where it came from (when the hold keeps positions).
     prov: Option<Prov>,
 }
 
@@ -202,43 +165,21 @@ struct Tag {
 /// fewer than this many elements.
 const MARK_EVERY: u64 = 32;
 
-/// The upstream and what its poller records for checkpoints.
+/// The upstream: the input held across a checkpoint (a mark is taken before one element in
+/// [`MARK_EVERY`]); `None` once it panicked.
 struct Upstream<T> {
-    /// `None` once the upstream ended or panicked.
-    stream: Option<BoxStream<T>>,
-    /// Take marks of the upstream (it is small and can save its position).
-    marks: bool,
-    /// Record each element's position (the upstream is not small, or a stage downstream
-    /// asked for positions).
-    provs: bool,
-    /// Elements taken from the upstream.
-    pulled: u64,
-    /// A mark taken before the element being produced.
-    mark: Option<Box<State>>,
+    stream: Option<Hold<T>>,
 }
 
 impl<T> Upstream<T> {
-    /// Before polling for an element.
-    fn before(&mut self) {
-        if self.marks
-            && self.mark.is_none()
-            && self.pulled % MARK_EVERY == 0
-            && let Some(stream) = self.stream.as_mut()
-        {
-            self.mark = stream.as_mut().save().ok().map(Box::new);
-        }
-    }
-
-    /// After the upstream yielded an element: its tag.
-    fn after(&mut self) -> Tag {
-        self.pulled += 1;
-        Tag {
-            mark: self.mark.take(),
-            prov: match (&self.stream, self.provs) {
-                (Some(stream), true) => stream.last_prov().ok(),
-                _ => None,
-            },
-        }
+    /// After the upstream yielded an element, with `queued` elements in the channel: its
+    /// tag. The marks only elements already passed on need are dropped.
+    fn after(&mut self, queued: usize) -> Tag {
+        let Some(hold) = self.stream.as_mut() else {
+            return Tag::default();
+        };
+        hold.release(hold.count().saturating_sub(1 + queued as u64));
+        Tag { prov: hold.prov() }
     }
 }
 
@@ -309,7 +250,7 @@ impl<T> Shared<T> {
     /// to produce, and the end of the upstream when it ended or panicked.
     fn polled(
         &self,
-        upstream: &mut Option<BoxStream<T>>,
+        upstream: &mut Option<Hold<T>>,
         poll: &Poll<Option<anyhow::Result<T>>>,
         panicked: bool,
         took: Duration,
@@ -318,8 +259,10 @@ impl<T> Shared<T> {
             let old = self.produce_ns.load(Ordering::Relaxed);
             self.produce_ns.store(average(old, took), Ordering::Relaxed);
         }
-        if panicked || matches!(poll, Poll::Ready(None)) {
+        if panicked {
             *upstream = None;
+        }
+        if panicked || matches!(poll, Poll::Ready(None)) {
             self.ended.store(true, Ordering::Release);
         }
     }
@@ -328,11 +271,11 @@ impl<T> Shared<T> {
 /// Polls `upstream` once, timing it and turning a panic into the end of the stream with an
 /// error element. Returns the poll, whether it panicked, and how long it took.
 fn poll_upstream<T>(
-    upstream: &mut BoxStream<T>,
+    upstream: &mut Hold<T>,
     cx: &mut Context<'_>,
 ) -> (Poll<Option<anyhow::Result<T>>>, bool, Duration) {
     let start = Instant::now();
-    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| upstream.as_mut().poll_next(cx)));
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| upstream.poll_next(cx)));
     let took = start.elapsed();
     match polled {
         Ok(poll) => (poll, false, took),
@@ -354,21 +297,12 @@ fn average(old: u64, sample: Duration) -> u64 {
 
 impl<T> PrefetchStream<T> {
     pub(crate) fn new(
-        input: BoxStream<T>,
+        input: Hold<T>,
         buffer: usize,
         knob: Option<Arc<Knob>>,
         gauge: Option<Arc<StageCounters>>,
-        provenance: bool,
     ) -> Self {
-        let mut input = input;
         let small = input.is_small();
-        let resumable = input.resumable();
-        let marks = small && resumable;
-        let mut marker = Marker::default();
-        if marks && let Ok(start) = input.as_mut().save() {
-            // Before anything is taken from it.
-            marker.set(start);
-        }
         let buffer = buffer.max(1);
         if let Some(gauge) = &gauge {
             gauge.set_buffer_limit(knob.as_ref().map_or(buffer, |k| k.get()));
@@ -383,10 +317,6 @@ impl<T> PrefetchStream<T> {
             shared: Arc::new(Shared {
                 upstream: Mutex::new(Upstream {
                     stream: Some(input),
-                    marks,
-                    provs: (!small || provenance) && resumable,
-                    pulled: 0,
-                    mark: None,
                 }),
                 baton: AtomicU8::new(0),
                 ended: AtomicBool::new(false),
@@ -401,7 +331,7 @@ impl<T> PrefetchStream<T> {
             }),
             rx,
             tx: Some(tx),
-            marker,
+            passed: 0,
             last: None,
             small,
             held: std::collections::VecDeque::new(),
@@ -416,10 +346,7 @@ impl<T> PrefetchStream<T> {
     /// The consumer leaves with `item` (from the channel when `queued`): remembers when, and
     /// lets the producer run ahead (or into the room just made) if it should.
     fn leave(&mut self, (item, tag): Tagged<T>, queued: bool) -> Poll<Option<anyhow::Result<T>>> {
-        if let Some(mark) = tag.mark {
-            self.marker.set(*mark);
-        }
-        self.marker.skip += 1;
+        self.passed += 1;
         self.last = tag.prov;
         if queued {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
@@ -528,7 +455,6 @@ impl<T: Send + 'static> PrefetchStream<T> {
             Err(TryRecvError::Empty) => {}
         }
         let mut upstream = shared.upstream();
-        upstream.before();
         let Some(stream) = upstream.stream.as_mut() else {
             drop(upstream);
             shared.give_baton();
@@ -544,7 +470,7 @@ impl<T: Send + 'static> PrefetchStream<T> {
             gauge.add_wait(took);
         }
         let tag = match &polled {
-            Poll::Ready(Some(_)) => upstream.after(),
+            Poll::Ready(Some(_)) => upstream.after(shared.queued.load(Ordering::Acquire)),
             _ => Tag::default(),
         };
         shared.polled(&mut upstream.stream, &polled, panicked, took);
@@ -630,7 +556,6 @@ impl<T: Send + 'static> Future for Producer<T> {
                 return Poll::Pending;
             }
             let mut upstream = shared.upstream();
-            upstream.before();
             let Some(stream) = upstream.stream.as_mut() else {
                 drop(upstream);
                 shared.give_baton();
@@ -638,7 +563,7 @@ impl<T: Send + 'static> Future for Producer<T> {
             };
             let (polled, panicked, took) = poll_upstream(stream, cx);
             let tag = match &polled {
-                Poll::Ready(Some(_)) => upstream.after(),
+                Poll::Ready(Some(_)) => upstream.after(shared.queued.load(Ordering::Acquire)),
                 _ => Tag::default(),
             };
             shared.polled(&mut upstream.stream, &polled, panicked, took);
@@ -670,26 +595,12 @@ impl<T: Send + 'static> Future for Producer<T> {
     }
 }
 
-impl<T: Send + 'static> PrefetchStream<T> {
-    /// Goes on from a mark of a small upstream (restored from it, skipping `skip`).
-    pub(crate) fn restored(mut self, mark: State, skip: u64) -> Self {
-        self.marker.set(mark);
-        self.marker.skip = skip;
-        self
-    }
-}
-
-/// Saved state: over a small upstream, `[skip]` and the mark (its state before the oldest
-/// element not passed on, or a mark fewer than [`MARK_EVERY`] elements before it, with the
-/// number to skip); over one that is not small, `[0, ended]`, the positions of the elements
-/// not passed on (`held`), and the upstream's state now (taken while holding the baton, so the
-/// producer is not in the upstream and everything it took is in the channel).
+/// Saved state: the elements taken from the upstream and not passed on, as its [`Hold`] saves
+/// them (taken while holding the baton, so the producer is not in the upstream and everything
+/// it took is in the channel).
 impl<T: Send + 'static> Resumable for PrefetchStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.small {
-            return this.marker.save(STAGE);
-        }
         let shared = Arc::clone(&this.shared);
         // The producer holds the baton for one poll of the upstream at most.
         while !shared.take_baton(CONSUMER_WAITS) {
@@ -697,32 +608,16 @@ impl<T: Send + 'static> Resumable for PrefetchStream<T> {
         }
         let saved = (|| {
             let mut upstream = shared.upstream();
-            // What a restored upstream has still to replay comes after what is held here.
-            let pending = upstream
+            let hold = upstream
                 .stream
-                .as_ref()
-                .map(|s| s.pending())
-                .unwrap_or_default();
-            let input = match upstream.stream.as_mut() {
-                Some(stream) => stream.as_mut().save()?,
-                None => State::new(crate::checkpoint::ENDED),
-            };
-            let ended = u64::from(input.stage == crate::checkpoint::ENDED);
-            drop(upstream);
+                .as_mut()
+                .ok_or_else(|| unsupported(STAGE, "its input stopped with a panic"))?;
             while let Ok(tagged) = this.rx.try_recv() {
                 this.held.push_back(tagged);
             }
-            let held = this
-                .held
-                .iter()
-                .map(|(_, tag)| {
-                    tag.prov
-                        .clone()
-                        .ok_or_else(|| unsupported(STAGE, "an element's position was not recorded"))
-                })
-                .chain(pending.into_iter().map(Ok))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok(State::new(STAGE).words([0, ended]).held(held).input(input))
+            let held = &this.held;
+            let positions = || held.iter().map(|(_, tag)| tag.prov.clone()).collect();
+            hold.save(State::new(STAGE), this.passed..hold.count(), positions)
         })();
         shared.give_baton();
         saved
@@ -759,6 +654,7 @@ mod tests {
     use futures::StreamExt;
 
     use super::*;
+    use crate::engine::BoxStream;
 
     fn spin(micros: u64) {
         let start = Instant::now();
@@ -799,11 +695,15 @@ mod tests {
         for buffer in [1, 3] {
             let produced = Arc::new(AtomicUsize::new(0));
             let mut prefetch = PrefetchStream::new(
-                upstream(600, 60, Arc::clone(&produced)),
+                Hold::new(
+                    upstream(600, 60, Arc::clone(&produced)),
+                    false,
+                    false,
+                    STAGE,
+                ),
                 buffer,
                 None,
                 None,
-                false,
             );
             let mut got = Vec::new();
             while let Some(x) = prefetch.next().await {
@@ -871,11 +771,10 @@ mod tests {
         for run in 0..24u64 {
             let buffer = 1 + (run % 3) as usize;
             let mut prefetch = PrefetchStream::new(
-                late_waking_upstream(300, run + 1),
+                Hold::new(late_waking_upstream(300, run + 1), false, false, STAGE),
                 buffer,
                 None,
                 None,
-                false,
             );
             let mut got = Vec::new();
             let drained = tokio::time::timeout(Duration::from_secs(20), async {
@@ -901,11 +800,15 @@ mod tests {
         // the producer fills the buffer while the consumer is away, and never more.
         let produced = Arc::new(AtomicUsize::new(0));
         let mut prefetch = PrefetchStream::new(
-            upstream(1000, 200, Arc::clone(&produced)),
+            Hold::new(
+                upstream(1000, 200, Arc::clone(&produced)),
+                false,
+                false,
+                STAGE,
+            ),
             2,
             None,
             None,
-            false,
         );
         let (mut consumed, mut most_ahead) = (0, 0);
         for _ in 0..30 {
@@ -925,11 +828,15 @@ mod tests {
         // producer was polling when the consumer came back is produced ahead.
         let produced = Arc::new(AtomicUsize::new(0));
         let mut prefetch = PrefetchStream::new(
-            upstream(100_000, 0, Arc::clone(&produced)),
+            Hold::new(
+                upstream(100_000, 0, Arc::clone(&produced)),
+                false,
+                false,
+                STAGE,
+            ),
             4,
             None,
             None,
-            false,
         );
         let mut consumed = 0;
         while let Some(x) = prefetch.next().await {

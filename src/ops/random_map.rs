@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::engine::{Cardinality, Ctx, Operation, Start, Unkeyed};
 use crate::hash::mix64;
-use crate::ops::parallel_map::{self, Input, ParallelMap};
+use crate::ops::parallel_map::{self, ParallelMap};
 use crate::options::Parallelism;
 
 const STAGE: &str = "random_map";
@@ -87,14 +87,10 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for RandomMap<T, U> {
         // the number is part of its saved position.
         let upstream = input.dataset();
         let numbered = |ctx: &Ctx| crate::ops::enumerate::build(ctx, upstream, 0);
-        let input = Input {
-            build: &numbered,
-            small: upstream.is_small(),
-        };
         let parallelism = *self.parallelism;
         Ok(parallel_map::build(
             ctx,
-            &input,
+            &numbered,
             call,
             parallelism,
             STAGE,

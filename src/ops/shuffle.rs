@@ -203,17 +203,7 @@ impl<T> Resumable for ShuffleStream<T> {
         let state =
             State::new(STAGE).words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64]);
         let provs = &this.provs;
-        if provs.is_none() {
-            // Name the stage that cannot place its elements, when it says so.
-            this.hold.last_prov()?;
-            return Err(unsupported(
-                STAGE,
-                "its input cannot say where its elements come from",
-            ));
-        }
-        this.hold.save(state, std::iter::empty(), || {
-            provs.clone().unwrap_or_default()
-        })
+        this.hold.save(state, std::iter::empty(), || provs.clone())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -7,11 +7,10 @@ use std::hash::Hash;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
-use pin_project::pin_project;
+use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start, unsupported};
+use crate::engine::{Cardinality, Ctx, Hold, Input, Operation, Resumable, Start, unsupported};
 
 const STAGE: &str = "unique";
 
@@ -25,7 +24,7 @@ where
     T: Clone + Eq + Hash + Send + 'static,
 {
     type Out = T;
-    type Stream = UniqueStream<BoxStream<T>, T>;
+    type Stream = UniqueStream<T>;
     const NAME: &'static str = STAGE;
     const SMALL: bool = false;
 
@@ -33,95 +32,71 @@ where
         Cardinality::Unknown
     }
 
-    /// Restored, the set is rebuilt by reading the distinct elements seen again at their
-    /// positions; in replay the elements are ones it passed on, distinct: they pass through.
+    /// Restored, the set is rebuilt from the distinct elements seen, which the hold hands
+    /// back first (read again at their positions); in replay the elements are ones it passed
+    /// on, distinct: they pass through.
     fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
-        if let Start::Replay(_) = start {
-            let mut unique = UniqueStream::new(input.open());
-            unique.passthrough = true;
-            return Ok(unique);
-        }
-        let mut unique = UniqueStream::new(input.open_placed());
-        unique.seen_provs = unique.input.get_ref().resumable().then(Vec::new);
-        if let Start::Restore(state) = start
-            && !state.held.is_empty()
-        {
-            unique.refill = Some(input.replay(state.held.clone().into()).fuse());
-            unique.seen_provs = Some(state.held.clone());
-        }
-        Ok(unique)
+        let replaying = matches!(start, Start::Replay(_));
+        let hold = match replaying {
+            true => Hold::new(input.open(), true, true, STAGE),
+            false => input.hold(STAGE, true, 0)?,
+        };
+        Ok(UniqueStream {
+            seen_provs: hold.resumable().then(Vec::new),
+            hold,
+            seen: HashSet::new(),
+            passthrough: replaying,
+        })
     }
 }
 
 /// Stream for the [`unique`](crate::Dataset::unique) method.
-#[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct UniqueStream<St, T> {
-    #[pin]
-    input: Fuse<St>,
+pub(crate) struct UniqueStream<T> {
+    hold: Hold<T>,
     seen: HashSet<T>,
     /// The positions of the elements in `seen`, in the order seen (when the input can say).
     seen_provs: Option<Vec<Prov>>,
-    /// After a restore: the distinct elements seen before the checkpoint, read again.
-    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: elements pass through.
     passthrough: bool,
 }
 
-impl<St: Stream, T> UniqueStream<St, T> {
-    fn new(input: St) -> Self {
-        UniqueStream {
-            input: input.fuse(),
-            seen: HashSet::new(),
-            seen_provs: None,
-            refill: None,
-            passthrough: false,
-        }
-    }
-}
+impl<T> Unpin for UniqueStream<T> {}
 
-impl<St, T> Stream for UniqueStream<St, T>
-where
-    St: Stream<Item = anyhow::Result<T>> + Resumable,
-    T: Clone + Eq + Hash,
-{
+impl<T: Clone + Eq + Hash> Stream for UniqueStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
-        if *this.passthrough {
-            return this.input.poll_next(cx);
-        }
-        if let Some(refill) = this.refill.as_mut() {
-            while let Some(x) = ready!(refill.poll_next_unpin(cx)) {
-                match x {
-                    Ok(x) => {
-                        this.seen.insert(x);
-                    }
-                    Err(e) => {
-                        *this.refill = None;
-                        *this.seen_provs = None;
-                        return Poll::Ready(Some(Err(e)));
-                    }
-                }
-            }
-            *this.refill = None;
+        let this = self.get_mut();
+        if this.passthrough {
+            return this.hold.poll_next(cx);
         }
         loop {
-            match ready!(this.input.as_mut().poll_next(cx)) {
+            let item = ready!(this.hold.poll_next(cx));
+            match item {
                 Some(Ok(x)) => {
-                    if !this.seen.contains(&x) {
+                    // After a restore the distinct elements seen before come back first.
+                    let again = this.hold.again();
+                    if again || !this.seen.contains(&x) {
                         this.seen.insert(x.clone());
                         if let Some(provs) = this.seen_provs.as_mut() {
-                            match this.input.get_ref().last_prov() {
-                                Ok(p) => provs.push(p),
+                            match this.hold.prov() {
+                                Some(p) => provs.push(p),
                                 // The input cannot say where its elements come from: no
                                 // checkpoint can hold the set.
-                                Err(_) => *this.seen_provs = None,
+                                None => this.seen_provs = None,
                             }
                         }
-                        return Poll::Ready(Some(Ok(x)));
+                        if !again {
+                            return Poll::Ready(Some(Ok(x)));
+                        }
                     }
+                }
+                Some(Err(e)) if this.hold.restoring() => {
+                    // Made again from the positions saved, an element failed: the set could
+                    // not be rebuilt, and no checkpoint can hold it.
+                    this.seen_provs = None;
+                    return Poll::Ready(Some(Err(e)));
                 }
                 other => return Poll::Ready(other),
             }
@@ -129,25 +104,19 @@ where
     }
 }
 
-impl<St: Resumable, T> Resumable for UniqueStream<St, T> {
+impl<T> Resumable for UniqueStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.project();
-        if this.refill.is_some() || *this.passthrough {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its first element after a restore",
-            ));
+        let this = self.get_mut();
+        if this.passthrough {
+            return Err(unsupported(STAGE, "a stream replaying saved positions"));
         }
-        let held = this.seen_provs.clone().ok_or_else(|| {
-            unsupported(STAGE, "its input cannot say where its elements come from")
-        })?;
-        Ok(State::new(STAGE)
-            .held(held)
-            .input(this.input.get_pin_mut().save()?))
+        let held = &this.seen_provs;
+        this.hold
+            .save(State::new(STAGE), std::iter::empty(), || held.clone())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.input.get_ref().last_prov()
+        self.hold.last_prov()
     }
 
     fn is_small(&self) -> bool {
@@ -155,6 +124,6 @@ impl<St: Resumable, T> Resumable for UniqueStream<St, T> {
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }

@@ -1,19 +1,17 @@
 //! Saved state: `[index of the first element of the oldest window not yet passed on (or of
-//! the next element, when none)]`; over a small input, the input's state before that element
-//! (a mark is taken before each window's first element): a restore reads the elements from
-//! there again and fills the windows anew (none of them was complete); otherwise those
-//! elements' positions (`held`) and the input's state now.
+//! the next element, when none)]`, then every element from there on as `engine::Hold` saves
+//! them (a mark is taken before each window's first element): a restore hands them back and
+//! fills the windows anew (none of them was complete).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use futures::stream::{Fuse, Stream, StreamExt};
-use pin_project::pin_project;
+use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
+use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, error_stream};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "window";
@@ -52,7 +50,7 @@ pub(crate) struct Window {
 
 impl<T: Clone + Send + 'static> Operation<T> for Window {
     type Out = Vec<T>;
-    type Stream = WindowStream<BoxStream<T>, T>;
+    type Stream = WindowStream<T>;
     const NAME: &'static str = "window";
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -97,35 +95,34 @@ fn build<T: Clone + Send + 'static>(
     shift: usize,
     stride: usize,
     drop_remainder: bool,
-) -> WindowStream<BoxStream<T>, T> {
-    let new =
-        |input| WindowStream::new(input, size, shift, stride, drop_remainder, ctx.provenance());
+) -> WindowStream<T> {
+    let new = |hold| WindowStream::new(hold, size, shift, stride, drop_remainder);
+    let failed = |e| new(Hold::new(error_stream(e), false, false, STAGE));
     if let Some(provs) = ctx.replaying() {
         return match WindowReplay::new(provs) {
             Ok((replay, members)) => {
-                let mut window = new(input.build(&ctx.for_input(0).with_replay(members.into())));
+                let members = input.build(&ctx.for_input(0).with_replay(members.into()));
+                let mut window = new(Hold::new(members, false, true, STAGE));
                 window.replay = Some(Box::new(replay));
                 window
             }
-            Err(e) => new(error_stream(e)),
+            Err(e) => failed(e),
         };
     }
-    let Some(state) = ctx.restoring() else {
-        return new(input.build(ctx));
-    };
-    let start = match state.word(0) {
-        Ok(start) => start,
-        Err(e) => return new(error_stream(e)),
-    };
-    let mut window = new(input.build(&ctx.for_input(0)));
-    window.index = start;
-    window.elems_start = start;
-    if !state.held.is_empty() {
-        // The elements from the oldest window's first, read again at their positions.
-        let held = state.held.clone().into();
-        window.refill = Some(input.build(&ctx.for_input(0).with_replay(held)).fuse());
+    let opened = (|| {
+        let start = ctx.restoring().map(|s| s.word(0)).transpose()?;
+        let hold = Hold::open(ctx, &|ctx: &Ctx| input.build(ctx), false, STAGE, 1)?;
+        anyhow::Ok((hold, start.unwrap_or(0)))
+    })();
+    match opened {
+        Ok((hold, start)) => {
+            let mut window = new(hold);
+            window.index = start;
+            window.elems_start = start;
+            window
+        }
+        Err(e) => failed(e),
     }
-    window
 }
 
 /// A window still filling.
@@ -137,8 +134,6 @@ struct Open<T> {
     taken: usize,
     /// The first error element among them: the window is then that error.
     error: Option<anyhow::Error>,
-    /// The input's state before its first element (small inputs).
-    mark: Option<State>,
 }
 
 impl<T> Open<T> {
@@ -146,7 +141,6 @@ impl<T> Open<T> {
         Finished {
             start: self.start,
             taken: self.taken,
-            mark: self.mark,
             window: match self.error {
                 Some(e) => Err(e),
                 None => Ok(self.items),
@@ -159,7 +153,6 @@ impl<T> Open<T> {
 struct Finished<T> {
     start: u64,
     taken: usize,
-    mark: Option<State>,
     window: anyhow::Result<Vec<T>>,
 }
 
@@ -168,11 +161,10 @@ struct Finished<T> {
 /// As in tf.data, an error element takes its position in every window that would hold it, and
 /// each such window is yielded as that error, in its place (the first window gets the error
 /// itself, later ones an error with its message).
-#[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct WindowStream<St, T> {
-    #[pin]
-    input: Fuse<St>,
+pub(crate) struct WindowStream<T> {
+    /// The input; a mark is taken before each window's first element (see [`Hold`]).
+    hold: Hold<T>,
     size: usize,
     shift: u64,
     stride: u64,
@@ -184,39 +176,30 @@ pub(crate) struct WindowStream<St, T> {
     /// Finished windows waiting to be yielded.
     done: VecDeque<Finished<T>>,
     ended: bool,
-    /// Take a mark of the input before each window's first element (the input is small and
-    /// can save its position), and the one taken for the element about to be read.
-    marking: bool,
-    next_mark: Option<(u64, Option<State>)>,
-    /// Record the elements' positions (the input is not small, or a stage downstream asked
-    /// for positions): those of the elements from `elems_start` on, while a window holds them.
+    /// Record the elements' positions (the hold keeps them): those of the elements from
+    /// `elems_start` on, while a window holds them.
     record: bool,
     elems: VecDeque<Prov>,
     elems_start: u64,
     /// The last window's members' positions, when recorded.
     last: Option<Prov>,
-    /// After a restore over an input that is not small: the elements from the oldest
-    /// window's first, read again before the input.
-    refill: Option<Fuse<BoxStream<T>>>,
     /// In replay: the windows to make again.
     replay: Option<Box<WindowReplay<T>>>,
 }
 
-impl<St: Stream + Resumable, T> WindowStream<St, T> {
-    /// `provenance`: a stage downstream asked for positions.
+impl<T> Unpin for WindowStream<T> {}
+
+impl<T> WindowStream<T> {
     pub(crate) fn new(
-        input: St,
+        hold: Hold<T>,
         size: usize,
         shift: usize,
         stride: usize,
         drop_remainder: bool,
-        provenance: bool,
     ) -> Self {
-        let small = input.is_small();
         WindowStream {
-            marking: small && input.resumable(),
-            record: !small || provenance,
-            input: input.fuse(),
+            record: hold.recording(),
+            hold,
             size,
             shift: shift as u64,
             stride: stride as u64,
@@ -225,99 +208,69 @@ impl<St: Stream + Resumable, T> WindowStream<St, T> {
             open: VecDeque::new(),
             done: VecDeque::new(),
             ended: false,
-            next_mark: None,
             elems: VecDeque::new(),
             elems_start: 0,
             last: None,
-            refill: None,
             replay: None,
         }
     }
 }
 
-impl<St, T> Stream for WindowStream<St, T>
-where
-    St: Stream<Item = anyhow::Result<T>> + Resumable,
-    T: Clone,
-{
+impl<T: Clone> Stream for WindowStream<T> {
     type Item = anyhow::Result<Vec<T>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
+        let this = self.get_mut();
         if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_next(this.input, cx);
+            return replay.poll_next(&mut this.hold, cx);
         }
         loop {
             if let Some(w) = this.done.pop_front() {
-                if *this.record {
-                    *this.last = members(this.elems, *this.elems_start, &w, *this.stride);
-                    // The elements before the next window's first are no longer needed.
-                    let keep_from = match (this.done.front(), this.open.front()) {
-                        (Some(next), _) => next.start,
-                        (None, Some(next)) => next.start,
-                        (None, None) => *this.index,
-                    };
-                    while *this.elems_start < keep_from && this.elems.pop_front().is_some() {
-                        *this.elems_start += 1;
+                // The elements before the next window's first are no longer needed.
+                let keep_from = match (this.done.front(), this.open.front()) {
+                    (Some(next), _) => next.start,
+                    (None, Some(next)) => next.start,
+                    (None, None) => this.index,
+                };
+                this.hold
+                    .release(this.hold.count() - (this.index - keep_from));
+                if this.record {
+                    this.last = members(&this.elems, this.elems_start, &w, this.stride);
+                    while this.elems_start < keep_from && this.elems.pop_front().is_some() {
+                        this.elems_start += 1;
                     }
                 }
                 return Poll::Ready(Some(w.window));
             }
-            if *this.ended {
+            if this.ended {
                 return Poll::Ready(None);
             }
-            let j = *this.index;
-            let starts = j % *this.shift == 0;
-            let item = match this.refill.as_mut() {
-                Some(refill) => match ready!(refill.poll_next_unpin(cx)) {
-                    Some(item) => {
-                        if *this.record {
-                            record(this.elems, this.record, refill.get_ref().last_prov());
-                        }
-                        Some(item)
-                    }
-                    None => {
-                        *this.refill = None;
-                        continue;
-                    }
-                },
-                None => {
-                    if starts
-                        && *this.marking
-                        && this.next_mark.as_ref().is_none_or(|(at, _)| *at != j)
-                    {
-                        // Where this window starts: restored from here, it is filled again.
-                        let mark = this.input.as_mut().get_pin_mut().save().ok();
-                        *this.next_mark = Some((j, mark));
-                    }
-                    let item = ready!(this.input.as_mut().poll_next(cx));
-                    if *this.record && item.is_some() {
-                        record(this.elems, this.record, this.input.get_ref().last_prov());
-                    }
-                    item
-                }
-            };
+            let j = this.index;
+            let starts = j % this.shift == 0;
+            if starts {
+                // Where this window starts: restored from here, it is filled again.
+                this.hold.mark();
+            }
+            let item = ready!(this.hold.poll_next(cx));
+            if this.record && item.is_some() {
+                record(&mut this.elems, &mut this.record, this.hold.prov());
+            }
             match item {
                 // A refused resume takes no place in a window: it goes on at once.
                 Some(Err(e)) if crate::error::is_refusal(&e) => {
                     return Poll::Ready(Some(Err(e)));
                 }
                 Some(item) => {
-                    *this.index += 1;
+                    this.index += 1;
                     if starts {
-                        let mark = match this.next_mark.take() {
-                            Some((at, mark)) if at == j => mark,
-                            _ => None,
-                        };
                         this.open.push_back(Open {
                             start: j,
-                            items: Vec::with_capacity((*this.size).min(4096)),
+                            items: Vec::with_capacity(this.size.min(4096)),
                             taken: 0,
                             error: None,
-                            mark,
                         });
                     }
-                    let (size, stride) = (*this.size, *this.stride);
+                    let (size, stride) = (this.size, this.stride);
                     let wants = |w: &Open<T>| (j - w.start) % stride == 0 && w.taken < size;
                     let takers = this.open.iter().filter(|w| wants(w)).count();
                     match item {
@@ -351,16 +304,16 @@ where
                             this.done.push_back(w.finish());
                         }
                     }
-                    if *this.record && this.open.is_empty() && this.done.is_empty() {
+                    if this.record && this.open.is_empty() && this.done.is_empty() {
                         // No window holds an element: no position is needed.
                         this.elems.clear();
-                        *this.elems_start = *this.index;
+                        this.elems_start = this.index;
                     }
                 }
                 None => {
-                    *this.ended = true;
-                    let open = std::mem::take(this.open);
-                    if !*this.drop_remainder {
+                    this.ended = true;
+                    let open = std::mem::take(&mut this.open);
+                    if !this.drop_remainder {
                         this.done
                             .extend(open.into_iter().filter(|w| w.taken > 0).map(Open::finish));
                     }
@@ -372,10 +325,10 @@ where
 
 /// Records an element's position (or, when the input cannot say, stops recording: no
 /// checkpoint can place the windows then, and `save` says so).
-fn record(elems: &mut VecDeque<Prov>, on: &mut bool, prov: anyhow::Result<Prov>) {
+fn record(elems: &mut VecDeque<Prov>, on: &mut bool, prov: Option<Prov>) {
     match prov {
-        Ok(p) => elems.push_back(p),
-        Err(_) => {
+        Some(p) => elems.push_back(p),
+        None => {
             *on = false;
             elems.clear();
         }
@@ -402,48 +355,29 @@ fn members<T>(
         .map(Prov::group)
 }
 
-impl<St: Resumable, T> Resumable for WindowStream<St, T> {
+impl<T> Resumable for WindowStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.project();
-        if this.refill.is_some() || this.replay.is_some() {
+        let this = self.get_mut();
+        if this.replay.is_some() {
             return Err(unsupported(
                 STAGE,
                 "a checkpoint before its first window after a restore",
             ));
         }
-        let oldest = match this.done.front() {
-            Some(w) => Some((w.start, &w.mark)),
-            None => this.open.front().map(|w| (w.start, &w.mark)),
+        // Every element from the oldest window's first on is held.
+        let start = match (this.done.front(), this.open.front()) {
+            (Some(w), _) => w.start,
+            (None, Some(w)) => w.start,
+            (None, None) => this.index,
         };
-        let input = this.input.get_pin_mut();
-        if input.is_small() {
-            return Ok(match oldest {
-                None => State::new(STAGE).words([*this.index]).input(input.save()?),
-                Some((start, mark)) => {
-                    let mark = mark.clone().ok_or_else(|| {
-                        unsupported(
-                            STAGE,
-                            "its input could not save its position before a window",
-                        )
-                    })?;
-                    State::new(STAGE).words([start]).input(mark)
-                }
-            });
-        }
-        if !*this.record {
-            input.last_prov()?;
-            return Err(unsupported(
-                STAGE,
-                "its input cannot say where its elements come from",
-            ));
-        }
-        let start = oldest.map_or(*this.index, |(start, _)| start);
-        let skip = usize::try_from(start.saturating_sub(*this.elems_start)).unwrap_or(usize::MAX);
-        let held: Vec<Prov> = this.elems.iter().skip(skip).cloned().collect();
-        Ok(State::new(STAGE)
-            .words([start])
-            .held(held)
-            .input(input.save()?))
+        let count = this.hold.count();
+        let held = count - (this.index - start)..count;
+        let skip = usize::try_from(start.saturating_sub(this.elems_start)).unwrap_or(usize::MAX);
+        let (elems, record) = (&this.elems, this.record);
+        let state = State::new(STAGE).words([start]);
+        this.hold.save(state, held, || {
+            record.then(|| elems.iter().skip(skip).cloned().collect())
+        })
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -452,7 +386,7 @@ impl<St: Resumable, T> Resumable for WindowStream<St, T> {
         }
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
-            self.input.get_ref().last_prov()?;
+            self.hold.last_prov()?;
         }
         self.last
             .clone()
@@ -460,11 +394,11 @@ impl<St: Resumable, T> Resumable for WindowStream<St, T> {
     }
 
     fn is_small(&self) -> bool {
-        self.input.get_ref().is_small()
+        self.hold.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.input.get_ref().resumable()
+        self.hold.resumable()
     }
 }
 
@@ -514,13 +448,12 @@ impl<T> WindowReplay<T> {
         Ok((replay, distinct))
     }
 
-    fn poll_next<St>(
+    fn poll_next(
         &mut self,
-        mut input: Pin<&mut Fuse<St>>,
+        input: &mut Hold<T>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<anyhow::Result<Vec<T>>>>
     where
-        St: Stream<Item = anyhow::Result<T>>,
         T: Clone,
     {
         let Some(window) = self.windows.get(self.next) else {
@@ -528,7 +461,7 @@ impl<T> WindowReplay<T> {
         };
         let needed = window.iter().max().map_or(0, |&k| k + 1);
         while self.values.len() < needed {
-            match ready!(input.as_mut().poll_next(cx)) {
+            match ready!(input.poll_next(cx)) {
                 Some(Ok(x)) => self.values.push(Ok(x)),
                 // An error member: every window holding it is that error, as before.
                 Some(Err(e)) if !crate::error::is_refusal(&e) => {
