@@ -5,8 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::nonzero;
-use crate::engine::{Counting, Dataset, Unkeyed};
-use crate::hash::mix64;
+use crate::engine::{Dataset, Unkeyed};
 use crate::ops;
 use crate::options::Parallelism;
 
@@ -381,14 +380,12 @@ impl<T: Send + 'static> Dataset<T> {
         S: Clone + Send + Sync + 'static,
         U: Send + 'static,
     {
-        let f = Arc::new(f);
-        self.unary_with(
-            "scan",
-            self.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, None),
-        )
-        .resumable(false)
+        self.then(ops::scan::Scan {
+            initial: Unkeyed(initial_state),
+            f: Unkeyed(Arc::new(f)),
+            codec: Unkeyed(None),
+            key: 0,
+        })
     }
 
     /// [`scan`](Dataset::scan) with a running state that checkpoints save
@@ -430,18 +427,12 @@ impl<T: Send + 'static> Dataset<T> {
         S: Clone + serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
         U: Send + 'static,
     {
-        let f = Arc::new(f);
-        let codec = ops::scan::Codec::postcard();
-        let key = (codec.save)(&initial_state).map_or(0, |bytes| {
-            bytes.iter().fold(0x5CA7, |h, &b| mix64(h ^ u64::from(b)))
-        });
-        self.unary_with(
-            "scan",
-            self.cardinality(),
-            Counting::Wrapped,
-            move |ctx, input| ops::scan::build(ctx, input, &initial_state, &f, Some(codec)),
-        )
-        .keyed(key)
+        self.then(ops::scan::Scan {
+            key: ops::scan::Scan::key_of(&initial_state),
+            initial: Unkeyed(initial_state),
+            f: Unkeyed(Arc::new(f)),
+            codec: Unkeyed(Some(ops::scan::Codec::postcard())),
+        })
     }
 
     /// Applies a transformation function to the whole dataset (tf.data's `apply`).

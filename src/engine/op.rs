@@ -39,6 +39,12 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     /// elements keep their positions, not a mark of it.
     const SMALL: bool = true;
 
+    /// Whether its stream saves its position (a `scan` whose running state cannot be
+    /// serialized does not: a checkpoint through it is refused, naming it).
+    fn resumable(&self) -> bool {
+        true
+    }
+
     /// Its name in the statistics and in its saved state: [`NAME`](Operation::NAME), unless
     /// its parameters make it another tf.data operation (`interleave(1, 1)` is `flat_map`).
     fn name(&self) -> &'static str {
@@ -206,6 +212,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// and its input's, whose stream `op` opens from the epoch's start.
     pub(crate) fn then<O: Operation<T>>(&self, op: O) -> Dataset<O::Out> {
         let key = params_key(&op);
+        let resumable = op.resumable();
         let op = Arc::new(op);
         let input = self.clone();
         Dataset::stage_fallible(
@@ -225,7 +232,7 @@ impl<T: Send + 'static> Dataset<T> {
         )
         .keyed(self.fingerprint())
         .keyed(key)
-        .resumable(self.is_resumable())
+        .resumable(self.is_resumable() && resumable)
         .small(self.is_small() && O::SMALL)
     }
 }

@@ -15,7 +15,9 @@ use futures::stream::Stream;
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset};
+use serde::Serialize;
+
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
 use crate::engine::{Opaque, Resumable, unsupported};
 
 const STAGE: &str = "scan";
@@ -34,18 +36,23 @@ impl<S> Clone for Codec<S> {
 
 impl<S> Copy for Codec<S> {}
 
-impl<S: serde::Serialize + serde::de::DeserializeOwned> Codec<S> {
+impl<S: Serialize> Codec<S> {
+    /// Postcard's encoding of `state`.
+    fn save_bytes(state: &S) -> anyhow::Result<Vec<u8>> {
+        postcard::to_allocvec(state).map_err(|e| {
+            unsupported(
+                STAGE,
+                &format!("its running state cannot be serialized: {e}"),
+            )
+        })
+    }
+}
+
+impl<S: Serialize + serde::de::DeserializeOwned> Codec<S> {
     /// Postcard's encoding, as checkpoints use it.
     pub(crate) fn postcard() -> Self {
         Codec {
-            save: |s| {
-                postcard::to_allocvec(s).map_err(|e| {
-                    unsupported(
-                        STAGE,
-                        &format!("its running state cannot be serialized: {e}"),
-                    )
-                })
-            },
+            save: Self::save_bytes,
             load: |bytes| {
                 postcard::from_bytes(bytes).map_err(|e| {
                     crate::Error::Checkpoint(format!(
@@ -58,18 +65,73 @@ impl<S: serde::Serialize + serde::de::DeserializeOwned> Codec<S> {
     }
 }
 
+/// The [`scan`](crate::Dataset::scan) and [`scan_resumable`](crate::Dataset::scan_resumable)
+/// operations: a running state over the elements, saved by checkpoints when it serializes
+/// (`codec`). The initial state is keyed by its serialized bytes (`key`, 0 for `scan`, whose
+/// state need not serialize and is never restored).
+pub(crate) struct Scan<S, F> {
+    pub(crate) initial: Unkeyed<S>,
+    pub(crate) f: Unkeyed<Arc<F>>,
+    pub(crate) codec: Unkeyed<Option<Codec<S>>>,
+    pub(crate) key: u64,
+}
+
+crate::engine::keyed_fields!(impl[S, F] Scan<S, F> { keyed: [key], unkeyed: [initial, f, codec] });
+
+impl<S: Serialize> Scan<S, ()> {
+    /// The key of a serializable initial state.
+    pub(crate) fn key_of(initial: &S) -> u64 {
+        (Codec::<S>::save_bytes)(initial).map_or(0, |bytes| {
+            bytes
+                .iter()
+                .fold(0x5CA7, |h, &b| crate::hash::mix64(h ^ u64::from(b)))
+        })
+    }
+}
+
+impl<T, S, F, U> Operation<T> for Scan<S, F>
+where
+    T: Send + 'static,
+    S: Clone + Send + Sync + 'static,
+    U: Send + 'static,
+    F: Fn(S, T) -> (S, U) + Send + Sync + 'static,
+{
+    type Out = U;
+    type Stream = ScanStream<BoxStream<T>, S, F>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    fn resumable(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(
+            ctx,
+            input.dataset(),
+            &self.initial,
+            &self.f,
+            *self.codec,
+        ))
+    }
+}
+
 /// The scan of one epoch: fresh, or (with a codec) restored with its saved running state.
 /// Its elements cannot be replayed by position (each depends on all before it).
-pub(crate) fn build<T: Send + 'static, S: Clone, F>(
+fn build<T: Send + 'static, S: Clone, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
     initial: &S,
     f: &Arc<F>,
     codec: Option<Codec<S>>,
-) -> Scan<BoxStream<T>, S, F> {
+) -> ScanStream<BoxStream<T>, S, F> {
     let fail = |e| {
         let empty: BoxStream<T> = Box::pin(Opaque::new(futures::stream::empty(), STAGE));
-        let mut scan = Scan::new(empty, None, Arc::clone(f), codec);
+        let mut scan = ScanStream::new(empty, None, Arc::clone(f), codec);
         scan.failed = Some(e);
         scan
     };
@@ -98,7 +160,7 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
             }
         }
         let replayed = input.build(&ctx.for_input(0).with_replay(inner.into()));
-        let mut scan = Scan::new(replayed, Some(initial.clone()), Arc::clone(f), Some(codec));
+        let mut scan = ScanStream::new(replayed, Some(initial.clone()), Arc::clone(f), Some(codec));
         scan.record = true;
         scan.replay = Some(states);
         return scan;
@@ -107,7 +169,7 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
     // (a stage downstream then holds elements by position without asking).
     let record = (ctx.provenance() || !input.is_small()) && codec.is_some();
     let (Some(state), Some(codec)) = (ctx.restoring(), codec) else {
-        let mut scan = Scan::new(
+        let mut scan = ScanStream::new(
             input.build(ctx),
             Some(initial.clone()),
             Arc::clone(f),
@@ -118,7 +180,7 @@ pub(crate) fn build<T: Send + 'static, S: Clone, F>(
     };
     match unpack(&state.words).and_then(|bytes| bytes.map(|b| (codec.load)(&b)).transpose()) {
         Ok(running) => {
-            let mut scan = Scan::new(
+            let mut scan = ScanStream::new(
                 input.build(&ctx.for_input(0)),
                 running,
                 Arc::clone(f),
@@ -172,7 +234,7 @@ fn unpack(words: &[u64]) -> anyhow::Result<Option<Vec<u8>>> {
 /// [`scan_resumable`](crate::Dataset::scan_resumable) methods.
 #[pin_project]
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Scan<St, S, F> {
+pub(crate) struct ScanStream<St, S, F> {
     #[pin]
     input: St,
     /// `None` only while `f` runs (or after it panicked, which ends the stream).
@@ -190,9 +252,9 @@ pub(crate) struct Scan<St, S, F> {
     replay: Option<VecDeque<Vec<u64>>>,
 }
 
-impl<St, S, F> Scan<St, S, F> {
+impl<St, S, F> ScanStream<St, S, F> {
     pub(crate) fn new(input: St, state: Option<S>, f: Arc<F>, codec: Option<Codec<S>>) -> Self {
-        Scan {
+        ScanStream {
             input,
             state,
             f,
@@ -205,7 +267,7 @@ impl<St, S, F> Scan<St, S, F> {
     }
 }
 
-impl<St, S, F, T, U> Stream for Scan<St, S, F>
+impl<St, S, F, T, U> Stream for ScanStream<St, S, F>
 where
     St: Stream<Item = anyhow::Result<T>> + Resumable,
     F: Fn(S, T) -> (S, U),
@@ -301,7 +363,7 @@ fn position<St: Resumable, S>(
     Ok(Prov::Group(vec![inner], pack(&words).into()))
 }
 
-impl<St: Resumable, S, F> Resumable for Scan<St, S, F> {
+impl<St: Resumable, S, F> Resumable for ScanStream<St, S, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.project();
         let codec = this.codec.ok_or_else(|| {
