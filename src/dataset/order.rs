@@ -194,6 +194,6 @@ impl<T: Send + 'static> Dataset<T> {
     where
         T: Clone + Sync,
     {
-        ops::cache::dataset(self)
+        self.then(ops::cache::Cache::new())
     }
 }

@@ -355,32 +355,6 @@ impl<T: Send + 'static> Dataset<T> {
         self.stage.fingerprint
     }
 
-    /// A stage over this dataset that builds its input itself (to restore or replay it in
-    /// its own way), and saves its position.
-    pub(crate) fn unary_with<U: Send + 'static, S>(
-        &self,
-        name: &'static str,
-        cardinality: Cardinality,
-        counting: Counting,
-        op: impl Fn(&Ctx, &Dataset<T>) -> S + Send + Sync + 'static,
-    ) -> Dataset<U>
-    where
-        S: StageStream<U> + 'static,
-    {
-        let input = self.clone();
-        Dataset::stage_resumable(
-            name,
-            cardinality,
-            self.options().clone(),
-            self.stage.depth + 1,
-            counting,
-            move |ctx| op(ctx, &input),
-        )
-        .keyed(self.fingerprint())
-        .resumable(self.is_resumable())
-        .small(self.is_small())
-    }
-
     /// Builds this stage's stream (and so every stage upstream of it) for one epoch.
     pub(crate) fn build(&self, ctx: &Ctx) -> BoxStream<T> {
         (self.stage.build)(ctx)

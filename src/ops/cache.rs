@@ -17,7 +17,8 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Counting, Ctx, Dataset, error_stream};
+use crate::engine::error_stream;
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
 use crate::engine::{Resumable, Routed, unsupported};
 use crate::runtime::Coop;
 
@@ -41,26 +42,45 @@ struct Filled<T> {
     epoch: u64,
 }
 
-pub(crate) fn dataset<T: Clone + Send + Sync + 'static>(input: &Dataset<T>) -> Dataset<T> {
-    let store = Arc::new(Store {
-        filled: OnceLock::new(),
-        fill_from: Mutex::new(None),
-    });
-    let (small, resumable) = (input.is_small(), input.is_resumable());
-    input.unary_with(
-        STAGE,
-        input.cardinality(),
-        Counting::Wrapped,
-        move |ctx, input| {
-            let mode = build(ctx, input, &store).unwrap_or_else(|e| Mode::Failed(Some(e)));
-            Cache {
-                mode,
-                store: Arc::clone(&store),
-                small,
-                resumable,
-            }
-        },
-    )
+/// The [`cache`](crate::Dataset::cache) operation: its store, shared by the recipe's epochs
+/// (each `cache()` call makes its own).
+pub(crate) struct Cache<T> {
+    store: Unkeyed<Arc<Store<T>>>,
+}
+
+crate::engine::keyed_fields!(impl[T] Cache<T> { keyed: [], unkeyed: [store] });
+
+impl<T> Cache<T> {
+    pub(crate) fn new() -> Self {
+        Cache {
+            store: Unkeyed(Arc::new(Store {
+                filled: OnceLock::new(),
+                fill_from: Mutex::new(None),
+            })),
+        }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
+    type Out = T;
+    type Stream = CacheStream<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        input
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let input = input.dataset();
+        let mode = build(ctx, input, &self.store).unwrap_or_else(|e| Mode::Failed(Some(e)));
+        Ok(CacheStream {
+            mode,
+            store: Arc::clone(&self.store),
+            small: input.is_small(),
+            resumable: input.is_resumable(),
+        })
+    }
 }
 
 /// The cache of one epoch: reading the filled cache, or filling it (afresh, or from the
@@ -249,7 +269,7 @@ enum Mode<T> {
 
 /// Stream for the [`cache`](crate::Dataset::cache) method.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Cache<T> {
+pub(crate) struct CacheStream<T> {
     mode: Mode<T>,
     store: Arc<Store<T>>,
     /// The input's answers (whatever the mode: stages around rely on them not changing).
@@ -258,9 +278,9 @@ pub(crate) struct Cache<T> {
 }
 
 // Nothing is pinned in place: the input is a boxed stream, the elements sit in vectors.
-impl<T> Unpin for Cache<T> {}
+impl<T> Unpin for CacheStream<T> {}
 
-impl<T: Clone + Send + Sync + 'static> Stream for Cache<T> {
+impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -359,7 +379,7 @@ impl<T: Clone + Send + Sync + 'static> Stream for Cache<T> {
 }
 
 /// Saved state: see the module doc.
-impl<T: Send + 'static> Resumable for Cache<T> {
+impl<T: Send + 'static> Resumable for CacheStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         match &mut self.get_mut().mode {
             Mode::Fill {
