@@ -23,7 +23,7 @@ impl<T: Send + 'static> Dataset<T> {
 
     /// One vector per step with an element of each dataset, until the shortest ends.
     pub fn zip_all(datasets: Vec<Dataset<T>>) -> Dataset<Vec<T>> {
-        ops::zip::zip_all(datasets)
+        Dataset::combine(datasets, ops::zip::ZipAll)
     }
 
     /// Elements drawn at random from `datasets` (tf.data's `sample_from_datasets`).
@@ -176,7 +176,10 @@ impl<T: Send + 'static> Dataset<T> {
 
     /// Appends the elements of `other` (tf.data's `concatenate`).
     pub fn concatenate(&self, other: &Dataset<T>) -> Dataset<T> {
-        ops::concatenate::concatenate(self, other)
+        Dataset::combine(
+            vec![self.clone(), other.clone()],
+            ops::concatenate::Concatenate,
+        )
     }
 
     /// Pairs this dataset's elements with `other`'s (see [`Dataset::zip`]).

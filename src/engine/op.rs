@@ -278,3 +278,83 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(key)
     }
 }
+
+/// An operation over several datasets of one type (`zip_all`, `concatenate`): as
+/// [`Operation`], with its inputs in order.
+pub(crate) trait Combine<In: Send + 'static>: Hash + Send + Sync + 'static {
+    /// What it yields.
+    type Out: Send + 'static;
+    /// Its stream for one epoch.
+    type Stream: StageStream<Self::Out> + 'static;
+    /// tf.data's name for it; its saved state is named by it too.
+    const NAME: &'static str;
+
+    /// How many elements it yields, given its inputs' counts.
+    fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality;
+
+    /// Its stream for one epoch over `inputs`, from `start`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Operation::open`].
+    fn open(
+        &self,
+        ctx: &Ctx,
+        inputs: Inputs<'_, In>,
+        start: Start<'_>,
+    ) -> anyhow::Result<Self::Stream>;
+}
+
+/// A [`Combine`] operation's inputs, for its [`open`](Combine::open).
+pub(crate) struct Inputs<'a, T> {
+    datasets: &'a [Dataset<T>],
+}
+
+impl<'a, T: Send + 'static> Inputs<'a, T> {
+    /// Input `i` (see [`Inputs::len`]).
+    pub(crate) fn dataset(&self, i: usize) -> &'a Dataset<T> {
+        &self.datasets[i]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.datasets.len()
+    }
+
+    /// Whether every input's state is small.
+    pub(crate) fn small(&self) -> bool {
+        self.datasets.iter().all(Dataset::is_small)
+    }
+}
+
+impl<T: Send + 'static> Dataset<T> {
+    /// `op` over `inputs`: a stage whose fingerprint is its name, its parameters and its
+    /// inputs' (in order), whose stream `op` opens from the epoch's start.
+    pub(crate) fn combine<O: Combine<T>>(inputs: Vec<Dataset<T>>, op: O) -> Dataset<O::Out> {
+        let cards: Vec<Cardinality> = inputs.iter().map(Dataset::cardinality).collect();
+        let options = inputs
+            .iter()
+            .fold(crate::Options::default(), |o, d| o.merge(d.options()));
+        let depth = inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
+        let resumable = inputs.iter().all(Dataset::is_resumable);
+        let small = inputs.iter().all(Dataset::is_small);
+        let mut key = Key::new().word(inputs.len() as u64).word(params_key(&op));
+        for input in &inputs {
+            key = key.word(input.fingerprint());
+        }
+        let op = Arc::new(op);
+        Dataset::stage_fallible(
+            O::NAME,
+            op.cardinality(&cards),
+            options,
+            depth,
+            Counting::Wrapped,
+            move |ctx| {
+                let start = ctx.start();
+                op.open(ctx, Inputs { datasets: &inputs }, start)
+            },
+        )
+        .keyed(key.finish())
+        .resumable(resumable)
+        .small(small)
+    }
+}

@@ -6,39 +6,42 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Dataset, Inputs, Start, error_stream};
 use crate::engine::{Resumable, Routed};
 
 const STAGE: &str = "concatenate";
 
-/// Builds [`concatenate`](crate::Dataset::concatenate): the second input's stream is built
-/// only when the first ends, so it starts no work early.
-pub(crate) fn concatenate<T: Send + 'static>(
-    first: &Dataset<T>,
-    second: &Dataset<T>,
-) -> Dataset<T> {
-    let card = match (first.cardinality(), second.cardinality()) {
-        (Cardinality::Finite(a), Cardinality::Finite(b)) => {
-            Cardinality::Finite(a.saturating_add(b))
+/// The [`concatenate`](crate::Dataset::concatenate) operation: the second input's stream is
+/// built only when the first ends, so it starts no work early.
+#[derive(Hash)]
+pub(crate) struct Concatenate;
+
+impl<T: Send + 'static> Combine<T> for Concatenate {
+    type Out = T;
+    type Stream = ConcatenateStream<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
+        match inputs {
+            [Cardinality::Finite(a), Cardinality::Finite(b)] => {
+                Cardinality::Finite(a.saturating_add(*b))
+            }
+            [a, b] if *a == Cardinality::Infinite || *b == Cardinality::Infinite => {
+                Cardinality::Infinite
+            }
+            _ => Cardinality::Unknown,
         }
-        (Cardinality::Infinite, _) | (_, Cardinality::Infinite) => Cardinality::Infinite,
-        _ => Cardinality::Unknown,
-    };
-    let options = first.options().merge(second.options());
-    let depth = first.depth().max(second.depth()) + 1;
-    let (a, b) = (first.clone(), second.clone());
-    Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-        build(ctx, &a, &b)
-    })
-    .keyed(first.fingerprint())
-    .keyed(second.fingerprint())
-    .resumable(first.is_resumable() && second.is_resumable())
-    .small(first.is_small() && second.is_small())
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, inputs: Inputs<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(build(ctx, inputs.dataset(0), inputs.dataset(1)))
+    }
 }
 
 /// The concatenation of one epoch: fresh, restored (in either input), or in replay (each
 /// position's last word names the input).
-fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concatenate<T> {
+fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> ConcatenateStream<T> {
     let inputs = [a, b];
     let small = a.is_small() && b.is_small();
     let resumable = a.is_resumable() && b.is_resumable();
@@ -58,7 +61,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
             Ok(routed) => Box::pin(routed),
             Err(e) => error_stream(e),
         };
-        return Concatenate {
+        return ConcatenateStream {
             current,
             second: None,
             phase: 0,
@@ -70,7 +73,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
     let phase = match ctx.restoring().map(|s| s.word(0)).transpose() {
         Ok(phase) => phase.unwrap_or(0),
         Err(e) => {
-            return Concatenate {
+            return ConcatenateStream {
                 current: error_stream(e),
                 second: None,
                 phase: 0,
@@ -81,7 +84,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
         }
     };
     if phase == 0 {
-        Concatenate {
+        ConcatenateStream {
             current: a.build(&ctx.for_input(0)),
             second: Some((b.clone(), ctx.fresh())),
             phase,
@@ -90,7 +93,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
             resumable,
         }
     } else {
-        Concatenate {
+        ConcatenateStream {
             current: b.build(&ctx.for_input(0)),
             second: None,
             phase,
@@ -103,7 +106,7 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
 
 /// Stream for the [`concatenate`](crate::Dataset::concatenate) method.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct Concatenate<T> {
+pub(crate) struct ConcatenateStream<T> {
     current: BoxStream<T>,
     /// The second input, until it is built.
     second: Option<(Dataset<T>, Ctx)>,
@@ -115,9 +118,9 @@ pub(crate) struct Concatenate<T> {
     resumable: bool,
 }
 
-impl<T> Unpin for Concatenate<T> {}
+impl<T> Unpin for ConcatenateStream<T> {}
 
-impl<T: Send + 'static> Stream for Concatenate<T> {
+impl<T: Send + 'static> Stream for ConcatenateStream<T> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -137,7 +140,7 @@ impl<T: Send + 'static> Stream for Concatenate<T> {
     }
 }
 
-impl<T: Send + 'static> Resumable for Concatenate<T> {
+impl<T: Send + 'static> Resumable for ConcatenateStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         Ok(State::new(STAGE)

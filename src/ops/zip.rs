@@ -10,7 +10,8 @@ use futures::stream::Stream;
 use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::engine::error_stream;
+use crate::engine::{BoxStream, Cardinality, Combine, Counting, Ctx, Dataset, Inputs, Start};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "zip";
@@ -66,33 +67,28 @@ enum Either<A, B> {
     B(B),
 }
 
-pub(crate) fn zip_all<T: Send + 'static>(datasets: Vec<Dataset<T>>) -> Dataset<Vec<T>> {
-    let card = if datasets
-        .iter()
-        .any(|d| d.cardinality() == Cardinality::Unknown)
-    {
-        Cardinality::Unknown
-    } else {
-        min_cardinality(datasets.iter().map(Dataset::cardinality))
-    };
-    let options = datasets
-        .iter()
-        .fold(crate::Options::default(), |o, d| o.merge(d.options()));
-    let depth = datasets.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
-    let resumable = datasets.iter().all(Dataset::is_resumable);
-    let small = datasets.iter().all(Dataset::is_small);
-    let fingerprints: Vec<u64> = datasets.iter().map(Dataset::fingerprint).collect();
-    let n = datasets.len();
-    let make = move |i: usize, ctx: &Ctx| datasets[i].build(ctx);
-    let mut ds =
-        Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-            build(&ctx.for_merged(small), n, &make, Ok)
-        })
-        .keyed(n as u64);
-    for fingerprint in fingerprints {
-        ds = ds.keyed(fingerprint);
+/// The [`zip_all`](crate::Dataset::zip_all) operation.
+#[derive(Hash)]
+pub(crate) struct ZipAll;
+
+impl<T: Send + 'static> Combine<T> for ZipAll {
+    type Out = Vec<T>;
+    type Stream = ZipStream<T, fn(Vec<T>) -> anyhow::Result<Vec<T>>>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
+        if inputs.contains(&Cardinality::Unknown) {
+            return Cardinality::Unknown;
+        }
+        min_cardinality(inputs.iter().copied())
     }
-    ds.resumable(resumable).small(small)
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, inputs: Inputs<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let make = |i: usize, ctx: &Ctx| inputs.dataset(i).build(ctx);
+        let ctx = ctx.for_merged(inputs.small());
+        Ok(build(&ctx, inputs.len(), &make, Ok))
+    }
 }
 
 /// The zip of one epoch over `n` inputs (`make(i, ctx)` builds input `i`): fresh, restored,
@@ -102,7 +98,7 @@ fn build<T: Send + 'static, O, F>(
     n: usize,
     make: &dyn Fn(usize, &Ctx) -> BoxStream<T>,
     finish: F,
-) -> ZipAll<T, F>
+) -> ZipStream<T, F>
 where
     F: Fn(Vec<T>) -> anyhow::Result<O>,
 {
@@ -117,7 +113,7 @@ where
                 }
                 other => {
                     let e = unsupported(STAGE, &format!("saved step is not a group: {other:?}"));
-                    return ZipAll::new(vec![error_stream(e)], finish);
+                    return ZipStream::new(vec![error_stream(e)], finish);
                 }
             }
         }
@@ -126,10 +122,10 @@ where
             .enumerate()
             .map(|(i, list)| make(i, &ctx.for_input(i).with_replay(list.into())))
             .collect();
-        return ZipAll::new(inputs, finish);
+        return ZipStream::new(inputs, finish);
     }
     let Some(state) = ctx.restoring() else {
-        return ZipAll::new((0..n).map(|i| make(i, ctx)).collect(), finish);
+        return ZipStream::new((0..n).map(|i| make(i, ctx)).collect(), finish);
     };
     // `[ended, then 1 per input whose element for the next step was taken]`, their positions.
     let restored = (|| {
@@ -145,10 +141,10 @@ where
     })();
     let (done, taken) = match restored {
         Ok(restored) => restored,
-        Err(e) => return ZipAll::new(vec![error_stream(e)], finish),
+        Err(e) => return ZipStream::new(vec![error_stream(e)], finish),
     };
     let inputs = (0..n).map(|i| make(i, &ctx.for_input(i))).collect();
-    let mut zip = ZipAll::new(inputs, finish);
+    let mut zip = ZipStream::new(inputs, finish);
     zip.done = done;
     for (i, prov) in taken {
         let replay = ctx.for_input(i).with_replay(vec![prov].into());
@@ -163,7 +159,7 @@ where
 /// item is an error, so the inputs stay in step: a step with an error yields its first error
 /// and drops the other inputs' items.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct ZipAll<T, F> {
+pub(crate) struct ZipStream<T, F> {
     inputs: Vec<BoxStream<T>>,
     /// One item waiting from each input.
     slots: Vec<Option<anyhow::Result<T>>>,
@@ -180,14 +176,14 @@ pub(crate) struct ZipAll<T, F> {
 }
 
 // Elements are never pinned in place.
-impl<T, F> Unpin for ZipAll<T, F> {}
+impl<T, F> Unpin for ZipStream<T, F> {}
 
-impl<T, F> ZipAll<T, F> {
+impl<T, F> ZipStream<T, F> {
     pub(crate) fn new(inputs: Vec<BoxStream<T>>, finish: F) -> Self {
         let slots = inputs.iter().map(|_| None).collect();
         let done = inputs.is_empty();
         let n = inputs.len();
-        ZipAll {
+        ZipStream {
             inputs,
             slots,
             done,
@@ -199,7 +195,7 @@ impl<T, F> ZipAll<T, F> {
     }
 }
 
-impl<T, O, F> Stream for ZipAll<T, F>
+impl<T, O, F> Stream for ZipStream<T, F>
 where
     F: Fn(Vec<T>) -> anyhow::Result<O>,
 {
@@ -264,7 +260,7 @@ where
     }
 }
 
-impl<T, F> Resumable for ZipAll<T, F> {
+impl<T, F> Resumable for ZipStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if !this.refill.is_empty() {
