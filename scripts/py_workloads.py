@@ -12,8 +12,11 @@ DIR is `workloads --generate DIR` (D1 for W3, D6 for W5b). Prints one JSON line 
 median of 3 passes after an untimed one, with the passes.
 
 - W3: D1 -> TFRecordDataset(num_parallel_reads=4) -> shuffle(10,000) -> batch(256) ->
-  parse_example (the batch at once) -> prefetch(AUTOTUNE); `W3/per-record`: parse_example
-  on each record before batch (WORKLOADS.md's order).
+  parse_example (the batch at once, num_parallel_calls=AUTOTUNE) -> prefetch(AUTOTUNE);
+  `W3/packed`: the same with `strings="packed"` (each batch's 256 images as one buffer
+  and offsets, not 256 `bytes`); `W3/one-parse-thread`: parse_example without
+  num_parallel_calls (one batch at a time); `W3/per-record`: parse_example on each record
+  before batch (WORKLOADS.md's order), AUTOTUNE.
 - W5b: D6's (file, label) -> shuffle(1000) -> io.read_file -> image.RandomResizedCrop(224)
   (decode-and-crop, resize, flip, ImageNet normalisation, one pass) -> batch(64) ->
   prefetch(AUTOTUNE); both maps AUTOTUNE.
@@ -65,12 +68,21 @@ def w3(d):
     def count(ds):
         return sum(len(b["label"]) for b in ds)
 
-    batched = (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
-               .batch(256).parse_example(spec).prefetch(sl.AUTOTUNE).with_options(options))
-    median, passes = timed(batched, count)
+    def pipeline(**parse):
+        return (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
+                .batch(256).parse_example(spec, **parse).prefetch(sl.AUTOTUNE)
+                .with_options(options))
+
+    # The Rust W3 parses on every core (`try_map_parallel`): so does this, AUTOTUNE.
+    median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE), count)
     emit("W3", median, "records/s", passes)
+    median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE, strings="packed"), count)
+    emit("W3/packed", median, "records/s", passes)
+    median, passes = timed(pipeline(), count)
+    emit("W3/one-parse-thread", median, "records/s", passes)
     per_record = (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
-                  .parse_example(spec).batch(256).prefetch(sl.AUTOTUNE).with_options(options))
+                  .parse_example(spec, num_parallel_calls=sl.AUTOTUNE).batch(256)
+                  .prefetch(sl.AUTOTUNE).with_options(options))
     median, passes = timed(per_record, count)
     emit("W3/per-record", median, "records/s", passes)
 

@@ -35,6 +35,13 @@ mod value;
 
 use pyo3::prelude::*;
 
+/// Every Rust allocation of the extension (the pipeline's buffers, the arrays numpy receives
+/// and frees through their Rust owner) goes to mimalloc: elements are allocated on one thread
+/// and freed on another, at a high rate, which glibc's arenas serialize. Python's own objects
+/// keep Python's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension module; `streamload/__init__.py` re-exports its names.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

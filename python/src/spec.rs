@@ -214,13 +214,19 @@ pub(crate) fn parse_spec(
 /// Parses one serialized example (a 0-d string) or a batch of them (a 1-d string tensor,
 /// after `batch`) into a dict of tensors.
 pub(crate) fn parse(value: Value, spec: &ParseSpec) -> anyhow::Result<Value> {
-    let mut parsed = match &value {
+    let value = if value.has_packed() {
+        value.unpack_strings()?
+    } else {
+        value
+    };
+    let mut parsed = match value {
         Value::Strings(a) if a.ndim() == 0 => match a.first() {
             Some(record) => parse_single_example(record, spec)?,
             None => return Err(invalid("parse_example: an empty string tensor".into())),
         },
         Value::Strings(a) if a.ndim() == 1 => {
-            let records: Vec<_> = a.iter().cloned().collect();
+            // The records moved out of the batch (not cloned: no reference count touched).
+            let records: Vec<_> = a.into_iter().collect();
             parse_example(&records, spec)?
         }
         other => {

@@ -32,6 +32,7 @@ from ._native import (
     VarLenFeature,
 )
 from .sparse import SparseTensorValue
+from .strings import PackedStrings
 from ._native import list_files as _list_files
 from .options import AutotuneOptions, Options
 from .dtypes import DType, bool_, float16, float32, float64, int8, int16, int32, int64, string
@@ -77,6 +78,7 @@ __all__ = [
     "VarLenFeature",
     "FixedLenSequenceFeature",
     "SparseTensorValue",
+    "PackedStrings",
     "Iterator",
     "TFRecordDataset",
     "TextLineDataset",

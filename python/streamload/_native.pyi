@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Iterable
 from os import PathLike
-from typing import Any, Final, Iterator as _Iterator
+from typing import Any, Final, Iterator as _Iterator, Literal
 
 #: An element: numpy arrays and scalars, ``bytes``, and tuples and dicts of them.
 Element = Any
@@ -131,8 +131,19 @@ class Dataset:
     def shard(self, num_shards: int, index: int) -> Dataset: ...
     def prefetch(self, buffer_size: int) -> Dataset: ...
     def parse_example(
-        self, features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature]
-    ) -> Dataset: ...
+        self,
+        features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature],
+        num_parallel_calls: int | None = None,
+        strings: Literal["bytes", "packed"] = "bytes",
+    ) -> Dataset:
+        """``tf.io.parse_single_example`` on single records, ``tf.io.parse_example`` after
+        ``batch``: a dict of tensors, parsed in Rust without the GIL, ``num_parallel_calls``
+        elements at once (``AUTOTUNE``; ``None``: one at a time). ``strings="bytes"``
+        (tf.data's form): a string tensor is an object array of ``bytes``, one Python object
+        per string made on the iterating thread. ``strings="packed"``: a string tensor of
+        rank 1 or more is a :class:`streamload.PackedStrings` (one ``uint8`` buffer and
+        ``int64`` offsets, packed on the parsing threads, handed over without a copy); a
+        single string stays ``bytes``."""
     def with_options(self, options: Any) -> Dataset: ...
     def distribute(
         self,
