@@ -550,9 +550,7 @@ impl PyDataset {
         } else {
             self.inner.batch(batch_size as usize)
         };
-        Ok(PyDataset::wrap(
-            batches.try_map(Value::stack_owned),
-        ))
+        Ok(PyDataset::wrap(batches.try_map(Value::stack_owned)))
     }
 
     /// `padded_batch(batch_size, padded_shapes=None, padding_values=None,
@@ -652,7 +650,8 @@ impl PyDataset {
     }
 
     /// `parse_example(features, num_parallel_calls=None, strings="bytes")`: serialized
-    /// `tf.train.Example`s to a dict of tensors under a `{name: FixedLenFeature}` spec, as
+    /// `tf.train.Example`s to a dict of tensors under a `{name: FixedLenFeature |
+    /// VarLenFeature | FixedLenSequenceFeature | SparseFeature}` spec, as
     /// `tf.io.parse_single_example` (on single records) or `tf.io.parse_example` (after
     /// `batch`), with TensorFlow's errors. Runs in Rust without the GIL, `num_parallel_calls`
     /// elements at once (`AUTOTUNE`; `None`: one at a time, as `map` without it); the parsed
@@ -667,7 +666,7 @@ impl PyDataset {
         num_parallel_calls: Option<i64>,
         strings: &str,
     ) -> PyResult<PyDataset> {
-        let spec = spec::parse_spec(py, features)?;
+        let spec = spec::Features::from_py(py, features)?;
         let packed = string_format(py, strings)?;
         let parse = move |v: Value| {
             let parsed = spec::parse(v, &spec)?;

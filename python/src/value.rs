@@ -645,7 +645,10 @@ impl Value {
                     _ => None,
                 })
                 .collect();
-            return Ok(Value::Strings(ArrayD::from_shape_vec(IxDyn(&[n]), strings)?));
+            return Ok(Value::Strings(ArrayD::from_shape_vec(
+                IxDyn(&[n]),
+                strings,
+            )?));
         }
         Value::stack(&items)
     }

@@ -29,6 +29,7 @@ from ._native import (
     FixedLenFeature,
     FixedLenSequenceFeature,
     Iterator,
+    SparseFeature,
     VarLenFeature,
 )
 from .sparse import SparseTensorValue
@@ -77,6 +78,7 @@ __all__ = [
     "FixedLenFeature",
     "VarLenFeature",
     "FixedLenSequenceFeature",
+    "SparseFeature",
     "SparseTensorValue",
     "PackedStrings",
     "Iterator",

@@ -42,6 +42,28 @@ class FixedLenSequenceFeature:
         default_value: Any | None = None,
     ) -> None: ...
 
+class SparseFeature:
+    """``tf.io.SparseFeature(index_key, value_key, dtype, size, already_sorted=False)``:
+    parsed as a ``streamload.SparseTensorValue`` of dense shape ``size`` (``[batch] + size``
+    after ``batch``) whose indices are the int64 values of ``index_key`` (one key per
+    dimension) and whose values are those of ``value_key``, paired in order and sorted by
+    index unless ``already_sorted``. An index out of ``[0, size)`` or keys of different
+    lengths raise ``InvalidArgumentError``."""
+
+    index_key: list[str]
+    value_key: str
+    dtype: str
+    size: list[int]
+    already_sorted: bool
+    def __init__(
+        self,
+        index_key: str | list[str],
+        value_key: str,
+        dtype: str | type,
+        size: int | list[int],
+        already_sorted: bool = False,
+    ) -> None: ...
+
 class Iterator(_Iterator[Element]):
     """One epoch of a :class:`Dataset`."""
 
@@ -132,7 +154,9 @@ class Dataset:
     def prefetch(self, buffer_size: int) -> Dataset: ...
     def parse_example(
         self,
-        features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature],
+        features: dict[
+            str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature | SparseFeature
+        ],
         num_parallel_calls: int | None = None,
         strings: Literal["bytes", "packed"] = "bytes",
     ) -> Dataset:
