@@ -232,6 +232,7 @@ def parquet_dataset(
     columns: list[str] | None = None,
     batch_size: int = 1024,
     num_parallel_reads: int | None = None,
+    exclude_cols: list[str] | None = None,
 ) -> Dataset: ...
 def hdf5_dataset(
     filenames: list[str] | Dataset,

@@ -382,3 +382,19 @@ def test_parquet_damaged_files_raise_errors_naming_the_file(tmp_path):
     with pytest.raises(sl.Error) as caught:
         list(sl.ParquetDataset([good, str(truncated)], columns=["id"]))
     assert "truncated.parquet" in str(caught.value) and "types-none" not in str(caught.value)
+
+
+def test_parquet_exclude_cols_leaves_columns_out():
+    path = str(PARQUET / "types-none.parquet")
+    everything = list(sl.ParquetDataset(path, columns=["id", "value", "weights", "category"]))
+    all_names = set(PARQUET_TYPES["columns"])
+    # score (nulls) and nested (ragged) would raise; left out, the rest converts.
+    kept = list(sl.ParquetDataset(path, exclude_cols=sorted(all_names - {"id", "value", "weights", "category"})))
+    assert [set(b) for b in kept] == [{"id", "value", "weights", "category"}] * len(everything)
+    for a, b in zip(kept, everything):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols: no column `nope`"):
+        list(sl.ParquetDataset(path, exclude_cols="nope"))
+    with pytest.raises(sl.InvalidArgumentError, match="mutually exclusive"):
+        sl.ParquetDataset(path, columns=["id"], exclude_cols=["value"])
