@@ -15,8 +15,9 @@ median of 3 passes after an untimed one, with the passes.
   parse_example (the batch at once, num_parallel_calls=AUTOTUNE) -> prefetch(AUTOTUNE);
   `W3/packed`: the same with `strings="packed"` (each batch's 256 images as one buffer
   and offsets, not 256 `bytes`); `W3/one-parse-thread`: parse_example without
-  num_parallel_calls (one batch at a time); `W3/per-record`: parse_example on each record
-  before batch (WORKLOADS.md's order), AUTOTUNE.
+  num_parallel_calls (one batch at a time); `W3/no-image`: W3 without the `image` feature;
+  `W3/packed-no-shuffle`: W3/packed without the shuffle; `W3/per-record`: parse_example
+  on each record before batch (WORKLOADS.md's order), AUTOTUNE.
 - W5b: D6's (file, label) -> shuffle(1000) -> io.read_file -> image.RandomResizedCrop(224)
   (decode-and-crop, resize, flip, ImageNet normalisation, one pass) -> batch(64) ->
   prefetch(AUTOTUNE); both maps AUTOTUNE.
@@ -68,9 +69,11 @@ def w3(d):
     def count(ds):
         return sum(len(b["label"]) for b in ds)
 
-    def pipeline(**parse):
-        return (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
-                .batch(256).parse_example(spec, **parse).prefetch(sl.AUTOTUNE)
+    def pipeline(shuffle=True, features=spec, **parse):
+        ds = sl.TFRecordDataset(files, num_parallel_reads=4)
+        if shuffle:
+            ds = ds.shuffle(10_000, seed=3)
+        return (ds.batch(256).parse_example(features, **parse).prefetch(sl.AUTOTUNE)
                 .with_options(options))
 
     # The Rust W3 parses on every core (`try_map_parallel`): so does this, AUTOTUNE.
@@ -80,6 +83,13 @@ def w3(d):
     emit("W3/packed", median, "records/s", passes)
     median, passes = timed(pipeline(), count)
     emit("W3/one-parse-thread", median, "records/s", passes)
+    # Where the time goes: W3 without the images, and without the shuffle.
+    no_image = {k: v for k, v in spec.items() if k != "image"}
+    median, passes = timed(pipeline(features=no_image, num_parallel_calls=sl.AUTOTUNE), count)
+    emit("W3/no-image", median, "records/s", passes)
+    median, passes = timed(pipeline(shuffle=False, num_parallel_calls=sl.AUTOTUNE,
+                                    strings="packed"), count)
+    emit("W3/packed-no-shuffle", median, "records/s", passes)
     per_record = (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
                   .parse_example(spec, num_parallel_calls=sl.AUTOTUNE).batch(256)
                   .prefetch(sl.AUTOTUNE).with_options(options))
