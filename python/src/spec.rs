@@ -1,5 +1,7 @@
-//! `FixedLenFeature` and `parse_example`: serialized `tf.train.Example`s to tensors with
-//! streamload's parser (TensorFlow's outputs and messages), run without the GIL.
+//! `FixedLenFeature`, `VarLenFeature`, `FixedLenSequenceFeature`, `SparseFeature` and
+//! `parse_example`: serialized `tf.train.Example`s to tensors with streamload's parser
+//! (TensorFlow's outputs and messages), run without the GIL. A `SparseFeature` is built
+//! here from `VarLen` parses of its keys (the Rust parser has no composite features).
 
 use std::collections::BTreeMap;
 

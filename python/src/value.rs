@@ -32,8 +32,8 @@ pub(crate) enum Value {
     Dict(BTreeMap<String, Value>),
     /// A `tf.SparseTensor` (a `VarLenFeature`'s values).
     Sparse(Box<Sparse>),
-    /// A string tensor of rank 1 or more packed for the hand-over to Python (`strings=
-    /// "packed"`, `experimental.pack_strings`): to Python, `streamload.PackedStrings`.
+    /// A string tensor of rank 1 or more packed for the hand-over to Python
+    /// (`parse_example(..., strings="packed")`): to Python, `streamload.PackedStrings`.
     Packed(Box<Packed>),
 }
 
