@@ -12,8 +12,12 @@ DIR is `workloads --generate DIR` (D1 for W3, D6 for W5b). Prints one JSON line 
 median of 3 passes after an untimed one, with the passes.
 
 - W3: D1 -> TFRecordDataset(num_parallel_reads=4) -> shuffle(10,000) -> batch(256) ->
-  parse_example (the batch at once) -> prefetch(AUTOTUNE); `W3/per-record`: parse_example
-  on each record before batch (WORKLOADS.md's order).
+  parse_example (the batch at once, num_parallel_calls=AUTOTUNE) -> prefetch(AUTOTUNE);
+  `W3/packed`: the same with `strings="packed"` (each batch's 256 images as one buffer
+  and offsets, not 256 `bytes`); `W3/one-parse-thread`: parse_example without
+  num_parallel_calls (one batch at a time); `W3/no-image`: W3 without the `image` feature;
+  `W3/packed-no-shuffle`: W3/packed without the shuffle; `W3/per-record`: parse_example
+  on each record before batch (WORKLOADS.md's order), AUTOTUNE.
 - W5b: D6's (file, label) -> shuffle(1000) -> io.read_file -> image.RandomResizedCrop(224)
   (decode-and-crop, resize, flip, ImageNet normalisation, one pass) -> batch(64) ->
   prefetch(AUTOTUNE); both maps AUTOTUNE.
@@ -28,6 +32,7 @@ import glob
 import hashlib
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -42,13 +47,26 @@ def emit(workload, figure, unit, passes):
                       "passes": [round(p, 1) for p in passes]}), flush=True)
 
 
+def cpu_seconds():
+    """This process's CPU time so far, every thread's, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+#: The CPU time per element of the last `timed` passes, in microseconds.
+last_cpu = [0.0]
+
+
 def timed(ds, count, passes=3):
     count(ds)  # untimed: warms the page cache and the threads
     rates = []
+    cpu, total = cpu_seconds(), 0
     for _ in range(passes):
         start = time.perf_counter()
         n = count(ds)
         rates.append(n / (time.perf_counter() - start))
+        total += n
+    last_cpu[0] = (cpu_seconds() - cpu) / max(total, 1) * 1e6
     return statistics.median(rates), rates
 
 
@@ -65,12 +83,34 @@ def w3(d):
     def count(ds):
         return sum(len(b["label"]) for b in ds)
 
-    batched = (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
-               .batch(256).parse_example(spec).prefetch(sl.AUTOTUNE).with_options(options))
-    median, passes = timed(batched, count)
+    def pipeline(shuffle=True, features=spec, **parse):
+        ds = sl.TFRecordDataset(files, num_parallel_reads=4)
+        if shuffle:
+            ds = ds.shuffle(10_000, seed=3)
+        return (ds.batch(256).parse_example(features, **parse).prefetch(sl.AUTOTUNE)
+                .with_options(options))
+
+    # The Rust W3 parses on every core (`try_map_parallel`): so does this, AUTOTUNE.
+    median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE), count)
     emit("W3", median, "records/s", passes)
+    emit("W3/cpu-per-record", last_cpu[0], "microseconds", [])
+    median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE, strings="packed"), count)
+    emit("W3/packed", median, "records/s", passes)
+    emit("W3/packed/cpu-per-record", last_cpu[0], "microseconds", [])
+    median, passes = timed(pipeline(), count)
+    emit("W3/one-parse-thread", median, "records/s", passes)
+    # Where the time goes: W3 without the images, and without the shuffle.
+    no_image = {k: v for k, v in spec.items() if k != "image"}
+    median, passes = timed(pipeline(features=no_image, num_parallel_calls=sl.AUTOTUNE), count)
+    emit("W3/no-image", median, "records/s", passes)
+    emit("W3/no-image/cpu-per-record", last_cpu[0], "microseconds", [])
+    median, passes = timed(pipeline(shuffle=False, num_parallel_calls=sl.AUTOTUNE,
+                                    strings="packed"), count)
+    emit("W3/packed-no-shuffle", median, "records/s", passes)
+    emit("W3/packed-no-shuffle/cpu-per-record", last_cpu[0], "microseconds", [])
     per_record = (sl.TFRecordDataset(files, num_parallel_reads=4).shuffle(10_000, seed=3)
-                  .parse_example(spec).batch(256).prefetch(sl.AUTOTUNE).with_options(options))
+                  .parse_example(spec, num_parallel_calls=sl.AUTOTUNE).batch(256)
+                  .prefetch(sl.AUTOTUNE).with_options(options))
     median, passes = timed(per_record, count)
     emit("W3/per-record", median, "records/s", passes)
 

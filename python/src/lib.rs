@@ -35,6 +35,13 @@ mod value;
 
 use pyo3::prelude::*;
 
+/// Every Rust allocation of the extension (the pipeline's buffers, the arrays numpy receives
+/// and frees through their Rust owner) goes to mimalloc: elements are allocated on one thread
+/// and freed on another, at a high rate, which glibc's arenas serialize. Python's own objects
+/// keep Python's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension module; `streamload/__init__.py` re-exports its names.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -43,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<spec::FixedLenFeature>()?;
     m.add_class::<spec::VarLenFeature>()?;
     m.add_class::<spec::FixedLenSequenceFeature>()?;
+    m.add_class::<spec::SparseFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
     m.add_class::<transforms::Transform>()?;

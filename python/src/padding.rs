@@ -293,6 +293,14 @@ pub(crate) fn padded_stack(items: &[Value], spec: &PadSpec) -> anyhow::Result<Va
     let Some(first) = items.first() else {
         return Err(invalid("padded_batch: an empty batch".into()));
     };
+    if items.iter().any(Value::has_packed) {
+        // Packed strings (made for the hand-over) are padded as the string tensors they hold.
+        let unpacked = items
+            .iter()
+            .map(|v| v.clone().unpack_strings())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return padded_stack(&unpacked, spec);
+    }
     let refs: Vec<&Value> = items.iter().collect();
     padded_refs(first, &refs, spec, &mut 0)
 }

@@ -385,15 +385,25 @@ pub(crate) fn csv_dataset(
 
 /// Parquet files; see `streamload.ParquetDataset`.
 #[pyfunction]
-#[pyo3(signature = (filenames, columns=None, batch_size=1024, num_parallel_reads=None))]
+#[pyo3(signature = (filenames, columns=None, batch_size=1024, num_parallel_reads=None, exclude_cols=None))]
 pub(crate) fn parquet_dataset(
     py: Python<'_>,
     filenames: &Bound<'_, PyAny>,
     columns: Option<Vec<String>>,
     batch_size: i64,
     num_parallel_reads: Option<i64>,
+    exclude_cols: Option<Vec<String>>,
 ) -> PyResult<PyDataset> {
     use streamload::format::parquet::ParquetDataset;
+    if columns.is_some() && exclude_cols.is_some() {
+        return Err(errors::invalid(
+            py,
+            "ParquetDataset: columns and exclude_cols are mutually exclusive",
+        ));
+    }
+    // Left out of each batch's dict (the reader still fetches and decodes them: it takes
+    // a list of the columns to read, and the names of the others are in the files).
+    let exclude = std::sync::Arc::new(exclude_cols.unwrap_or_default());
     if batch_size <= 0 {
         return Err(errors::invalid(
             py,
@@ -412,10 +422,12 @@ pub(crate) fn parquet_dataset(
     };
     let make = std::sync::Arc::new(make);
     let build = std::sync::Arc::clone(&make);
+    let leave_out = std::sync::Arc::clone(&exclude);
     let mut ds = read_files(py, filenames, num_parallel_reads, move |files, reads| {
+        let leave_out = std::sync::Arc::clone(&leave_out);
         build(files, reads)
             .build()
-            .try_map(|batch| formats::record_batch(&batch))
+            .try_map(move |batch| formats::record_batch(&batch, &leave_out))
     })?;
     if let Some(files) = listed(filenames)? {
         let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
@@ -424,7 +436,7 @@ pub(crate) fn parquet_dataset(
                 let reader = make(files.clone(), reads);
                 crate::runtime::runtime()?.block_on(reader.shard_source())
             },
-            |batch| formats::record_batch(&batch),
+            move |batch| formats::record_batch(&batch, &exclude),
         ));
     }
     Ok(ds)

@@ -1,11 +1,16 @@
-//! `FixedLenFeature` and `parse_example`: serialized `tf.train.Example`s to tensors with
-//! streamload's parser (TensorFlow's outputs and messages), run without the GIL.
+//! `FixedLenFeature`, `VarLenFeature`, `FixedLenSequenceFeature`, `SparseFeature` and
+//! `parse_example`: serialized `tf.train.Example`s to tensors with streamload's parser
+//! (TensorFlow's outputs and messages), run without the GIL. A `SparseFeature` is built
+//! here from `VarLen` parses of its keys (the Rust parser has no composite features).
 
 use std::collections::BTreeMap;
 
 use ndarray::{ArrayD, IxDyn};
 use pyo3::prelude::*;
-use streamload::format::{FeatureSpec, ParseSpec, Parsed, parse_example, parse_single_example};
+use pyo3::types::PyDict;
+use streamload::format::{
+    FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
+};
 use streamload::tensor::{DType, SparseTensor, Tensor, Values};
 
 use crate::errors;
@@ -126,6 +131,95 @@ impl FixedLenSequenceFeature {
     }
 }
 
+/// `tf.io.SparseFeature(index_key, value_key, dtype, size, already_sorted=False)`: a sparse
+/// tensor of dense shape `size` (one more leading dimension after `batch`) whose indices
+/// are the int64 values of the feature(s) `index_key` and whose values are those of
+/// `value_key`, paired in order, sorted by index unless `already_sorted`.
+#[pyclass(name = "SparseFeature", module = "streamload._native", frozen)]
+pub(crate) struct SparseFeature {
+    #[pyo3(get)]
+    index_key: Vec<String>,
+    #[pyo3(get)]
+    value_key: String,
+    #[pyo3(get)]
+    dtype: String,
+    #[pyo3(get)]
+    size: Vec<usize>,
+    #[pyo3(get)]
+    already_sorted: bool,
+    dtype_: DType,
+}
+
+#[pymethods]
+impl SparseFeature {
+    #[new]
+    #[pyo3(signature = (index_key, value_key, dtype, size, already_sorted=false))]
+    fn new(
+        py: Python<'_>,
+        index_key: &Bound<'_, PyAny>,
+        value_key: String,
+        dtype: &Bound<'_, PyAny>,
+        size: &Bound<'_, PyAny>,
+        already_sorted: bool,
+    ) -> PyResult<Self> {
+        let dtype_ = parse_dtype(py, dtype)?;
+        let index_key: Vec<String> = match index_key.extract::<String>() {
+            Ok(k) => vec![k],
+            Err(_) => index_key.extract()?,
+        };
+        let size: Vec<usize> = match size.extract::<usize>() {
+            Ok(n) => vec![n],
+            Err(_) => size.extract()?,
+        };
+        if index_key.is_empty() || index_key.len() != size.len() {
+            return Err(errors::invalid(
+                py,
+                format!(
+                    "SparseFeature: index_key and size must have the same number of entries \
+                     (one per dimension), got {} and {}",
+                    index_key.len(),
+                    size.len()
+                ),
+            ));
+        }
+        Ok(SparseFeature {
+            index_key,
+            value_key,
+            dtype: dtype_name(dtype_).to_string(),
+            size,
+            already_sorted,
+            dtype_,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SparseFeature(index_key={:?}, value_key={:?}, dtype={}, size={:?})",
+            self.index_key, self.value_key, self.dtype, self.size
+        )
+    }
+}
+
+/// A `SparseFeature` of a spec: built after the parse from its keys' `VarLen` tensors.
+#[derive(Clone, Debug)]
+struct Composite {
+    name: String,
+    index_keys: Vec<String>,
+    value_key: String,
+    size: Vec<usize>,
+    already_sorted: bool,
+}
+
+/// A checked `parse_example` spec: the features parsed from the records (with the keys
+/// `SparseFeature`s read), and the `SparseFeature`s made from them.
+#[derive(Clone, Debug)]
+pub(crate) struct Features {
+    parse: ParseSpec,
+    composites: Vec<Composite>,
+    /// The output's names (the spec's keys), in the dict's order.
+    names: Vec<String>,
+}
+
 fn dtype_name(dtype: DType) -> &'static str {
     match dtype {
         DType::Int64 => "int64",
@@ -182,45 +276,99 @@ fn default_values(py: Python<'_>, value: &Bound<'_, PyAny>, dtype: DType) -> PyR
     })
 }
 
-/// The checked spec of a `{name: FixedLenFeature}` dict.
-pub(crate) fn parse_spec(
-    py: Python<'_>,
-    features: &Bound<'_, pyo3::types::PyDict>,
-) -> PyResult<ParseSpec> {
-    let mut specs = Vec::with_capacity(features.len());
-    for (name, feature) in features.iter() {
-        let name: String = name.extract()?;
-        let spec = if let Ok(f) = feature.cast::<FixedLenFeature>() {
-            f.get().spec.clone()
-        } else if let Ok(f) = feature.cast::<VarLenFeature>() {
-            f.get().spec.clone()
-        } else if let Ok(f) = feature.cast::<FixedLenSequenceFeature>() {
-            f.get().spec.clone()
-        } else {
-            return Err(errors::invalid(
-                py,
-                format!(
-                    "parse_example: feature {name}: a FixedLenFeature, VarLenFeature or \
-                     FixedLenSequenceFeature, not {}",
-                    crate::value::type_name(&feature)
-                ),
-            ));
-        };
-        specs.push((name, spec));
+impl Features {
+    /// The checked spec of a `{name: FixedLenFeature | VarLenFeature |
+    /// FixedLenSequenceFeature | SparseFeature}` dict.
+    pub(crate) fn from_py(py: Python<'_>, features: &Bound<'_, PyDict>) -> PyResult<Features> {
+        let mut specs: Vec<(String, FeatureSpec)> = Vec::with_capacity(features.len());
+        let mut composites = Vec::new();
+        let mut names = Vec::with_capacity(features.len());
+        for (name, feature) in features.iter() {
+            let name: String = name.extract()?;
+            names.push(name.clone());
+            let spec = if let Ok(f) = feature.cast::<FixedLenFeature>() {
+                f.get().spec.clone()
+            } else if let Ok(f) = feature.cast::<VarLenFeature>() {
+                f.get().spec.clone()
+            } else if let Ok(f) = feature.cast::<FixedLenSequenceFeature>() {
+                f.get().spec.clone()
+            } else if let Ok(f) = feature.cast::<SparseFeature>() {
+                let f = f.get();
+                composites.push((
+                    Composite {
+                        name,
+                        index_keys: f.index_key.clone(),
+                        value_key: f.value_key.clone(),
+                        size: f.size.clone(),
+                        already_sorted: f.already_sorted,
+                    },
+                    f.dtype_,
+                ));
+                continue;
+            } else {
+                return Err(errors::invalid(
+                    py,
+                    format!(
+                        "parse_example: feature {name}: a FixedLenFeature, VarLenFeature, \
+                         FixedLenSequenceFeature or SparseFeature, not {}",
+                        crate::value::type_name(&feature)
+                    ),
+                ));
+            };
+            specs.push((name, spec));
+        }
+        // The keys a SparseFeature reads, as VarLen features (shared with the spec's own
+        // VarLen feature of a key, which must then agree in type).
+        for (c, dtype) in &composites {
+            let keys = c
+                .index_keys
+                .iter()
+                .map(|k| (k, DType::Int64))
+                .chain([(&c.value_key, *dtype)]);
+            for (key, dtype) in keys {
+                match specs.iter().find(|(n, _)| n == key) {
+                    None => specs.push((key.clone(), FeatureSpec::var_len(dtype))),
+                    Some((_, FeatureSpec::VarLen { dtype: d })) if *d == dtype => {}
+                    Some((_, other)) => {
+                        return Err(errors::invalid(
+                            py,
+                            format!(
+                                "parse_example: SparseFeature {} reads feature {key} as a \
+                                 VarLenFeature of {}, but the spec also has it as {other:?}",
+                                c.name,
+                                dtype_name(dtype)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(Features {
+            parse: ParseSpec::new(specs).map_err(|e| errors::to_py(py, e))?,
+            composites: composites.into_iter().map(|(c, _)| c).collect(),
+            names,
+        })
     }
-    ParseSpec::new(specs).map_err(|e| errors::to_py(py, e))
 }
 
 /// Parses one serialized example (a 0-d string) or a batch of them (a 1-d string tensor,
 /// after `batch`) into a dict of tensors.
-pub(crate) fn parse(value: Value, spec: &ParseSpec) -> anyhow::Result<Value> {
-    let mut parsed = match &value {
+pub(crate) fn parse(value: Value, features: &Features) -> anyhow::Result<Value> {
+    let value = if value.has_packed() {
+        value.unpack_strings()?
+    } else {
+        value
+    };
+    let spec = &features.parse;
+    let batched = matches!(&value, Value::Strings(a) if a.ndim() == 1);
+    let mut parsed = match value {
         Value::Strings(a) if a.ndim() == 0 => match a.first() {
             Some(record) => parse_single_example(record, spec)?,
             None => return Err(invalid("parse_example: an empty string tensor".into())),
         },
         Value::Strings(a) if a.ndim() == 1 => {
-            let records: Vec<_> = a.iter().cloned().collect();
+            // The records moved out of the batch (not cloned: no reference count touched).
+            let records: Vec<_> = a.into_iter().collect();
             parse_example(&records, spec)?
         }
         other => {
@@ -231,16 +379,94 @@ pub(crate) fn parse(value: Value, spec: &ParseSpec) -> anyhow::Result<Value> {
             )));
         }
     };
-    let names: Vec<String> = spec.names().map(str::to_owned).collect();
     let mut out = BTreeMap::new();
-    for name in names {
-        let value = match parsed.get(&name) {
+    // The SparseFeatures first: their keys may be taken out below.
+    for c in &features.composites {
+        out.insert(c.name.clone(), sparse_feature(&parsed, c, batched)?);
+    }
+    for name in &features.names {
+        if out.contains_key(name) {
+            continue;
+        }
+        let value = match parsed.get(name) {
             Some(Parsed::Sparse(sparse)) => sparse_value(sparse)?,
-            _ => tensor_value(parsed.take_dense(&name)?)?,
+            _ => tensor_value(parsed.take_dense(name)?)?,
         };
-        out.insert(name, value);
+        out.insert(name.clone(), value);
     }
     Ok(Value::Dict(out))
+}
+
+/// The `SparseFeature` `c` from the parsed `VarLen` tensors of its keys: value `i` of
+/// `value_key` at the coordinates given by value `i` of each `index_key` (after the
+/// example's index in a batch), sorted by coordinates unless `already_sorted`.
+fn sparse_feature(parsed: &ParsedExample, c: &Composite, batched: bool) -> anyhow::Result<Value> {
+    let values = parsed.sparse(&c.value_key)?;
+    let n = values.values().len();
+    let mut index_lists = Vec::with_capacity(c.index_keys.len());
+    for key in &c.index_keys {
+        let index = parsed.sparse(key)?;
+        // The same number of indices as values in every example: the same coordinates.
+        if index.indices() != values.indices() {
+            return Err(invalid(format!(
+                "SparseFeature {}: the features {key} (indices) and {} (values) differ in \
+                 length in an example ({} indices, {} values in all)",
+                c.name,
+                c.value_key,
+                index.values().len(),
+                n
+            )));
+        }
+        match index.values() {
+            Values::Int64(v) => index_lists.push(v),
+            _ => {
+                return Err(invalid(format!(
+                    "SparseFeature {}: {key} is not int64",
+                    c.name
+                )));
+            }
+        }
+    }
+    let rank = c.size.len() + usize::from(batched);
+    let mut coordinates = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut at = Vec::with_capacity(rank);
+        if batched {
+            at.push(values.coordinates(i)[0]);
+        }
+        for ((key, list), &size) in c.index_keys.iter().zip(&index_lists).zip(&c.size) {
+            let x = list[i];
+            if x < 0 || x as u64 >= size as u64 {
+                return Err(invalid(format!(
+                    "SparseFeature {}: index {x} of feature {key} is out of bounds for size \
+                     {size}",
+                    c.name
+                )));
+            }
+            at.push(x);
+        }
+        coordinates.push((at, i));
+    }
+    if !c.already_sorted {
+        coordinates.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let order: Vec<usize> = coordinates.iter().map(|(_, i)| *i).collect();
+    let picked = match values.values() {
+        Values::Int64(v) => Values::Int64(order.iter().map(|&i| v[i]).collect()),
+        Values::Float32(v) => Values::Float32(order.iter().map(|&i| v[i]).collect()),
+        Values::String(v) => Values::String(order.iter().map(|&i| v[i].clone()).collect()),
+    };
+    let mut dense_shape: Vec<i64> = Vec::with_capacity(rank);
+    if batched {
+        dense_shape.push(values.dense_shape()[0] as i64);
+    }
+    dense_shape.extend(c.size.iter().map(|&s| s as i64));
+    let indices: Vec<i64> = coordinates.into_iter().flat_map(|(at, _)| at).collect();
+    Ok(Value::Sparse(Box::new(Sparse {
+        indices: ArrayD::from_shape_vec(IxDyn(&[n, rank]), indices)?,
+        values: tensor_value(Tensor::new(vec![n], picked)?)?,
+        dense_shape,
+    })))
 }
 
 /// A parsed sparse tensor as a value.

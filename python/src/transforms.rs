@@ -77,6 +77,12 @@ impl Transform {
         let component = self.component.clone();
         let name = self.name.clone();
         let run = move |v: Value, rng: &mut ChaCha8Rng| -> anyhow::Result<Value> {
+            // Packed strings (made for the hand-over) reach a transform as string tensors.
+            let v = if v.has_packed() {
+                v.unpack_strings()?
+            } else {
+                v
+            };
             on_component(v, &component, &mut |x| apply(x, rng)).map_err(|e| e.context(name.clone()))
         };
         if self.random {

@@ -32,6 +32,78 @@ pub(crate) enum Value {
     Dict(BTreeMap<String, Value>),
     /// A `tf.SparseTensor` (a `VarLenFeature`'s values).
     Sparse(Box<Sparse>),
+    /// A string tensor of rank 1 or more packed for the hand-over to Python
+    /// (`parse_example(..., strings="packed")`): to Python, `streamload.PackedStrings`.
+    Packed(Box<Packed>),
+}
+
+/// A string tensor packed in one buffer: every string's bytes one after another in
+/// `values`, string `i` (row-major over `shape`) at `values[offsets[i]..offsets[i + 1]]`.
+/// Arrow's binary layout (tf.RaggedTensor's `values` and `row_splits`): Python receives
+/// `values` and `offsets` as two numpy arrays that own these vectors (no copy), where the
+/// default hand-over makes one Python `bytes` object per string with the GIL held.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Packed {
+    pub(crate) values: Vec<u8>,
+    pub(crate) offsets: Vec<i64>,
+    pub(crate) shape: Vec<usize>,
+}
+
+impl Packed {
+    /// Copies the strings into one buffer (one copy each, without the GIL).
+    pub(crate) fn pack(strings: &ArrayD<Bytes>) -> Packed {
+        let total = strings.iter().map(Bytes::len).sum();
+        let mut values = Vec::with_capacity(total);
+        let mut offsets = Vec::with_capacity(strings.len() + 1);
+        offsets.push(0);
+        for s in strings.iter() {
+            values.extend_from_slice(s);
+            offsets.push(values.len() as i64);
+        }
+        Packed {
+            values,
+            offsets,
+            shape: strings.shape().to_vec(),
+        }
+    }
+
+    /// Row `i` along the first axis (its strings copied).
+    fn row(&self, i: usize) -> Packed {
+        let per_row: usize = self.shape[1..].iter().product();
+        let (first, last) = (i * per_row, (i + 1) * per_row);
+        let base = self.offsets[first];
+        Packed {
+            values: self.values[base as usize..self.offsets[last] as usize].to_vec(),
+            offsets: self.offsets[first..=last]
+                .iter()
+                .map(|o| o - base)
+                .collect(),
+            shape: self.shape[1..].to_vec(),
+        }
+    }
+
+    /// The strings again, as slices of the one buffer (no copy).
+    pub(crate) fn unpack(self) -> anyhow::Result<ArrayD<Bytes>> {
+        let values = Bytes::from(self.values);
+        let mut strings = Vec::with_capacity(self.offsets.len().saturating_sub(1));
+        for w in self.offsets.windows(2) {
+            let (start, end) = (w[0], w[1]);
+            if start < 0 || end < start || end as usize > values.len() {
+                return Err(invalid(format!(
+                    "PackedStrings: offsets {start}..{end} out of a values buffer of {} bytes",
+                    values.len()
+                )));
+            }
+            strings.push(values.slice(start as usize..end as usize));
+        }
+        ArrayD::from_shape_vec(IxDyn(&self.shape), strings).map_err(|_| {
+            invalid(format!(
+                "PackedStrings: {} strings do not fill the shape {:?}",
+                self.offsets.len().saturating_sub(1),
+                self.shape
+            ))
+        })
+    }
 }
 
 /// A `tf.SparseTensor`: the `(n, rank)` int64 `indices` of `n` values (a 1-d tensor of one
@@ -206,6 +278,67 @@ impl Value {
                 s.values.describe(),
                 s.dense_shape
             ),
+            Value::Packed(p) => format!("string tensor of shape {:?}", p.shape),
+        }
+    }
+
+    /// Every string tensor of rank 1 or more in this value packed in one buffer
+    /// ([`Packed`]); 0-d strings stay as they are (one `bytes` in Python).
+    pub(crate) fn pack_strings(self) -> Value {
+        match self {
+            Value::Strings(a) if a.ndim() > 0 => Value::Packed(Box::new(Packed::pack(&a))),
+            Value::Tuple(items) => {
+                Value::Tuple(items.into_iter().map(Value::pack_strings).collect())
+            }
+            Value::Dict(items) => Value::Dict(
+                items
+                    .into_iter()
+                    .map(|(k, v)| (k, v.pack_strings()))
+                    .collect(),
+            ),
+            Value::Sparse(mut s) => {
+                s.values =
+                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).pack_strings();
+                Value::Sparse(s)
+            }
+            other => other,
+        }
+    }
+
+    /// Every packed string tensor in this value as a string tensor again (no copy): what
+    /// the stages that work on strings take.
+    pub(crate) fn unpack_strings(self) -> anyhow::Result<Value> {
+        Ok(match self {
+            Value::Packed(p) => Value::Strings(p.unpack()?),
+            Value::Tuple(items) => Value::Tuple(
+                items
+                    .into_iter()
+                    .map(Value::unpack_strings)
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            Value::Dict(items) => Value::Dict(
+                items
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, v.unpack_strings()?)))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            Value::Sparse(mut s) => {
+                s.values =
+                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).unpack_strings()?;
+                Value::Sparse(s)
+            }
+            other => other,
+        })
+    }
+
+    /// Whether this value holds a packed string tensor anywhere.
+    pub(crate) fn has_packed(&self) -> bool {
+        match self {
+            Value::Packed(_) => true,
+            Value::Tuple(items) => items.iter().any(Value::has_packed),
+            Value::Dict(items) => items.values().any(Value::has_packed),
+            Value::Sparse(s) => s.values.has_packed(),
+            Value::Array(_) | Value::Strings(_) => false,
         }
     }
 
@@ -221,11 +354,17 @@ impl Value {
                 out.push(s.indices.as_ptr() as usize);
                 s.values.addresses(out);
             }
+            Value::Packed(p) => {
+                out.push(p.values.as_ptr() as usize);
+                out.push(p.offsets.as_ptr() as usize);
+            }
         }
     }
 
     /// The Python object: numpy arrays (without copying), numpy scalars for 0-d tensors,
-    /// `bytes` for one string, object arrays of `bytes` for string tensors, tuples, dicts.
+    /// `bytes` for one string, object arrays of `bytes` for string tensors, tuples, dicts;
+    /// `streamload.PackedStrings` (two numpy arrays that own the Rust buffers) for packed
+    /// string tensors.
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         Ok(match self {
             Value::Array(a) if a.shape().is_empty() => {
@@ -271,6 +410,19 @@ impl Value {
                     PyArray::from_owned_array(py, dense_shape),
                 ))?
             }
+            Value::Packed(p) => {
+                let Packed {
+                    values,
+                    offsets,
+                    shape,
+                } = *p;
+                let class = py.import("streamload.strings")?.getattr("PackedStrings")?;
+                class.call1((
+                    PyArray::from_vec(py, values),
+                    PyArray::from_vec(py, offsets),
+                    PyTuple::new(py, shape)?,
+                ))?
+            }
         })
     }
 
@@ -301,6 +453,29 @@ impl Value {
                 values,
                 dense_shape,
             })));
+        }
+        if type_name(obj) == "PackedStrings" {
+            // A string tensor like any other from here on (packed again only for a hand-over).
+            let values: Vec<u8> = obj
+                .getattr("values")?
+                .cast_into::<PyArrayDyn<u8>>()
+                .map_err(|_| PyTypeError::new_err("PackedStrings.values must be a uint8 array"))?
+                .to_vec()?;
+            let offsets: Vec<i64> = obj
+                .getattr("offsets")?
+                .cast_into::<PyArrayDyn<i64>>()
+                .map_err(|_| PyTypeError::new_err("PackedStrings.offsets must be an int64 array"))?
+                .to_vec()?;
+            let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+            let packed = Packed {
+                values,
+                offsets,
+                shape,
+            };
+            return packed
+                .unpack()
+                .map(Value::Strings)
+                .map_err(|e| PyTypeError::new_err(e.to_string()));
         }
         if let Ok(t) = obj.cast::<PyTuple>() {
             return t
@@ -428,6 +603,11 @@ impl Value {
             Value::Tuple(items) => common_rows(items.iter()),
             Value::Dict(items) => common_rows(items.values()),
             Value::Sparse(_) => Err("a sparse tensor cannot be sliced into rows".into()),
+            Value::Packed(p) => p
+                .shape
+                .first()
+                .copied()
+                .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
         }
     }
 
@@ -442,7 +622,35 @@ impl Value {
             }
             // `rows` refuses a sparse tensor, so no row of one is asked for.
             Value::Sparse(s) => Value::Sparse(s.clone()),
+            Value::Packed(p) => match p.row(i) {
+                // One string: `bytes` in Python, as every 0-d string.
+                row if row.shape.is_empty() => Value::string(Bytes::from(row.values)),
+                row => Value::Packed(Box::new(row)),
+            },
         }
+    }
+
+    /// [`Value::stack`] of elements it may take apart: a batch of single strings (a batch of
+    /// serialized records, the common case) moves the strings into the batch instead of
+    /// cloning them (a clone touches the reference count shared by every record of a
+    /// file's window, from every thread).
+    pub(crate) fn stack_owned(items: Vec<Value>) -> anyhow::Result<Value> {
+        let single_string = |v: &Value| matches!(v, Value::Strings(a) if a.ndim() == 0);
+        if !items.is_empty() && items.iter().all(single_string) {
+            let n = items.len();
+            let strings: Vec<Bytes> = items
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::Strings(a) => a.into_iter().next(),
+                    _ => None,
+                })
+                .collect();
+            return Ok(Value::Strings(ArrayD::from_shape_vec(
+                IxDyn(&[n]),
+                strings,
+            )?));
+        }
+        Value::stack(&items)
     }
 
     /// Stacks elements of one structure into a batch (tf.data's `batch`): every tensor gets
@@ -451,6 +659,15 @@ impl Value {
         let Some(first) = items.first() else {
             return Err(invalid("batch: cannot stack an empty batch".into()));
         };
+        if items.iter().any(Value::has_packed) {
+            // Packed strings are made for the hand-over; batching them again (rare) goes
+            // through the string tensors, then packs the batch.
+            let unpacked = items
+                .iter()
+                .map(|v| v.clone().unpack_strings())
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            return Ok(Value::stack(&unpacked)?.pack_strings());
+        }
         let refs: Vec<&Value> = items.iter().collect();
         stack_refs(first, &refs, &mut 0)
     }
@@ -564,6 +781,10 @@ fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::R
             }
             Ok(Value::Dict(out))
         }
+        // `Value::stack` unpacks them first.
+        Value::Packed(_) => Err(invalid(
+            "batch: packed strings reached the stacking (unpack them first)".into(),
+        )),
         Value::Sparse(head) => {
             // tf.data's batch of sparse tensors: the element's index first in each row, the
             // dense shape the largest of each dimension.

@@ -29,9 +29,11 @@ from ._native import (
     FixedLenFeature,
     FixedLenSequenceFeature,
     Iterator,
+    SparseFeature,
     VarLenFeature,
 )
 from .sparse import SparseTensorValue
+from .strings import PackedStrings
 from ._native import list_files as _list_files
 from .options import AutotuneOptions, Options
 from .dtypes import DType, bool_, float16, float32, float64, int8, int16, int32, int64, string
@@ -76,7 +78,9 @@ __all__ = [
     "FixedLenFeature",
     "VarLenFeature",
     "FixedLenSequenceFeature",
+    "SparseFeature",
     "SparseTensorValue",
+    "PackedStrings",
     "Iterator",
     "TFRecordDataset",
     "TextLineDataset",

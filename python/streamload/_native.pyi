@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Iterable
 from os import PathLike
-from typing import Any, Final, Iterator as _Iterator
+from typing import Any, Final, Iterator as _Iterator, Literal
 
 #: An element: numpy arrays and scalars, ``bytes``, and tuples and dicts of them.
 Element = Any
@@ -40,6 +40,28 @@ class FixedLenSequenceFeature:
         dtype: str | type,
         allow_missing: bool = False,
         default_value: Any | None = None,
+    ) -> None: ...
+
+class SparseFeature:
+    """``tf.io.SparseFeature(index_key, value_key, dtype, size, already_sorted=False)``:
+    parsed as a ``streamload.SparseTensorValue`` of dense shape ``size`` (``[batch] + size``
+    after ``batch``) whose indices are the int64 values of ``index_key`` (one key per
+    dimension) and whose values are those of ``value_key``, paired in order and sorted by
+    index unless ``already_sorted``. An index out of ``[0, size)`` or keys of different
+    lengths raise ``InvalidArgumentError``."""
+
+    index_key: list[str]
+    value_key: str
+    dtype: str
+    size: list[int]
+    already_sorted: bool
+    def __init__(
+        self,
+        index_key: str | list[str],
+        value_key: str,
+        dtype: str | type,
+        size: int | list[int],
+        already_sorted: bool = False,
     ) -> None: ...
 
 class Iterator(_Iterator[Element]):
@@ -131,8 +153,21 @@ class Dataset:
     def shard(self, num_shards: int, index: int) -> Dataset: ...
     def prefetch(self, buffer_size: int) -> Dataset: ...
     def parse_example(
-        self, features: dict[str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature]
-    ) -> Dataset: ...
+        self,
+        features: dict[
+            str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature | SparseFeature
+        ],
+        num_parallel_calls: int | None = None,
+        strings: Literal["bytes", "packed"] = "bytes",
+    ) -> Dataset:
+        """``tf.io.parse_single_example`` on single records, ``tf.io.parse_example`` after
+        ``batch``: a dict of tensors, parsed in Rust without the GIL, ``num_parallel_calls``
+        elements at once (``AUTOTUNE``; ``None``: one at a time). ``strings="bytes"``
+        (tf.data's form): a string tensor is an object array of ``bytes``, one Python object
+        per string made on the iterating thread. ``strings="packed"``: a string tensor of
+        rank 1 or more is a :class:`streamload.PackedStrings` (one ``uint8`` buffer and
+        ``int64`` offsets, packed on the parsing threads, handed over without a copy); a
+        single string stays ``bytes``."""
     def with_options(self, options: Any) -> Dataset: ...
     def distribute(
         self,
@@ -197,6 +232,7 @@ def parquet_dataset(
     columns: list[str] | None = None,
     batch_size: int = 1024,
     num_parallel_reads: int | None = None,
+    exclude_cols: list[str] | None = None,
 ) -> Dataset: ...
 def hdf5_dataset(
     filenames: list[str] | Dataset,

@@ -125,9 +125,15 @@ def ParquetDataset(
     columns: "Sequence[str] | None" = None,
     batch_size: int = 1024,
     num_parallel_reads: "int | None" = None,
+    exclude_cols: "Sequence[str] | None" = None,
 ) -> Dataset:
     """Parquet files as batches of rows: each element a dict of ``columns`` (default all),
-    each a numpy array with one row per row of the batch.
+    each a numpy array with one row per row of the batch. ``exclude_cols`` names columns
+    to leave out instead (as ``tf.data.experimental.CsvDataset``'s; not with
+    ``columns``): they are still fetched and decoded, but never converted, so a column
+    with nulls or ragged lists can be left out this way; a name that is no column raises
+    :class:`~streamload.errors.InvalidArgumentError`. To read fewer bytes, name the
+    columns to read with ``columns``.
 
     A batch holds at most ``batch_size`` rows of one row group (the last of each row group
     is shorter); ``.unbatch()`` gives rows, ``.unbatch().batch(n)`` batches of exactly ``n``.
@@ -140,11 +146,14 @@ def ParquetDataset(
     such a column out with ``columns=``. Checkpoints resume at the row."""
     if isinstance(columns, str):
         columns = [columns]
+    if isinstance(exclude_cols, str):
+        exclude_cols = [exclude_cols]
     return _native.parquet_dataset(
         _names(filenames),
         None if columns is None else list(columns),
         batch_size,
         num_parallel_reads,
+        None if exclude_cols is None else list(exclude_cols),
     )
 
 

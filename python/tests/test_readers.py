@@ -361,3 +361,40 @@ def test_tfrecord_and_text_lines_over_http(http_data):
         list(sl.TextLineDataset(f"{http_data}/tensorflow/none.txt"))
     with pytest.raises(sl.InvalidArgumentError, match="compression_type"):
         sl.TextLineDataset("x", compression_type="BZIP2")
+
+
+def test_parquet_damaged_files_raise_errors_naming_the_file(tmp_path):
+    data = (PARQUET / "types-none.parquet").read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(data[: len(data) // 2])
+    not_parquet = tmp_path / "not-parquet.parquet"
+    not_parquet.write_bytes(b"id,value\n1,2\n" * 100)
+    # The footer intact, the column chunks overwritten: the pages cannot be decoded.
+    damaged = tmp_path / "damaged.parquet"
+    middle = len(data) // 3
+    damaged.write_bytes(data[:8] + bytes(b ^ 0x5A for b in data[8:middle]) + data[middle:])
+    for path in (truncated, not_parquet, damaged):
+        with pytest.raises(sl.Error) as caught:
+            list(sl.ParquetDataset(str(path), columns=["id", "value"]))
+        assert path.name in str(caught.value), str(caught.value)
+    # A damaged file among good ones: the error names it, not the good ones.
+    good = str(PARQUET / "types-none.parquet")
+    with pytest.raises(sl.Error) as caught:
+        list(sl.ParquetDataset([good, str(truncated)], columns=["id"]))
+    assert "truncated.parquet" in str(caught.value) and "types-none" not in str(caught.value)
+
+
+def test_parquet_exclude_cols_leaves_columns_out():
+    path = str(PARQUET / "types-none.parquet")
+    everything = list(sl.ParquetDataset(path, columns=["id", "value", "weights", "category"]))
+    all_names = set(PARQUET_TYPES["columns"])
+    # score (nulls) and nested (ragged) would raise; left out, the rest converts.
+    kept = list(sl.ParquetDataset(path, exclude_cols=sorted(all_names - {"id", "value", "weights", "category"})))
+    assert [set(b) for b in kept] == [{"id", "value", "weights", "category"}] * len(everything)
+    for a, b in zip(kept, everything):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols: no column `nope`"):
+        list(sl.ParquetDataset(path, exclude_cols="nope"))
+    with pytest.raises(sl.InvalidArgumentError, match="mutually exclusive"):
+        sl.ParquetDataset(path, columns=["id"], exclude_cols=["value"])
