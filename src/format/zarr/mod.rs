@@ -30,7 +30,10 @@
 //! [`storage`] (local files by positioned reads, objects by GETs, retried
 //! as every read is), then decoded on a blocking thread, with zarrs' own parallelism (a
 //! rayon pool sized to the cores) across the chunks and a shard's inner chunks: decoding
-//! never runs on the async workers.
+//! never runs on the async workers. A sharded array's blocks read only the ranges they need
+//! of each shard, while decoding: its index (read once per shard and epoch, then kept), then
+//! the inner chunks; in a local store each such read is one positioned read, on the
+//! decoding thread, of the shard's file kept open for the epoch.
 //!
 //! A chunk the listing does not have is the array's fill value, as the Zarr spec says (and
 //! zarr-python reads it). A chunk that is listed but cannot be read or decoded (truncated,
@@ -346,6 +349,8 @@ pub(crate) struct ZarrArray {
     sharded: bool,
     /// The shards' indexes read in this epoch.
     indexes: Arc<store::Indexes>,
+    /// The shard files of a local store opened in this epoch.
+    files: Arc<store::OpenShards>,
 }
 
 /// One store, opened: its array (and labels) checked.
@@ -427,6 +432,7 @@ async fn open_array(
             chunks: Arc::new(chunks),
             sharded,
             indexes: Arc::default(),
+            files: Arc::default(),
         },
         digest,
     ))
@@ -639,6 +645,7 @@ fn decode<T: Element>(
         handle: handle.clone(),
         failed: Default::default(),
         indexes: Arc::clone(&array.indexes),
+        files: Arc::clone(&array.files),
     });
     let reader = array.array.with_storage(Arc::clone(&ranged));
     decode_from(store, array, &reader, ranges, rows, || ranged.failure())
