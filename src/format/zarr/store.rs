@@ -328,7 +328,7 @@ mod tests {
         key: &StoreKey,
         ranges: &[ByteRange],
     ) -> Result<Vec<Bytes>, StorageError> {
-        let parts = ranged.get_partial_many(key, Box::new(ranges.to_vec().into_iter()))?;
+        let parts = ranged.get_partial_many(key, Box::new(ranges.iter().copied()))?;
         parts
             .ok_or_else(|| StorageError::Other("not listed".into()))?
             .collect()
