@@ -7,6 +7,7 @@
 //! cargo run --release --example workloads -- --data DIR --only W3 --autotune --report
 //! cargo run --release --example workloads -- --generate DIR --scale-down 16   # a smaller D1-D4
 //! cargo run --release --example workloads --features parquet -- --data DIR --only W11,W11s
+//! cargo run --release --example workloads --features hdf5 -- --data DIR --only W12
 //! cargo run --release --example workloads --features zarr -- --data DIR --only W13
 //! ```
 //!
@@ -261,6 +262,34 @@ async fn timed<F: std::future::Future<Output = anyhow::Result<u64>>>(
     let start = Instant::now();
     let n = f.await?;
     Ok((n, start.elapsed().as_secs_f64()))
+}
+
+/// W12: slices of 64 rows of D7's `/scenes/points` with the same rows of `/scenes/labels`,
+/// every value summed; the rows read.
+#[cfg(feature = "hdf5")]
+async fn w12_hdf5(files: Vec<PathBuf>, parallel: Option<usize>) -> anyhow::Result<u64> {
+    use futures::StreamExt as _;
+    use streamload::format::hdf5::Hdf5Dataset;
+    let ds = Hdf5Dataset::new(files, "/scenes/points")
+        .with_labels("/scenes/labels")
+        .slices(64);
+    let ds = match parallel {
+        Some(n) => ds.num_parallel_reads(n),
+        None => ds,
+    };
+    let sums = ds.build_labeled::<f32, i64>().map(|(points, labels)| {
+        let sum = f64::from(points.sum()) + labels.iter().map(|&l| l as f64).sum::<f64>();
+        (points.shape()[0] as u64, sum)
+    });
+    let mut epoch = sums.iter();
+    let (mut rows, mut total) = (0u64, 0f64);
+    while let Some(item) = epoch.next().await {
+        let (n, sum) = item?;
+        rows += n;
+        total += sum;
+    }
+    anyhow::ensure!(total.is_finite(), "W12: a sum that is not finite");
+    Ok(rows)
 }
 
 /// W13: chunk-aligned slices of 64 rows of D8's `points`, every value summed; the rows read.
@@ -571,6 +600,35 @@ async fn main() -> anyhow::Result<()> {
         }
         let (c1, c16) = (rates[0], rates[3]);
         emit("W8", c16 / c1, "x (cycle 16 over cycle 1)", 0.0);
+    }
+    // W12: D7's 8 files (`scripts/make_d7.py DIR` writes them), slices of 64 rows (one chunk
+    // each) with their labels, every value summed; W12/p1 and W12/p4: 1 and 4 slices read at
+    // a time (AUTOTUNE: the cores). `W12/mbs`: MB/s of points (12,288 bytes a row).
+    #[cfg(feature = "hdf5")]
+    for (name, parallel) in [("W12", None), ("W12/p1", Some(1)), ("W12/p4", Some(4))] {
+        if !wanted(name.split('/').next().unwrap_or(name)) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with scripts/make_d7.py DIR)");
+            continue;
+        };
+        let files: Vec<PathBuf> = (0..8)
+            .map(|k| dir.join(format!("hdf5/scenes-{k:02}.h5")))
+            .collect();
+        warm_page_cache(&files)?;
+        let passes = repeated(args.autotune, || {
+            let files = files.clone();
+            async move { Ok(w12_hdf5(files, parallel).await? as f64) }
+        })
+        .await?;
+        emit_repeated(name, "rows/s", &passes);
+        if name == "W12" {
+            let tuned = &passes.0;
+            let median = tuned.median_pass();
+            let mbs = tuned.rates[median] * 12_288.0 / 1e6;
+            emit("W12/mbs", mbs, "MB/s", tuned.seconds[median]);
+        }
     }
     // W13: D8's points (`scripts/make_d8.py DIR` writes them), chunk-aligned slices of 64 rows
     // (one inner chunk of a shard each), every value summed; W13/p1 and W13/p4: 1 and 4

@@ -7,7 +7,8 @@
 //!
 //! A format is a [`Source`]: it opens a file (checking its arrays and types, naming the
 //! file) and reads rows of it (and of its labels) as `ndarray` arrays; everything else is
-//! here, once.
+//! here, once, the builder methods of the selection included (`array_options!`, as
+//! `file_options!` writes the record readers' file options).
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -315,6 +316,13 @@ impl<C, T, L> Typed<C, T, L> {
 
 /// What a unit's arrays become: one element.
 pub(crate) type Make<T, L, Out> = fn(ArrayD<T>, Option<ArrayD<L>>) -> Out;
+
+/// What a labeled dataset (`build_labeled`) makes of a unit's arrays: the data and its
+/// labels (read whenever labels are set, so never missing then; empty otherwise).
+pub(crate) fn labeled<T, L>(data: ArrayD<T>, labels: Option<ArrayD<L>>) -> (ArrayD<T>, ArrayD<L>) {
+    let labels = labels.unwrap_or_else(|| ndarray::Array::from_vec(Vec::new()).into_dyn());
+    (data, labels)
+}
 
 /// The dataset of `source`'s elements, made by `make`; `key` is the format's fingerprint.
 pub(crate) fn build<S: Source, Out: Send + 'static>(
@@ -998,6 +1006,138 @@ macro_rules! shard_source_type {
     };
 }
 pub(crate) use shard_source_type;
+
+/// Writes the builder methods the array readers share into a reader's builder, which holds
+/// the fields `recipe` (a [`Recipe`]) and `labels` (`Option<String>`, the labels' path):
+/// `with_labels`, `select`, `select_rows`, `rows`, `slices`, `patches`, `shard` and
+/// `num_parallel_reads`, documented in the format's words. The arguments: the builder (its
+/// name begins the panics' messages), what its docs call a file (`"file"`, `"store"`) and an
+/// array (`"dataset"`, `"array"`), and the lines that end `num_parallel_reads`' docs (how a
+/// block is read, what it holds in memory).
+///
+/// ```text
+/// array_options!(Hdf5Dataset, "file", "dataset", "Each block is read and ...");
+/// ```
+macro_rules! array_options {
+    ($reader:ident, $file:literal, $array:literal, $reads:literal) => {
+        impl $reader {
+            #[doc = concat!("Reads the same rows of the ", $array, " at `path` (in the same ", $file, ")")]
+            /// beside each element (the labels of a training set): each element is
+            /// `(data, labels)`, built with [`build_labeled`](Self::build_labeled).
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("A ", $file, " whose labels ", $array, " is missing, of another type, or has")]
+            #[doc = concat!("another number of rows than the data is an error naming the ", $file, " and")]
+            #[doc = concat!("both ", $array, "s.")]
+            pub fn with_labels(mut self, path: impl Into<String>) -> Self {
+                self.labels = Some(path.into());
+                self
+            }
+
+            #[doc = concat!("Reads only a hyperslab of each ", $file, "'s ", $array, ": `ranges[0]` of its")]
+            /// rows, `ranges[i]` along axis `i`; the axes past the ranges given are read
+            /// whole. The elements are then cut from the selected rows (a row of a
+            #[doc = concat!("4-dimensional ", $array, " with `select([0..100, 2..6])` has shape `[4, d2, d3]`),")]
+            /// and only the chunks the hyperslab touches are read. The labels are read for the
+            /// selected rows.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("A selection outside a ", $file, "'s ", $array, " (more ranges than axes, a range")]
+            #[doc = concat!("past an axis' length, or reversed) is an error naming the ", $file, ", the ", $array, ",")]
+            #[doc = concat!("the selection and the ", $array, "'s shape; the dataset goes on with the other ", $file, "s.")]
+            pub fn select(mut self, ranges: impl IntoIterator<Item = std::ops::Range<u64>>) -> Self {
+                self.recipe.select = Some(ranges.into_iter().collect());
+                self
+            }
+
+            #[doc = concat!("Reads only `rows` of each ", $file, "'s ", $array, " (all of its other axes):")]
+            /// `select` with one range.
+            ///
+            /// # Errors
+            ///
+            /// As [`select`](Self::select).
+            pub fn select_rows(self, rows: std::ops::Range<u64>) -> Self {
+                self.select(std::iter::once(rows))
+            }
+
+            #[doc = concat!("One element per row (the default): an array of the ", $array, "'s shape")]
+            #[doc = concat!("without its first axis (0-dimensional for a 1-dimensional ", $array, ").")]
+            pub fn rows(mut self) -> Self {
+                self.recipe.mode = $crate::format::arrays::Mode::Rows;
+                self
+            }
+
+            /// One element per `k` rows (from the first row selected): an array of shape
+            #[doc = concat!("`[k, ...]`, shorter for the last slice of a ", $file, " (whose rows are not a")]
+            #[doc = concat!("multiple of `k`); a slice never spans ", $file, "s.")]
+            ///
+            /// # Panics
+            ///
+            /// When `k` is 0.
+            pub fn slices(mut self, k: usize) -> Self {
+                assert!(k > 0, concat!(stringify!($reader), "::slices: k must be positive"));
+                self.recipe.mode = $crate::format::arrays::Mode::Slices(k as u64);
+                self
+            }
+
+            #[doc = concat!("One element per random patch: `per_file` patches of each ", $file, "'s ", $array, ",")]
+            /// each an array of `shape` (its first axes; the axes past them read whole) at an
+            /// origin drawn uniformly among those where it fits (inside the
+            /// [`select`](Self::select)ion, if any), with the labels of its rows. The origins
+            #[doc = concat!("come from `seed`, the epoch and the ", $file, "'s name: the same in every run,")]
+            /// others each epoch, and the same again in an epoch resumed from a checkpoint.
+            #[doc = concat!(
+                "Patches interleave across ", $file, "s: patch 0 of every ", $file,
+                ", then patch 1, ..."
+            )]
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("A patch with more axes than a ", $file, "'s ", $array, ", or larger than it along")]
+            #[doc = concat!("an axis, is an error naming the ", $file, ", the ", $array, ", the patch's shape and")]
+            #[doc = concat!("the ", $array, "'s.")]
+            ///
+            /// # Panics
+            ///
+            /// When `shape` is empty or `per_file` is 0.
+            pub fn patches(
+                mut self,
+                shape: impl IntoIterator<Item = u64>,
+                per_file: u64,
+                seed: u64,
+            ) -> Self {
+                self.recipe.patches(stringify!($reader), shape, per_file, seed);
+                self
+            }
+
+            /// Keeps every `num_shards`-th block of rows, starting at `index` (counted over
+            #[doc = concat!("all ", $file, "s' blocks in the dataset's interleaved order): tf.data's `shard`,")]
+            /// by block, so each worker reads only its own chunks.
+            ///
+            /// # Panics
+            ///
+            /// When `num_shards` is 0 or `index >= num_shards`.
+            pub fn shard(mut self, num_shards: u64, index: u64) -> Self {
+                self.recipe.shard(stringify!($reader), num_shards, index);
+                self
+            }
+
+            /// How many blocks of rows are read at once (default: `AUTOTUNE`, the number of
+            /// cores); one more is read ahead.
+            #[doc = $reads]
+            pub fn num_parallel_reads(
+                mut self,
+                n: impl Into<$crate::options::Parallelism>,
+            ) -> Self {
+                self.recipe.num_parallel_reads = n.into();
+                self
+            }
+        }
+    };
+}
+pub(crate) use array_options;
 
 /// Each file's elements, for [`Shards`]: every file opened by `source`.
 pub(crate) fn count<S: Source>(source: S) -> BoxFuture<'static, anyhow::Result<Vec<u64>>> {

@@ -449,8 +449,14 @@ fn stop_at_short_read(
         .boxed()
 }
 
-/// Reads `n` bytes at `offset`; `true` when the file ended first.
-fn read_at(file: &std::fs::File, offset: u64, n: usize) -> std::io::Result<(Bytes, bool)> {
+/// Reads `n` bytes at `offset` on the calling thread (a blocking one): one positioned read
+/// (more if the kernel returns fewer bytes), into a pooled buffer; `true` when the file ended
+/// first.
+pub(crate) fn read_at(
+    file: &std::fs::File,
+    offset: u64,
+    n: usize,
+) -> std::io::Result<(Bytes, bool)> {
     fill(n, |buf, filled| {
         positioned_read(file, buf, offset + filled as u64)
     })

@@ -73,9 +73,8 @@ pub use inspect::{AttributeValue, DatasetInfo, GroupInfo, Hdf5Contents, inspect}
 pub use ndarray::{ArrayD, Axis};
 pub use shard::Hdf5Shards;
 
-use super::arrays::{self, Mode, Opened, Recipe, Rest};
+use super::arrays::{self, Opened, Recipe, Rest};
 use crate::engine::Dataset;
-use crate::options::Parallelism;
 use crate::runtime;
 use crate::storage::{self, Identity, Location};
 
@@ -141,113 +140,10 @@ impl Hdf5Dataset {
         }
     }
 
-    /// Reads the same rows of the dataset at `path` beside each element (the labels of a
-    /// training set): each element is `(data, labels)`, built with
-    /// [`build_labeled`](Self::build_labeled).
-    ///
-    /// # Errors
-    ///
-    /// A file whose labels dataset is missing, of another type, or has another number of
-    /// rows than the data is an error naming the file and both datasets.
-    pub fn with_labels(mut self, path: impl Into<String>) -> Self {
-        self.labels = Some(path.into());
-        self
-    }
-
     /// Reads one named field of a compound dataset (h5py's `dataset["x"]`), whose type the
     /// element type must match.
     pub fn field(mut self, name: impl Into<String>) -> Self {
         self.field = Some(name.into());
-        self
-    }
-
-    /// Reads only a hyperslab of each file's dataset: `ranges[0]` of its rows, `ranges[i]`
-    /// along axis `i`; the axes past the ranges given are read whole. Rows and slices are
-    /// then cut from the selected rows (an element of a 4-dimensional dataset with
-    /// `select([0..100, 2..6])` in rows mode has shape `[4, d2, d3]`), and only the chunks
-    /// the hyperslab touches are read. The labels are read for the selected rows.
-    ///
-    /// # Errors
-    ///
-    /// A selection outside a file's dataset (more ranges than axes, a range past an axis'
-    /// length, or reversed) is an error naming the file, the dataset, the selection and the
-    /// dataset's shape; the dataset goes on with the other files.
-    pub fn select(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
-        self.recipe.select = Some(ranges.into_iter().collect());
-        self
-    }
-
-    /// Reads only `rows` of each file's dataset (all of its other axes): `select` with one
-    /// range.
-    ///
-    /// # Errors
-    ///
-    /// As [`select`](Self::select).
-    pub fn select_rows(self, rows: Range<u64>) -> Self {
-        self.select(std::iter::once(rows))
-    }
-
-    /// One element per row (the default): an array of the dataset's shape without its first
-    /// axis (0-dimensional for a 1-dimensional dataset).
-    pub fn rows(mut self) -> Self {
-        self.recipe.mode = Mode::Rows;
-        self
-    }
-
-    /// One element per `k` rows: an array of shape `[k, ...]`, shorter for the last slice of
-    /// a file (whose rows are not a multiple of `k`); a slice never spans files.
-    ///
-    /// # Panics
-    ///
-    /// When `k` is 0.
-    pub fn slices(mut self, k: usize) -> Self {
-        assert!(k > 0, "Hdf5Dataset::slices: k must be positive");
-        self.recipe.mode = Mode::Slices(k as u64);
-        self
-    }
-
-    /// One element per random patch: `per_file` patches of each file, each an array of
-    /// `shape` (its first axes; the axes past them read whole) at an origin drawn uniformly
-    /// among those where it fits (inside the [`select`](Self::select)ion, if any), with the
-    /// labels of its rows. The origins come from `seed`, the epoch and the file's name: the
-    /// same in every run, others each epoch, and the same again in an epoch resumed from a
-    /// checkpoint. Files interleave: patch 0 of every file, then patch 1, ...
-    ///
-    /// # Errors
-    ///
-    /// A patch with more axes than a file's dataset, or larger than it along an axis, is an
-    /// error naming the file, the dataset, the patch's shape and the dataset's.
-    ///
-    /// # Panics
-    ///
-    /// When `shape` is empty or `per_file` is 0.
-    pub fn patches(
-        mut self,
-        shape: impl IntoIterator<Item = u64>,
-        per_file: u64,
-        seed: u64,
-    ) -> Self {
-        self.recipe.patches("Hdf5Dataset", shape, per_file, seed);
-        self
-    }
-
-    /// Keeps every `num_shards`-th block of rows, starting at `index` (counted over all
-    /// files' blocks in the dataset's interleaved order): tf.data's `shard`, by block, so
-    /// each worker reads only its own chunks.
-    ///
-    /// # Panics
-    ///
-    /// When `num_shards` is 0 or `index >= num_shards`.
-    pub fn shard(mut self, num_shards: u64, index: u64) -> Self {
-        self.recipe.shard("Hdf5Dataset", num_shards, index);
-        self
-    }
-
-    /// How many blocks of rows are read and decompressed at once, each on a blocking thread
-    /// (default: `AUTOTUNE`, the number of cores); one more is read ahead. Memory: about
-    /// this many blocks (1 MiB each in rows mode, `k` rows with `slices`).
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.recipe.num_parallel_reads = n.into();
         self
     }
 
@@ -308,14 +204,17 @@ impl Hdf5Dataset {
             "Hdf5Dataset::build_labeled: no labels dataset: set one with `with_labels`"
         );
         let key = fingerprint(&self, T::NAME, L::NAME);
-        arrays::build(Hdf5Source::<T, L>::new(self), key, |data, labels| {
-            (
-                data,
-                labels.unwrap_or_else(|| ndarray::Array::from_vec(Vec::new()).into_dyn()),
-            )
-        })
+        arrays::build(Hdf5Source::<T, L>::new(self), key, arrays::labeled)
     }
 }
+
+arrays::array_options!(
+    Hdf5Dataset,
+    "file",
+    "dataset",
+    "Each block is read and decompressed on a blocking thread. Memory: about this many \
+     blocks (1 MiB each in rows mode, `k` rows with `slices`)."
+);
 
 /// An [`Hdf5Dataset`] read as arrays of `T` with labels of `L`: the format's part of
 /// [`arrays`]' engine.

@@ -30,7 +30,10 @@
 //! [`storage`] (local files by positioned reads, objects by GETs, retried
 //! as every read is), then decoded on a blocking thread, with zarrs' own parallelism (a
 //! rayon pool sized to the cores) across the chunks and a shard's inner chunks: decoding
-//! never runs on the async workers.
+//! never runs on the async workers. A sharded array's blocks read only the ranges they need
+//! of each shard, while decoding: its index (read once per shard and epoch, then kept), then
+//! the inner chunks; in a local store each such read is one positioned read, on the
+//! decoding thread, of the shard's file kept open for the epoch.
 //!
 //! A chunk the listing does not have is the array's fill value, as the Zarr spec says (and
 //! zarr-python reads it). A chunk that is listed but cannot be read or decoded (truncated,
@@ -75,7 +78,6 @@ use zarrs::storage::{ReadableStorageTraits, StoreKey};
 
 use super::arrays::{self, Mode, Opened, Recipe, Rest};
 use crate::engine::Dataset;
-use crate::options::Parallelism;
 use crate::runtime;
 use crate::storage::{self, Location};
 use store::Fetched;
@@ -141,114 +143,12 @@ impl ZarrDataset {
         }
     }
 
-    /// Reads the same rows of the array at `path` (in the same store) beside each element
-    /// (the labels of a training set): each element is `(data, labels)`, built with
-    /// [`build_labeled`](Self::build_labeled).
-    ///
-    /// # Errors
-    ///
-    /// A store whose labels array is missing, of another type, or has another number of
-    /// rows than the data is an error naming the store and both arrays.
-    pub fn with_labels(mut self, path: impl Into<String>) -> Self {
-        self.labels = Some(path.into());
-        self
-    }
-
-    /// Reads only a hyperslab of each store's array: `ranges[0]` of its rows, `ranges[i]`
-    /// along axis `i`; the axes past the ranges given are read whole. Rows, slices and chunks
-    /// are then cut from the selected rows, and only the chunks the hyperslab touches are
-    /// read. The labels are read for the selected rows.
-    ///
-    /// # Errors
-    ///
-    /// A selection outside a store's array (more ranges than axes, a range past an axis'
-    /// length, or reversed) is an error naming the store, the array, the selection and the
-    /// array's shape; the dataset goes on with the other stores.
-    pub fn select(mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Self {
-        self.recipe.select = Some(ranges.into_iter().collect());
-        self
-    }
-
-    /// Reads only `rows` of each store's array (all of its other axes): `select` with one
-    /// range.
-    ///
-    /// # Errors
-    ///
-    /// As [`select`](Self::select).
-    pub fn select_rows(self, rows: Range<u64>) -> Self {
-        self.select(std::iter::once(rows))
-    }
-
-    /// One element per row (the default): an array of the array's shape without its first
-    /// axis (0-dimensional for a 1-dimensional array).
-    pub fn rows(mut self) -> Self {
-        self.recipe.mode = Mode::Rows;
-        self
-    }
-
-    /// One element per `k` rows (from the first row selected): an array of shape `[k, ...]`,
-    /// shorter for the last slice of a store; a slice never spans stores.
-    ///
-    /// # Panics
-    ///
-    /// When `k` is 0.
-    pub fn slices(mut self, k: usize) -> Self {
-        assert!(k > 0, "ZarrDataset::slices: k must be positive");
-        self.recipe.mode = Mode::Slices(k as u64);
-        self
-    }
-
     /// One element per chunk along the first axis: the rows of one chunk (a shard, for a
     /// sharded array: the unit stored as one object), all of the other axes (or the
     /// selection's), so each element is fetched and decoded on its own. With a selection,
     /// the first and last may be shorter (cut at the chunk grid).
     pub fn chunks(mut self) -> Self {
         self.recipe.mode = Mode::Chunks;
-        self
-    }
-
-    /// One element per random patch: `per_file` patches of each store's array, each an
-    /// array of `shape` (its first axes; the axes past them read whole) at an origin drawn
-    /// uniformly among those where it fits (inside the [`select`](Self::select)ion, if any),
-    /// with the labels of its rows. The origins come from `seed`, the epoch and the store's
-    /// name: the same in every run, others each epoch, and the same again in an epoch
-    /// resumed from a checkpoint. Stores interleave: patch 0 of every store, then patch 1, ...
-    ///
-    /// # Errors
-    ///
-    /// A patch with more axes than a store's array, or larger than it along an axis, is an
-    /// error naming the store, the array, the patch's shape and the array's.
-    ///
-    /// # Panics
-    ///
-    /// When `shape` is empty or `per_file` is 0.
-    pub fn patches(
-        mut self,
-        shape: impl IntoIterator<Item = u64>,
-        per_file: u64,
-        seed: u64,
-    ) -> Self {
-        self.recipe.patches("ZarrDataset", shape, per_file, seed);
-        self
-    }
-
-    /// Keeps every `num_shards`-th block of rows, starting at `index` (counted over all
-    /// stores' blocks in the dataset's interleaved order): tf.data's `shard`, by block, so
-    /// each worker reads only its own chunks.
-    ///
-    /// # Panics
-    ///
-    /// When `num_shards` is 0 or `index >= num_shards`.
-    pub fn shard(mut self, num_shards: u64, index: u64) -> Self {
-        self.recipe.shard("ZarrDataset", num_shards, index);
-        self
-    }
-
-    /// How many blocks of rows are read at once (default: `AUTOTUNE`, the number of cores);
-    /// one more is read ahead. Memory: about this many blocks (1 MiB each in rows mode,
-    /// rounded up to whole chunks; a chunk's rows with `chunks`) and their chunks' bytes.
-    pub fn num_parallel_reads(mut self, n: impl Into<Parallelism>) -> Self {
-        self.recipe.num_parallel_reads = n.into();
         self
     }
 
@@ -298,14 +198,18 @@ impl ZarrDataset {
             "ZarrDataset::build_labeled: no labels array: set one with `with_labels`"
         );
         let key = fingerprint(&self, T::NAME, L::NAME);
-        arrays::build(ZarrSource::<T, L>::new(self), key, |data, labels| {
-            (
-                data,
-                labels.unwrap_or_else(|| ndarray::Array::from_vec(Vec::new()).into_dyn()),
-            )
-        })
+        arrays::build(ZarrSource::<T, L>::new(self), key, arrays::labeled)
     }
 }
+
+arrays::array_options!(
+    ZarrDataset,
+    "store",
+    "array",
+    "A block's chunks are fetched by async reads, then decoded on a blocking thread. Memory: \
+     about this many blocks (1 MiB each in rows mode, rounded up to whole chunks; a chunk's \
+     rows with `chunks`) and their chunks' bytes."
+);
 
 impl arrays::Config for ZarrDataset {
     fn recipe(&self) -> &Recipe {
@@ -346,6 +250,8 @@ pub(crate) struct ZarrArray {
     sharded: bool,
     /// The shards' indexes read in this epoch.
     indexes: Arc<store::Indexes>,
+    /// The shard files of a local store opened in this epoch.
+    files: Arc<store::OpenShards>,
 }
 
 /// One store, opened: its array (and labels) checked.
@@ -427,6 +333,7 @@ async fn open_array(
             chunks: Arc::new(chunks),
             sharded,
             indexes: Arc::default(),
+            files: Arc::default(),
         },
         digest,
     ))
@@ -639,6 +546,7 @@ fn decode<T: Element>(
         handle: handle.clone(),
         failed: Default::default(),
         indexes: Arc::clone(&array.indexes),
+        files: Arc::clone(&array.files),
     });
     let reader = array.array.with_storage(Arc::clone(&ranged));
     decode_from(store, array, &reader, ranges, rows, || ranged.failure())

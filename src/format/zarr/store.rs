@@ -2,8 +2,11 @@
 //! reads, local or object storage, retried as every read is): [`Fetched`], chunks fetched
 //! whole before a block is decoded, then served from memory to zarrs' synchronous decoding
 //! on a blocking thread; [`Ranged`], for a sharded array, the byte ranges zarrs asks of a
-//! shard (its index, then the inner chunks a block touches), each read by the runtime while
-//! the blocking thread waits.
+//! shard (its index, then the inner chunks a block touches): in a local store by positioned
+//! reads on the decoding thread itself, of a file kept open per shard for the epoch
+//! ([`OpenShards`], as `zarrs_filesystem` reads on the calling thread, but without opening
+//! the file for each read); in object storage by ranged reads run by the runtime while the
+//! decoding thread waits.
 //!
 //! zarrs reads a chunk that is not in the store as the fill value (the spec's missing chunk);
 //! here a key is "in the store" when the store's listing, taken when the store is opened,
@@ -92,6 +95,39 @@ pub(crate) struct Ranged {
     pub(crate) failed: Mutex<Option<String>>,
     /// The shards' indexes read so far (kept with the open store for the epoch).
     pub(crate) indexes: Arc<Indexes>,
+    /// A local store's shard files opened so far (kept with the open store for the epoch).
+    pub(crate) files: Arc<OpenShards>,
+}
+
+/// A local store's shard files, opened the first time a block reads one and kept for the
+/// epoch (each later read of the shard is one positioned read: no `open`, `fstat` and
+/// `close` per read): at most [`OpenShards::MAX_OPEN`] of them, past which a shard is opened
+/// for its read and closed after it.
+#[derive(Debug, Default)]
+pub(crate) struct OpenShards(Mutex<HashMap<StoreKey, Arc<std::fs::File>>>);
+
+impl OpenShards {
+    /// File descriptors kept open per array.
+    const MAX_OPEN: usize = 256;
+
+    /// The shard `key`, at `path`, opened.
+    fn get(&self, key: &StoreKey, path: &std::path::Path) -> std::io::Result<Arc<std::fs::File>> {
+        if let Some(file) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
+            return Ok(Arc::clone(file));
+        }
+        // Opened outside the lock; two first reads racing open it twice, one is kept.
+        let file = Arc::new(std::fs::File::open(path)?);
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < Self::MAX_OPEN {
+            kept.entry(key.clone()).or_insert_with(|| Arc::clone(&file));
+        }
+        Ok(file)
+    }
 }
 
 /// Shard indexes (the suffix zarrs reads first of each shard), by shard, kept for an epoch
@@ -132,7 +168,28 @@ impl Ranged {
         // Most of the object wanted (a whole shard): one read of all of it.
         let wanted: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         let location = child(&self.root, key.as_str())?;
-        let parts = if wanted >= len / 2 {
+        let parts = if let Location::Local(path) = &location {
+            let file = self.files.get(key, path)?;
+            let read = |range: Range<u64>| {
+                let n = usize::try_from(range.end - range.start)?;
+                anyhow::Ok(storage::local::read_at(&file, range.start, n)?.0)
+            };
+            if wanted >= len / 2 {
+                // A short read (the file shrank since it was listed) gives short parts,
+                // refused below.
+                let all = read(0..len)?;
+                let cut = |at: u64| usize::try_from(at).map_or(all.len(), |at| at.min(all.len()));
+                ranges
+                    .iter()
+                    .map(|r| all.slice(cut(r.start)..cut(r.end)))
+                    .collect()
+            } else {
+                ranges
+                    .iter()
+                    .map(|r| read(r.clone()))
+                    .collect::<Result<_, _>>()?
+            }
+        } else if wanted >= len / 2 {
             let all = self
                 .handle
                 .block_on(storage::read_range(location, 0..len))?;
@@ -243,4 +300,102 @@ pub(crate) fn bool_fill_value(name: &str, bytes: Bytes) -> Bytes {
     };
     metadata["fill_value"] = serde_json::Value::from(u8::from(*fill));
     serde_json::to_vec(&metadata).map_or(bytes, Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `Ranged` over the local store `root` listing `key` at `len` bytes.
+    fn local_store(
+        root: &std::path::Path,
+        key: &StoreKey,
+        len: u64,
+        handle: tokio::runtime::Handle,
+    ) -> Ranged {
+        Ranged {
+            root: Location::Local(root.to_path_buf()),
+            listed: Arc::new(HashMap::from([(key.clone(), len)])),
+            handle,
+            failed: Mutex::default(),
+            indexes: Arc::default(),
+            files: Arc::default(),
+        }
+    }
+
+    fn read(
+        ranged: &Ranged,
+        key: &StoreKey,
+        ranges: &[ByteRange],
+    ) -> Result<Vec<Bytes>, StorageError> {
+        let parts = ranged.get_partial_many(key, Box::new(ranges.iter().copied()))?;
+        parts
+            .ok_or_else(|| StorageError::Other("not listed".into()))?
+            .collect()
+    }
+
+    #[test]
+    fn local_shards_are_read_by_positioned_reads_of_a_file_kept_open() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("c/0")).unwrap();
+        let path = dir.path().join("c/0/0");
+        let bytes: Vec<u8> = (0..100).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let key = StoreKey::new("c/0/0").unwrap();
+        let ranged = local_store(dir.path(), &key, 100, runtime.handle().clone());
+
+        // Inner chunks (a part of the shard), then its index (a suffix), then most of it.
+        let parts = read(
+            &ranged,
+            &key,
+            &[
+                ByteRange::FromStart(10, Some(5)),
+                ByteRange::FromStart(40, Some(3)),
+            ],
+        )
+        .unwrap();
+        assert_eq!(parts, [&bytes[10..15], &bytes[40..43]]);
+        assert_eq!(
+            read(&ranged, &key, &[ByteRange::Suffix(16)]).unwrap(),
+            [&bytes[84..]]
+        );
+        assert_eq!(
+            read(&ranged, &key, &[ByteRange::FromStart(0, Some(90))]).unwrap(),
+            [&bytes[..90]]
+        );
+        // One file opened, kept for the reads after.
+        assert_eq!(ranged.files.0.lock().unwrap().len(), 1);
+
+        // Removed from its directory: still read through the file kept open.
+        std::fs::rename(&path, dir.path().join("moved")).unwrap();
+        assert_eq!(
+            read(&ranged, &key, &[ByteRange::FromStart(50, Some(2))]).unwrap(),
+            [&bytes[50..52]]
+        );
+
+        // A shard shorter than listed (truncated since): an error naming it, never short
+        // bytes; a new epoch's files opened anew find it gone, naming it too.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("moved"))
+            .unwrap();
+        file.set_len(60).unwrap();
+        for ranges in [
+            vec![ByteRange::FromStart(0, Some(100))],
+            vec![ByteRange::FromStart(55, Some(10))],
+        ] {
+            let err = read(&ranged, &key, &ranges).unwrap_err().to_string();
+            assert!(
+                err.contains("`c/0/0`") && err.contains("shorter than listed"),
+                "{err}"
+            );
+        }
+        let fresh = local_store(dir.path(), &key, 100, runtime.handle().clone());
+        let err = read(&fresh, &key, &[ByteRange::FromStart(0, Some(4))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`c/0/0`"), "{err}");
+        assert!(fresh.failure().is_some_and(|f| f.contains("`c/0/0`")));
+    }
 }
