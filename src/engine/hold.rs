@@ -280,6 +280,11 @@ impl<T> Hold<T> {
         let item = ready!(self.poll_input(cx));
         if item.is_some() && self.record {
             self.prov = self.input.last_prov().ok();
+            if self.prov.is_none() && matches!(item, Some(Ok(_))) {
+                // The input cannot say where its elements come from (a nondeterministic
+                // interleave): no checkpoint can place them, and it is not asked again.
+                self.record = false;
+            }
         }
         Poll::Ready(item)
     }
