@@ -227,6 +227,16 @@ impl<T> Hold<T> {
         self.again_last
     }
 
+    /// The index of the first element it will hand out: after a restore over a small input,
+    /// those before it are read again and dropped (they were passed on before the
+    /// checkpoint); otherwise [`count`](Hold::count).
+    pub(crate) fn resumes_at(&self) -> u64 {
+        match &self.again {
+            Some(Again::Reread { left, keep }) => keep.front().map_or(self.read + left, |r| r.0),
+            _ => self.read,
+        }
+    }
+
     /// Whether elements held at the checkpoint restored from are still to come.
     pub(crate) fn restoring(&self) -> bool {
         self.again.is_some()

@@ -303,6 +303,8 @@ impl<T> PrefetchStream<T> {
         gauge: Option<Arc<StageCounters>>,
     ) -> Self {
         let small = input.is_small();
+        // After a restore, the hold numbers the elements it reads again and drops too.
+        let input_at = input.resumes_at();
         let buffer = buffer.max(1);
         if let Some(gauge) = &gauge {
             gauge.set_buffer_limit(knob.as_ref().map_or(buffer, |k| k.get()));
@@ -331,7 +333,7 @@ impl<T> PrefetchStream<T> {
             }),
             rx,
             tx: Some(tx),
-            passed: 0,
+            passed: input_at,
             last: None,
             small,
             held: std::collections::VecDeque::new(),
