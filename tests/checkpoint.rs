@@ -111,8 +111,8 @@ async fn a_checkpoint_of_another_recipe_is_refused() {
     bytes[4] = 9;
     let err = Checkpoint::from_bytes(&bytes).unwrap_err();
     assert!(err.to_string().contains("format version 9"), "{err:#}");
-    // Versions 1 and 2 saved held elements in another layout: refused, never misread.
-    for old in [1, 2] {
+    // Versions 1 to 3 saved held elements in another layout: refused, never misread.
+    for old in [1, 2, 3] {
         bytes[4] = old;
         let err = Checkpoint::from_bytes(&bytes).unwrap_err();
         assert!(err.to_string().contains("earlier streamload"), "{err:#}");
@@ -980,6 +980,17 @@ async fn interleaves_over_windows_and_zips_place_their_elements() {
             .shuffle(7, Some(3))
     };
     assert_exact(make, [0, 1, 2, 10, 25, 29, 30]).await;
+    // Inner datasets that are not small (each a shuffle): a reader holds what its task read
+    // ahead by position, with positions asked for downstream too (a shuffle) or not.
+    let inner = |x: i64| Dataset::range(x * 10, x * 10 + 7).shuffle(3, Some(x as u64));
+    let make = || Dataset::range(0, 12).parallel_interleave(3, 2, 4, inner);
+    assert_exact(make, spread(84)).await;
+    let make = || {
+        Dataset::range(0, 12)
+            .parallel_interleave(3, 2, 4, inner)
+            .shuffle(5, Some(4))
+    };
+    assert_exact(make, spread(84)).await;
 }
 
 /// Checkpoint points across an epoch of `n` elements: its start, middle and end.

@@ -108,8 +108,8 @@
 //! bucket_by_sequence_length, unique, prefetch, the parallel maps) reads its input through
 //! `engine::Hold`: over a small input each held element is an index after a mark of the
 //! input, otherwise its [`Prov`](state::Prov), and after a restore the hold hands the held
-//! elements back first. `parallel_interleave` still keeps a mark and a count of its own
-//! (`engine::Marker`, restored through `engine::Skipping`). A file format's decoder saves
+//! elements back first (`parallel_interleave` holds each reader's inner stream in one: what
+//! its task read ahead and was not passed on). A file format's decoder saves
 //! `[offset, record]` after
 //! the last element it yielded (never what it read ahead) and gives each element's start
 //! offset as its position; with `FileFormat::resumable` set, `format::files` opens,
@@ -124,7 +124,7 @@
 //! postcard's encoding (serde, varints):
 //! the recipe's fingerprint (a hash of its stages, their order and their parameters), the
 //! epoch number, the state tree, the seeds the epoch's unseeded random stages drew, and the
-//! files it opened last. Versions 1 and 2 (before stages held their elements through
+//! files it opened last. Versions 1 to 3 (before every stage held its elements through
 //! `engine::Hold`) are refused with an error that says so.
 
 pub(crate) mod opened;
@@ -169,7 +169,7 @@ impl Checkpoint {
     /// The version of [`to_bytes`](Checkpoint::to_bytes)' format; other versions are refused.
     /// Version 3 changed how stages that hold elements (batch, shuffle, window, the
     /// groupings) save them, so versions 1 and 2 cannot be read as they were meant.
-    pub const FORMAT_VERSION: u32 = 3;
+    pub const FORMAT_VERSION: u32 = 4;
 
     /// The epoch this checkpoint was taken in (0 for the recipe's first `iter()`).
     pub fn epoch(&self) -> u64 {
@@ -236,7 +236,7 @@ impl Checkpoint {
                 }
                 body
             }
-            1 | 2 => {
+            1..=3 => {
                 return Err(Error::Checkpoint(format!(
                     "format version {version}, written by an earlier streamload whose stages \
                      saved the elements they held in another layout; this build reads version \

@@ -1,5 +1,6 @@
 //! The one way a stage holds elements across a checkpoint ([`Hold`]): shuffle, batch and its
-//! family, window, group_by_window and bucket_by_sequence_length read their input through it.
+//! family, window, group_by_window, bucket_by_sequence_length, unique, prefetch, the parallel
+//! maps and parallel_interleave's readers read their input through it.
 //!
 //! Every element a stage holds carries what makes it again, in one of two ways, chosen by the
 //! input (as tf.data gives each buffered element its own checkpoint):
@@ -33,7 +34,8 @@ use super::resume::{BoxStream, Resumable, unsupported};
 use crate::checkpoint::{Prov, State};
 
 /// A stage whose held elements are spread over its input (buckets, windows of several keys)
-/// has a mark taken before one element in this many.
+/// or that runs ahead of its consumer (prefetch, parallel_interleave's readers) has a mark
+/// taken before one element in this many: a restore reads fewer than this many again.
 pub(crate) const MARK_EVERY: u64 = 32;
 
 /// What a hold hands back after a restore, before its input.
@@ -250,6 +252,11 @@ impl<T> Hold<T> {
 
     pub(crate) fn is_small(&self) -> bool {
         self.small
+    }
+
+    /// The stage it is the input of (named in its errors).
+    pub(crate) fn stage(&self) -> &'static str {
+        self.stage
     }
 
     pub(crate) fn resumable(&self) -> bool {

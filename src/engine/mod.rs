@@ -30,7 +30,6 @@ pub(crate) use op::{Combine, Input, Inputs, Operation, Source, Start, Unkeyed, k
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
-    BoxStream, Marker, Opaque, ReplaySource, Resumable, Skipping, StageStream, positions_of_input,
-    unsupported,
+    BoxStream, Opaque, ReplaySource, Resumable, StageStream, positions_of_input, unsupported,
 };
 pub(crate) use route::Routed;

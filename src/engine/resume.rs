@@ -207,32 +207,6 @@ impl<S: Resumable> Resumable for Restored<S> {
     }
 }
 
-/// For a stage holding elements in order over a small input: its input's state before the
-/// oldest element not yet passed on, and how many elements made since that mark were passed
-/// on. A restore rebuilds the input from the mark and skips that many.
-#[derive(Debug, Default)]
-pub(crate) struct Marker {
-    pub(crate) mark: Option<State>,
-    pub(crate) skip: u64,
-}
-
-impl Marker {
-    /// A new mark (the input's state before the next element it makes).
-    pub(crate) fn set(&mut self, mark: State) {
-        self.mark = Some(mark);
-        self.skip = 0;
-    }
-
-    /// The state to save: `[skip]` and the mark as the input.
-    pub(crate) fn save(&self, stage: &'static str) -> anyhow::Result<State> {
-        let mark = self
-            .mark
-            .clone()
-            .ok_or_else(|| unsupported(stage, "no mark was taken before its first element"))?;
-        Ok(State::new(stage).words([self.skip]).input(mark))
-    }
-}
-
 /// A source in replay: the elements at `provs` (one-word positions), in order, each made by
 /// `make` from its position.
 #[must_use = "streams do nothing unless polled"]
@@ -286,65 +260,5 @@ impl<F> Resumable for ReplaySource<F> {
             .and_then(|i| self.provs.get(i))
             .cloned()
             .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
-    }
-}
-
-/// A restored input that first drops the elements its consumer had already passed on since
-/// the mark it was restored from.
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct Skipping<T> {
-    inner: Pin<Box<dyn StageStream<T>>>,
-    remaining: u64,
-}
-
-impl<T> Skipping<T> {
-    pub(crate) fn new(inner: Pin<Box<dyn StageStream<T>>>, remaining: u64) -> Self {
-        Skipping { inner, remaining }
-    }
-}
-
-impl<T> Stream for Skipping<T> {
-    type Item = anyhow::Result<T>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        while this.remaining > 0 {
-            match std::task::ready!(this.inner.as_mut().poll_next(cx)) {
-                // A refused restore (a file changed since the checkpoint) is not one of the
-                // elements passed on before: it goes to the consumer at once.
-                Some(Err(e)) if crate::error::is_refusal(&e) => {
-                    this.remaining = 0;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                Some(_) => this.remaining -= 1,
-                None => return Poll::Ready(None),
-            }
-        }
-        this.inner.as_mut().poll_next(cx)
-    }
-}
-
-impl<T> Resumable for Skipping<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.get_mut();
-        if this.remaining > 0 {
-            return Err(unsupported(
-                "(restore)",
-                "still skipping what was passed on before",
-            ));
-        }
-        this.inner.as_mut().save()
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.inner.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
     }
 }

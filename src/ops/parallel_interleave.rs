@@ -5,12 +5,16 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, FusedStream, Stream, StreamExt};
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Ctx, Dataset};
-use crate::engine::{Marker, Resumable, unsupported};
+use crate::engine::hold::MARK_EVERY;
+use crate::engine::{BoxStream, Ctx, Dataset, Hold};
+use crate::engine::{Resumable, unsupported};
 use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
 use crate::ops::prefetch::poll_task_end;
-use crate::runtime::{self, ChunkReceiver, ChunkSender, Task, forward_with, gauged_chunk_channel};
+use crate::runtime::{self, ChunkReceiver, Task, catch_panic, forward, gauged_chunk_channel};
 use crate::stats::StageCounters;
 
 const STAGE: &str = "parallel_interleave";
@@ -27,18 +31,35 @@ pub(crate) struct Config {
     pub(crate) deterministic: bool,
 }
 
-/// An element with what a checkpoint needs to know of it: a mark of the inner stream before
-/// it (on the first element of each chunk), and its position (when asked for).
-type Tagged<U> = (anyhow::Result<U>, Option<Box<State>>, Option<Prov>);
+/// An element and where it came from (when positions are kept).
+type Tagged<U> = (anyhow::Result<U>, Option<Prov>);
+
+/// A reader's inner stream, polled by its task and saved by the consumer (the task holds
+/// the lock for one poll at a time).
+struct Inner<U> {
+    /// The inner stream held across a checkpoint: what the task read and the consumer has
+    /// not passed on is held (marks taken before one element in [`MARK_EVERY`]).
+    hold: Hold<U>,
+    /// The positions of the last elements read (when recorded), up to the one before
+    /// [`Hold::count`]: at least those not passed on.
+    provs: VecDeque<Option<Prov>>,
+}
+
+/// What a reader's task and its consumer share.
+struct Shared<U> {
+    inner: Mutex<Inner<U>>,
+    /// How many elements of the inner stream the consumer passed on (the hold numbers them
+    /// the same way): the marks only those need are dropped.
+    passed: AtomicU64,
+}
 
 /// One inner dataset, driven by a task of its own that hands over chunks of ready elements.
 struct Reader<U> {
     rx: ChunkReceiver<Tagged<U>>,
     /// `Some` until the task has been joined.
     task: Option<Task<()>>,
-    /// The inner stream's state before the oldest element not passed on (a mark before its
-    /// chunk and how many of the chunk were passed on).
-    marker: Marker,
+    shared: Arc<Shared<U>>,
+    passed: u64,
     /// Where the input element it reads came from, when known.
     key: Option<Prov>,
     /// Where its last element passed on came from.
@@ -49,35 +70,41 @@ impl<U: Send + 'static> Reader<U> {
     /// Holds at most `buffer` elements ahead of the consumer, handed over in chunks of up to
     /// `buffer / 2` (see `runtime::chunks`), plus what is left of the chunk being read. The
     /// elements it holds count in `gauge` (the stage's buffer fill, summed over its readers).
+    /// `saved`: the reader can be saved (deterministic order), so its hold takes marks.
     fn spawn(
-        mut inner: BoxStream<U>,
+        mut hold: Hold<U>,
         buffer: usize,
         gauge: Option<Arc<StageCounters>>,
         key: Option<Prov>,
-        (marks, provs): (bool, bool),
+        saved: bool,
     ) -> anyhow::Result<Self> {
-        let marks = marks && inner.is_small() && inner.resumable();
-        let mut marker = Marker::default();
-        if marks && let Ok(start) = inner.as_mut().save() {
-            marker.set(start);
+        if saved {
+            hold.marking_every(MARK_EVERY);
         }
+        let passed = hold.resumes_at();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                hold,
+                provs: VecDeque::new(),
+            }),
+            passed: AtomicU64::new(passed),
+        });
         let (tx, rx) = gauged_chunk_channel(buffer, gauge);
-        let task = runtime::spawn(STAGE, forward_tagged(inner, tx, marks, provs))?;
+        let task = runtime::spawn(STAGE, forward(read(Arc::clone(&shared)), tx))?;
         Ok(Reader {
             rx,
             task: Some(task),
-            marker,
+            shared,
+            passed,
             key,
             last: None,
         })
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        if let Some((item, mark, prov)) = ready!(self.rx.poll_recv(cx)) {
-            if let Some(mark) = mark {
-                self.marker.set(*mark);
-            }
-            self.marker.skip += 1;
+        if let Some((item, prov)) = ready!(self.rx.poll_recv(cx)) {
+            self.passed += 1;
+            self.shared.passed.store(self.passed, Ordering::Release);
             self.last = prov;
             return Poll::Ready(Some(item));
         }
@@ -89,6 +116,51 @@ impl<U: Send + 'static> Reader<U> {
         self.task = None;
         Poll::Ready(end.map(Err))
     }
+
+    /// The inner stream's state as of what was passed on: what the task read ahead is held
+    /// (the hold's words over the inner stream's state).
+    fn save(&self) -> anyhow::Result<State> {
+        let mut inner = self
+            .shared
+            .inner
+            .lock()
+            .map_err(|_| unsupported(STAGE, "a reader stopped with a panic"))?;
+        let Inner { hold, provs } = &mut *inner;
+        let count = hold.count();
+        let first = count - provs.len() as u64;
+        hold.save(State::new("(reader)"), self.passed..count, || {
+            let skip = self.passed.saturating_sub(first) as usize;
+            provs.iter().skip(skip).cloned().collect()
+        })
+    }
+}
+
+/// A reader's elements, read through its hold, with their positions when recorded.
+fn read<U: Send + 'static>(
+    shared: Arc<Shared<U>>,
+) -> impl Stream<Item = Tagged<U>> + Unpin + Send + 'static {
+    futures::stream::poll_fn(move |cx| {
+        // A panic in the inner stream ends the task (the consumer reports it): the lock is
+        // then poisoned, and `save` says so.
+        let Ok(mut inner) = shared.inner.lock() else {
+            return Poll::Ready(None);
+        };
+        let Inner { hold, provs } = &mut *inner;
+        let item = ready!(hold.poll_next(cx));
+        let Some(item) = item else {
+            return Poll::Ready(None);
+        };
+        let passed = shared.passed.load(Ordering::Acquire);
+        hold.release(passed);
+        let prov = hold.prov();
+        if hold.recording() {
+            provs.push_back(prov.clone());
+            while provs.len() as u64 > hold.count().saturating_sub(passed) {
+                provs.pop_front();
+            }
+        }
+        Poll::Ready(Some((item, prov)))
+    })
 }
 
 impl<U> Slot<U> for Reader<U>
@@ -98,32 +170,6 @@ where
     fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
         self.poll_next(cx)
     }
-}
-
-/// `runtime::forward_with`: each chunk's first element tagged with a mark of the stream
-/// before it (`marks`), each element with its position (`provs`).
-async fn forward_tagged<U: Send + 'static>(
-    input: BoxStream<U>,
-    tx: ChunkSender<Tagged<U>>,
-    marks: bool,
-    provs: bool,
-) {
-    forward_with(
-        input,
-        tx,
-        |input| {
-            if marks {
-                input.as_mut().save().ok().map(Box::new)
-            } else {
-                None
-            }
-        },
-        |input, item, mark| {
-            let prov = if provs { input.last_prov().ok() } else { None };
-            (item, mark.flatten(), prov)
-        },
-    )
-    .await;
 }
 
 /// A reader opened ahead (or the error met opening it), the input's mark from before its
@@ -143,10 +189,9 @@ struct Opener<T, U, F> {
     /// The position of the input element of the error [`next_reader`](Opener::next_reader)
     /// returned last (an input's error element, or one opening its inner dataset).
     error_key: Option<Prov>,
-    /// Readers record their elements' positions / take marks of their inner streams (in
-    /// deterministic order only: a nondeterministic interleave cannot be saved).
+    /// Readers record their elements' positions (in deterministic order only: a
+    /// nondeterministic interleave cannot be saved).
     provs: bool,
-    marks: bool,
 }
 
 impl<T, U, F> Opener<T, U, F>
@@ -160,12 +205,27 @@ where
     }
 
     fn start(&self, x: T, key: Option<Prov>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
+        let ctx = self.reader_ctx(ctx);
+        let inner = open(&*self.f, x, &ctx, STAGE)?;
+        self.spawn(Hold::new(inner, false, self.provs, STAGE), key)
+    }
+
+    /// The context an inner dataset is built with: asked for positions when they are kept.
+    fn reader_ctx(&self, ctx: &Ctx) -> Ctx {
+        if self.provs {
+            ctx.with_provenance()
+        } else {
+            ctx.clone()
+        }
+    }
+
+    fn spawn(&self, hold: Hold<U>, key: Option<Prov>) -> anyhow::Result<Reader<U>> {
         Reader::spawn(
-            open(&*self.f, x, ctx, STAGE)?,
+            hold,
             self.config.buffer_output_elements,
             self.ctx.stats_handle(),
             key,
-            (self.marks, self.provs),
+            self.config.deterministic,
         )
     }
 
@@ -254,7 +314,6 @@ where
                 ahead: VecDeque::new(),
                 error_key: None,
                 provs: false,
-                marks: false,
             },
             cycle: Cycle::new(config.cycle_length, config.block_length).counting_errors_in_blocks(),
             reopen: None,
@@ -262,28 +321,19 @@ where
         }
     }
 
-    /// Opens the slots that were open at the checkpoint, each restored in a reader of its own.
+    /// Opens the slots that were open at the checkpoint, each restored in a reader of its own
+    /// (what it had read and not passed on is handed back first by its hold).
     fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
         let Some(reopen) = self.reopen.as_mut() else {
             return Poll::Ready(Ok(()));
         };
         while let Some(next) = ready!(reopen.poll_next(cx)) {
             let (slot, key, inner, x) = next?;
-            // `[skip]` over the inner stream's mark (see `save`).
-            let skip = inner.word(0)?;
-            let mark = inner.input_state(0)?.clone();
-            let ctx = self.opener.ctx.with_restore(Some(mark.clone()));
-            let stream = open(&*self.opener.f, x, &ctx, STAGE)?;
-            let stream = Box::pin(crate::engine::Skipping::new(stream, skip));
-            let mut reader = Reader::spawn(
-                stream,
-                self.opener.config.buffer_output_elements,
-                self.opener.ctx.stats_handle(),
-                Some(key),
-                (self.opener.marks, self.opener.provs),
-            )?;
-            reader.marker.set(mark);
-            reader.marker.skip = skip;
+            let opener = &self.opener;
+            let dataset = catch_panic(STAGE, || Ok((opener.f)(x)))?;
+            let ctx = opener.reader_ctx(&opener.ctx.with_restore(Some(inner)));
+            let hold = Hold::open(&ctx, &|ctx| dataset.build(ctx), false, STAGE, 0)?;
+            let reader = opener.spawn(hold, Some(key))?;
             self.cycle.open(slot, reader);
         }
         self.reopen = None;
@@ -454,7 +504,6 @@ where
     // when a stage downstream asks, and always over an input that is not small.
     let deterministic = interleave.opener.config.deterministic;
     interleave.opener.provs = deterministic && (ctx.provenance() || !input.is_small());
-    interleave.opener.marks = deterministic;
     if let Some(state) = ctx.restoring() {
         match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
             Ok(reopen) => interleave.reopen = reopen,
@@ -500,11 +549,7 @@ where
                 let key = reader.key.clone().ok_or_else(|| {
                     unsupported(STAGE, "its input cannot say where its elements come from")
                 })?;
-                // `[skip]` over the inner stream's mark: restored from the mark, it skips
-                // what was passed on since.
-                let mut inner = reader.marker.save(STAGE)?;
-                inner.stage = "(reader)".into();
-                Ok((key, inner))
+                Ok((key, reader.save()?))
             })
         });
         save_cycle(STAGE, this.cycle.cursor(), input, slots)

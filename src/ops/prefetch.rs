@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
 use crate::checkpoint::{Prov, State};
+use crate::engine::hold::MARK_EVERY;
 use crate::engine::{Hold, Resumable, unsupported};
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
@@ -160,10 +161,6 @@ struct Tag {
     /// Where it came from (when the hold keeps positions).
     prov: Option<Prov>,
 }
-
-/// A mark of a small upstream is taken before one element in this many: a restore redoes
-/// fewer than this many elements.
-const MARK_EVERY: u64 = 32;
 
 /// The upstream: the input held across a checkpoint (a mark is taken before one element in
 /// [`MARK_EVERY`]); `None` once it panicked.

@@ -1,6 +1,5 @@
-//! Saved state: `[index of the element being split, rows of it passed on]`; over a small input
-//! the input's state from before that element (it is read and split again after a restore),
-//! otherwise its position (`held`) and the input's state now.
+//! Saved state: `[index of the element being split, rows of it passed on]` and the input's
+//! [`Hold`](crate::engine::Hold), which holds that element (split again after a restore).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -8,11 +7,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
-use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{Hold, Resumable, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
 
@@ -26,7 +24,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = C::Row;
-    type Stream = UnbatchStream<BoxStream<C>, C>;
+    type Stream = UnbatchStream<C>;
     const NAME: &'static str = "unbatch";
 
     /// As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
@@ -82,9 +80,11 @@ where
     }
 }
 
-/// The unbatch stream of one epoch over `input`: fresh, restored, or replaying saved rows
-/// (each position is the element's keyed by the row's index in it: [`Prov::keyed`]).
-fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> UnbatchStream<BoxStream<C>, C>
+/// The unbatch stream of one epoch over `input`: fresh, restored (the element being split at
+/// the checkpoint is handed back by the hold, and the rows passed on before are skipped), or
+/// replaying saved rows (each position is the element's keyed by the row's index in it:
+/// [`Prov::keyed`]).
+fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> UnbatchStream<C>
 where
     C: Rows + Send + 'static,
 {
@@ -92,153 +92,106 @@ where
         return match RowReplay::new(provs) {
             Ok((replay, elements)) => {
                 let elements = input.build(&ctx.for_input(0).with_replay(elements.into()));
-                let mut unbatch = UnbatchStream::new(elements, stage, true);
+                let mut unbatch = UnbatchStream::new(Hold::new(elements, false, false, stage));
                 unbatch.replay = Some(Box::new(replay));
                 unbatch
             }
             Err(e) => UnbatchStream::failed(e, stage),
         };
     }
-    let Some(state) = ctx.restoring() else {
-        return UnbatchStream::new(input.build(ctx), stage, ctx.provenance());
-    };
-    let (index, rows) = match (state.word(0), state.word(1)) {
-        (Ok(index), Ok(rows)) => (index, rows),
-        (Err(e), _) | (_, Err(e)) => return UnbatchStream::failed(e, stage),
-    };
-    let mut unbatch = UnbatchStream::new(input.build(&ctx.for_input(0)), stage, ctx.provenance());
-    unbatch.index = index;
-    unbatch.skip_rows = rows;
-    if !state.held.is_empty() {
-        // The element being split at the checkpoint, read again at its position.
-        unbatch.front = Some(input.build(&ctx.for_input(0).with_replay(state.held.clone().into())));
-    }
-    unbatch
+    let restored = (|| {
+        let hold = Hold::open(ctx, &|ctx| input.build(ctx), false, stage, 2)?;
+        let mut unbatch = UnbatchStream::new(hold);
+        if let Some(state) = ctx.restoring() {
+            unbatch.index = state.word(0)?;
+            unbatch.skip_rows = state.word(1)?;
+        }
+        Ok(unbatch)
+    })();
+    restored.unwrap_or_else(|e| UnbatchStream::failed(e, stage))
 }
 
 /// Stream for the [`unbatch`](crate::Dataset::unbatch) method, and the first step of
 /// [`rebatch`](crate::Dataset::rebatch): yields the rows of each element, numbering the
 /// elements so an error names the one it is about.
-#[pin_project]
+///
+/// Saved state: `[index of the element being split (or of the next one), rows of it passed
+/// on]`, then its input's [`Hold`], holding the element being split.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct UnbatchStream<St, C: Rows> {
-    #[pin]
-    input: St,
+pub(crate) struct UnbatchStream<C: Rows> {
+    input: Hold<C>,
     current: Option<std::vec::IntoIter<C::Row>>,
-    stage: &'static str,
     /// The index of the next input element (error elements are counted too).
     index: u64,
     /// Rows of the current element passed on.
     rows: u64,
-    /// Take a mark of the input before each element (it is small and can save its position).
-    marking: bool,
-    /// The input's state before the next element, and before the current one.
-    mark_next: Option<State>,
-    mark: Option<State>,
-    /// Record the current element's position (the input is not small, or a stage downstream
-    /// asked for positions); `elem` is `None` when the input could not say.
-    record: bool,
+    /// The current element's position (when recorded; `None` when the input could not say).
     elem: Option<Prov>,
-    /// After a restore: rows of the first element that were passed on before.
+    /// After a restore: rows of the element handed back that were passed on before.
     skip_rows: u64,
-    /// After a restore over an input that is not small: the element being split at the
-    /// checkpoint, read again, before the input.
-    front: Option<BoxStream<C>>,
     /// In replay: the rows to make again.
     replay: Option<Box<RowReplay<C::Row>>>,
 }
 
-impl<C: Rows + Send + 'static> UnbatchStream<BoxStream<C>, C> {
+impl<C: Rows> Unpin for UnbatchStream<C> {}
+
+impl<C: Rows + Send + 'static> UnbatchStream<C> {
     /// A stream that yields `e` and ends (a restore that failed).
     pub(crate) fn failed(e: anyhow::Error, stage: &'static str) -> Self {
-        UnbatchStream::new(error_stream(e), stage, false)
+        UnbatchStream::new(Hold::new(error_stream(e), false, false, stage))
     }
-}
 
-impl<St: Resumable, C: Rows> UnbatchStream<St, C> {
-    /// `provenance`: a stage downstream asked for positions.
-    pub(crate) fn new(input: St, stage: &'static str, provenance: bool) -> Self {
-        let small = input.is_small();
+    fn new(input: Hold<C>) -> Self {
         UnbatchStream {
-            marking: small && input.resumable(),
-            record: !small || provenance,
             input,
             current: None,
-            stage,
             index: 0,
             rows: 0,
-            mark_next: None,
-            mark: None,
             elem: None,
             skip_rows: 0,
-            front: None,
             replay: None,
         }
     }
 }
 
-impl<St, C> Stream for UnbatchStream<St, C>
-where
-    St: Stream<Item = anyhow::Result<C>> + Resumable,
-    C: Rows,
-{
+impl<C: Rows> Stream for UnbatchStream<C> {
     type Item = anyhow::Result<C::Row>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
+        let this = self.get_mut();
         if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_next(this.input, cx);
+            return replay.poll_next(&mut this.input, cx);
         }
         loop {
             if let Some(x) = this.current.as_mut().and_then(Iterator::next) {
-                *this.rows += 1;
+                this.rows += 1;
                 return Poll::Ready(Some(Ok(x)));
             }
-            *this.current = None;
-            let item = match this.front.as_mut() {
-                Some(front) => match ready!(front.as_mut().poll_next(cx)) {
-                    Some(item) => {
-                        if *this.record {
-                            *this.elem = front.last_prov().ok();
-                        }
-                        *this.front = None;
-                        Some(item)
-                    }
-                    None => {
-                        *this.front = None;
-                        continue;
-                    }
-                },
-                None => {
-                    if *this.marking && this.mark_next.is_none() {
-                        // Where the next element starts: restored from here, it is split again.
-                        *this.mark_next = this.input.as_mut().save().ok();
-                    }
-                    let item = ready!(this.input.as_mut().poll_next(cx));
-                    *this.mark = this.mark_next.take();
-                    if *this.record && item.is_some() {
-                        *this.elem = this.input.last_prov().ok();
-                    }
-                    item
-                }
-            };
-            let index = *this.index;
-            *this.index += 1;
-            *this.rows = 0;
+            // Nothing before the next element is held; restored from here, it is split again.
+            this.current = None;
+            this.input.release(this.input.count());
+            this.input.mark();
+            let item = ready!(this.input.poll_next(cx));
+            this.elem = this.input.prov();
+            let index = this.index;
+            this.index += 1;
+            this.rows = 0;
             match item {
                 Some(Ok(c)) => match c.into_rows() {
                     Ok(rows) => {
                         let mut rows = rows.into_iter();
-                        // After a restore: the rows passed on before the checkpoint.
-                        let skip = std::mem::take(this.skip_rows);
-                        for _ in 0..skip {
-                            rows.next();
+                        if this.input.again() {
+                            // The rows passed on before the checkpoint.
+                            let skip = std::mem::take(&mut this.skip_rows);
+                            for _ in 0..skip {
+                                rows.next();
+                            }
+                            this.rows = skip;
                         }
-                        *this.rows = skip;
-                        *this.current = Some(rows);
+                        this.current = Some(rows);
                     }
                     Err(e) => {
-                        let stage = *this.stage;
+                        let stage = this.input.stage();
                         return Poll::Ready(Some(Err(
                             e.context(format!("{stage}: element {index}"))
                         )));
@@ -251,48 +204,39 @@ where
     }
 }
 
-impl<St: Resumable, C: Rows> Resumable for UnbatchStream<St, C> {
+impl<C: Rows> Resumable for UnbatchStream<C> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.project();
-        let stage = *this.stage;
-        if this.replay.is_some() || this.front.is_some() {
+        let this = self.get_mut();
+        let stage = this.input.stage();
+        if this.replay.is_some() {
             return Err(unsupported(
                 stage,
-                "a checkpoint before its first row after a restore",
+                "a stream replaying saved positions is not saved",
             ));
         }
         let splitting = this.current.as_ref().is_some_and(|rows| rows.len() > 0);
         if !splitting {
-            // Between two elements (or before the first after a restore, still to skip
-            // `skip_rows` of it).
-            return Ok(State::new(stage)
-                .words([*this.index, *this.skip_rows])
-                .input(this.input.save()?));
+            // Between two elements (or, after a restore, before the one handed back).
+            let state = State::new(stage).words([this.index, this.skip_rows]);
+            return this
+                .input
+                .save(state, std::iter::empty(), || Some(Vec::new()));
         }
-        let state = State::new(stage).words([this.index.wrapping_sub(1), *this.rows]);
-        if this.input.is_small() {
-            let mark = this.mark.clone().ok_or_else(|| {
-                unsupported(
-                    stage,
-                    "its input could not save its position before the element being split",
-                )
-            })?;
-            return Ok(state.input(mark));
-        }
-        let elem = this.elem.clone().ok_or_else(|| {
-            unsupported(stage, "its input cannot say where its elements come from")
-        })?;
-        Ok(state.held(vec![elem]).input(this.input.save()?))
+        let state = State::new(stage).words([this.index - 1, this.rows]);
+        let (at, elem) = (this.input.index(), this.elem.clone());
+        this.input
+            .save(state, std::iter::once(at), || elem.map(|e| vec![e]))
     }
 
     /// The element's position and the row's index in it.
     fn last_prov(&self) -> anyhow::Result<Prov> {
+        let stage = self.input.stage();
         if let Some(replay) = &self.replay {
-            return replay.last_prov(self.stage);
+            return replay.last_prov(stage);
         }
         let elem = self.elem.as_ref().ok_or_else(|| {
             unsupported(
-                self.stage,
+                stage,
                 "the position of the element being split was not recorded",
             )
         })?;
@@ -347,20 +291,19 @@ impl<R> RowReplay<R> {
         Ok((replay, elements))
     }
 
-    fn poll_next<St, C>(
+    fn poll_next<C>(
         &mut self,
-        mut input: Pin<&mut St>,
+        input: &mut Hold<C>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<anyhow::Result<R>>>
     where
-        St: Stream<Item = anyhow::Result<C>>,
         C: Rows<Row = R>,
     {
         let Some(&(k, row)) = self.route.get(self.next) else {
             return Poll::Ready(None);
         };
         while self.elements.len() <= k {
-            let rows = match ready!(input.as_mut().poll_next(cx)) {
+            let rows = match ready!(input.poll_next(cx)) {
                 Some(Ok(c)) => c.into_rows(),
                 Some(Err(e)) => Err(e),
                 None => Err(crate::Error::Checkpoint(

@@ -73,37 +73,21 @@ pub(crate) fn gauged_chunk_channel<T>(
 
 /// Forwards `input` into `tx` in chunks: each chunk holds what is ready at once (up to the
 /// chunk size), so a fast input is handed over in few wake-ups and a slow one without delay.
-#[cfg(test)]
-pub(crate) async fn forward<S>(input: S, tx: ChunkSender<S::Item>)
+pub(crate) async fn forward<S>(mut input: S, mut tx: ChunkSender<S::Item>)
 where
     S: Stream + Unpin,
 {
-    forward_with(input, tx, |_| (), |_, item, _| item).await;
-}
-
-/// [`forward`], with `before` called before the first element of each chunk is taken and
-/// `wrap` making what is sent of each element (given the stream, and for a chunk's first
-/// element what `before` returned).
-pub(crate) async fn forward_with<S, B, X>(
-    mut input: S,
-    mut tx: ChunkSender<X>,
-    mut before: impl FnMut(&mut S) -> B,
-    mut wrap: impl FnMut(&S, S::Item, Option<B>) -> X,
-) where
-    S: Stream + Unpin,
-{
     loop {
-        let first_tag = before(&mut input);
         let Some(first) = input.next().await else {
             return;
         };
         let max_chunk = tx.max_chunk;
         let mut chunk = Vec::with_capacity(max_chunk.min(64));
-        chunk.push(wrap(&input, first, Some(first_tag)));
+        chunk.push(first);
         let mut ended = false;
         while chunk.len() < max_chunk {
             match input.next().now_or_never() {
-                Some(Some(item)) => chunk.push(wrap(&input, item, None)),
+                Some(Some(item)) => chunk.push(item),
                 Some(None) => {
                     ended = true;
                     break;

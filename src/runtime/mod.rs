@@ -19,9 +19,7 @@ mod threads;
 pub(crate) use autotune::{
     Budget, INITIAL_BUFFER, Knob, KnobKind, MAX_BUFFER, Tuner, physical_memory,
 };
-pub(crate) use chunks::{
-    ChunkReceiver, ChunkSender, chunk_channel, forward_with, gauged_chunk_channel,
-};
+pub(crate) use chunks::{ChunkReceiver, ChunkSender, chunk_channel, forward, gauged_chunk_channel};
 pub(crate) use coop::Coop;
 pub(crate) use prefetch::prefetch_element;
 pub(crate) use shared::spawn_shared;
