@@ -9,15 +9,20 @@ use crate::engine::{BoxStream, Ctx, Dataset};
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
-/// An open inner dataset in a slot of the cycle: a stream, or a reader task's receiver.
+/// An open inner dataset in a slot of the cycle: a stream ([`Keyed`]), or a reader task's
+/// receiver (`parallel_interleave`'s). Both interleaves save and place their elements through
+/// it the same way ([`Cycle::save`], [`Cycle::last_prov`]).
 pub(crate) trait Slot<U> {
     fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>>;
-}
 
-impl<U> Slot<U> for BoxStream<U> {
-    fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
-        self.as_mut().poll_next(cx)
-    }
+    /// The position of the input element it reads (its key), when the input could say.
+    fn key(&self) -> Option<&Prov>;
+
+    /// Its inner stream's state as of the last element passed on.
+    fn save_slot(&mut self) -> anyhow::Result<State>;
+
+    /// Where the last element passed on came from in its inner dataset.
+    fn last_inner(&self) -> anyhow::Result<Prov>;
 }
 
 /// tf.data's interleave cycle: `cycle_length` slots, and a cursor that says which slot is next
@@ -188,52 +193,89 @@ impl<T: Send + 'static> Reopen<T> {
         }))
     }
 
-    /// The next slot to reopen: `(slot, key, inner state, input element)`; `None` when all are.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn poll_next(
-        &mut self,
+    /// Opens the slots that were open at the checkpoint (`reopen`, taken once all are or at
+    /// an error): each made by `make` from its key, its inner stream's saved state and its
+    /// input element read again.
+    pub(crate) fn poll_open<S>(
+        reopen: &mut Option<Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<anyhow::Result<(usize, Prov, State, T)>>> {
-        if self.pending.is_empty() {
-            return Poll::Ready(None);
+        cycle: &mut Cycle<S>,
+        mut make: impl FnMut(Prov, State, T) -> anyhow::Result<S>,
+    ) -> Poll<anyhow::Result<()>> {
+        while let Some(this) = reopen.as_mut() {
+            if this.pending.is_empty() {
+                *reopen = None;
+                break;
+            }
+            let x = ready!(this.elements.poll_next_unpin(cx));
+            let Some((slot, key, inner)) = this.pending.pop_front() else {
+                break;
+            };
+            let opened = match x {
+                Some(x) => x.and_then(|x| make(key, inner, x)),
+                None => Err(crate::Error::Checkpoint(
+                    "an input element of an open slot could not be read again".into(),
+                )
+                .into()),
+            };
+            match opened {
+                Ok(s) => cycle.open(slot, s),
+                Err(e) => {
+                    *reopen = None;
+                    return Poll::Ready(Err(e));
+                }
+            }
         }
-        let x = match ready!(self.elements.poll_next_unpin(cx)) {
-            Some(x) => x,
-            None => Err(crate::Error::Checkpoint(
-                "an input element of an open slot could not be read again".into(),
-            )
-            .into()),
-        };
-        let (slot, key, inner) =
-            self.pending
-                .pop_front()
-                .unwrap_or((0, Prov::group(Vec::new()), State::new("(none)")));
-        Poll::Ready(Some(x.map(|x| (slot, key, inner, x))))
+        Poll::Ready(Ok(()))
     }
 }
 
-/// The layout [`Reopen`] reads, from the cursor, the input's state and each slot (open:
-/// its key and inner state).
-pub(crate) fn save_cycle(
-    stage: &'static str,
-    cursor: (usize, usize),
-    input: State,
-    slots: impl ExactSizeIterator<Item = Option<anyhow::Result<(Prov, State)>>>,
-) -> anyhow::Result<State> {
-    let mut words = vec![cursor.0 as u64, cursor.1 as u64, slots.len() as u64];
-    let mut held = Vec::new();
-    let mut inputs = vec![input];
-    for slot in slots {
-        words.push(u64::from(slot.is_some()));
-        if let Some(slot) = slot {
-            let (key, inner) = slot?;
-            held.push(key);
-            inputs.push(inner);
+impl<S> Cycle<S> {
+    /// The layout [`Reopen`] reads: the cursor, the open slots' keys (`held`), the input's
+    /// state (`input`), then each open slot's inner state.
+    pub(crate) fn save<U>(&mut self, stage: &'static str, input: State) -> anyhow::Result<State>
+    where
+        S: Slot<U>,
+    {
+        let (slot, taken) = self.cursor();
+        let mut words = vec![slot as u64, taken as u64, self.slots.len() as u64];
+        let mut held = Vec::new();
+        let mut inputs = vec![input];
+        for open in &mut self.slots {
+            words.push(u64::from(open.is_some()));
+            if let Some(open) = open {
+                held.push(open.key().cloned().ok_or_else(|| no_key(stage))?);
+                inputs.push(open.save_slot()?);
+            }
         }
+        let mut state = State::new(stage).words(words).held(held);
+        state.inputs = inputs;
+        Ok(state)
     }
-    let mut state = State::new(stage).words(words).held(held);
-    state.inputs = inputs;
-    Ok(state)
+
+    /// The position of the last element yielded: its inner position keyed by its input
+    /// element's, or, for an error of the input (`input_error`, at that element's position
+    /// if known), [`input_error_position`].
+    pub(crate) fn last_prov<U>(
+        &self,
+        input_error: Option<&Option<Prov>>,
+        stage: &'static str,
+    ) -> anyhow::Result<Prov>
+    where
+        S: Slot<U>,
+    {
+        if let Some(key) = input_error {
+            return input_error_position(key.as_ref(), stage);
+        }
+        let open = self.slots.get(self.last).and_then(Option::as_ref);
+        let open = open.ok_or_else(|| unsupported(stage, "no element yielded yet"))?;
+        let key = open.key().ok_or_else(|| no_key(stage))?;
+        open.last_inner()?.keyed(key)
+    }
+}
+
+fn no_key(stage: &'static str) -> anyhow::Error {
+    unsupported(stage, "its input cannot say where its elements come from")
 }
 
 /// An open inner stream and the position of the input element it was made from (its key),
@@ -246,6 +288,18 @@ pub(crate) struct Keyed<S> {
 impl<U> Slot<U> for Keyed<BoxStream<U>> {
     fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
         self.stream.as_mut().poll_next(cx)
+    }
+
+    fn key(&self) -> Option<&Prov> {
+        self.key.as_ref()
+    }
+
+    fn save_slot(&mut self) -> anyhow::Result<State> {
+        self.stream.as_mut().save()
+    }
+
+    fn last_inner(&self) -> anyhow::Result<Prov> {
+        self.stream.last_prov()
     }
 }
 
@@ -407,34 +461,6 @@ impl<T, U, F> InterleaveStream<T, U, F> {
     }
 }
 
-impl<T, U, F> InterleaveStream<T, U, F>
-where
-    T: Send + 'static,
-    U: Send + 'static,
-    F: Fn(T) -> Dataset<U>,
-{
-    /// Opens the slots that were open at the checkpoint, each restored.
-    fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
-        let Some(reopen) = self.reopen.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
-        while let Some(next) = ready!(reopen.poll_next(cx)) {
-            let (slot, key, inner, x) = next?;
-            let ctx = self.ctx.with_restore(Some(inner));
-            let stream = open(&*self.f, x, &ctx, "interleave")?;
-            self.cycle.open(
-                slot,
-                Keyed {
-                    stream,
-                    key: Some(key),
-                },
-            );
-        }
-        self.reopen = None;
-        Poll::Ready(Ok(()))
-    }
-}
-
 impl<T, U, F> Stream for InterleaveStream<T, U, F>
 where
     T: Send + 'static,
@@ -445,8 +471,14 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Err(e) = ready!(this.poll_reopen(cx)) {
-            this.reopen = None;
+        // After a restore: the slots open at the checkpoint, each restored, first.
+        let (f, ctx) = (&this.f, &this.ctx);
+        let reopened = Reopen::poll_open(&mut this.reopen, cx, &mut this.cycle, |key, inner, x| {
+            let stream = open(&**f, x, &ctx.with_restore(Some(inner)), "interleave")?;
+            let key = Some(key);
+            Ok(Keyed { stream, key })
+        });
+        if let Err(e) = ready!(reopened) {
             return Poll::Ready(Some(Err(e)));
         }
         let InterleaveStream {
@@ -484,7 +516,7 @@ where
     }
 }
 
-/// Saved state: the layout of [`save_cycle`], each open slot's inner stream's own state.
+/// Saved state: the layout of [`Cycle::save`], each open slot's inner stream's own state.
 impl<T, U, F> Resumable for InterleaveStream<T, U, F>
 where
     T: Send + 'static,
@@ -498,43 +530,18 @@ where
                 "a checkpoint before its inputs were reopened after a restore",
             ));
         }
-        let stage = this.stage;
         let input = this.input.get_mut().as_mut().save()?;
-        let cursor = this.cycle.cursor();
-        let slots = this.cycle.slots.iter_mut().map(|open| {
-            open.as_mut().map(|open| {
-                let key = open.key.clone().ok_or_else(|| {
-                    unsupported(stage, "its input cannot say where its elements come from")
-                })?;
-                Ok((key, open.stream.as_mut().save()?))
-            })
-        });
-        save_cycle(stage, cursor, input, slots)
+        this.cycle.save(this.stage, input)
     }
 
-    /// The inner position, with the input element's position as its last word.
     /// As small as its input (the inner datasets it reads are sources, small).
     fn is_small(&self) -> bool {
         self.input.get_ref().is_small()
     }
 
+    /// The inner position, with the input element's position as its last word.
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if let Some(key) = &self.input_error {
-            return input_error_position(key.as_ref(), self.stage);
-        }
-        let open = self
-            .cycle
-            .slots
-            .get(self.cycle.last)
-            .and_then(Option::as_ref);
-        let open = open.ok_or_else(|| unsupported(self.stage, "no element yielded yet"))?;
-        let key = open.key.as_ref().ok_or_else(|| {
-            unsupported(
-                self.stage,
-                "its input cannot say where its elements come from",
-            )
-        })?;
-        open.stream.last_prov()?.keyed(key)
+        self.cycle.last_prov(self.input_error.as_ref(), self.stage)
     }
 }
 

@@ -12,7 +12,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
 use crate::engine::{BoxStream, Ctx, Dataset, Hold};
 use crate::engine::{Resumable, unsupported};
-use crate::ops::interleave::{Cycle, Reopen, Slot, open, save_cycle};
+use crate::ops::interleave::{Cycle, Reopen, Slot, open};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, Task, catch_panic, forward, gauged_chunk_channel};
 use crate::stats::StageCounters;
@@ -58,7 +58,9 @@ struct Reader<U> {
     rx: ChunkReceiver<Tagged<U>>,
     /// `Some` until the task has been joined.
     task: Option<Task<()>>,
-    shared: Arc<Shared<U>>,
+    /// Shared with its task when it can be saved (deterministic order).
+    shared: Option<Arc<Shared<U>>>,
+    /// How many elements it passed on (counted when it can be saved).
     passed: u64,
     /// Where the input element it reads came from, when known.
     key: Option<Prov>,
@@ -78,19 +80,26 @@ impl<U: Send + 'static> Reader<U> {
         key: Option<Prov>,
         saved: bool,
     ) -> anyhow::Result<Self> {
-        if saved {
-            hold.marking_every(MARK_EVERY);
-        }
-        let passed = hold.resumes_at();
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                hold,
-                provs: VecDeque::new(),
-            }),
-            passed: AtomicU64::new(passed),
-        });
         let (tx, rx) = gauged_chunk_channel(buffer, gauge);
-        let task = runtime::spawn(STAGE, forward(read(Arc::clone(&shared)), tx))?;
+        let passed = hold.resumes_at();
+        let (task, shared) = if saved {
+            hold.marking_every(MARK_EVERY);
+            let shared = Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    hold,
+                    provs: VecDeque::new(),
+                }),
+                passed: AtomicU64::new(passed),
+            });
+            let task = runtime::spawn(STAGE, forward(read(Arc::clone(&shared)), tx))?;
+            (task, Some(shared))
+        } else {
+            // Nothing to save: the inner stream as it is, its elements untagged.
+            let plain = futures::stream::poll_fn(move |cx| {
+                hold.poll_next(cx).map(|item| item.map(|item| (item, None)))
+            });
+            (runtime::spawn(STAGE, forward(plain, tx))?, None)
+        };
         Ok(Reader {
             rx,
             task: Some(task),
@@ -103,8 +112,10 @@ impl<U: Send + 'static> Reader<U> {
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
         if let Some((item, prov)) = ready!(self.rx.poll_recv(cx)) {
-            self.passed += 1;
-            self.shared.passed.store(self.passed, Ordering::Release);
+            if let Some(shared) = &self.shared {
+                self.passed += 1;
+                shared.passed.store(self.passed, Ordering::Release);
+            }
             self.last = prov;
             return Poll::Ready(Some(item));
         }
@@ -120,8 +131,13 @@ impl<U: Send + 'static> Reader<U> {
     /// The inner stream's state as of what was passed on: what the task read ahead is held
     /// (the hold's words over the inner stream's state).
     fn save(&self) -> anyhow::Result<State> {
-        let mut inner = self
-            .shared
+        let shared = self.shared.as_ref().ok_or_else(|| {
+            unsupported(
+                STAGE,
+                "its order is not deterministic (Options::deterministic(false))",
+            )
+        })?;
+        let mut inner = shared
             .inner
             .lock()
             .map_err(|_| unsupported(STAGE, "a reader stopped with a panic"))?;
@@ -169,6 +185,20 @@ where
 {
     fn poll_slot(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
         self.poll_next(cx)
+    }
+
+    fn key(&self) -> Option<&Prov> {
+        self.key.as_ref()
+    }
+
+    fn save_slot(&mut self) -> anyhow::Result<State> {
+        self.save()
+    }
+
+    fn last_inner(&self) -> anyhow::Result<Prov> {
+        self.last
+            .clone()
+            .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))
     }
 }
 
@@ -321,25 +351,6 @@ where
         }
     }
 
-    /// Opens the slots that were open at the checkpoint, each restored in a reader of its own
-    /// (what it had read and not passed on is handed back first by its hold).
-    fn poll_reopen(&mut self, cx: &mut Context<'_>) -> Poll<anyhow::Result<()>> {
-        let Some(reopen) = self.reopen.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
-        while let Some(next) = ready!(reopen.poll_next(cx)) {
-            let (slot, key, inner, x) = next?;
-            let opener = &self.opener;
-            let dataset = catch_panic(STAGE, || Ok((opener.f)(x)))?;
-            let ctx = opener.reader_ctx(&opener.ctx.with_restore(Some(inner)));
-            let hold = Hold::open(&ctx, &|ctx| dataset.build(ctx), false, STAGE, 0)?;
-            let reader = opener.spawn(hold, Some(key))?;
-            self.cycle.open(slot, reader);
-        }
-        self.reopen = None;
-        Poll::Ready(Ok(()))
-    }
-
     /// First ready: fill every free slot at once, then take from the first slot, from the
     /// cursor on, that has an element ready.
     fn poll_first_ready(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<U>>> {
@@ -397,8 +408,16 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Err(e) = ready!(this.poll_reopen(cx)) {
-            this.reopen = None;
+        // After a restore: the slots open at the checkpoint first, each restored in a reader
+        // of its own (what it had read and not passed on is handed back first by its hold).
+        let opener = &this.opener;
+        let reopened = Reopen::poll_open(&mut this.reopen, cx, &mut this.cycle, |key, inner, x| {
+            let dataset = catch_panic(STAGE, || Ok((opener.f)(x)))?;
+            let ctx = opener.reader_ctx(&opener.ctx.with_restore(Some(inner)));
+            let hold = Hold::open(&ctx, &|ctx| dataset.build(ctx), false, STAGE, 0)?;
+            opener.spawn(hold, Some(key))
+        });
+        if let Err(e) = ready!(reopened) {
             return Poll::Ready(Some(Err(e)));
         }
         this.opener.fill_ahead(cx);
@@ -516,8 +535,8 @@ where
 /// Saved state (deterministic order only), laid out as the sequential interleave's: `[slot,
 /// taken from its block, slots, a 0/1 per slot: open]`, the open slots' input elements'
 /// positions (`held`), the input's state (from before the inputs opened ahead of the cycle:
-/// they are opened again), then each open slot's reader's inner state as of what was passed
-/// on (what the reader task read ahead is read again).
+/// they are opened again), then each open slot's reader: its hold's words over its inner
+/// stream's state (what the reader's task read ahead and was not passed on is held).
 impl<T, U, F> Resumable for ParallelInterleaveStream<T, U, F>
 where
     T: Send + 'static,
@@ -544,15 +563,7 @@ where
             }
             None => this.opener.input.get_mut().as_mut().save()?,
         };
-        let slots = this.cycle.slots.iter().map(|open| {
-            open.as_ref().map(|reader| {
-                let key = reader.key.clone().ok_or_else(|| {
-                    unsupported(STAGE, "its input cannot say where its elements come from")
-                })?;
-                Ok((key, reader.save()?))
-            })
-        });
-        save_cycle(STAGE, this.cycle.cursor(), input, slots)
+        this.cycle.save(STAGE, input)
     }
 
     fn resumable(&self) -> bool {
@@ -565,21 +576,6 @@ where
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if let Some(key) = &self.input_error {
-            return crate::ops::interleave::input_error_position(key.as_ref(), STAGE);
-        }
-        let reader = self
-            .cycle
-            .slots
-            .get(self.cycle.last)
-            .and_then(Option::as_ref);
-        let reader = reader.ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        let key = reader.key.as_ref().ok_or_else(|| {
-            unsupported(STAGE, "its input cannot say where its elements come from")
-        })?;
-        let inner = reader.last.clone().ok_or_else(|| {
-            unsupported(STAGE, "the position of its last element was not recorded")
-        })?;
-        inner.keyed(key)
+        self.cycle.last_prov(self.input_error.as_ref(), STAGE)
     }
 }

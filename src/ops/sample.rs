@@ -216,15 +216,14 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
                     // (`rerandomize_each_iteration=False`).
                     let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
                     rng.set_word_pos(pos);
-                    Ok(Sample {
-                        inputs,
+                    let draw = Draw {
                         weights: weights.clone(),
                         rng,
                         base,
-                        chosen: chosen.map(|c| c as usize),
-                    })
+                    };
+                    Ok(Select::new(inputs, draw, chosen))
                 })();
-                built.unwrap_or_else(|e: anyhow::Error| Sample::failed(e))
+                built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Draw::none()))
             }
         },
     )
@@ -240,61 +239,176 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
 const SAMPLE: &str = "sample_from_datasets";
 const CHOOSE: &str = "choose_from_datasets";
 
-/// Stream for the [`sample_from_datasets`](crate::Dataset::sample_from_datasets) method.
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct Sample<T> {
-    inputs: Inputs<T>,
+/// How a selecting stage picks the input of its next element: [`Draw`] or [`Choices`].
+trait Pick {
+    const STAGE: &'static str;
+
+    /// The input of the next element, given which inputs are still open (`Some`); `None`
+    /// when the stage ends.
+    fn poll_pick<T>(
+        &mut self,
+        open: &[Option<BoxStream<T>>],
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<usize>>>;
+
+    /// Its words and inputs, first in the stage's saved state.
+    fn save(&mut self, state: State) -> anyhow::Result<State>;
+
+    fn is_small(&self) -> bool {
+        true
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+}
+
+/// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
+/// Saved words: `[seed, the generator's word position (low, high)]`.
+struct Draw {
     weights: Vec<f64>,
     rng: ChaCha8Rng,
     /// The seed the generator was made from (saved by checkpoints).
     base: u64,
-    /// The input picked for the next element (kept while it is pending).
-    chosen: Option<usize>,
 }
 
-impl<T: Send + 'static> Sample<T> {
-    /// A stream that yields `e` and ends (a restore that failed).
-    fn failed(e: anyhow::Error) -> Self {
-        Sample {
-            inputs: Inputs::failed(e),
+impl Draw {
+    /// No pick (a stage whose restore failed).
+    fn none() -> Self {
+        Draw {
             weights: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(0),
             base: 0,
-            chosen: None,
         }
     }
 }
 
-impl<T> Sample<T> {
-    fn pick(&mut self) -> Option<usize> {
-        let total: f64 = self
-            .inputs
-            .streams
-            .iter()
-            .zip(&self.weights)
-            .filter(|(s, _)| s.is_some())
-            .map(|(_, w)| w)
+impl Pick for Draw {
+    const STAGE: &'static str = SAMPLE;
+
+    fn poll_pick<T>(
+        &mut self,
+        open: &[Option<BoxStream<T>>],
+        _: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<usize>>> {
+        let weights = || open.iter().zip(&self.weights).enumerate();
+        let total: f64 = weights()
+            .filter(|(_, (s, _))| s.is_some())
+            .map(|(_, (_, w))| w)
             .sum();
         if total <= 0.0 {
-            return None;
+            return Poll::Ready(None);
         }
         let mut r = self.rng.random::<f64>() * total;
         let mut last = None;
-        for (i, (s, w)) in self.inputs.streams.iter().zip(&self.weights).enumerate() {
+        for (i, (s, w)) in weights() {
             if s.is_none() {
                 continue;
             }
             last = Some(i);
             if r < *w {
-                return Some(i);
+                break;
             }
             r -= w;
         }
-        last
+        Poll::Ready(last.map(Ok))
+    }
+
+    fn save(&mut self, state: State) -> anyhow::Result<State> {
+        let pos = self.rng.get_word_pos();
+        Ok(state.words([self.base, pos as u64, (pos >> 64) as u64]))
     }
 }
 
-impl<T> Stream for Sample<T> {
+/// `choose_from_datasets`' pick: read from a dataset of indices (saved as the stage's first
+/// input).
+struct Choices {
+    choices: Fuse<BoxStream<i64>>,
+}
+
+impl Choices {
+    /// No choices (a stage in replay, or whose restore failed).
+    fn none() -> Self {
+        let empty: BoxStream<i64> = Box::pin(Opaque::new(futures::stream::empty(), CHOOSE));
+        Choices {
+            choices: empty.fuse(),
+        }
+    }
+}
+
+impl Pick for Choices {
+    const STAGE: &'static str = CHOOSE;
+
+    fn poll_pick<T>(
+        &mut self,
+        open: &[Option<BoxStream<T>>],
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<usize>>> {
+        if open.iter().all(Option::is_none) {
+            return Poll::Ready(None);
+        }
+        let Some(c) = ready!(self.choices.poll_next_unpin(cx)) else {
+            return Poll::Ready(None);
+        };
+        Poll::Ready(Some(c.and_then(|c| {
+            usize::try_from(c)
+                .ok()
+                .filter(|c| *c < open.len())
+                .ok_or_else(|| {
+                    let n = open.len();
+                    crate::Error::InvalidArgument(format!(
+                        "choose_from_datasets: Selector index out of range: {c} >= {n}"
+                    ))
+                    .into()
+                })
+        })))
+    }
+
+    fn save(&mut self, state: State) -> anyhow::Result<State> {
+        Ok(state.input(self.choices.get_mut().as_mut().save()?))
+    }
+
+    fn is_small(&self) -> bool {
+        self.choices.get_ref().is_small()
+    }
+
+    fn resumable(&self) -> bool {
+        self.choices.get_ref().resumable()
+    }
+}
+
+/// Stream for the [`sample_from_datasets`](crate::Dataset::sample_from_datasets) and
+/// [`choose_from_datasets`](crate::Dataset::choose_from_datasets) methods: each element from
+/// the input `P` picks (an ended input is picked again, unless it stops the stage).
+///
+/// Saved state: the pick's words and inputs, `[the input picked for the next element + 1 (0:
+/// none)]`, then the inputs' (see [`Inputs::save`]).
+#[must_use = "streams do nothing unless polled"]
+pub(crate) struct Select<T, P> {
+    inputs: Inputs<T>,
+    pick: P,
+    /// The input picked for the next element (kept while it is pending).
+    chosen: Option<usize>,
+}
+
+impl<T: Send + 'static, P> Select<T, P> {
+    fn new(inputs: Inputs<T>, pick: P, chosen: Option<u64>) -> Self {
+        Select {
+            inputs,
+            pick,
+            chosen: chosen.map(|c| c as usize),
+        }
+    }
+
+    /// A stream that yields `e` and ends (a restore that failed).
+    fn failed(e: anyhow::Error, pick: P) -> Self {
+        Select::new(Inputs::failed(e), pick, None)
+    }
+}
+
+impl<T, P> Unpin for Select<T, P> {}
+
+impl<T, P: Pick> Stream for Select<T, P> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -308,8 +422,9 @@ impl<T> Stream for Sample<T> {
         loop {
             let i = match this.chosen {
                 Some(i) => i,
-                None => match this.pick() {
-                    Some(i) => *this.chosen.insert(i),
+                None => match ready!(this.pick.poll_pick(&this.inputs.streams, cx)) {
+                    Some(Ok(i)) => *this.chosen.insert(i),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                     None => return Poll::Ready(None),
                 },
             };
@@ -324,36 +439,31 @@ impl<T> Stream for Sample<T> {
     }
 }
 
-impl<T: Send + 'static> Resumable for Sample<T> {
+impl<T: Send + 'static, P: Pick> Resumable for Select<T, P> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.inputs.replay.is_some() {
             return Err(unsupported(
-                SAMPLE,
+                P::STAGE,
                 "a stream replaying saved positions is not saved",
             ));
         }
-        let pos = this.rng.get_word_pos();
-        let state = State::new(SAMPLE).words([
-            this.base,
-            pos as u64,
-            (pos >> 64) as u64,
-            this.chosen.map_or(0, |c| c as u64 + 1),
-        ]);
+        let state = this.pick.save(State::new(P::STAGE))?;
+        let state = state.words([this.chosen.map_or(0, |c| c as u64 + 1)]);
         this.inputs.save(state)
     }
 
     /// The input's position, with the input's index.
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.inputs.last_prov(SAMPLE)
+        self.inputs.last_prov(P::STAGE)
     }
 
     fn is_small(&self) -> bool {
-        self.inputs.small
+        self.inputs.small && self.pick.is_small()
     }
 
     fn resumable(&self) -> bool {
-        self.inputs.resumable
+        self.inputs.resumable && self.pick.resumable()
     }
 }
 
@@ -388,23 +498,15 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
                         _ => None,
                     };
                     // In replay the positions name the inputs: the choices are not read.
-                    let choices = match ctx.replaying() {
-                        Some(_) => Box::pin(Opaque::new(futures::stream::empty(), CHOOSE)),
-                        None => choices.build(&ctx.for_input(0)),
+                    let pick = match ctx.replaying() {
+                        Some(_) => Choices::none(),
+                        None => Choices {
+                            choices: choices.build(&ctx.for_input(0)).fuse(),
+                        },
                     };
-                    Ok(Choose {
-                        choices: choices.fuse(),
-                        inputs,
-                        chosen: chosen.map(|c| c as usize),
-                    })
+                    Ok(Select::new(inputs, pick, chosen))
                 })();
-                built.unwrap_or_else(|e: anyhow::Error| Choose {
-                    choices: (Box::pin(Opaque::new(futures::stream::empty(), CHOOSE))
-                        as BoxStream<i64>)
-                        .fuse(),
-                    inputs: Inputs::failed(e),
-                    chosen: None,
-                })
+                built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Choices::none()))
             }
         },
     )
@@ -415,89 +517,6 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
         ds = ds.keyed(d.fingerprint());
     }
     ds
-}
-
-/// Stream for the [`choose_from_datasets`](crate::Dataset::choose_from_datasets) method.
-#[must_use = "streams do nothing unless polled"]
-pub(crate) struct Choose<T> {
-    choices: Fuse<BoxStream<i64>>,
-    inputs: Inputs<T>,
-    chosen: Option<usize>,
-}
-
-impl<T> Stream for Choose<T> {
-    type Item = anyhow::Result<T>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if let Some(e) = this.inputs.failed.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
-        if let Some(replay) = this.inputs.replay.as_mut() {
-            return replay.poll_next_unpin(cx);
-        }
-        loop {
-            if this.inputs.streams.iter().all(Option::is_none) {
-                return Poll::Ready(None);
-            }
-            let i = match this.chosen {
-                Some(i) => i,
-                None => match ready!(this.choices.poll_next_unpin(cx)) {
-                    Some(Ok(c)) => match usize::try_from(c)
-                        .ok()
-                        .filter(|c| *c < this.inputs.streams.len())
-                    {
-                        Some(c) => *this.chosen.insert(c),
-                        None => {
-                            let n = this.inputs.streams.len();
-                            return Poll::Ready(Some(Err(crate::Error::InvalidArgument(format!(
-                                "choose_from_datasets: Selector index out of range: {c} >= {n}"
-                            ))
-                            .into())));
-                        }
-                    },
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => return Poll::Ready(None),
-                },
-            };
-            let polled = ready!(this.inputs.poll_input(i, cx));
-            this.chosen = None;
-            match polled {
-                Polled::Item(item) => return Poll::Ready(Some(item)),
-                Polled::Ended { stop: true } => return Poll::Ready(None),
-                Polled::Ended { stop: false } => {}
-            }
-        }
-    }
-}
-
-impl<T: Send + 'static> Resumable for Choose<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let this = self.get_mut();
-        if this.inputs.replay.is_some() {
-            return Err(unsupported(
-                CHOOSE,
-                "a stream replaying saved positions is not saved",
-            ));
-        }
-        let state = State::new(CHOOSE)
-            .words([this.chosen.map_or(0, |c| c as u64 + 1)])
-            .input(this.choices.get_mut().as_mut().save()?);
-        this.inputs.save(state)
-    }
-
-    /// The input's position, with the input's index.
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.inputs.last_prov(CHOOSE)
-    }
-
-    fn is_small(&self) -> bool {
-        self.inputs.small && self.choices.get_ref().is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inputs.resumable && self.choices.get_ref().resumable()
-    }
 }
 
 /// Stream for a `sample_from_datasets` whose weights are all zero: no element.
