@@ -26,7 +26,9 @@ pub(crate) mod route;
 pub(crate) use ctx::{Counting, Ctx};
 pub use epoch::Epoch;
 pub(crate) use hold::Hold;
-pub(crate) use op::{Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields};
+pub(crate) use op::{
+    Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields,
+};
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{

@@ -292,6 +292,13 @@ pub(crate) trait Combine<In: Send + 'static>: Hash + Send + Sync + 'static {
     /// How many elements it yields, given its inputs' counts.
     fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality;
 
+    /// A dataset of another type it reads beside its inputs (`choose_from_datasets`'
+    /// choices): its options, depth and answers count as an input's (its fingerprint is the
+    /// operation's to hash, as a parameter).
+    fn beside(&self) -> Option<Beside> {
+        None
+    }
+
     /// Its stream for one epoch over `inputs`, from `start`.
     ///
     /// # Errors
@@ -303,6 +310,25 @@ pub(crate) trait Combine<In: Send + 'static>: Hash + Send + Sync + 'static {
         inputs: Inputs<'_, In>,
         start: Start<'_>,
     ) -> anyhow::Result<Self::Stream>;
+}
+
+/// What a dataset read beside a [`Combine`] operation's inputs adds to its stage.
+pub(crate) struct Beside {
+    options: crate::Options,
+    depth: u64,
+    resumable: bool,
+    small: bool,
+}
+
+impl Beside {
+    pub(crate) fn of<X: Send + 'static>(dataset: &Dataset<X>) -> Self {
+        Beside {
+            options: dataset.options().clone(),
+            depth: dataset.depth(),
+            resumable: dataset.is_resumable(),
+            small: dataset.is_small(),
+        }
+    }
 }
 
 /// A [`Combine`] operation's inputs, for its [`open`](Combine::open).
@@ -320,6 +346,16 @@ impl<'a, T: Send + 'static> Inputs<'a, T> {
         self.datasets.len()
     }
 
+    /// Every input, in order.
+    pub(crate) fn all(&self) -> &'a [Dataset<T>] {
+        self.datasets
+    }
+
+    /// The depth of the stage they are the inputs of.
+    pub(crate) fn depth(&self) -> u64 {
+        self.datasets.iter().map(Dataset::depth).max().unwrap_or(0) + 1
+    }
+
     /// Whether every input's state is small.
     pub(crate) fn small(&self) -> bool {
         self.datasets.iter().all(Dataset::is_small)
@@ -331,12 +367,18 @@ impl<T: Send + 'static> Dataset<T> {
     /// inputs' (in order), whose stream `op` opens from the epoch's start.
     pub(crate) fn combine<O: Combine<T>>(inputs: Vec<Dataset<T>>, op: O) -> Dataset<O::Out> {
         let cards: Vec<Cardinality> = inputs.iter().map(Dataset::cardinality).collect();
-        let options = inputs
+        let mut options = inputs
             .iter()
             .fold(crate::Options::default(), |o, d| o.merge(d.options()));
-        let depth = inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
-        let resumable = inputs.iter().all(Dataset::is_resumable);
-        let small = inputs.iter().all(Dataset::is_small);
+        let mut depth = inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
+        let mut resumable = inputs.iter().all(Dataset::is_resumable);
+        let mut small = inputs.iter().all(Dataset::is_small);
+        if let Some(beside) = op.beside() {
+            options = options.merge(&beside.options);
+            depth = depth.max(beside.depth + 1);
+            resumable &= beside.resumable;
+            small &= beside.small;
+        }
         let mut key = Key::new().word(inputs.len() as u64).word(params_key(&op));
         for input in &inputs {
             key = key.word(input.fingerprint());

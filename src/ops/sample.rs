@@ -12,22 +12,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
-use crate::engine::{Opaque, Resumable, Routed, unsupported};
+use std::hash::{Hash, Hasher};
+
+use crate::engine::{Beside, BoxStream, Cardinality, Combine, Counting, Ctx, Dataset, Start};
+use crate::engine::{Inputs as Combined, Opaque, Resumable, Routed, Unkeyed, unsupported};
 use crate::hash::mix64;
 
 /// The state saved for an input that has ended.
 const ENDED: &str = "(ended)";
-
-fn merged<T: Send + 'static>(datasets: &[Dataset<T>]) -> (crate::Options, u64) {
-    let options = datasets
-        .iter()
-        .fold(crate::Options::default(), |o, d| o.merge(d.options()));
-    (
-        options,
-        datasets.iter().map(Dataset::depth).max().unwrap_or(0) + 1,
-    )
-}
 
 /// The inputs of a selecting stage; `None` once an input has ended.
 struct Inputs<T> {
@@ -188,59 +180,89 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
         1 => return datasets.remove(0),
         _ => {}
     }
-    let (options, depth) = merged(&datasets);
-    let fallback: u64 = rand::random();
-    let mut ds = Dataset::stage_resumable(
-        SAMPLE,
-        Cardinality::Unknown,
-        options,
-        depth,
-        Counting::Wrapped,
-        {
-            let (datasets, weights) = (datasets.clone(), weights.clone());
-            let small = datasets.iter().all(Dataset::is_small);
-            move |ctx| {
-                let ctx = &ctx.for_merged(small);
-                let built = (|| {
-                    let inputs =
-                        Inputs::build(ctx, &datasets, stop_on_empty_dataset, 0, 4, SAMPLE)?;
-                    let (base, pos, chosen) = match ctx.restoring() {
-                        Some(state) if ctx.replaying().is_none() => {
-                            let pos =
-                                u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
-                            (state.word(0)?, pos, state.word(3)?.checked_sub(1))
-                        }
-                        _ => (ctx.seed_for(seed, depth, fallback), 0, None),
-                    };
-                    // The same draws in every epoch, as tf.data's default
-                    // (`rerandomize_each_iteration=False`).
-                    let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
-                    rng.set_word_pos(pos);
-                    let draw = Draw {
-                        weights: weights.clone(),
-                        rng,
-                        base,
-                    };
-                    Ok(Select::new(inputs, draw, chosen))
-                })();
-                built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Draw::none()))
-            }
-        },
-    )
-    .keyed(seed.map_or(0, mix64) ^ u64::from(stop_on_empty_dataset))
-    .resumable(datasets.iter().all(Dataset::is_resumable))
-    .small(datasets.iter().all(Dataset::is_small));
-    for (d, w) in datasets.iter().zip(&weights) {
-        ds = ds.keyed(d.fingerprint()).keyed(w.to_bits());
+    let fallback = Unkeyed(rand::random());
+    let op = SampleFrom {
+        weights,
+        seed,
+        stop_on_empty_dataset,
+        fallback,
+    };
+    Dataset::combine(datasets, op)
+}
+
+/// The [`sample_from_datasets`](crate::Dataset::sample_from_datasets) operation, over the
+/// inputs whose weight is positive.
+pub(crate) struct SampleFrom {
+    weights: Vec<f64>,
+    seed: Option<u64>,
+    stop_on_empty_dataset: bool,
+    /// The seed drawn when the recipe was made, for an unseeded run ([`Ctx::seed_for`]).
+    fallback: Unkeyed<u64>,
+}
+
+impl Hash for SampleFrom {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let SampleFrom {
+            weights,
+            seed,
+            stop_on_empty_dataset,
+            fallback: _,
+        } = self;
+        weights.iter().for_each(|w| w.to_bits().hash(h));
+        (seed, stop_on_empty_dataset).hash(h);
     }
-    ds
+}
+
+impl<T: Send + 'static> Combine<T> for SampleFrom {
+    type Out = T;
+    type Stream = Select<T, Draw>;
+    const NAME: &'static str = SAMPLE;
+
+    fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    fn open(
+        &self,
+        ctx: &Ctx,
+        inputs: Combined<'_, T>,
+        _: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let ctx = &ctx.for_merged(inputs.small());
+        let built = (|| {
+            let datasets = inputs.all();
+            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4, SAMPLE)?;
+            let (base, pos, chosen) = match ctx.restoring() {
+                Some(state) if ctx.replaying().is_none() => {
+                    let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
+                    (state.word(0)?, pos, state.word(3)?.checked_sub(1))
+                }
+                _ => (
+                    ctx.seed_for(self.seed, inputs.depth(), *self.fallback),
+                    0,
+                    None,
+                ),
+            };
+            // The same draws in every epoch, as tf.data's default
+            // (`rerandomize_each_iteration=False`).
+            let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
+            rng.set_word_pos(pos);
+            let draw = Draw {
+                weights: self.weights.clone(),
+                rng,
+                base,
+            };
+            Ok(Select::new(selected, draw, chosen))
+        })();
+        Ok(built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Draw::none())))
+    }
 }
 
 const SAMPLE: &str = "sample_from_datasets";
 const CHOOSE: &str = "choose_from_datasets";
 
 /// How a selecting stage picks the input of its next element: [`Draw`] or [`Choices`].
-trait Pick {
+pub(crate) trait Pick {
     const STAGE: &'static str;
 
     /// The input of the next element, given which inputs are still open (`Some`); `None`
@@ -265,7 +287,7 @@ trait Pick {
 
 /// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
 /// Saved words: `[seed, the generator's word position (low, high)]`.
-struct Draw {
+pub(crate) struct Draw {
     weights: Vec<f64>,
     rng: ChaCha8Rng,
     /// The seed the generator was made from (saved by checkpoints).
@@ -322,7 +344,7 @@ impl Pick for Draw {
 
 /// `choose_from_datasets`' pick: read from a dataset of indices (saved as the stage's first
 /// input).
-struct Choices {
+pub(crate) struct Choices {
     choices: Fuse<BoxStream<i64>>,
 }
 
@@ -476,47 +498,68 @@ pub(crate) fn choose_from_datasets<T: Send + 'static>(
         !datasets.is_empty(),
         "choose_from_datasets: Invalid `datasets`. `datasets` should not be empty."
     );
-    let (options, depth) = merged(&datasets);
-    let options = options.merge(choices.options());
-    let resumable = choices.is_resumable() && datasets.iter().all(Dataset::is_resumable);
-    let small = choices.is_small() && datasets.iter().all(Dataset::is_small);
-    let mut ds = Dataset::stage_resumable(
-        CHOOSE,
-        Cardinality::Unknown,
-        options,
-        depth.max(choices.depth() + 1),
-        Counting::Wrapped,
-        {
-            let (datasets, choices) = (datasets.clone(), choices.clone());
-            move |ctx| {
-                let ctx = &ctx.for_merged(small);
-                let built = (|| {
-                    let inputs =
-                        Inputs::build(ctx, &datasets, stop_on_empty_dataset, 1, 1, CHOOSE)?;
-                    let chosen = match ctx.restoring() {
-                        Some(state) if ctx.replaying().is_none() => state.word(0)?.checked_sub(1),
-                        _ => None,
-                    };
-                    // In replay the positions name the inputs: the choices are not read.
-                    let pick = match ctx.replaying() {
-                        Some(_) => Choices::none(),
-                        None => Choices {
-                            choices: choices.build(&ctx.for_input(0)).fuse(),
-                        },
-                    };
-                    Ok(Select::new(inputs, pick, chosen))
-                })();
-                built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Choices::none()))
-            }
-        },
-    )
-    .keyed(choices.fingerprint() ^ u64::from(stop_on_empty_dataset))
-    .resumable(resumable)
-    .small(small);
-    for d in &datasets {
-        ds = ds.keyed(d.fingerprint());
+    let op = ChooseFrom {
+        choices,
+        stop_on_empty_dataset,
+    };
+    Dataset::combine(datasets, op)
+}
+
+/// The [`choose_from_datasets`](crate::Dataset::choose_from_datasets) operation: its
+/// choices are read beside its inputs (keyed by their fingerprint).
+pub(crate) struct ChooseFrom {
+    choices: Dataset<i64>,
+    stop_on_empty_dataset: bool,
+}
+
+impl Hash for ChooseFrom {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let ChooseFrom {
+            choices,
+            stop_on_empty_dataset,
+        } = self;
+        (choices.fingerprint(), stop_on_empty_dataset).hash(h);
     }
-    ds
+}
+
+impl<T: Send + 'static> Combine<T> for ChooseFrom {
+    type Out = T;
+    type Stream = Select<T, Choices>;
+    const NAME: &'static str = CHOOSE;
+
+    fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    fn beside(&self) -> Option<Beside> {
+        Some(Beside::of(&self.choices))
+    }
+
+    fn open(
+        &self,
+        ctx: &Ctx,
+        inputs: Combined<'_, T>,
+        _: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let ctx = &ctx.for_merged(inputs.small() && self.choices.is_small());
+        let built = (|| {
+            let datasets = inputs.all();
+            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 1, 1, CHOOSE)?;
+            let chosen = match ctx.restoring() {
+                Some(state) if ctx.replaying().is_none() => state.word(0)?.checked_sub(1),
+                _ => None,
+            };
+            // In replay the positions name the inputs: the choices are not read.
+            let pick = match ctx.replaying() {
+                Some(_) => Choices::none(),
+                None => Choices {
+                    choices: self.choices.build(&ctx.for_input(0)).fuse(),
+                },
+            };
+            Ok(Select::new(selected, pick, chosen))
+        })();
+        Ok(built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Choices::none())))
+    }
 }
 
 /// Stream for a `sample_from_datasets` whose weights are all zero: no element.
