@@ -18,7 +18,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     pub fn zip<U: Send + 'static>(a: Dataset<T>, b: Dataset<U>) -> Dataset<(T, U)> {
-        ops::zip::zip(a, b)
+        a.then(ops::zip::Zip { other: b })
     }
 
     /// One vector per step with an element of each dataset, until the shortest ends.
@@ -184,6 +184,8 @@ impl<T: Send + 'static> Dataset<T> {
 
     /// Pairs this dataset's elements with `other`'s (see [`Dataset::zip`]).
     pub fn zip_with<U: Send + 'static>(&self, other: &Dataset<U>) -> Dataset<(T, U)> {
-        ops::zip::zip(self.clone(), other.clone())
+        self.then(ops::zip::Zip {
+            other: other.clone(),
+        })
     }
 }

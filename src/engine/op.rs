@@ -54,6 +54,12 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     /// How many elements it yields, given its input's count.
     fn cardinality(&self, input: Cardinality) -> Cardinality;
 
+    /// A dataset of another type it reads beside its input (`zip`'s second): as
+    /// [`Combine::beside`].
+    fn beside(&self) -> Option<Beside> {
+        None
+    }
+
     /// Its stream for one epoch over `input`, from `start`.
     ///
     /// # Errors
@@ -212,14 +218,22 @@ impl<T: Send + 'static> Dataset<T> {
     /// and its input's, whose stream `op` opens from the epoch's start.
     pub(crate) fn then<O: Operation<T>>(&self, op: O) -> Dataset<O::Out> {
         let key = params_key(&op);
-        let resumable = op.resumable();
+        let mut resumable = self.is_resumable() && op.resumable();
+        let (mut options, mut depth) = (self.options().clone(), self.depth() + 1);
+        let mut small = self.is_small() && O::SMALL;
+        if let Some(beside) = op.beside() {
+            options = options.merge(&beside.options);
+            depth = depth.max(beside.depth + 1);
+            resumable &= beside.resumable;
+            small &= beside.small;
+        }
         let op = Arc::new(op);
         let input = self.clone();
         Dataset::stage_fallible(
             op.name(),
             op.cardinality(self.cardinality()),
-            self.options().clone(),
-            self.depth() + 1,
+            options,
+            depth,
             O::COUNTING,
             move |ctx| {
                 let start = ctx.start();
@@ -232,8 +246,8 @@ impl<T: Send + 'static> Dataset<T> {
         )
         .keyed(self.fingerprint())
         .keyed(key)
-        .resumable(self.is_resumable() && resumable)
-        .small(self.is_small() && O::SMALL)
+        .resumable(resumable)
+        .small(small)
     }
 }
 

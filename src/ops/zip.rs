@@ -11,7 +11,10 @@ use pin_project::pin_project;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::error_stream;
-use crate::engine::{BoxStream, Cardinality, Combine, Counting, Ctx, Dataset, Inputs, Start};
+use std::hash::{Hash, Hasher};
+
+use crate::engine::{Beside, BoxStream, Cardinality, Combine, Ctx, Dataset, Input, Inputs};
+use crate::engine::{Operation, Start};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "zip";
@@ -27,42 +30,58 @@ fn min_cardinality(cards: impl IntoIterator<Item = Cardinality>) -> Cardinality 
         })
 }
 
-pub(crate) fn zip<A: Send + 'static, B: Send + 'static>(
-    a: Dataset<A>,
-    b: Dataset<B>,
-) -> Dataset<(A, B)> {
-    let card = match (a.cardinality(), b.cardinality()) {
-        // With one side unknown, the shorter side is unknown too.
-        (Cardinality::Unknown, _) | (_, Cardinality::Unknown) => Cardinality::Unknown,
-        (x, y) => min_cardinality([x, y]),
-    };
-    let options = a.options().merge(b.options());
-    let depth = a.depth().max(b.depth()) + 1;
-    let (fingerprints, resumable, small) = (
-        [a.fingerprint(), b.fingerprint()],
-        a.is_resumable() && b.is_resumable(),
-        a.is_small() && b.is_small(),
-    );
-    let make = move |i: usize, ctx: &Ctx| -> BoxStream<Either<A, B>> {
-        match i {
-            0 => Box::pin(Tag::new(a.build(ctx), Either::A)),
-            _ => Box::pin(Tag::new(b.build(ctx), Either::B)),
-        }
-    };
-    let pair = |mut v: Vec<Either<A, B>>| match (v.pop(), v.pop()) {
-        (Some(Either::B(y)), Some(Either::A(x))) => Ok((x, y)),
-        _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
-    };
-    Dataset::stage_resumable(STAGE, card, options, depth, Counting::Wrapped, move |ctx| {
-        build(&ctx.for_merged(small), 2, &make, pair)
-    })
-    .keyed(fingerprints[0])
-    .keyed(fingerprints[1])
-    .resumable(resumable)
-    .small(small)
+/// The [`zip`](crate::Dataset::zip) operation over its input and `other` (read beside it,
+/// keyed by its fingerprint).
+pub(crate) struct Zip<B> {
+    pub(crate) other: Dataset<B>,
 }
 
-enum Either<A, B> {
+impl<B: Send + 'static> Hash for Zip<B> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let Zip { other } = self;
+        other.fingerprint().hash(h);
+    }
+}
+
+impl<A: Send + 'static, B: Send + 'static> Operation<A> for Zip<B> {
+    type Out = (A, B);
+    type Stream = ZipStream<Either<A, B>, fn(Vec<Either<A, B>>) -> anyhow::Result<(A, B)>>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, input: Cardinality) -> Cardinality {
+        match (input, self.other.cardinality()) {
+            // With one side unknown, the shorter side is unknown too.
+            (Cardinality::Unknown, _) | (_, Cardinality::Unknown) => Cardinality::Unknown,
+            (x, y) => min_cardinality([x, y]),
+        }
+    }
+
+    fn beside(&self) -> Option<Beside> {
+        Some(Beside::of(&self.other))
+    }
+
+    /// See [`build`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, input: Input<'_, A>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let a = input.dataset();
+        let make = |i: usize, ctx: &Ctx| -> BoxStream<Either<A, B>> {
+            match i {
+                0 => Box::pin(Tag::new(a.build(ctx), Either::A)),
+                _ => Box::pin(Tag::new(self.other.build(ctx), Either::B)),
+            }
+        };
+        let ctx = ctx.for_merged(a.is_small() && self.other.is_small());
+        Ok(build(&ctx, 2, &make, pair))
+    }
+}
+
+fn pair<A, B>(mut v: Vec<Either<A, B>>) -> anyhow::Result<(A, B)> {
+    match (v.pop(), v.pop()) {
+        (Some(Either::B(y)), Some(Either::A(x))) => Ok((x, y)),
+        _ => Err(anyhow::anyhow!("zip: internal error: misaligned inputs")),
+    }
+}
+
+pub(crate) enum Either<A, B> {
     A(A),
     B(B),
 }
