@@ -7,24 +7,40 @@ use std::task::{Context, Poll};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start, Unkeyed};
 use crate::engine::{ReplaySource, Resumable, unsupported};
-use crate::options::Options;
 use crate::runtime::Coop;
 
 pub(crate) fn from_vec<T: Clone + Send + Sync + 'static>(items: Vec<T>) -> Dataset<T> {
     let items: Arc<[T]> = items.into();
-    let len = items.len() as u64;
-    let card = Cardinality::Finite(len);
-    Dataset::stage_resumable(
-        STAGE,
-        card,
-        Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| list(ctx, Arc::clone(&items), STAGE),
-    )
-    .keyed(len)
+    Dataset::from_source(Slices {
+        len: items.len(),
+        items: Unkeyed(items),
+    })
+}
+
+/// [`Dataset::from_vec`] (tf.data's `from_tensor_slices`): keyed by its length (the
+/// elements themselves cannot be hashed).
+struct Slices<T> {
+    len: usize,
+    items: Unkeyed<Arc<[T]>>,
+}
+
+crate::engine::keyed_fields!(impl[T] Slices<T> { keyed: [len], unkeyed: [items] });
+
+impl<T: Clone + Send + Sync + 'static> Source for Slices<T> {
+    type Out = T;
+    type Stream = BoxStream<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(self.len as u64)
+    }
+
+    /// See [`list`]: the start is the context's.
+    fn open(&self, ctx: &Ctx, _: Start<'_>) -> anyhow::Result<BoxStream<T>> {
+        Ok(list(ctx, Arc::clone(&self.items), STAGE))
+    }
 }
 
 /// The elements of `items` for one epoch as stage `stage`: fresh, restored at the saved index,

@@ -13,10 +13,9 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State as CheckpointState};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Cardinality, Ctx, Dataset, Source, Start};
 use crate::engine::{Resumable, unsupported};
 use crate::hash::mix64;
-use crate::options::Options;
 use crate::runtime::Coop;
 use crate::storage::{self, Location};
 
@@ -107,45 +106,53 @@ impl Dataset<Location> {
     /// Dropping the epoch drops the listing in flight (a local listing runs on a blocking
     /// thread, which finishes its directory walk and drops the result).
     pub fn list_files(pattern: &str, shuffle: Option<u64>) -> Dataset<Location> {
-        let pattern: Arc<str> = pattern.into();
-        let key = pattern
-            .bytes()
-            .fold(shuffle.map_or(0, mix64), |h, b| mix64(h ^ u64::from(b)));
-        Dataset::stage_resumable(
-            STAGE,
-            Cardinality::Unknown,
-            Options::default(),
-            0,
-            Counting::Wrapped,
-            move |ctx| -> BoxStream<Location> {
-                // The order of epoch `ctx.epoch()`: a restored epoch draws the same one.
-                let order = shuffle.map(|seed| {
-                    let epoch = ctx.epoch();
-                    ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch.wrapping_add(0x5EED))))
-                });
-                let mut files = ListFiles::new(Arc::clone(&pattern), order);
-                // In replay, the saved state (when in reach) still says what the listing was.
-                let state = ctx
-                    .restoring()
-                    .filter(|state| ctx.replaying().is_none() || state.stage == STAGE);
-                if let Some(state) = state {
-                    match restored(state) {
-                        Ok((next, listing)) => {
-                            files.next = next;
-                            files.listing = listing;
-                            files.check = listing;
-                        }
-                        Err(e) => return crate::engine::error_stream(e),
-                    }
-                }
-                if let Some(provs) = ctx.replaying() {
-                    files.next = 0;
-                    files.picks = Some(Arc::clone(provs));
-                }
-                Box::pin(files)
-            },
-        )
-        .keyed(key)
+        Dataset::from_source(ListFilesSource {
+            pattern: pattern.into(),
+            shuffle,
+        })
+    }
+}
+
+/// [`Dataset::list_files`]: its pattern and shuffle seed are its parameters.
+#[derive(Hash)]
+struct ListFilesSource {
+    pattern: Arc<str>,
+    shuffle: Option<u64>,
+}
+
+impl Source for ListFilesSource {
+    type Out = Location;
+    type Stream = ListFiles;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// Fresh; restored (the listing is checked against the saved one); or in replay (the
+    /// files at the saved indices of the listing).
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<ListFiles> {
+        // The order of epoch `ctx.epoch()`: a restored epoch draws the same one.
+        let order = self.shuffle.map(|seed| {
+            let epoch = ctx.epoch();
+            ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch.wrapping_add(0x5EED))))
+        });
+        let mut files = ListFiles::new(Arc::clone(&self.pattern), order);
+        // In replay, the saved state (when in reach) still says what the listing was.
+        let state = ctx
+            .restoring()
+            .filter(|state| ctx.replaying().is_none() || state.stage == STAGE);
+        if let Some(state) = state {
+            let (next, listing) = restored(state)?;
+            files.next = next;
+            files.listing = listing;
+            files.check = listing;
+        }
+        if let Start::Replay(provs) = start {
+            files.next = 0;
+            files.picks = Some(Arc::clone(provs));
+        }
+        Ok(files)
     }
 }
 
