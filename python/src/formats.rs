@@ -180,10 +180,11 @@ fn json_list(mut items: Vec<Value>) -> Result<Value, String> {
         items = items
             .into_iter()
             .map(|v| match v {
-                Value::Array(Array::Int64(a)) => Value::Array(Array::Float32(a.mapv(|x| x as f32))),
-                Value::Array(Array::UInt64(a)) => {
-                    Value::Array(Array::Float32(a.mapv(|x| x as f32)))
-                }
+                Value::Array(a) => match *a {
+                    Array::Int64(a) => Value::array(a.mapv(|x| x as f32)),
+                    Array::UInt64(a) => Value::array(a.mapv(|x| x as f32)),
+                    other => Value::array(other),
+                },
                 other => other,
             })
             .collect();
@@ -260,7 +261,7 @@ fn arrow_column(array: &ArrayRef, name: &str) -> anyhow::Result<Value> {
     }
     fn strings<'a>(values: impl Iterator<Item = &'a [u8]>) -> Value {
         let data: Vec<Bytes> = values.map(Bytes::copy_from_slice).collect();
-        Value::Strings(ndarray::Array1::from(data).into_dyn())
+        Value::strings(ndarray::Array1::from(data).into_dyn())
     }
     let n = array.len();
     Ok(match array.data_type() {
@@ -364,12 +365,12 @@ fn nest(inner: Value, rows: usize, size: usize, name: &str) -> anyhow::Result<Va
         Value::Array(a) => {
             let mut shape = vec![rows, size];
             shape.extend_from_slice(&a.shape()[1..]);
-            Value::Array(a.reshape(&shape).ok_or_else(reshape_error)?)
+            Value::array(a.reshape(&shape).ok_or_else(reshape_error)?)
         }
         Value::Strings(a) => {
             let mut shape = vec![rows, size];
             shape.extend_from_slice(&a.shape()[1..]);
-            Value::Strings(
+            Value::strings(
                 a.into_shape_with_order(IxDyn(&shape))
                     .map_err(|_| reshape_error())?,
             )
@@ -435,7 +436,7 @@ macro_rules! hdf5_numbers {
     ($($t:ty),*) => {$(
         impl Hdf5Value for $t {
             fn value(a: ArrayD<$t>) -> Value {
-                Value::Array(a.into())
+                Value::array(a)
             }
         }
     )*};
@@ -445,13 +446,13 @@ hdf5_numbers!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 impl Hdf5Value for f16 {
     /// numpy's `float16` is not one of streamload's tensor types: widened to `float32`.
     fn value(a: ArrayD<f16>) -> Value {
-        Value::Array(a.mapv(f32::from).into())
+        Value::array(a.mapv(f32::from))
     }
 }
 
 impl Hdf5Value for String {
     fn value(a: ArrayD<String>) -> Value {
-        Value::Strings(a.mapv(Bytes::from))
+        Value::strings(a.mapv(Bytes::from))
     }
 }
 

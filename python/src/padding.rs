@@ -270,7 +270,10 @@ macro_rules! pad_arrays {
                     let mut arrays = Vec::with_capacity($items.len());
                     for (i, v) in $items.iter().enumerate() {
                         match v {
-                            Value::Array(Array::$variant(a)) => arrays.push(a),
+                            Value::Array(a) if matches!(**a, Array::$variant(_)) => {
+                                let Array::$variant(a) = &**a else { unreachable!("matched above") };
+                                arrays.push(a)
+                            }
                             other => {
                                 return Err(invalid(format!(
                                     "padded_batch: component {}: element {i} is a {}, element 0 a {}",
@@ -281,7 +284,7 @@ macro_rules! pad_arrays {
                             }
                         }
                     }
-                    Value::Array(Array::$variant(pad_stack(&arrays, $shape, $pad, $component)?))
+                    Value::array(pad_stack(&arrays, $shape, $pad, $component)?)
                 }
             )*
         }
@@ -363,7 +366,7 @@ fn padded_refs(
             let c = *component;
             *component += 1;
             Ok(pad_arrays!(
-                head,
+                &**head,
                 all,
                 shape.as_deref(),
                 value.as_ref(),
@@ -381,17 +384,16 @@ fn padded_refs(
                 Float64
             ))
         }
-        (Value::Strings(_), PadSpec::Leaf { shape, value }) => {
+        (Value::String(_) | Value::Strings(_), PadSpec::Leaf { shape, value }) => {
             let c = *component;
             *component += 1;
-            let mut arrays = Vec::with_capacity(all.len());
+            // One string is padded as the 0-d tensor it is.
+            let mut owned = Vec::with_capacity(all.len());
             for (i, v) in all.iter().enumerate() {
-                match v {
-                    Value::Strings(a) => arrays.push(a),
-                    other => return Err(structure(i, other)),
-                }
+                owned.push(v.string_array().ok_or_else(|| structure(i, v))?);
             }
-            Ok(Value::Strings(pad_stack(
+            let arrays: Vec<&ArrayD<Bytes>> = owned.iter().map(|a| a.as_ref()).collect();
+            Ok(Value::strings(pad_stack(
                 &arrays,
                 shape.as_deref(),
                 value.as_ref(),

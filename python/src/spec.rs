@@ -14,7 +14,7 @@ use streamload::format::{
 use streamload::tensor::{DType, SparseTensor, Tensor, Values};
 
 use crate::errors;
-use crate::value::{Array, Sparse, Value, invalid};
+use crate::value::{Sparse, Value, invalid};
 
 /// `tf.io.FixedLenFeature(shape, dtype, default_value=None)`: exactly `prod(shape)` values
 /// of `dtype` (`"int64"`, `"float32"` or `"string"`), or `default_value` when the feature is
@@ -362,10 +362,7 @@ pub(crate) fn parse(value: Value, features: &Features) -> anyhow::Result<Value> 
     let spec = &features.parse;
     let batched = matches!(&value, Value::Strings(a) if a.ndim() == 1);
     let mut parsed = match value {
-        Value::Strings(a) if a.ndim() == 0 => match a.first() {
-            Some(record) => parse_single_example(record, spec)?,
-            None => return Err(invalid("parse_example: an empty string tensor".into())),
-        },
+        Value::String(record) => parse_single_example(&record, spec)?,
         Value::Strings(a) if a.ndim() == 1 => {
             // The records moved out of the batch (not cloned: no reference count touched).
             let records: Vec<_> = a.into_iter().collect();
@@ -489,8 +486,8 @@ fn sparse_value(sparse: &SparseTensor) -> anyhow::Result<Value> {
 fn tensor_value(tensor: Tensor) -> anyhow::Result<Value> {
     let shape = IxDyn(tensor.shape());
     Ok(match tensor.into_values() {
-        Values::Int64(v) => Value::Array(Array::Int64(ArrayD::from_shape_vec(shape, v)?)),
-        Values::Float32(v) => Value::Array(Array::Float32(ArrayD::from_shape_vec(shape, v)?)),
-        Values::String(v) => Value::Strings(ArrayD::from_shape_vec(shape, v)?),
+        Values::Int64(v) => Value::array(ArrayD::from_shape_vec(shape, v)?),
+        Values::Float32(v) => Value::array(ArrayD::from_shape_vec(shape, v)?),
+        Values::String(v) => Value::strings(ArrayD::from_shape_vec(shape, v)?),
     })
 }

@@ -149,6 +149,7 @@ fn per_item(
 ) -> anyhow::Result<Value> {
     let ndim = match &v {
         Value::Array(a) => a.shape().len(),
+        Value::String(_) => 0,
         Value::Strings(a) => a.ndim(),
         _ => usize::MAX,
     };
@@ -179,7 +180,10 @@ fn bytes_of(v: &Value) -> anyhow::Result<&Bytes> {
 
 fn image_u8(v: Value) -> anyhow::Result<Array3<u8>> {
     match v {
-        Value::Array(Array::UInt8(a)) => Ok(a.into_dimensionality::<Ix3>()?),
+        Value::Array(a) if matches!(*a, Array::UInt8(_)) => match *a {
+            Array::UInt8(a) => Ok(a.into_dimensionality::<Ix3>()?),
+            _ => unreachable!("a uint8 array, matched above"),
+        },
         other => Err(invalid(format!(
             "expected a uint8 image (height, width, 3), got a {}",
             other.describe()
@@ -191,8 +195,11 @@ fn image_u8(v: Value) -> anyhow::Result<Array3<u8>> {
 /// take integer images).
 fn image_f32(v: Value) -> anyhow::Result<Array3<f32>> {
     match v {
-        Value::Array(Array::Float32(a)) => Ok(a.into_dimensionality::<Ix3>()?),
-        Value::Array(Array::UInt8(a)) => Ok(a.into_dimensionality::<Ix3>()?.mapv(f32::from)),
+        Value::Array(a) if matches!(*a, Array::Float32(_) | Array::UInt8(_)) => match *a {
+            Array::Float32(a) => Ok(a.into_dimensionality::<Ix3>()?),
+            Array::UInt8(a) => Ok(a.into_dimensionality::<Ix3>()?.mapv(f32::from)),
+            _ => unreachable!("a float32 or uint8 array, matched above"),
+        },
         other => Err(invalid(format!(
             "expected a float32 or uint8 image (height, width, 3), got a {}",
             other.describe()
@@ -201,11 +208,11 @@ fn image_f32(v: Value) -> anyhow::Result<Array3<f32>> {
 }
 
 fn from_u8(a: Array3<u8>) -> Value {
-    Value::Array(Array::UInt8(a.into_dyn()))
+    Value::array(a.into_dyn())
 }
 
 fn from_f32(a: ArrayD<f32>) -> Value {
-    Value::Array(Array::Float32(a))
+    Value::array(a)
 }
 
 fn channels_3(py: Python<'_>, op: &str, channels: i64) -> PyResult<()> {

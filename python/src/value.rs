@@ -1,15 +1,23 @@
 //! [`Value`]: the element type of a Python pipeline, and its crossings to and from Python.
 //!
 //! tf.data's elements are nested structures (tuples, dicts) of tensors. Here a tensor is an
-//! [`Array`] (an owned `ndarray` array of one numeric type, 0-d for a scalar) or a
-//! [`Value::Strings`] array of byte strings (`tf.string`). Values hold no Python object, so
-//! every Rust stage (shuffle, batch, parse, prefetch) works on them without the GIL.
+//! [`Array`] (an owned `ndarray` array of one numeric type, 0-d for a scalar), one byte
+//! string ([`Value::String`], a 0-d `tf.string`) or a [`Value::Strings`] array of them.
+//! Values hold no Python object, so every Rust stage (shuffle, batch, parse, prefetch) works
+//! on them without the GIL.
+//!
+//! A `Value` is small (40 bytes): one string, the element of a record reader, is held inline
+//! (a `Bytes`, no heap cell of its own), and the arrays are boxed. A record goes through the
+//! reader, a 10,000-element shuffle buffer and `batch` as those 40 bytes, where a 0-d
+//! `ndarray` array would be over 100 bytes moved at each step, plus an allocation and a free
+//! (the W3 workload from Python: BENCHMARKS.md).
 //!
 //! To Python, an n-d array is handed over without a copy: its `Vec` moves into the numpy
 //! array, which owns it (`PyArray::from_owned_array`), and numpy frees it with the array.
 //! From Python (a function's result, `from_tensor_slices`' arrays) the data is copied once
 //! into a Rust array, as tf.data copies a numpy array into a tensor.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -22,10 +30,14 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 /// One element of a Python pipeline: tf.data's nested structure of tensors.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Value {
+    /// One byte string: a 0-d `tf.string` tensor (a record, a file name, a line). Always this
+    /// variant, never a 0-d [`Value::Strings`] ([`Value::strings`] makes sure), so the derived
+    /// equality holds.
+    String(Bytes),
     /// A numeric tensor (0-d for a scalar).
-    Array(Array),
-    /// A `tf.string` tensor: byte strings (0-d for one string).
-    Strings(ArrayD<Bytes>),
+    Array(Box<Array>),
+    /// A `tf.string` tensor of rank 1 or more (made by [`Value::strings`]).
+    Strings(Box<ArrayD<Bytes>>),
     /// A tuple of components (tf.data passes them to functions as separate arguments).
     Tuple(Vec<Value>),
     /// A dict of components by name, in key order (as `tf.nest` orders them).
@@ -36,6 +48,10 @@ pub(crate) enum Value {
     /// (`parse_example(..., strings="packed")`): to Python, `streamload.PackedStrings`.
     Packed(Box<Packed>),
 }
+
+// What the shuffle buffer, the channels and every stage move per element: one string
+// inline, the rest boxed (module docs).
+const _: () = assert!(std::mem::size_of::<Value>() == 40);
 
 /// A string tensor packed in one buffer: every string's bytes one after another in
 /// `values`, string `i` (row-major over `shape`) at `values[offsets[i]..offsets[i + 1]]`.
@@ -231,12 +247,28 @@ arrays! {
 impl Value {
     /// A 0-d `tf.string`.
     pub(crate) fn string(bytes: Bytes) -> Value {
-        Value::Strings(ArrayD::from_elem(IxDyn(&[]), bytes))
+        Value::String(bytes)
+    }
+
+    /// A string tensor of any rank: [`Value::String`] for rank 0 (its one string), else
+    /// [`Value::Strings`].
+    pub(crate) fn strings(a: ArrayD<Bytes>) -> Value {
+        if a.ndim() == 0 {
+            // A 0-d array holds exactly one value.
+            Value::String(a.into_iter().next().unwrap_or_default())
+        } else {
+            Value::Strings(Box::new(a))
+        }
+    }
+
+    /// A numeric tensor.
+    pub(crate) fn array(a: impl Into<Array>) -> Value {
+        Value::Array(Box::new(a.into()))
     }
 
     /// A 0-d `int64`.
     pub(crate) fn int64(x: i64) -> Value {
-        Value::Array(Array::Int64(ArrayD::from_elem(IxDyn(&[]), x)))
+        Value::scalar(x)
     }
 
     /// A 0-d tensor of `x`'s type.
@@ -244,7 +276,7 @@ impl Value {
     where
         ArrayD<T>: Into<Array>,
     {
-        Value::Array(ndarray::arr0(x).into_dyn().into())
+        Value::array(ndarray::arr0(x).into_dyn())
     }
 
     /// A 1-d tensor of `values`.
@@ -252,13 +284,31 @@ impl Value {
     where
         ArrayD<T>: Into<Array>,
     {
-        Value::Array(ndarray::Array1::from(values).into_dyn().into())
+        Value::array(ndarray::Array1::from(values).into_dyn())
     }
 
     /// The one string of a 0-d `tf.string` value.
     pub(crate) fn as_string(&self) -> Option<&Bytes> {
         match self {
-            Value::Strings(a) if a.ndim() == 0 => a.first(),
+            Value::String(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The shape of a string tensor (`[]` for one string); `None` for another value.
+    fn string_shape(&self) -> Option<&[usize]> {
+        match self {
+            Value::String(_) => Some(&[]),
+            Value::Strings(a) => Some(a.shape()),
+            _ => None,
+        }
+    }
+
+    /// A string tensor as an array (a 0-d one made for one string); `None` for another value.
+    pub(crate) fn string_array(&self) -> Option<Cow<'_, ArrayD<Bytes>>> {
+        match self {
+            Value::String(b) => Some(Cow::Owned(ArrayD::from_elem(IxDyn(&[]), b.clone()))),
+            Value::Strings(a) => Some(Cow::Borrowed(a)),
             _ => None,
         }
     }
@@ -267,6 +317,7 @@ impl Value {
     pub(crate) fn describe(&self) -> String {
         match self {
             Value::Array(a) => format!("{} tensor of shape {:?}", a.dtype(), a.shape()),
+            Value::String(_) => "string tensor of shape []".into(),
             Value::Strings(a) => format!("string tensor of shape {:?}", a.shape()),
             Value::Tuple(items) => format!("tuple of {}", items.len()),
             Value::Dict(items) => format!(
@@ -286,7 +337,7 @@ impl Value {
     /// ([`Packed`]); 0-d strings stay as they are (one `bytes` in Python).
     pub(crate) fn pack_strings(self) -> Value {
         match self {
-            Value::Strings(a) if a.ndim() > 0 => Value::Packed(Box::new(Packed::pack(&a))),
+            Value::Strings(a) => Value::Packed(Box::new(Packed::pack(&a))),
             Value::Tuple(items) => {
                 Value::Tuple(items.into_iter().map(Value::pack_strings).collect())
             }
@@ -309,7 +360,7 @@ impl Value {
     /// the stages that work on strings take.
     pub(crate) fn unpack_strings(self) -> anyhow::Result<Value> {
         Ok(match self {
-            Value::Packed(p) => Value::Strings(p.unpack()?),
+            Value::Packed(p) => Value::strings(p.unpack()?),
             Value::Tuple(items) => Value::Tuple(
                 items
                     .into_iter()
@@ -338,7 +389,7 @@ impl Value {
             Value::Tuple(items) => items.iter().any(Value::has_packed),
             Value::Dict(items) => items.values().any(Value::has_packed),
             Value::Sparse(s) => s.values.has_packed(),
-            Value::Array(_) | Value::Strings(_) => false,
+            Value::Array(_) | Value::String(_) | Value::Strings(_) => false,
         }
     }
 
@@ -347,7 +398,7 @@ impl Value {
     pub(crate) fn addresses(&self, out: &mut Vec<usize>) {
         match self {
             Value::Array(a) if !a.shape().is_empty() => out.push(a.address()),
-            Value::Array(_) | Value::Strings(_) => {}
+            Value::Array(_) | Value::String(_) | Value::Strings(_) => {}
             Value::Tuple(items) => items.iter().for_each(|v| v.addresses(out)),
             Value::Dict(items) => items.values().for_each(|v| v.addresses(out)),
             Value::Sparse(s) => {
@@ -372,10 +423,7 @@ impl Value {
                 a.into_py(py).get_item(PyTuple::empty(py))?
             }
             Value::Array(a) => a.into_py(py),
-            Value::Strings(a) if a.ndim() == 0 => match a.first() {
-                Some(b) => PyBytes::new(py, b).into_any(),
-                None => PyBytes::new(py, b"").into_any(),
-            },
+            Value::String(b) => PyBytes::new(py, &b).into_any(),
             Value::Strings(a) => {
                 let objects = a.mapv(|b| PyBytes::new(py, &b).into_any().unbind());
                 PyArray::from_owned_object_array(py, objects).into_any()
@@ -433,14 +481,18 @@ impl Value {
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         if type_name(obj) == "SparseTensorValue" {
             let indices = match Value::from_py(&obj.getattr("indices")?)? {
-                Value::Array(Array::Int64(a)) => a,
-                other => {
-                    return Err(PyTypeError::new_err(format!(
-                        "SparseTensorValue.indices must be int64, not a {}",
-                        other.describe()
-                    )));
-                }
-            };
+                Value::Array(a) => match *a {
+                    Array::Int64(a) => Ok(a),
+                    other => Err(Value::array(other)),
+                },
+                other => Err(other),
+            }
+            .map_err(|other| {
+                PyTypeError::new_err(format!(
+                    "SparseTensorValue.indices must be int64, not a {}",
+                    other.describe()
+                ))
+            })?;
             let values = Value::from_py(&obj.getattr("values")?)?;
             let dense_shape: Vec<i64> = obj
                 .py()
@@ -474,7 +526,7 @@ impl Value {
             };
             return packed
                 .unpack()
-                .map(Value::Strings)
+                .map(Value::strings)
                 .map_err(|e| PyTypeError::new_err(e.to_string()));
         }
         if let Ok(t) = obj.cast::<PyTuple>() {
@@ -499,7 +551,7 @@ impl Value {
         }
         if obj.is_instance_of::<PyBool>() {
             let b: bool = obj.extract()?;
-            return Ok(Value::Array(Array::Bool(ArrayD::from_elem(IxDyn(&[]), b))));
+            return Ok(Value::scalar(b));
         }
         if obj.is_instance_of::<PyInt>() {
             let x: i64 = obj.extract()?;
@@ -507,10 +559,7 @@ impl Value {
         }
         if obj.is_instance_of::<PyFloat>() {
             let x: f64 = obj.extract()?;
-            return Ok(Value::Array(Array::Float32(ArrayD::from_elem(
-                IxDyn(&[]),
-                x as f32,
-            ))));
+            return Ok(Value::scalar(x as f32));
         }
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(Value::string(Bytes::copy_from_slice(b.as_bytes())));
@@ -554,7 +603,7 @@ impl Value {
     /// A numpy array (copied), of a numeric type, or of `bytes`/`str`/objects as strings.
     pub(crate) fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         if let Some(a) = Array::from_numpy(obj) {
-            return Ok(Value::Array(a));
+            return Ok(Value::array(a));
         }
         let untyped = obj.cast::<numpy::PyUntypedArray>()?;
         let kind = untyped.dtype().kind();
@@ -577,7 +626,7 @@ impl Value {
             }
             let a = ArrayD::from_shape_vec(IxDyn(&shape), data)
                 .map_err(|e| PyTypeError::new_err(e.to_string()))?;
-            return Ok(Value::Strings(a));
+            return Ok(Value::strings(a));
         }
         Err(PyTypeError::new_err(format!(
             "unsupported numpy dtype {}: streamload's tensors are bool, (u)int8..64, float32, \
@@ -595,6 +644,7 @@ impl Value {
                 .first()
                 .copied()
                 .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
+            Value::String(_) => Err("from_tensor_slices: a component is a scalar (rank 0)".into()),
             Value::Strings(a) => a
                 .shape()
                 .first()
@@ -614,8 +664,10 @@ impl Value {
     /// Row `i` of every component (`from_tensor_slices`).
     pub(crate) fn row(&self, i: usize) -> Value {
         match self {
-            Value::Array(a) => Value::Array(a.row(i)),
-            Value::Strings(a) => Value::Strings(a.index_axis(Axis(0), i).to_owned()),
+            Value::Array(a) => Value::array(a.row(i)),
+            // `rows` refuses a scalar, so no row of one is asked for.
+            Value::String(b) => Value::String(b.clone()),
+            Value::Strings(a) => Value::strings(a.index_axis(Axis(0), i).to_owned()),
             Value::Tuple(items) => Value::Tuple(items.iter().map(|v| v.row(i)).collect()),
             Value::Dict(items) => {
                 Value::Dict(items.iter().map(|(k, v)| (k.clone(), v.row(i))).collect())
@@ -635,20 +687,15 @@ impl Value {
     /// cloning them (a clone touches the reference count shared by every record of a
     /// file's window, from every thread).
     pub(crate) fn stack_owned(items: Vec<Value>) -> anyhow::Result<Value> {
-        let single_string = |v: &Value| matches!(v, Value::Strings(a) if a.ndim() == 0);
-        if !items.is_empty() && items.iter().all(single_string) {
-            let n = items.len();
+        if !items.is_empty() && items.iter().all(|v| matches!(v, Value::String(_))) {
             let strings: Vec<Bytes> = items
                 .into_iter()
                 .filter_map(|v| match v {
-                    Value::Strings(a) => a.into_iter().next(),
+                    Value::String(b) => Some(b),
                     _ => None,
                 })
                 .collect();
-            return Ok(Value::Strings(ArrayD::from_shape_vec(
-                IxDyn(&[n]),
-                strings,
-            )?));
+            return Ok(Value::strings(ndarray::Array1::from(strings).into_dyn()));
         }
         Value::stack(&items)
     }
@@ -716,39 +763,40 @@ fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::R
                                 a.shape()
                             )));
                         }
-                        arrays.push(a);
+                        arrays.push(&**a);
                     }
                     other => return Err(mismatch(i, other)),
                 }
             }
             *component += 1;
             Array::stack(head, &arrays)
-                .map(Value::Array)
+                .map(Value::array)
                 .ok_or_else(|| invalid(format!("batch: mixed types in component {}", *component)))
         }
-        Value::Strings(head) => {
+        Value::String(_) | Value::Strings(_) => {
+            let head = first.string_shape().unwrap_or_default();
             let mut shape = vec![all.len()];
-            shape.extend_from_slice(head.shape());
-            let mut data = Vec::with_capacity(all.len() * head.len());
+            shape.extend_from_slice(head);
+            let mut data = Vec::with_capacity(shape.iter().product());
             for (i, v) in all.iter().enumerate() {
+                let Some(this) = v.string_shape() else {
+                    return Err(mismatch(i, v));
+                };
+                if this != head {
+                    return Err(invalid(format!(
+                        "Cannot batch tensors with different shapes in component {}. \
+                         First element had shape {head:?} and element {i} had shape {this:?}.",
+                        *component,
+                    )));
+                }
                 match v {
-                    Value::Strings(a) => {
-                        if a.shape() != head.shape() {
-                            return Err(invalid(format!(
-                                "Cannot batch tensors with different shapes in component {}. \
-                                 First element had shape {:?} and element {i} had shape {:?}.",
-                                *component,
-                                head.shape(),
-                                a.shape()
-                            )));
-                        }
-                        data.extend(a.iter().cloned());
-                    }
-                    other => return Err(mismatch(i, other)),
+                    Value::String(b) => data.push(b.clone()),
+                    Value::Strings(a) => data.extend(a.iter().cloned()),
+                    _ => unreachable!("a string tensor, by its shape"),
                 }
             }
             *component += 1;
-            Ok(Value::Strings(ArrayD::from_shape_vec(IxDyn(&shape), data)?))
+            Ok(Value::strings(ArrayD::from_shape_vec(IxDyn(&shape), data)?))
         }
         Value::Tuple(head) => {
             let mut out = Vec::with_capacity(head.len());

@@ -237,3 +237,28 @@ def test_interleave_functions_must_return_datasets():
 def test_reduce_is_tensorflows():
     case = semantics_case("reduce_sum")
     assert Dataset.range(5).reduce(0, lambda s, x: s + x) == case["output"]
+
+
+def test_one_string_is_bytes_wherever_it_goes():
+    # A 0-d tf.string (a record, a file name: held by the extension as one string, not an
+    # array) is `bytes` however it was made and wherever it went, and an object array of
+    # `bytes` once batched, as tf.data's as_numpy_iterator gives.
+    words = [b"a", b"bb", b"", b"dddd"]
+    ds = Dataset.from_tensor_slices(np.array(words, dtype=object))
+    assert list(ds) == words
+    assert all(type(w) is bytes for w in ds.shuffle(4, seed=1).prefetch(2))
+    batches = list(ds.shuffle(4, seed=1).batch(3))
+    assert [(b.dtype, b.shape) for b in batches] == [(object, (3,)), (object, (1,))]
+    assert sorted(np.concatenate(batches).tolist()) == sorted(words)
+    assert list(ds.batch(3).unbatch()) == words
+    assert [b.tolist() for b in ds.batch(2).batch(2)] == [[[b"a", b"bb"], [b"", b"dddd"]]]
+    (padded,) = list(ds.padded_batch(4))
+    assert (padded.dtype, padded.tolist()) == (object, words)
+    made = Dataset.range(3).map(lambda x: [b"x", "y", np.array(b"z", dtype=object)][x])
+    assert list(made) == [b"x", b"y", b"z"]
+    assert list(made.map(lambda s: s + b"!")) == [b"x!", b"y!", b"z!"]
+    # One string and a vector of strings do not batch together (TensorFlow's error).
+    mixed = Dataset.range(2).map(lambda x: b"a" if x == 0 else [b"a"]).batch(2)
+    message = r"component 0\. First element had shape \[\] and element 1 had shape \[1\]"
+    with pytest.raises(sl.Error, match=message):
+        list(mixed)
