@@ -254,6 +254,13 @@ impl<T> Hold<T> {
         self.small
     }
 
+    /// The input itself, for a stage that turns out to keep nothing (`parallel_interleave`'s
+    /// readers in nondeterministic order): only when nothing is to be handed back first
+    /// (not [`restoring`](Hold::restoring)).
+    pub(crate) fn into_input(self) -> BoxStream<T> {
+        self.input
+    }
+
     /// The stage it is the input of (named in its errors).
     pub(crate) fn stage(&self) -> &'static str {
         self.stage

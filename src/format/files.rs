@@ -388,10 +388,9 @@ pub(crate) fn position(offset: u64, identity: Option<Identity>) -> anyhow::Resul
 }
 
 /// `(offset, digest, damaged record)` of a [`position`] (a damaged element's adds the record
-/// its error named); a one-word position (a checkpoint of format version 1) has no digest (0).
+/// its error named).
 fn from_position(prov: &Prov) -> anyhow::Result<(u64, u64, Option<u64>)> {
     match prov {
-        Prov::At(words) if words.len() == 1 => Ok((words[0], 0, None)),
         Prov::At(words) if words.len() == 2 => Ok((words[0], words[1], None)),
         Prov::At(words) if words.len() == 3 => Ok((words[0], words[1], Some(words[2]))),
         _ => Err(crate::Error::Checkpoint(format!(

@@ -95,10 +95,16 @@ impl<U: Send + 'static> Reader<U> {
             (task, Some(shared))
         } else {
             // Nothing to save: the inner stream as it is, its elements untagged.
-            let plain = futures::stream::poll_fn(move |cx| {
-                hold.poll_next(cx).map(|item| item.map(|item| (item, None)))
-            });
-            (runtime::spawn(STAGE, forward(plain, tx))?, None)
+            let task = if hold.restoring() {
+                let plain = futures::stream::poll_fn(move |cx| {
+                    hold.poll_next(cx).map(|item| item.map(|item| (item, None)))
+                });
+                runtime::spawn(STAGE, forward(plain, tx))
+            } else {
+                let inner = hold.into_input();
+                runtime::spawn(STAGE, forward(inner.map(|item| (item, None)), tx))
+            };
+            (task?, None)
         };
         Ok(Reader {
             rx,
