@@ -98,6 +98,57 @@ async fn csv_select_cols_delimiter_literal_quotes_and_gzip() {
     assert_eq!(rows[2..], want[..], "the gzip twin reads the same");
 }
 
+/// TensorFlow's `exclude_cols` (its csv_dataset_test cases): every other column is read, and
+/// the record has as many fields as the columns and the excluded ones together.
+#[tokio::test]
+async fn csv_exclude_cols_reads_every_other_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), "a.csv", b"1,2,3\n5,6,7\n");
+    let read = |columns: Vec<Column>, exclude: &[usize]| {
+        CsvDataset::new([path.clone()], columns)
+            .exclude_cols(exclude.iter().copied())
+            .build()
+    };
+    let rows = read(vec![Column::string()], &[1, 2]).collect().await;
+    assert_eq!(rows.expect("rows"), [vec![s("1")], vec![s("5")]]);
+    let rows = read(vec![Column::int64(), Column::int64()], &[1])
+        .collect()
+        .await;
+    let want = [
+        vec![Field::Int64(1), Field::Int64(3)],
+        vec![Field::Int64(5), Field::Int64(7)],
+    ];
+    assert_eq!(rows.expect("rows"), want);
+    let err = read(vec![Column::string()], &[0]).collect().await;
+    let err = err.expect_err("more fields than columns");
+    assert!(
+        err.to_string()
+            .contains("Expect 1 fields but have more in record"),
+        "{err:#}"
+    );
+    let err = read(vec![Column::string(); 3], &[1]).collect().await;
+    let err = err.expect_err("fewer fields than columns");
+    assert!(
+        err.to_string()
+            .contains("Expect 3 fields but have 2 in record"),
+        "{err:#}"
+    );
+    // As TensorFlow refuses them when the op is built.
+    let both = std::panic::catch_unwind(|| {
+        CsvDataset::new(["x.csv"], [Column::string()])
+            .select_cols([0])
+            .exclude_cols([1])
+            .build()
+    });
+    assert!(both.is_err(), "select_cols with exclude_cols");
+    let unsorted = std::panic::catch_unwind(|| {
+        CsvDataset::new(["x.csv"], [Column::string()])
+            .exclude_cols([2, 1])
+            .build()
+    });
+    assert!(unsorted.is_err(), "exclude_cols not increasing");
+}
+
 #[tokio::test]
 async fn csv_errors_name_the_file_and_record_and_the_file_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");

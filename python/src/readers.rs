@@ -314,12 +314,26 @@ pub(crate) fn csv_dataset(
     num_parallel_reads: Option<i64>,
 ) -> PyResult<PyDataset> {
     let columns = formats::csv_columns(py, record_defaults)?;
-    if exclude_cols.is_some() {
+    if select_cols.is_some() && exclude_cols.is_some() {
         return Err(errors::invalid(
             py,
-            "CsvDataset: exclude_cols is not supported; name the columns to read with select_cols",
+            "Either select_cols or exclude_cols should be empty",
         ));
     }
+    let exclude = exclude_cols.unwrap_or_default();
+    if exclude.iter().any(|&c| c < 0) {
+        return Err(errors::invalid(
+            py,
+            "exclude_cols should be non-negative indices",
+        ));
+    }
+    if !exclude.windows(2).all(|w| w[0] < w[1]) {
+        return Err(errors::invalid(
+            py,
+            "exclude_cols should be strictly increasing indices",
+        ));
+    }
+    let exclude: Vec<usize> = exclude.into_iter().map(|c| c as usize).collect();
     let delimiter = match field_delim.as_bytes() {
         [d] => *d,
         _ => {
@@ -370,7 +384,8 @@ pub(crate) fn csv_dataset(
                 .header(header)
                 .field_delim(delimiter)
                 .use_quote_delim(use_quote_delim)
-                .na_value(na_value.clone());
+                .na_value(na_value.clone())
+                .exclude_cols(exclude.iter().copied());
             match &select {
                 Some(cols) => reader.select_cols(cols.iter().copied()),
                 None => reader,

@@ -68,8 +68,9 @@ def CsvDataset(
     ``sl.float32``, ``sl.float64`` or ``sl.string`` (or numpy's types) for a required column,
     a value (``0``, ``[0.5]``, ``"n/a"``, ``np.int64(0)``) for a column whose empty or
     ``na_value`` fields take it. ``header=True`` skips each file's first line.
-    ``select_cols`` (ascending, one per default) reads only those columns.
-    ``exclude_cols`` is not supported. A bad field raises
+    ``select_cols`` (ascending, one per default) reads only those columns;
+    ``exclude_cols`` (ascending) reads every other column, so a record has as many fields
+    as ``record_defaults`` and ``exclude_cols`` together. A bad field raises
     :class:`~streamload.errors.InvalidArgumentError` naming the file and the record.
     """
     columns = [_record_default(d) for d in record_defaults]

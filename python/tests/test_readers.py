@@ -79,11 +79,30 @@ def test_csv_record_defaults_as_tensorflow_reads_them(tmp_path):
     assert [type(v) for v in rows[0]] == [np.int32, np.float32, bytes, np.int64]
 
 
+def test_csv_exclude_cols_reads_every_other_column_as_tensorflow(tmp_path):
+    # TensorFlow's csv_dataset_test cases: the record has as many fields as the defaults
+    # and the excluded columns together.
+    path = tmp_path / "a.csv"
+    path.write_text("1,2,3\n5,6,7\n")
+    ds = sl.experimental.CsvDataset(str(path), [sl.string], exclude_cols=[1, 2])
+    assert [to_plain(r) for r in ds] == [["1"], ["5"]]
+    ds = sl.experimental.CsvDataset(str(path), [sl.int64, sl.int64], exclude_cols=[1])
+    assert [to_plain(r) for r in ds] == [[1, 3], [5, 7]]
+    with pytest.raises(sl.InvalidArgumentError, match="Expect 1 fields but have more in record"):
+        list(sl.experimental.CsvDataset(str(path), [sl.string], exclude_cols=[0]))
+    with pytest.raises(sl.InvalidArgumentError, match="Expect 3 fields but have 2 in record"):
+        list(sl.experimental.CsvDataset(str(path), [sl.string] * 3, exclude_cols=[1]))
+
+
 def test_csv_bad_arguments_are_refused_when_the_dataset_is_made(tmp_path):
     with pytest.raises(sl.InvalidArgumentError, match="field_delim"):
         sl.experimental.CsvDataset("x.csv", [sl.int64], field_delim=";;")
-    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols"):
-        sl.experimental.CsvDataset("x.csv", [sl.int64], exclude_cols=[1])
+    with pytest.raises(sl.InvalidArgumentError, match="Either select_cols or exclude_cols"):
+        sl.experimental.CsvDataset("x.csv", [sl.int64], select_cols=[0], exclude_cols=[1])
+    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols should be strictly increasing"):
+        sl.experimental.CsvDataset("x.csv", [sl.int64], exclude_cols=[2, 1])
+    with pytest.raises(sl.InvalidArgumentError, match="exclude_cols should be non-negative"):
+        sl.experimental.CsvDataset("x.csv", [sl.int64], exclude_cols=[-1])
     with pytest.raises(sl.InvalidArgumentError, match="must not be empty"):
         sl.experimental.CsvDataset("x.csv", [])
     with pytest.raises(sl.InvalidArgumentError, match="CSV column"):

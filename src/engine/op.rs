@@ -267,6 +267,12 @@ pub(crate) trait Source: Hash + Send + Sync + 'static {
     /// How many elements it yields.
     fn cardinality(&self) -> Cardinality;
 
+    /// Whether its stream can save its position (a plain generator's cannot: a checkpoint
+    /// through it is refused, naming it).
+    fn resumable(&self) -> bool {
+        true
+    }
+
     /// Its stream for one epoch, from `start`.
     ///
     /// # Errors
@@ -280,6 +286,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// parameters.
     pub(crate) fn from_source<S: Source<Out = T>>(source: S) -> Dataset<T> {
         let key = params_key(&source);
+        let resumable = source.resumable();
         let source = Arc::new(source);
         Dataset::stage_fallible(
             S::NAME,
@@ -290,6 +297,7 @@ impl<T: Send + 'static> Dataset<T> {
             move |ctx| source.open(ctx, ctx.start()),
         )
         .keyed(key)
+        .resumable(resumable)
     }
 }
 

@@ -185,6 +185,8 @@ struct Config {
     quoting: bool,
     na_value: Vec<u8>,
     select: Option<Vec<usize>>,
+    /// Columns left out (ascending): every other field is an output column.
+    exclude: Vec<usize>,
 }
 
 /// Records longer than this are an error rather than a buffer that grows without bound.
@@ -480,7 +482,7 @@ impl RecordParser {
                     }
                     let include = !self.header
                         && match &config.select {
-                            None => true,
+                            None => config.exclude.binary_search(&self.parsed).is_err(),
                             Some(select) => select.get(self.out.len()) == Some(&self.parsed),
                         };
                     match at(data, eof, self.pos)? {
@@ -745,6 +747,7 @@ pub struct CsvDataset {
     quoting: bool,
     na_value: String,
     select: Option<Vec<usize>>,
+    exclude: Vec<usize>,
 }
 
 impl CsvDataset {
@@ -761,6 +764,7 @@ impl CsvDataset {
             quoting: true,
             na_value: String::new(),
             select: None,
+            exclude: Vec::new(),
         }
     }
 
@@ -788,9 +792,34 @@ impl CsvDataset {
         self
     }
 
-    /// Reads only these columns (0-based, ascending; one [`Column`] each).
+    /// Reads only these columns (0-based, ascending; one [`Column`] each). Fields after the
+    /// last of them are not read.
     pub fn select_cols(mut self, columns: impl IntoIterator<Item = usize>) -> Self {
         self.select = Some(columns.into_iter().collect());
+        self
+    }
+
+    /// Reads every column but these (0-based, ascending): the record has as many fields as
+    /// there are [`Column`]s and excluded columns together, as TensorFlow's `exclude_cols`
+    /// (a record with more is "Expect 2 fields but have more in record").
+    ///
+    /// ```
+    /// use streamload::format::{Column, CsvDataset, Field};
+    ///
+    /// # tokio_test::block_on(async {
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("data.csv");
+    /// std::fs::write(&path, "1,skip,0.5\n2,skip,0.25\n")?;
+    /// let rows = CsvDataset::new([path], [Column::int64(), Column::float32()])
+    ///     .exclude_cols([1])
+    ///     .build()
+    ///     .collect()
+    ///     .await?;
+    /// assert_eq!(rows[1], [Field::Int64(2), Field::Float32(0.25)]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    pub fn exclude_cols(mut self, columns: impl IntoIterator<Item = usize>) -> Self {
+        self.exclude = columns.into_iter().collect();
         self
     }
 
@@ -798,8 +827,9 @@ impl CsvDataset {
     ///
     /// # Panics
     ///
-    /// As TensorFlow refuses them when the op is built: no columns, or `select_cols` not
-    /// strictly ascending or of a different length than the columns.
+    /// As TensorFlow refuses them when the op is built: no columns, `select_cols` not
+    /// strictly ascending or of a different length than the columns, `exclude_cols` not
+    /// strictly ascending, or both given.
     pub fn build(self) -> Dataset<Vec<Field>> {
         assert!(
             !self.columns.is_empty(),
@@ -816,6 +846,14 @@ impl CsvDataset {
                 "CsvDataset: select_cols should match output size"
             );
         }
+        assert!(
+            self.select.is_none() || self.exclude.is_empty(),
+            "CsvDataset: Either select_cols or exclude_cols should be empty"
+        );
+        assert!(
+            self.exclude.windows(2).all(|w| w[0] < w[1]),
+            "CsvDataset: exclude_cols should be strictly increasing indices"
+        );
         let buffer_size = self.files.blocks.buffer_size;
         let key = crate::hash::Key::new()
             .bytes(format!("{:?}", self.columns).as_bytes())
@@ -824,6 +862,7 @@ impl CsvDataset {
             .flag(self.quoting)
             .bytes(self.na_value.as_bytes())
             .bytes(format!("{:?}", self.select).as_bytes())
+            .bytes(format!("{:?}", self.exclude).as_bytes())
             .finish();
         let config = Arc::new(Config {
             columns: self.columns,
@@ -832,6 +871,7 @@ impl CsvDataset {
             quoting: self.quoting,
             na_value: self.na_value.into_bytes(),
             select: self.select,
+            exclude: self.exclude,
         });
         let format = FileFormat {
             stage: STAGE,

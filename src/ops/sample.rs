@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::checkpoint::{Prov, State};
 use std::hash::{Hash, Hasher};
 
-use crate::engine::{Beside, BoxStream, Cardinality, Combine, Counting, Ctx, Dataset, Start};
+use crate::engine::{Beside, BoxStream, Cardinality, Combine, Ctx, Dataset, Start};
 use crate::engine::{Inputs as Combined, Opaque, Resumable, Routed, Unkeyed, unsupported};
 use crate::hash::mix64;
 
@@ -167,16 +167,7 @@ pub(crate) fn sample_from_datasets<T: Send + 'static>(
         .filter(|(_, w)| *w > 0.0)
         .unzip();
     match datasets.len() {
-        0 => {
-            return Dataset::stage_resumable(
-                SAMPLE,
-                Cardinality::Finite(0),
-                crate::Options::default(),
-                0,
-                Counting::Wrapped,
-                |_| Empty(std::marker::PhantomData),
-            );
-        }
+        0 => return Dataset::from_source(Empty(std::marker::PhantomData)),
         1 => return datasets.remove(0),
         _ => {}
     }
@@ -565,6 +556,25 @@ impl<T: Send + 'static> Combine<T> for ChooseFrom {
 /// Stream for a `sample_from_datasets` whose weights are all zero: no element.
 #[must_use = "streams do nothing unless polled"]
 struct Empty<T>(std::marker::PhantomData<fn() -> T>);
+
+/// No parameter: its inputs all weighed nothing.
+impl<T> Hash for Empty<T> {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+impl<T: Send + 'static> crate::engine::Source for Empty<T> {
+    type Out = T;
+    type Stream = Empty<T>;
+    const NAME: &'static str = SAMPLE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(0)
+    }
+
+    fn open(&self, _: &Ctx, _: Start<'_>) -> anyhow::Result<Empty<T>> {
+        Ok(Empty(std::marker::PhantomData))
+    }
+}
 
 impl<T> Stream for Empty<T> {
     type Item = anyhow::Result<T>;

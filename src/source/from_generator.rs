@@ -8,9 +8,8 @@ use std::task::{Context, Poll};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State as CheckpointState};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{Cardinality, Ctx, Dataset, Source, Start, Unkeyed};
 use crate::engine::{Resumable, unsupported};
-use crate::options::Options;
 use crate::runtime::{self, ChunkReceiver, ChunkSender, chunk_channel};
 
 const STAGE: &str = "from_generator";
@@ -35,24 +34,48 @@ where
         }
         let _ = tx.blocking_flush();
     });
-    Dataset::stage_resumable(
-        STAGE,
-        Cardinality::Unknown,
-        Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| {
-            // One thread runs the generator: its busy time is the stage's worker time.
-            let stats = ctx.stats_handle();
-            if let Some(stats) = &stats {
-                stats.set_parallelism(1);
-            }
-            let mut generator = Generator::new(Arc::clone(&run), buffer, stats);
-            generator.plain = true;
-            generator
-        },
-    )
-    .resumable(false)
+    Dataset::from_source(FromGenerator {
+        buffer: Unkeyed(buffer),
+        run: Unkeyed(run),
+    })
+}
+
+/// [`Dataset::from_generator`]: nothing to key (a function), and nothing to save.
+struct FromGenerator<T> {
+    buffer: Unkeyed<usize>,
+    run: Unkeyed<Arc<RunFn<T>>>,
+}
+
+crate::engine::keyed_fields!(impl[T] FromGenerator<T> { keyed: [], unkeyed: [buffer, run] });
+
+impl<T: Send + 'static> Source for FromGenerator<T> {
+    type Out = T;
+    type Stream = Generator<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    fn open(&self, ctx: &Ctx, _: Start<'_>) -> anyhow::Result<Generator<T>> {
+        let mut generator = Generator::new(Arc::clone(&self.run), *self.buffer, thread_stats(ctx));
+        generator.plain = true;
+        Ok(generator)
+    }
+}
+
+/// The stage's counters, with its one thread as its parallelism (the generator's busy time
+/// is the stage's worker time).
+fn thread_stats(ctx: &Ctx) -> Option<Arc<crate::stats::StageCounters>> {
+    let stats = ctx.stats_handle();
+    if let Some(stats) = &stats {
+        stats.set_parallelism(1);
+    }
+    stats
 }
 
 /// Why a plain generator cannot be saved.
@@ -73,47 +96,63 @@ where
     I: IntoIterator<Item = anyhow::Result<T>>,
 {
     assert!(buffer > 0, "from_generator_at: buffer must be at least 1");
-    let make = Arc::new(make);
-    Dataset::stage_resumable(
-        STAGE,
-        Cardinality::Unknown,
-        Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| -> BoxStream<T> {
-            let stats = ctx.stats_handle();
-            if let Some(stats) = &stats {
-                stats.set_parallelism(1);
-            }
-            let make = Arc::clone(&make);
-            if let Some(provs) = ctx.replaying() {
-                let wanted: anyhow::Result<Vec<u64>> = provs.iter().map(Prov::single).collect();
-                let wanted = match wanted {
-                    Ok(wanted) => wanted,
-                    Err(e) => return crate::engine::error_stream(e),
-                };
-                let run: Arc<RunFn<T>> = Arc::new(move |tx| replay(&*make, &wanted, tx));
-                let mut generator = Generator::new(run, buffer, stats);
-                generator.picks = Some(Arc::clone(provs));
-                return Box::pin(generator);
-            }
-            let start = match ctx.restoring().map(|s| s.word(0)).transpose() {
-                Ok(start) => start.unwrap_or(0),
-                Err(e) => return crate::engine::error_stream(e),
-            };
-            let run: Arc<RunFn<T>> = Arc::new(move |tx| {
-                for item in make(start) {
-                    if tx.blocking_send(item).is_err() {
-                        return; // the epoch was dropped
-                    }
-                }
-                let _ = tx.blocking_flush();
-            });
+    Dataset::from_source(FromGeneratorAt {
+        buffer: Unkeyed(buffer),
+        make: Unkeyed(Arc::new(make)),
+    })
+}
+
+/// [`Dataset::from_generator_at`]: nothing to key (a function).
+struct FromGeneratorAt<F> {
+    buffer: Unkeyed<usize>,
+    make: Unkeyed<Arc<F>>,
+}
+
+crate::engine::keyed_fields!(impl[F] FromGeneratorAt<F> { keyed: [], unkeyed: [buffer, make] });
+
+impl<T, I, F> Source for FromGeneratorAt<F>
+where
+    T: Send + 'static,
+    I: IntoIterator<Item = anyhow::Result<T>>,
+    F: Fn(u64) -> I + Send + Sync + 'static,
+{
+    type Out = T;
+    type Stream = Generator<T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// Fresh, restored (`make(next)`), or in replay (the wanted positions made in runs).
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<Generator<T>> {
+        let (buffer, stats, make) = (*self.buffer, thread_stats(ctx), Arc::clone(&self.make));
+        if let Start::Replay(provs) = start {
+            let wanted: Vec<u64> = provs
+                .iter()
+                .map(Prov::single)
+                .collect::<anyhow::Result<_>>()?;
+            let run: Arc<RunFn<T>> = Arc::new(move |tx| replay(&*make, &wanted, tx));
             let mut generator = Generator::new(run, buffer, stats);
-            generator.next = start;
-            Box::pin(generator)
-        },
-    )
+            generator.picks = Some(Arc::clone(provs));
+            return Ok(generator);
+        }
+        let start = match start {
+            Start::Restore(state) => state.word(0)?,
+            _ => 0,
+        };
+        let run: Arc<RunFn<T>> = Arc::new(move |tx| {
+            for item in make(start) {
+                if tx.blocking_send(item).is_err() {
+                    return; // the epoch was dropped
+                }
+            }
+            let _ = tx.blocking_flush();
+        });
+        let mut generator = Generator::new(run, buffer, stats);
+        generator.next = start;
+        Ok(generator)
+    }
 }
 
 /// Wanted positions at most this far apart are made in one pass of the generator (the
