@@ -236,6 +236,54 @@ async fn projection_reads_the_columns_asked_for_in_that_order() {
 }
 
 #[tokio::test]
+async fn excluded_columns_are_left_out_and_a_missing_one_is_named() {
+    let path = data("types-none.parquet");
+    let all = read(ParquetDataset::new([&path])).await;
+    let names = |b: &RecordBatch| -> Vec<String> {
+        b.schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    };
+    let kept = read(ParquetDataset::new([&path]).exclude_columns(["label", "value"])).await;
+    assert_eq!(kept.len(), all.len());
+    for (k, a) in kept.iter().zip(&all) {
+        let want: Vec<String> = names(a)
+            .into_iter()
+            .filter(|n| n != "label" && n != "value")
+            .collect();
+        assert_eq!(names(k), want);
+        for name in &want {
+            assert_eq!(k.column_by_name(name), a.column_by_name(name), "{name}");
+        }
+    }
+    // With `columns`: left out of those.
+    let kept = read(
+        ParquetDataset::new([&path])
+            .columns(["id", "value"])
+            .exclude_columns(["value"]),
+    )
+    .await;
+    assert_eq!(names(&kept[0]), ["id"]);
+    let e = ParquetDataset::new([&path])
+        .exclude_columns(["nope"])
+        .build()
+        .collect()
+        .await
+        .unwrap_err();
+    let text = format!("{e:#}");
+    assert!(
+        text.contains("types-none.parquet") && text.contains("exclude_cols: no column `nope`"),
+        "{text}"
+    );
+    assert!(matches!(
+        e.downcast_ref::<streamload::Error>(),
+        Some(streamload::Error::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
 async fn tensors_refuse_nulls_and_types_they_cannot_hold() {
     let batches = read(ParquetDataset::new([data("types-none.parquet")])).await;
     let b = &batches[0];

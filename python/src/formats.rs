@@ -222,21 +222,11 @@ pub(crate) fn sample(sample: streamload::format::Sample) -> Value {
 // ---------------------------------------------------------------------------------------
 // Parquet
 
-/// A record batch as a dict of its columns but those in `exclude`, each a tensor with one
-/// row per row. A name in `exclude` that is no column of the batch is an error.
-pub(crate) fn record_batch(batch: &RecordBatch, exclude: &[String]) -> anyhow::Result<Value> {
+/// A record batch as a dict of its columns, each a tensor with one row per row.
+pub(crate) fn record_batch(batch: &RecordBatch) -> anyhow::Result<Value> {
     let schema = batch.schema();
-    if let Some(missing) = exclude.iter().find(|n| schema.index_of(n).is_err()) {
-        let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
-        return Err(invalid(format!(
-            "exclude_cols: no column `{missing}` (the columns are {names:?})"
-        )));
-    }
     let mut out = BTreeMap::new();
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        if exclude.contains(field.name()) {
-            continue;
-        }
         let value = arrow_column(column, field.name())?;
         out.insert(field.name().clone(), value);
     }

@@ -416,9 +416,8 @@ pub(crate) fn parquet_dataset(
             "ParquetDataset: columns and exclude_cols are mutually exclusive",
         ));
     }
-    // Left out of each batch's dict (the reader still fetches and decodes them: it takes
-    // a list of the columns to read, and the names of the others are in the files).
-    let exclude = std::sync::Arc::new(exclude_cols.unwrap_or_default());
+    // Left out by the reader (their column chunks are not fetched).
+    let exclude = exclude_cols.unwrap_or_default();
     if batch_size <= 0 {
         return Err(errors::invalid(
             py,
@@ -426,7 +425,9 @@ pub(crate) fn parquet_dataset(
         ));
     }
     let make = move |files: Vec<Location>, reads: Option<Parallelism>| {
-        let mut reader = ParquetDataset::new(files).batch_size(batch_size as usize);
+        let mut reader = ParquetDataset::new(files)
+            .batch_size(batch_size as usize)
+            .exclude_columns(exclude.iter().cloned());
         if let Some(names) = &columns {
             reader = reader.columns(names.iter().cloned());
         }
@@ -437,12 +438,10 @@ pub(crate) fn parquet_dataset(
     };
     let make = std::sync::Arc::new(make);
     let build = std::sync::Arc::clone(&make);
-    let leave_out = std::sync::Arc::clone(&exclude);
     let mut ds = read_files(py, filenames, num_parallel_reads, move |files, reads| {
-        let leave_out = std::sync::Arc::clone(&leave_out);
         build(files, reads)
             .build()
-            .try_map(move |batch| formats::record_batch(&batch, &leave_out))
+            .try_map(|batch| formats::record_batch(&batch))
     })?;
     if let Some(files) = listed(filenames)? {
         let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
@@ -451,7 +450,7 @@ pub(crate) fn parquet_dataset(
                 let reader = make(files.clone(), reads);
                 crate::runtime::runtime()?.block_on(reader.shard_source())
             },
-            move |batch| formats::record_batch(&batch, &exclude),
+            |batch| formats::record_batch(&batch),
         ));
     }
     Ok(ds)

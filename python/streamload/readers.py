@@ -130,10 +130,9 @@ def ParquetDataset(
     """Parquet files as batches of rows: each element a dict of ``columns`` (default all),
     each a numpy array with one row per row of the batch. ``exclude_cols`` names columns
     to leave out instead (as ``tf.data.experimental.CsvDataset``'s; not with
-    ``columns``): they are still fetched and decoded, but never converted, so a column
-    with nulls or ragged lists can be left out this way; a name that is no column raises
-    :class:`~streamload.errors.InvalidArgumentError`. To read fewer bytes, name the
-    columns to read with ``columns``.
+    ``columns``): they are not fetched, so a column with nulls or ragged lists can be left
+    out this way; a name that is no column raises
+    :class:`~streamload.errors.InvalidArgumentError` naming the file.
 
     A batch holds at most ``batch_size`` rows of one row group (the last of each row group
     is shorter); ``.unbatch()`` gives rows, ``.unbatch().batch(n)`` batches of exactly ``n``.

@@ -71,6 +71,7 @@ impl std::fmt::Debug for FileMeta {
 pub(super) async fn read_footer(
     location: &Location,
     columns: Option<&[String]>,
+    exclude: &[String],
 ) -> anyhow::Result<FileMeta> {
     let identity = storage::stat(location).await?;
     let len = identity.size;
@@ -128,8 +129,8 @@ pub(super) async fn read_footer(
     let metadata = Arc::new(metadata);
     let arrow = guard(|| ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()))
         .map_err(|e| anyhow::anyhow!("{location}: damaged footer: its schema: {e}"))?;
-    let (mask, roots) =
-        projection(&arrow, columns).map_err(|e| anyhow::anyhow!("{location}: {e}"))?;
+    let (mask, roots) = projection(&arrow, columns, exclude)
+        .map_err(|e| crate::Error::InvalidArgument(format!("{location}: {e}")))?;
     let mut sorted: Vec<usize> = roots.iter().map(|(i, _)| *i).collect();
     sorted.sort_unstable();
     sorted.dedup();
@@ -191,14 +192,29 @@ fn check_chunks(metadata: &ParquetMetaData, data_end: u64) -> Result<(), String>
     Ok(())
 }
 
-/// The root columns named (all when `None`) as a projection, with their indices and names.
+/// The root columns named (all when `None`) but those in `exclude`, as a projection, with
+/// their indices and names.
 fn projection(
     arrow: &ArrowReaderMetadata,
     columns: Option<&[String]>,
+    exclude: &[String],
 ) -> Result<(ProjectionMask, Vec<(usize, String)>), String> {
     let schema = arrow.metadata().file_metadata().schema_descr();
     let fields = schema.root_schema().get_fields();
     let names: Vec<&str> = fields.iter().map(|f| f.name()).collect();
+    let listed = || {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(missing) = exclude.iter().find(|c| !names.contains(&c.as_str())) {
+        return Err(format!(
+            "exclude_cols: no column `{missing}` (the file has {})",
+            listed()
+        ));
+    }
     let roots: Vec<(usize, String)> = match columns {
         None => names
             .iter()
@@ -209,17 +225,14 @@ fn projection(
             .iter()
             .map(|c| match names.iter().position(|n| n == c) {
                 Some(i) => Ok((i, c.clone())),
-                None => Err(format!(
-                    "no column `{c}` (the file has {})",
-                    names
-                        .iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
+                None => Err(format!("no column `{c}` (the file has {})", listed())),
             })
             .collect::<Result<_, _>>()?,
     };
+    let roots: Vec<(usize, String)> = roots
+        .into_iter()
+        .filter(|(_, name)| !exclude.contains(name))
+        .collect();
     let mask = ProjectionMask::roots(schema, roots.iter().map(|(i, _)| *i));
     Ok((mask, roots))
 }

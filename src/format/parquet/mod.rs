@@ -140,6 +140,7 @@ const FOOTERS_AT_ONCE: usize = 16;
 pub struct ParquetDataset {
     files: Vec<Location>,
     columns: Option<Vec<String>>,
+    exclude: Vec<String>,
     batch_size: usize,
     shard: (u64, u64),
     num_parallel_reads: Parallelism,
@@ -152,6 +153,7 @@ impl ParquetDataset {
         ParquetDataset {
             files: files.into_iter().map(Into::into).collect(),
             columns: None,
+            exclude: Vec::new(),
             batch_size: 1024,
             shard: (1, 0),
             num_parallel_reads: Parallelism::Autotune,
@@ -166,6 +168,17 @@ impl ParquetDataset {
     /// A name a file does not have is an error naming the file and listing its columns.
     pub fn columns<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
         self.columns = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Leaves these columns out (top-level fields, by name): their column chunks are not
+    /// fetched. With [`columns`](ParquetDataset::columns), they are left out of those.
+    ///
+    /// # Errors
+    ///
+    /// A name a file does not have is an error naming the file and listing its columns.
+    pub fn exclude_columns<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.exclude = names.into_iter().map(Into::into).collect();
         self
     }
 
@@ -273,6 +286,10 @@ fn fingerprint(config: &ParquetDataset) -> u64 {
         text.push_str(column);
         text.push('\u{1}');
     }
+    for column in &config.exclude {
+        text.push_str(column);
+        text.push('\u{2}');
+    }
     words.push(hash_bytes(text.as_bytes()));
     words
         .into_iter()
@@ -307,11 +324,11 @@ struct Plan {
 /// Reads every footer (a few at once), yields each failure as an error, and lays out the
 /// units.
 async fn plan(config: &ParquetDataset) -> (Arc<Plan>, Vec<anyhow::Error>) {
-    let columns = config.columns.clone();
+    let (columns, exclude) = (config.columns.clone(), Arc::new(config.exclude.clone()));
     let footers: Vec<anyhow::Result<FileMeta>> = stream::iter(config.files.clone())
         .map(|location| {
-            let columns = columns.clone();
-            async move { read_footer(&location, columns.as_deref()).await }
+            let (columns, exclude) = (columns.clone(), Arc::clone(&exclude));
+            async move { read_footer(&location, columns.as_deref(), &exclude).await }
         })
         .buffered(FOOTERS_AT_ONCE)
         .collect()
