@@ -218,15 +218,13 @@ impl<T: Send + 'static> Dataset<T> {
     /// and its input's, whose stream `op` opens from the epoch's start.
     pub(crate) fn then<O: Operation<T>>(&self, op: O) -> Dataset<O::Out> {
         let key = params_key(&op);
-        let mut resumable = self.is_resumable() && op.resumable();
-        let (mut options, mut depth) = (self.options().clone(), self.depth() + 1);
-        let mut small = self.is_small() && O::SMALL;
-        if let Some(beside) = op.beside() {
-            options = options.merge(&beside.options);
-            depth = depth.max(beside.depth + 1);
-            resumable &= beside.resumable;
-            small &= beside.small;
-        }
+        let (options, depth, resumable, small) = Beside::add(
+            op.beside(),
+            self.options().clone(),
+            self.depth() + 1,
+            self.is_resumable() && op.resumable(),
+            self.is_small() && O::SMALL,
+        );
         let op = Arc::new(op);
         let input = self.clone();
         Dataset::stage_fallible(
@@ -351,6 +349,26 @@ impl Beside {
             small: dataset.is_small(),
         }
     }
+
+    /// A stage's options, depth, and whether it can be saved and is small, from its inputs'
+    /// (given), with `beside` counted as one more input.
+    fn add(
+        beside: Option<Beside>,
+        options: crate::Options,
+        depth: u64,
+        resumable: bool,
+        small: bool,
+    ) -> (crate::Options, u64, bool, bool) {
+        match beside {
+            None => (options, depth, resumable, small),
+            Some(b) => (
+                options.merge(&b.options),
+                depth.max(b.depth + 1),
+                resumable && b.resumable,
+                small && b.small,
+            ),
+        }
+    }
 }
 
 /// A [`Combine`] operation's inputs, for its [`open`](Combine::open).
@@ -389,18 +407,15 @@ impl<T: Send + 'static> Dataset<T> {
     /// inputs' (in order), whose stream `op` opens from the epoch's start.
     pub(crate) fn combine<O: Combine<T>>(inputs: Vec<Dataset<T>>, op: O) -> Dataset<O::Out> {
         let cards: Vec<Cardinality> = inputs.iter().map(Dataset::cardinality).collect();
-        let mut options = inputs
-            .iter()
-            .fold(crate::Options::default(), |o, d| o.merge(d.options()));
-        let mut depth = inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1;
-        let mut resumable = inputs.iter().all(Dataset::is_resumable);
-        let mut small = inputs.iter().all(Dataset::is_small);
-        if let Some(beside) = op.beside() {
-            options = options.merge(&beside.options);
-            depth = depth.max(beside.depth + 1);
-            resumable &= beside.resumable;
-            small &= beside.small;
-        }
+        let (options, depth, resumable, small) = Beside::add(
+            op.beside(),
+            inputs
+                .iter()
+                .fold(crate::Options::default(), |o, d| o.merge(d.options())),
+            inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1,
+            inputs.iter().all(Dataset::is_resumable),
+            inputs.iter().all(Dataset::is_small),
+        );
         let mut key = Key::new().word(inputs.len() as u64).word(params_key(&op));
         for input in &inputs {
             key = key.word(input.fingerprint());
