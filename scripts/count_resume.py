@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""How much resume code the operations carry (issue 29's measure), at a git revision.
+
+Counts, in `src/ops`, `src/source` and the facade (`src/dataset.rs` or `src/dataset/`), every
+line of an `impl Resumable for` block, plus every other line (not a comment, not in a test
+module) that names a resume concept (save, restore, replay, State, Prov, positions, holds,
+marks, checkpoints). It reads the tree as text, so it compares revisions across a redesign.
+
+    python3 scripts/count_resume.py REV [--files]     # e.g. eb848c5 (before issue 29), HEAD
+"""
+
+import re
+import subprocess
+import sys
+
+ROOTS = ["src/ops", "src/source", "src/dataset.rs", "src/dataset"]
+CONCEPT = re.compile(
+    r"Resumable|\bsave|restor|Restor|replay|Replay|\bState\b|State::|\bProv\b|provs?\b"
+    r"|\bwords?\(|\.words|\bagain|Hold\b|\.hold|\bheld|Held|positions|resum|Resum|Skipping"
+    r"|Marker|pending|Refill|refill|checkpoint|last_prov|ctx\.resume|Routed|for_input"
+)
+
+
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout
+
+
+def count(lines):
+    n, i = 0, 0
+    while i < len(lines):
+        line = lines[i]
+        if re.match(r"#\[cfg\(test\)\]", line):
+            break
+        if re.match(r"\s*impl.*\bResumable for\b", line):
+            indent = len(line) - len(line.lstrip())
+            j = i
+            while j < len(lines) and not (
+                lines[j].startswith(" " * indent + "}") and len(lines[j].rstrip()) == indent + 1
+            ):
+                j += 1
+            n += j - i + 1
+            i = j + 1
+            continue
+        text = line.strip()
+        if text and not text.startswith("//") and CONCEPT.search(text):
+            n += 1
+        i += 1
+    return n
+
+
+def main():
+    rev = sys.argv[1]
+    files = [f for f in git("ls-tree", "-r", "--name-only", rev, *ROOTS).split() if f.endswith(".rs")]
+    per = {f: count(git("show", f"{rev}:{f}").split("\n")) for f in files}
+    print(f"{rev}: {sum(per.values())} lines of resume code in {len(files)} files")
+    if "--files" in sys.argv:
+        for f, n in sorted(per.items(), key=lambda x: -x[1]):
+            print(f"{n:6} {f}")
+
+
+if __name__ == "__main__":
+    main()
