@@ -24,18 +24,6 @@ impl Key {
         Key(mix64(self.0 ^ mix64(word)))
     }
 
-    pub(crate) fn flag(self, on: bool) -> Self {
-        self.word(u64::from(on))
-    }
-
-    /// An optional value: `None` and every `Some` differ.
-    pub(crate) fn option(self, word: Option<u64>) -> Self {
-        match word {
-            Some(w) => self.word(1).word(w),
-            None => self.word(0),
-        }
-    }
-
     pub(crate) fn bytes(self, bytes: &[u8]) -> Self {
         bytes
             .chunks(8)

@@ -397,8 +397,8 @@ fn r() -> Dataset<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> anyhow::Result<()> {
     use streamload::format::{
-        Column, CsvDataset, FixedLengthRecordDataset, JsonLinesDataset, Sample, ShardWriter,
-        WebDataset,
+        Column, CsvDataset, FixedLengthRecordDataset, IndexedTFRecords, JsonLinesDataset, Sample,
+        ShardWriter, TFRecordIndex, WebDataset,
     };
     use streamload::{BucketOptions, Options};
 
@@ -540,6 +540,14 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         [0, 2]
     );
     differ!(
+        "CsvDataset exclude_cols",
+        |e: [usize; 1]| CsvDataset::new([&text], vec![Column::int64(), Column::string()])
+            .exclude_cols(e)
+            .build(),
+        [1],
+        [2]
+    );
+    differ!(
         "FixedLengthRecordDataset record_bytes",
         |n| FixedLengthRecordDataset::new([&text], n).build(),
         4,
@@ -611,6 +619,34 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         |c| WebDataset::new(&shards).compression(c).build(),
         Compression::Auto,
         Compression::None
+    );
+    // Indexed TFRecord files: the records chosen and their order.
+    for path in &paths {
+        let mut index = path.clone().into_os_string();
+        index.push(".idx");
+        TFRecordIndex::build(path).await?.write(index).await?;
+    }
+    let indexed = IndexedTFRecords::open(&paths).await?;
+    differ!(
+        "IndexedTFRecords shard",
+        |i| indexed.clone().shard(2, i).records(),
+        0,
+        1
+    );
+    differ!(
+        "IndexedTFRecords shuffle_records",
+        |s: Option<u64>| match s {
+            Some(s) => indexed.clone().shuffle_records(s).records(),
+            None => indexed.records(),
+        },
+        None,
+        Some(1)
+    );
+    differ!(
+        "IndexedTFRecords seed",
+        |s| indexed.clone().shuffle_records(s).records(),
+        1,
+        2
     );
 
     // Operations.
@@ -827,6 +863,135 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
     )
     .await;
     Ok(())
+}
+
+/// The array and column readers too: every parameter that decides their elements is in the
+/// recipe's fingerprint (each format's builder is keyed field by field, so one added later
+/// does not build until it is keyed or left out).
+#[cfg(any(feature = "parquet", feature = "hdf5", feature = "zarr"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_parameter_of_the_array_and_column_readers_is_in_the_fingerprint() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    #[cfg(feature = "parquet")]
+    {
+        use streamload::format::parquet::ParquetDataset;
+        let file = data.join("parquet/types-none.parquet");
+        let parquet = || ParquetDataset::new([&file]).batch_size(100);
+        differ!(
+            "ParquetDataset columns",
+            |c: &[&str]| parquet().columns(c.iter().copied()).build(),
+            &["id", "label"],
+            &["id", "name"]
+        );
+        differ!(
+            "ParquetDataset exclude_columns",
+            |c| parquet().exclude_columns([c]).build(),
+            "blob",
+            "name"
+        );
+        differ!(
+            "ParquetDataset batch_size",
+            |n| ParquetDataset::new([&file]).batch_size(n).build(),
+            100,
+            50
+        );
+        differ!(
+            "ParquetDataset shard",
+            |i| parquet().shard(2, i).build(),
+            0,
+            1
+        );
+        differ!(
+            "ParquetDataset files",
+            |other: bool| {
+                let second = if other { "types-zstd" } else { "types-none" };
+                let second = data.join(format!("parquet/{second}.parquet"));
+                ParquetDataset::new([&file, &second]).build()
+            },
+            false,
+            true
+        );
+    }
+    #[cfg(feature = "hdf5")]
+    {
+        use streamload::format::hdf5::Hdf5Dataset;
+        let files = [data.join("hdf5/scenes-0.h5"), data.join("hdf5/scenes-1.h5")];
+        let h5 = || Hdf5Dataset::new(&files, "/scenes/points");
+        let filters = [data.join("hdf5/filters.h5")];
+        differ!(
+            "Hdf5Dataset dataset",
+            |d| Hdf5Dataset::new(&filters, d).build::<f32>(),
+            "/gzip",
+            "/lzf"
+        );
+        differ!(
+            "Hdf5Dataset slices",
+            |k| h5().slices(k).build::<f32>(),
+            4,
+            5
+        );
+        differ!(
+            "Hdf5Dataset select_rows",
+            |n| h5().select_rows(0..n).build::<f32>(),
+            30,
+            20
+        );
+        differ!(
+            "Hdf5Dataset patches",
+            |seed| h5().patches([4, 16, 3], 3, seed).build::<f32>(),
+            1,
+            2
+        );
+        refused(
+            "Hdf5Dataset with_labels",
+            || h5().build::<f32>().map(|a| a.len()),
+            || {
+                h5().with_labels("/scenes/labels")
+                    .build_labeled::<f32, i64>()
+                    .map(|(a, _)| a.len())
+            },
+        )
+        .await;
+        differ!(
+            "Hdf5Dataset fill_missing_chunks",
+            |on| h5().fill_missing_chunks(on).build::<f32>(),
+            false,
+            true
+        );
+    }
+    #[cfg(feature = "zarr")]
+    {
+        use streamload::format::zarr::ZarrDataset;
+        let stores = [
+            data.join("zarr/scenes-0.zarr"),
+            data.join("zarr/scenes-1.zarr"),
+        ];
+        let zarr = || ZarrDataset::new(&stores, "points");
+        differ!(
+            "ZarrDataset array",
+            |a| ZarrDataset::new(&stores, a).build::<f32>(),
+            "points",
+            "labels"
+        );
+        differ!(
+            "ZarrDataset slices",
+            |k| zarr().slices(k).build::<f32>(),
+            4,
+            5
+        );
+        differ!(
+            "ZarrDataset chunks",
+            |on: bool| if on { zarr().chunks() } else { zarr() }.build::<f32>(),
+            false,
+            true
+        );
+        differ!(
+            "ZarrDataset select_rows",
+            |n| zarr().select_rows(0..n).build::<f32>(),
+            30,
+            20
+        );
+    }
 }
 
 /// An epoch of `a` cut after `k` elements and resumed with `b`, which differs from `a` only

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::engine::Dataset;
-use crate::hash::Key;
 use crate::options::Options;
 
 impl<T: Send + 'static> Dataset<T> {
@@ -44,10 +43,15 @@ impl<T: Send + 'static> Dataset<T> {
         // Not a stage of its own: it only changes the options, so it is not counted. The
         // options that decide the elements and their order (the global seed, determinism)
         // are part of the recipe; the budgets and statistics are not.
-        let key = Key::new()
-            .option(merged.seed)
-            .option(merged.deterministic.map(u64::from))
-            .finish();
+        // Every field named: one added later does not build until it is keyed or left out.
+        let Options {
+            deterministic,
+            seed,
+            stats_timing: _,
+            cpu_budget: _,
+            ram_budget: _,
+        } = &merged;
+        let key = crate::engine::params_key(&(seed, deterministic));
         let mut ds = self.same_stage(merged, move |ctx| input.build(ctx));
         if options.seed.is_some() || options.deterministic.is_some() {
             ds = ds.keyed(key);

@@ -539,15 +539,31 @@ impl Plan {
 
     /// A word of everything the recipe depends on (its checkpoints name it).
     pub(crate) fn key(&self) -> u64 {
-        let mut h = mix64(self.listing ^ mix64(self.target));
-        h = mix64(h ^ self.dist.rank as u64);
-        h = mix64(h ^ ((self.dist.world_size as u64) << 1));
-        h = mix64(h ^ self.dist.rotation.map_or(0, |s| mix64(s) | 1));
-        h = mix64(h ^ self.dist.remainder as u64 ^ ((self.policy as u64) << 8));
-        for unit in &self.units {
-            h = mix64(h ^ mix64(unit.file as u64) ^ unit.start.rotate_left(17) ^ unit.end);
-        }
-        h
+        // Every field named: one added later does not build until it is keyed or left out.
+        // The names and counts are keyed as `listing`; the shards and the phase follow from
+        // the units; the policy asked for is keyed as the one applied.
+        let Plan {
+            dist,
+            policy,
+            names: _,
+            counts: _,
+            units,
+            shards: _,
+            target,
+            listing,
+            phase: _,
+        } = self;
+        let Distribute {
+            rank,
+            world_size,
+            policy: _,
+            remainder,
+            rotation,
+        } = dist;
+        let params = (
+            listing, target, rank, world_size, rotation, remainder, policy,
+        );
+        crate::engine::params_key(&(params, units))
     }
 }
 

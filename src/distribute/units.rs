@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use super::{Distributed, Plan, Remainder, ShardPolicy, ShardSource, assign};
-use crate::engine::{Cardinality, Counting, Dataset};
-use crate::options::Options;
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start};
 
 const STAGE: &str = "distribute";
 
@@ -36,24 +35,36 @@ fn listing(plan: &Plan, epoch: u64) -> Vec<(usize, bool)> {
     out
 }
 
+/// This rank's units of each epoch (see [`listing`]): the source of the `distribute` stage.
+struct Listing(Arc<Plan>);
+
+impl std::hash::Hash for Listing {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.key().hash(state);
+    }
+}
+
+impl Source for Listing {
+    type Out = (usize, bool);
+    type Stream = BoxStream<(usize, bool)>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// The start is the context's.
+    fn open(&self, ctx: &Ctx, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let items: Arc<[(usize, bool)]> = listing(&self.0, ctx.epoch()).into();
+        Ok(crate::source::from_iter::list(ctx, items, STAGE))
+    }
+}
+
 pub(super) fn dataset<S: ShardSource>(
     plan: Arc<Plan>,
     source: Arc<S>,
 ) -> Dataset<Distributed<S::Item>> {
-    let key = plan.key();
-    let list_plan = Arc::clone(&plan);
-    let list = Dataset::stage_resumable(
-        STAGE,
-        Cardinality::Unknown,
-        Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| {
-            let items: Arc<[(usize, bool)]> = listing(&list_plan, ctx.epoch()).into();
-            crate::source::from_iter::list(ctx, items, STAGE)
-        },
-    )
-    .keyed(key);
+    let list = Dataset::from_source(Listing(Arc::clone(&plan)));
     let read_plan = Arc::clone(&plan);
     let tagged = list.flat_map(move |(u, padded)| {
         let unit = read_plan.units[u];

@@ -27,7 +27,7 @@ pub(crate) use ctx::{Counting, Ctx};
 pub use epoch::Epoch;
 pub(crate) use hold::Hold;
 pub(crate) use op::{
-    Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields,
+    Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields, params_key,
 };
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};

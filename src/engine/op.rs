@@ -140,7 +140,7 @@ impl<'a, T: Send + 'static> Input<'a, T> {
 /// A value an operation holds beside its parameters that is not part of the recipe's
 /// fingerprint: a function (which cannot be compared), or a setting that changes speed but
 /// not the elements nor their order (a parallelism, a buffer size).
-#[derive(Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Unkeyed<T>(pub(crate) T);
 
 impl<T> Hash for Unkeyed<T> {
@@ -262,6 +262,12 @@ pub(crate) trait Source: Hash + Send + Sync + 'static {
         Counting::Wrapped
     }
 
+    /// Its name in the statistics and in its saved state: [`NAME`](Source::NAME), unless its
+    /// parameters name it (a file's reader is named by its format).
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
     /// How many elements it yields.
     fn cardinality(&self) -> Cardinality;
 
@@ -287,7 +293,7 @@ impl<T: Send + 'static> Dataset<T> {
         let resumable = source.resumable();
         let source = Arc::new(source);
         Dataset::stage_fallible(
-            S::NAME,
+            source.name(),
             source.cardinality(),
             crate::options::Options::default(),
             0,

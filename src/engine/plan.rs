@@ -207,28 +207,10 @@ impl<T: Send + 'static> Dataset<T> {
     where
         S: Stream<Item = anyhow::Result<T>> + Send + 'static,
     {
-        Self::stage_resumable(name, cardinality, options, depth, counting, move |ctx| {
-            Opaque::new(build(ctx), name)
+        Self::stage_fallible(name, cardinality, options, depth, counting, move |ctx| {
+            Ok(Opaque::new(build(ctx), name))
         })
         .resumable(false)
-    }
-
-    /// A stage whose stream saves its position ([`Resumable`]), its statistics kept as
-    /// `counting` says.
-    pub(crate) fn stage_resumable<S>(
-        name: &'static str,
-        cardinality: Cardinality,
-        options: Options,
-        depth: u64,
-        counting: Counting,
-        build: impl Fn(&Ctx) -> S + Send + Sync + 'static,
-    ) -> Self
-    where
-        S: StageStream<T> + 'static,
-    {
-        Self::stage_fallible(name, cardinality, options, depth, counting, move |ctx| {
-            Ok(build(ctx))
-        })
     }
 
     /// A stage whose stream saves its position, made by `build` or failing to be (an error

@@ -21,7 +21,7 @@ use futures::stream::{self, Stream, StreamExt, TryStreamExt};
 use ndarray::{ArrayD, Axis};
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset, Resumable, unsupported};
+use crate::engine::{self, BoxStream, Cardinality, Ctx, Dataset, Resumable, Unkeyed, unsupported};
 use crate::error::Error;
 use crate::options::Parallelism;
 use crate::runtime;
@@ -33,7 +33,7 @@ pub(crate) const OPEN_AT_ONCE: usize = 16;
 pub(crate) const BLOCK_BYTES: u64 = 1 << 20;
 
 /// What each element is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub(crate) enum Mode {
     /// One element per row.
     Rows,
@@ -49,7 +49,7 @@ pub(crate) enum Mode {
 }
 
 /// Random patches: their shape, how many per file and epoch, and the seed of their origins.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub(crate) struct Patches {
     pub(crate) shape: Vec<u64>,
     pub(crate) per_file: u64,
@@ -68,6 +68,21 @@ pub(crate) struct Recipe {
     /// Only these elements of each file, by index (rows, slices or patches: a data-parallel
     /// rank's unit, see [`Shards`]).
     pub(crate) only: Option<Range<u64>>,
+}
+
+impl std::hash::Hash for Recipe {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field named: one added later does not build until it is keyed or left out.
+        let Recipe {
+            files,
+            mode,
+            shard,
+            num_parallel_reads: _,
+            select,
+            only,
+        } = self;
+        (files, mode, shard, select, only).hash(state);
+    }
 }
 
 impl Recipe {
@@ -113,47 +128,6 @@ impl Recipe {
             "{what}::shard: index {index} must be less than num_shards {num_shards}"
         );
         self.shard = (num_shards, index);
-    }
-
-    /// The recipe's parameters and the format's (`parts`, `flags`) as a number, for the
-    /// checkpoint's fingerprint.
-    pub(crate) fn fingerprint(&self, parts: &[Option<&str>], flags: u64) -> u64 {
-        let mut text = String::new();
-        for file in &self.files {
-            text.push_str(&file.to_string());
-            text.push('\0');
-        }
-        for range in self.select.iter().flatten() {
-            text.push_str(&format!("{}..{},", range.start, range.end));
-        }
-        match &self.mode {
-            Mode::Patches(p) => {
-                text.push_str(&format!("patches {:?} {} {};", p.shape, p.per_file, p.seed));
-            }
-            Mode::Chunks => text.push_str("chunks;"),
-            Mode::Rows | Mode::Slices(_) => {}
-        }
-        for part in parts {
-            text.push_str(part.unwrap_or("\u{2}"));
-            text.push('\u{1}');
-        }
-        let hash = text.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-        });
-        [
-            match self.mode {
-                Mode::Slices(k) => k,
-                _ => 0,
-            },
-            flags,
-            self.only.as_ref().map_or(u64::MAX, |r| r.start),
-            self.only.as_ref().map_or(u64::MAX, |r| r.end),
-            self.shard.0,
-            self.shard.1,
-            hash,
-        ]
-        .into_iter()
-        .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
     }
 
     /// The range read along each axis of an array of `shape` in `location` (`what` names
@@ -324,7 +298,8 @@ pub(crate) fn labeled<T, L>(data: ArrayD<T>, labels: Option<ArrayD<L>>) -> (Arra
     (data, labels)
 }
 
-/// The dataset of `source`'s elements, made by `make`; `key` is the format's fingerprint.
+/// The dataset of `source`'s elements, made by `make`; `key` is the key of the format's
+/// parameters (its builder's fields: see each format's `key`).
 pub(crate) fn build<S: Source, Out: Send + 'static>(
     source: S,
     key: u64,
@@ -334,29 +309,46 @@ where
     S::Data: Clone,
     S::Labels: Clone,
 {
-    let source = Arc::new(source);
-    Dataset::stage_resumable(
-        S::STAGE,
-        Cardinality::Unknown,
-        crate::options::Options::default(),
-        0,
-        Counting::Wrapped,
-        move |ctx| -> BoxStream<Out> {
-            let source = Arc::clone(&source);
-            let stats = ctx.stats_handle();
-            let epoch = ctx.epoch();
-            if let Some(provs) = ctx.replaying() {
-                let provs = Arc::clone(provs);
-                return Box::pin(Replay::new(source, provs, make, stats, epoch));
-            }
-            let restored = match ctx.restoring().map(Saved::from_state).transpose() {
-                Ok(restored) => restored,
-                Err(e) => return crate::engine::error_stream(e),
-            };
-            Box::pin(Rows::new(source, restored, make, stats, epoch))
-        },
-    )
-    .keyed(key)
+    Dataset::from_source(Elements {
+        source: Unkeyed(Arc::new(source)),
+        key,
+        make: Unkeyed(make),
+    })
+}
+
+/// An array format's elements: the source of its stage.
+struct Elements<S: Source, Out> {
+    source: Unkeyed<Arc<S>>,
+    key: u64,
+    make: Unkeyed<Make<S::Data, S::Labels, Out>>,
+}
+
+crate::engine::keyed_fields!(impl[S: Source, Out] Elements<S, Out> { keyed: [key], unkeyed: [source, make] });
+
+impl<S: Source, Out: Send + 'static> engine::Source for Elements<S, Out>
+where
+    S::Data: Clone,
+    S::Labels: Clone,
+{
+    type Out = Out;
+    type Stream = BoxStream<Out>;
+    const NAME: &'static str = S::STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// The start is the context's (read with its statistics and epoch).
+    fn open(&self, ctx: &Ctx, _: engine::Start<'_>) -> anyhow::Result<BoxStream<Out>> {
+        let source = Arc::clone(&self.source);
+        let (stats, epoch, make) = (ctx.stats_handle(), ctx.epoch(), *self.make);
+        if let Some(provs) = ctx.replaying() {
+            let provs = Arc::clone(provs);
+            return Ok(Box::pin(Replay::new(source, provs, make, stats, epoch)));
+        }
+        let restored = ctx.restoring().map(Saved::from_state).transpose()?;
+        Ok(Box::pin(Rows::new(source, restored, make, stats, epoch)))
+    }
 }
 
 /// One unit of rows to read: its index in the dataset's interleaved order (before

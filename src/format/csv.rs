@@ -11,12 +11,12 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
-use super::files::{FileFormat, Start, read_files};
+use super::files::{FileFormat, Format, Opened, Start, read_files};
 use super::options::{FileOptions, file_options};
 use crate::Error;
 use crate::checkpoint::{Prov, State};
-use crate::engine::Dataset;
 use crate::engine::Resumable;
+use crate::engine::{BoxStream, Dataset, Unkeyed};
 use crate::storage::compression::damage;
 
 /// One parsed CSV field.
@@ -177,6 +177,7 @@ fn parse_float(text: &str) -> Option<f64> {
     Some(if negative { -value } else { value })
 }
 
+/// The CSV format's parameters (the read buffer's size only sets how much is read at once).
 #[derive(Debug)]
 struct Config {
     columns: Vec<Column>,
@@ -187,6 +188,38 @@ struct Config {
     select: Option<Vec<usize>>,
     /// Columns left out (ascending): every other field is an output column.
     exclude: Vec<usize>,
+    buffer_size: Unkeyed<usize>,
+}
+
+impl std::hash::Hash for Config {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field named: one added later does not build until it is keyed or left out.
+        let Config {
+            columns,
+            header,
+            delimiter,
+            quoting,
+            na_value,
+            select,
+            exclude,
+            buffer_size: _,
+        } = self;
+        // The columns' defaults hold floats, which have no `Hash`: keyed by how they print.
+        format!("{columns:?}").hash(state);
+        (header, delimiter, quoting, na_value, select, exclude).hash(state);
+    }
+}
+
+impl Format for Config {
+    type Out = Vec<Field>;
+    const STAGE: &'static str = STAGE;
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Vec<Field>> {
+        let compressed = file.decompressed;
+        let reader = tokio_util::io::StreamReader::new(file.blocks);
+        let buffer_size = *self.buffer_size;
+        Box::pin(csv_rows(reader, name, self, buffer_size, compressed, start))
+    }
 }
 
 /// Records longer than this are an error rather than a buffer that grows without bound.
@@ -854,17 +887,7 @@ impl CsvDataset {
             self.exclude.windows(2).all(|w| w[0] < w[1]),
             "CsvDataset: exclude_cols should be strictly increasing indices"
         );
-        let buffer_size = self.files.blocks.buffer_size;
-        let key = crate::hash::Key::new()
-            .bytes(format!("{:?}", self.columns).as_bytes())
-            .flag(self.header)
-            .word(u64::from(self.delimiter))
-            .flag(self.quoting)
-            .bytes(self.na_value.as_bytes())
-            .bytes(format!("{:?}", self.select).as_bytes())
-            .bytes(format!("{:?}", self.exclude).as_bytes())
-            .finish();
-        let config = Arc::new(Config {
+        let format = FileFormat::new(Config {
             columns: self.columns,
             header: self.header,
             delimiter: self.delimiter,
@@ -872,25 +895,8 @@ impl CsvDataset {
             na_value: self.na_value.into_bytes(),
             select: self.select,
             exclude: self.exclude,
+            buffer_size: Unkeyed(self.files.blocks.buffer_size),
         });
-        let format = FileFormat {
-            stage: STAGE,
-            decode: Arc::new(move |file, name, start| {
-                let compressed = file.decompressed;
-                let reader = tokio_util::io::StreamReader::new(file.blocks);
-                let config = Arc::clone(&config);
-                Box::pin(csv_rows(
-                    reader,
-                    name,
-                    config,
-                    buffer_size,
-                    compressed,
-                    start,
-                ))
-            }),
-            resumable: true,
-            key,
-        };
         read_files(self.files, format)
     }
 }

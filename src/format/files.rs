@@ -11,7 +11,7 @@ use super::Compression;
 use super::options::{BlockOptions, FileOptions};
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
-use crate::engine::{BoxStream, Cardinality, Dataset};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as SourceStart};
 use crate::options::Parallelism;
 use crate::storage::blocks::Blocks;
 use crate::storage::local::READ_AHEAD;
@@ -44,19 +44,31 @@ pub(crate) struct Opened {
     pub(crate) location: Location,
 }
 
-/// How to read each file of a file dataset (what the files are and how they are read as
-/// blocks is the [`FileOptions`] given with it).
-pub(crate) struct FileFormat<T> {
+/// A file format's decoder, as one type: its fields are its parameters that decide the
+/// elements (a record's layout, a damaged-data policy), hashed into the recipe's fingerprint
+/// by their `Hash` (so a parameter added later is keyed unless it is wrapped in
+/// [`Unkeyed`](crate::engine::Unkeyed)), and [`decode`](Format::decode) turns one opened
+/// file into elements, saving its position as `[offset, record]` and giving each element's
+/// start offset as its position.
+pub(crate) trait Format: std::hash::Hash + Send + Sync + 'static {
+    /// What each file's records are.
+    type Out: Send + 'static;
     /// The stage name of each file's reader (`tfrecord`, `text_line`).
+    const STAGE: &'static str;
+
+    /// The elements of `file` (`name` names it in errors), its blocks starting at `start`.
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Self::Out>;
+}
+
+/// How to read each file of a file dataset (what the files are and how they are read as
+/// blocks is the [`FileOptions`] given with it): a [`Format`], type-erased.
+pub(crate) struct FileFormat<T> {
+    /// The stage name of each file's reader.
     pub(crate) stage: &'static str,
     pub(crate) decode: Decode<T>,
-    /// The decoder saves its position (`[offset, record]`) and gives each element's start
-    /// offset as its position.
-    pub(crate) resumable: bool,
-    /// The format's own parameters that decide its elements (a record's layout, a
-    /// damaged-data policy), for the recipe's fingerprint; the options every reader shares
-    /// are keyed beside them ([`key`](FileFormat::key)).
-    pub(crate) key: u64,
+    /// The key of the format's parameters; the options every reader shares are keyed beside
+    /// them ([`key`](FileFormat::key)).
+    format_key: u64,
 }
 
 impl<T> Clone for FileFormat<T> {
@@ -64,8 +76,21 @@ impl<T> Clone for FileFormat<T> {
         FileFormat {
             stage: self.stage,
             decode: Arc::clone(&self.decode),
-            resumable: self.resumable,
-            key: self.key,
+            format_key: self.format_key,
+        }
+    }
+}
+
+impl<T: Send + 'static> FileFormat<T> {
+    pub(crate) fn new<F: Format<Out = T>>(format: F) -> Self {
+        let format_key = crate::engine::params_key(&format);
+        let format = Arc::new(format);
+        FileFormat {
+            stage: F::STAGE,
+            decode: Arc::new(move |file, name, start| {
+                Arc::clone(&format).decode(file, name, start)
+            }),
+            format_key,
         }
     }
 }
@@ -77,7 +102,7 @@ impl<T> FileFormat<T> {
     pub(crate) fn key(&self, blocks: &BlockOptions) -> u64 {
         crate::hash::Key::new()
             .word(blocks.key())
-            .word(self.key)
+            .word(self.format_key)
             .finish()
     }
 }
@@ -100,7 +125,13 @@ pub(crate) fn read_files<T: Send + 'static>(
     // `list_files(..).parallel_interleave(n, 1, AUTOTUNE, |f| read(f))`.
     let files = Dataset::from_vec(files).hidden();
     let key = format.key(&blocks);
-    let read = move |path: Location| file_elements(path, format.clone(), blocks);
+    let read = move |path: Location| {
+        Dataset::from_source(FileElements {
+            path,
+            format: format.clone(),
+            blocks,
+        })
+    };
     match num_parallel_reads {
         None => files.flat_map(read).hidden().keyed(key),
         Some(n) => {
@@ -141,76 +172,91 @@ impl Drop for BlockBytes {
 /// Saved state: the decoder's `[offset, record]` (after the last element yielded), then the
 /// file's size and version ([`Identity`]) once it is open. An element's position is its start
 /// offset and the digest of the file's identity ([`position`]).
-fn file_elements<T: Send + 'static>(
+struct FileElements<T> {
     path: Location,
     format: FileFormat<T>,
     blocks: BlockOptions,
-) -> Dataset<T> {
-    let resumable = format.resumable;
-    Dataset::stage_resumable(
-        format.stage,
-        Cardinality::Unknown,
-        crate::options::Options::default(),
-        0,
-        crate::engine::Counting::Wrapped,
-        move |ctx| -> BoxStream<T> {
-            let path = path.clone();
-            let location = path.clone();
-            let format = format.clone();
-            let stats = ctx.stats_handle();
-            let files = ctx.files().clone();
-            if let Some(provs) = ctx.replaying() {
-                let provs = Arc::clone(provs);
-                let stage = format.stage;
-                let records = replay(path, format, blocks, Arc::clone(&provs), stats, files);
-                return Box::pin(Replayed::new(records, provs, stage));
-            }
-            let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
-                Ok(restored) => restored.unwrap_or_default(),
-                Err(e) => return crate::engine::error_stream(e),
-            };
-            // What the file was at the checkpoint this epoch resumes from: the state's, or
-            // the ledger's when the state was saved before the file was open.
-            let expected = expected.or_else(|| files.expected(&path));
+}
+
+// Only ever the inner dataset of `read_files`, whose stage keys the format and the files.
+impl<T> std::hash::Hash for FileElements<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.path.hash(state);
+        self.format.key(&self.blocks).hash(state);
+    }
+}
+
+impl<T: Send + 'static> Source for FileElements<T> {
+    type Out = T;
+    type Stream = BoxStream<T>;
+    const NAME: &'static str = "file";
+
+    fn name(&self) -> &'static str {
+        self.format.stage
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// The start is the context's (the ledger of files is read beside it).
+    fn open(&self, ctx: &Ctx, _: SourceStart<'_>) -> anyhow::Result<BoxStream<T>> {
+        let path = self.path.clone();
+        let location = path.clone();
+        let format = self.format.clone();
+        let blocks = self.blocks;
+        let stats = ctx.stats_handle();
+        let files = ctx.files().clone();
+        if let Some(provs) = ctx.replaying() {
+            let provs = Arc::clone(provs);
             let stage = format.stage;
-            let open = async move {
-                let name = path.to_string();
-                let opened = open_blocks(&path, blocks, stats, start.offset)
-                    .await
-                    .and_then(|opened| unchanged(opened, expected, &name));
-                match opened {
-                    Ok(opened) => {
-                        let identity = opened.identity;
-                        files.opened(&path, identity);
-                        ((format.decode)(opened, &name, start), identity)
-                    }
-                    Err(e) => {
-                        // A changed file's error names it already. A file the checkpoint
-                        // had open that cannot be opened again (gone, unreadable) cannot
-                        // be resumed: refused, never skipped by an error policy.
-                        let e = if crate::error::is_refusal(&e) {
-                            e
-                        } else if expected.is_some() {
-                            gone(&name, &e)
-                        } else {
-                            e.context(format!("opening {name}"))
-                        };
-                        (crate::engine::error_stream(e), None)
-                    }
+            let records = replay(path, format, blocks, Arc::clone(&provs), stats, files);
+            return Ok(Box::pin(Replayed::new(records, provs, stage)));
+        }
+        let (start, expected) = match ctx.restoring().map(restored_start).transpose() {
+            Ok(restored) => restored.unwrap_or_default(),
+            Err(e) => return Ok(crate::engine::error_stream(e)),
+        };
+        // What the file was at the checkpoint this epoch resumes from: the state's, or
+        // the ledger's when the state was saved before the file was open.
+        let expected = expected.or_else(|| files.expected(&path));
+        let stage = format.stage;
+        let open = async move {
+            let name = path.to_string();
+            let opened = open_blocks(&path, blocks, stats, start.offset)
+                .await
+                .and_then(|opened| unchanged(opened, expected, &name));
+            match opened {
+                Ok(opened) => {
+                    let identity = opened.identity;
+                    files.opened(&path, identity);
+                    ((format.decode)(opened, &name, start), identity)
                 }
-            };
-            Box::pin(FileReader {
-                opening: Some(Box::pin(open)),
-                inner: None,
-                start,
-                identity: expected,
-                location,
-                stage,
-                damaged: None,
-            })
-        },
-    )
-    .resumable(resumable)
+                Err(e) => {
+                    // A changed file's error names it already. A file the checkpoint
+                    // had open that cannot be opened again (gone, unreadable) cannot
+                    // be resumed: refused, never skipped by an error policy.
+                    let e = if crate::error::is_refusal(&e) {
+                        e
+                    } else if expected.is_some() {
+                        gone(&name, &e)
+                    } else {
+                        e.context(format!("opening {name}"))
+                    };
+                    (crate::engine::error_stream(e), None)
+                }
+            }
+        };
+        Ok(Box::pin(FileReader {
+            opening: Some(Box::pin(open)),
+            inner: None,
+            start,
+            identity: expected,
+            location,
+            stage,
+            damaged: None,
+        }))
+    }
 }
 
 /// Where a restored file reader starts, and what the file was then (when it was open).
@@ -292,12 +338,6 @@ async fn replay<T: Send + 'static>(
     files: crate::checkpoint::opened::Ledger,
 ) -> anyhow::Result<Vec<anyhow::Result<T>>> {
     let name = path.to_string();
-    if !format.resumable {
-        return Err(crate::engine::unsupported(
-            format.stage,
-            "this format's reader does not save its position",
-        ));
-    }
     let positions = provs
         .iter()
         .map(from_position)

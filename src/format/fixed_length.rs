@@ -12,10 +12,10 @@ use crate::engine::Resumable;
 use tokio::io::AsyncRead;
 use tokio_util::codec::{Decoder, FramedRead};
 
-use super::files::{FileFormat, Start, read_files};
+use super::files::{FileFormat, Format, Opened, Start, read_files};
 use super::options::{FileOptions, file_options};
 use crate::Error;
-use crate::engine::Dataset;
+use crate::engine::{BoxStream, Dataset};
 use crate::storage::compression::damage;
 
 /// Splits a byte stream into fixed-length records, holding back `footer` bytes so the footer
@@ -232,7 +232,8 @@ impl FixedLengthDecoder {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// The format's parameters: the records' layout in each file.
+#[derive(Debug, Clone, Copy, Hash)]
 struct Layout {
     record: usize,
     header: usize,
@@ -336,29 +337,25 @@ impl FixedLengthRecordDataset {
 
     /// The dataset.
     pub fn build(self) -> Dataset<Bytes> {
-        let layout = self.layout;
-        let format = FileFormat {
-            stage: STAGE,
-            decode: Arc::new(move |file, name, start| {
-                // A local regular file read as it is has a size to check first, as
-                // TensorFlow does (a pipe or device has none: it is read to its end).
-                let local = file.location.as_path().is_some() && !file.decompressed;
-                let size = file.identity.filter(|_| local).map(|file| file.size);
-                let first = match size {
-                    Some(size) => layout.check(size, name),
-                    None => Sized::Records,
-                };
-                let reader = tokio_util::io::StreamReader::new(file.blocks);
-                Box::pin(fixed_length_records(reader, name, layout, start, first))
-            }),
-            resumable: true,
-            key: crate::hash::Key::new()
-                .word(layout.record as u64)
-                .word(layout.header as u64)
-                .word(layout.footer as u64)
-                .finish(),
+        read_files(self.files, FileFormat::new(self.layout))
+    }
+}
+
+impl Format for Layout {
+    type Out = Bytes;
+    const STAGE: &'static str = STAGE;
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Bytes> {
+        // A local regular file read as it is has a size to check first, as TensorFlow
+        // does (a pipe or device has none: it is read to its end).
+        let local = file.location.as_path().is_some() && !file.decompressed;
+        let size = file.identity.filter(|_| local).map(|file| file.size);
+        let first = match size {
+            Some(size) => self.check(size, name),
+            None => Sized::Records,
         };
-        read_files(self.files, format)
+        let reader = tokio_util::io::StreamReader::new(file.blocks);
+        Box::pin(fixed_length_records(reader, name, *self, start, first))
     }
 }
 

@@ -8,12 +8,12 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use serde::de::DeserializeOwned;
 
-use super::files::{FileFormat, read_files};
+use super::files::{FileFormat, Format, Opened, Start, read_files};
 use super::options::{FileOptions, file_options};
 use super::text::Lines;
 use crate::checkpoint::{Prov, State};
-use crate::engine::Dataset;
 use crate::engine::Resumable;
+use crate::engine::{BoxStream, Dataset};
 use crate::storage::Location;
 
 /// The stage's name in statistics, errors and checkpoints.
@@ -78,22 +78,31 @@ impl JsonLinesDataset {
     /// The values, each deserialized as a `T` (a line that is valid JSON but not a `T` is
     /// an error naming the file and the line).
     pub fn build_as<T: DeserializeOwned + Send + 'static>(self) -> Dataset<T> {
-        let format = FileFormat {
-            stage: STAGE,
-            decode: Arc::new(|file, name, start| {
-                Box::pin(JsonLines::<_, T> {
-                    lines: Lines::new(file.blocks, name).starting_at(start),
-                    name: name.into(),
-                    _values: PhantomData,
-                })
-            }),
-            resumable: true,
-            // The type the lines are read as decides which are errors.
-            key: crate::hash::Key::new()
-                .bytes(std::any::type_name::<T>().as_bytes())
-                .finish(),
-        };
+        let format = FileFormat::new(Json::<T>(PhantomData));
         read_files(self.files, format)
+    }
+}
+
+/// The JSON lines format, its lines read as `T`s: the type decides which are errors, so it
+/// is keyed by its name.
+struct Json<T>(PhantomData<fn() -> T>);
+
+impl<T> std::hash::Hash for Json<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::any::type_name::<T>().hash(state);
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Format for Json<T> {
+    type Out = T;
+    const STAGE: &'static str = STAGE;
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<T> {
+        Box::pin(JsonLines::<_, T> {
+            lines: Lines::new(file.blocks, name).starting_at(start),
+            name: name.into(),
+            _values: PhantomData,
+        })
     }
 }
 

@@ -11,13 +11,13 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
 use super::files::{
-    FileFormat, Start, gone, identity_words, open_blocks, position, read_files, replay_files,
-    restored_start, unchanged,
+    FileFormat, Format, Opened, Start, gone, identity_words, open_blocks, position, read_files,
+    replay_files, restored_start, unchanged,
 };
 use super::options::{BlockOptions, FileOptions, file_options};
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
-use crate::engine::{Cardinality, Dataset};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as SourceStart};
 use crate::error::Error;
 use crate::runtime::{self, Task};
 use crate::stats::StageCounters;
@@ -315,59 +315,90 @@ impl TextLineDataset {
 
     /// The dataset (see [`TextLineDataset`] for how files are read).
     pub fn build(self) -> Dataset<Bytes> {
-        let format = FileFormat {
-            stage: STAGE,
-            decode: Arc::new(|file, name, start| {
-                Box::pin(Lines::new(file.blocks, name).starting_at(start))
-            }),
-            resumable: true,
-            // No parameters of its own.
-            key: 0,
-        };
+        let format = FileFormat::new(Text);
         if self.files.num_parallel_reads.is_some() {
             return read_files(self.files, format);
         }
-        let blocks = self.files.blocks;
-        let files: Arc<[Location]> = self.files.files.into();
-        let key = crate::hash::Key::new()
-            .word(format.key(&blocks))
-            .word(files.len() as u64)
-            .finish();
-        Dataset::stage_resumable(
-            STAGE,
-            Cardinality::Unknown,
-            crate::options::Options::default(),
-            0,
-            crate::engine::Counting::Wrapped,
-            move |ctx| -> crate::engine::BoxStream<Bytes> {
-                ctx.gauge();
-                let stats = ctx.stats_handle();
-                if let Some(provs) = ctx.replaying() {
-                    let (files, format) = (Arc::clone(&files), format.clone());
-                    let ledger = ctx.files().clone();
-                    return replay_files(files, format, blocks, Arc::clone(provs), stats, ledger);
-                }
-                let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
-                    Some(Ok(restored)) => restored,
-                    Some(Err(e)) => return crate::engine::error_stream(e),
-                    None => (0, Start::default(), None),
-                };
-                if let Some(stats) = &stats {
-                    stats.set_buffer_limit(3 * CHUNK_LINES);
-                }
-                let reader = ReadLines {
-                    ledger: ctx.files().clone(),
-                    files: Arc::clone(&files),
-                    first,
-                    start,
-                    expected,
-                    blocks,
-                    stats,
-                };
-                Box::pin(LineChunks::new(reader))
-            },
-        )
-        .keyed(key)
+        Dataset::from_source(InOrder {
+            files: self.files.files.into(),
+            format,
+            blocks: self.files.blocks,
+        })
+    }
+}
+
+/// The lines of the files in order, read ahead by a task of its own.
+struct InOrder {
+    files: Arc<[Location]>,
+    format: FileFormat<Bytes>,
+    blocks: BlockOptions,
+}
+
+// Keyed as `read_files` keys its readers: the format with its shared options, and the
+// files by their count (a changed file is refused by its identity).
+impl std::hash::Hash for InOrder {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.format.key(&self.blocks).hash(state);
+        self.files.len().hash(state);
+    }
+}
+
+impl Source for InOrder {
+    type Out = Bytes;
+    type Stream = crate::engine::BoxStream<Bytes>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// The start is the context's (the ledger of files is read beside it).
+    fn open(&self, ctx: &Ctx, _: SourceStart<'_>) -> anyhow::Result<Self::Stream> {
+        ctx.gauge();
+        let stats = ctx.stats_handle();
+        if let Some(provs) = ctx.replaying() {
+            let (files, format) = (Arc::clone(&self.files), self.format.clone());
+            let ledger = ctx.files().clone();
+            return Ok(replay_files(
+                files,
+                format,
+                self.blocks,
+                Arc::clone(provs),
+                stats,
+                ledger,
+            ));
+        }
+        let (first, start, expected) = match ctx.restoring().map(restored_in_order) {
+            Some(Ok(restored)) => restored,
+            Some(Err(e)) => return Ok(crate::engine::error_stream(e)),
+            None => (0, Start::default(), None),
+        };
+        if let Some(stats) = &stats {
+            stats.set_buffer_limit(3 * CHUNK_LINES);
+        }
+        let reader = ReadLines {
+            ledger: ctx.files().clone(),
+            files: Arc::clone(&self.files),
+            first,
+            start,
+            expected,
+            blocks: self.blocks,
+            stats,
+        };
+        Ok(Box::pin(LineChunks::new(reader)))
+    }
+}
+
+/// The text line format: no parameters of its own.
+#[derive(Hash)]
+pub(crate) struct Text;
+
+impl Format for Text {
+    type Out = Bytes;
+    const STAGE: &'static str = STAGE;
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Bytes> {
+        Box::pin(Lines::new(file.blocks, name).starting_at(start))
     }
 }
 

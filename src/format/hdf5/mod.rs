@@ -274,18 +274,18 @@ impl arrays::Config for Hdf5Dataset {
     }
 }
 
-/// The recipe's parameters as a number, for the checkpoint's fingerprint.
-fn fingerprint(config: &Hdf5Dataset, data: &str, labels: &str) -> u64 {
-    config.recipe.fingerprint(
-        &[
-            Some(config.dataset.as_str()),
-            config.labels.as_deref(),
-            config.field.as_deref(),
-            Some(data),
-            Some(labels),
-        ],
-        u64::from(config.fill_missing),
-    )
+/// The key of the recipe's parameters and the element types read, for the checkpoint's
+/// fingerprint.
+fn fingerprint(config: &Hdf5Dataset, data: &str, label: &str) -> u64 {
+    // Every field named: one added later does not build until it is keyed or left out.
+    let Hdf5Dataset {
+        recipe,
+        dataset,
+        labels,
+        field,
+        fill_missing,
+    } = config;
+    crate::engine::params_key(&(recipe, dataset, labels, field, fill_missing, data, label))
 }
 
 /// One file, opened: its dataset (and labels) checked.

@@ -77,7 +77,7 @@ pub use tensor::{ViewElement, column_tensor, column_view};
 
 use self::footer::{FileMeta, guard, read_footer, slice_of};
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as SourceStart};
 use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::options::Parallelism;
@@ -244,62 +244,52 @@ impl ParquetDataset {
     /// Dropping the stream aborts the fetches in flight; a row group being decoded on a
     /// blocking thread finishes, and its batches are dropped.
     pub fn build(self) -> Dataset<RecordBatch> {
-        let config = Arc::new(self);
-        let key = fingerprint(&config);
-        Dataset::stage_resumable(
-            STAGE,
-            Cardinality::Unknown,
-            crate::options::Options::default(),
-            0,
-            Counting::Wrapped,
-            move |ctx| -> BoxStream<RecordBatch> {
-                let config = Arc::clone(&config);
-                let stats = ctx.stats_handle();
-                if let Some(provs) = ctx.replaying() {
-                    return Box::pin(Replay::new(config, Arc::clone(provs), stats));
-                }
-                let restored = match ctx.restoring().map(Saved::from_state).transpose() {
-                    Ok(restored) => restored,
-                    Err(e) => return crate::engine::error_stream(e),
-                };
-                Box::pin(Batches::new(config, restored, stats))
-            },
-        )
-        .keyed(key)
+        Dataset::from_source(Reader(Arc::new(self)))
+    }
+}
+
+/// A [`ParquetDataset`]'s batches: the source of its stage.
+struct Reader(Arc<ParquetDataset>);
+
+impl std::hash::Hash for Reader {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        fingerprint(&self.0).hash(state);
+    }
+}
+
+impl Source for Reader {
+    type Out = RecordBatch;
+    type Stream = BoxStream<RecordBatch>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    /// The start is the context's (read with its statistics).
+    fn open(&self, ctx: &Ctx, _: SourceStart<'_>) -> anyhow::Result<BoxStream<RecordBatch>> {
+        let config = Arc::clone(&self.0);
+        let stats = ctx.stats_handle();
+        if let Some(provs) = ctx.replaying() {
+            return Ok(Box::pin(Replay::new(config, Arc::clone(provs), stats)));
+        }
+        let restored = ctx.restoring().map(Saved::from_state).transpose()?;
+        Ok(Box::pin(Batches::new(config, restored, stats)))
     }
 }
 
 /// The recipe's parameters as a number, for the checkpoint's fingerprint.
 fn fingerprint(config: &ParquetDataset) -> u64 {
-    let mut words = vec![
-        config.batch_size as u64,
-        config.shard.0,
-        config.shard.1,
-        config.files.len() as u64,
-    ];
-    let mut text = String::new();
-    for file in &config.files {
-        text.push_str(&file.to_string());
-        text.push('\0');
-    }
-    for column in config.columns.iter().flatten() {
-        text.push_str(column);
-        text.push('\u{1}');
-    }
-    for column in &config.exclude {
-        text.push_str(column);
-        text.push('\u{2}');
-    }
-    words.push(hash_bytes(text.as_bytes()));
-    words
-        .into_iter()
-        .fold(0xCBF2_9CE4_8422_2325u64, |h, w| crate::hash::mix64(h ^ w))
-}
-
-fn hash_bytes(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    })
+    // Every field named: one added later does not build until it is keyed or left out.
+    let ParquetDataset {
+        files,
+        columns,
+        exclude,
+        batch_size,
+        shard,
+        num_parallel_reads: _,
+    } = config;
+    crate::engine::params_key(&(files, columns, exclude, batch_size, shard))
 }
 
 /// One row group to read: its index in the dataset's interleaved order (before sharding),

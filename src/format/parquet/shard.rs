@@ -13,7 +13,7 @@ use futures::stream::{self, Stream, StreamExt};
 use super::{ParquetDataset, Plan, RecordBatch, STAGE, plan, read_unit};
 use crate::checkpoint::{Prov, State};
 use crate::distribute::{ShardSource, Unit};
-use crate::engine::{BoxStream, Cardinality, Counting, Dataset};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as SourceStart};
 use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::hash::mix64;
@@ -231,54 +231,71 @@ impl ShardSource for ParquetShards {
     /// Batches `unit.start..unit.end` of the file: only the row groups holding them are
     /// fetched, each from the first row wanted.
     fn read(&self, unit: Unit) -> Dataset<RecordBatch> {
-        let pieces: Arc<[Piece]> = self.inner.pieces(unit).into();
-        let shards = Arc::clone(&self.inner);
-        let key =
-            mix64(self.inner.key ^ mix64(unit.file as u64) ^ unit.start.rotate_left(21) ^ unit.end);
-        Dataset::stage_resumable(
-            STAGE,
-            Cardinality::Finite(unit.len()),
-            crate::options::Options::default(),
-            0,
-            Counting::Wrapped,
-            move |ctx| -> BoxStream<RecordBatch> {
-                let stats = ctx.stats_handle();
-                if let Some(provs) = ctx.replaying() {
-                    let wanted: Vec<anyhow::Result<u64>> = provs
-                        .iter()
-                        .map(|p| match p {
-                            Prov::At(words) if words.len() == 1 => Ok(words[0]),
-                            _ => Err(Error::Checkpoint(format!(
-                                "a saved position of a Parquet shard is not a batch: {p:?}"
-                            ))
-                            .into()),
-                        })
-                        .collect();
-                    return Box::pin(Run::new(
-                        Arc::clone(&shards),
-                        Arc::clone(&pieces),
-                        Start::Replay(wanted),
-                        stats,
-                    ));
-                }
-                let next = match ctx.restoring().map(|s| s.word(0)).transpose() {
-                    Ok(next) => next.unwrap_or(0),
-                    Err(e) => return crate::engine::error_stream(e),
-                };
-                Box::pin(Run::new(
-                    Arc::clone(&shards),
-                    Arc::clone(&pieces),
-                    Start::At(next),
-                    stats,
-                ))
-            },
-        )
-        .keyed(key)
+        Dataset::from_source(UnitBatches {
+            shards: Arc::clone(&self.inner),
+            pieces: self.inner.pieces(unit).into(),
+            unit,
+        })
     }
 
     /// Each file's row groups, in batches.
     fn row_groups(&self) -> Option<Vec<Vec<u64>>> {
         Some(self.inner.batches.clone())
+    }
+}
+
+/// One unit's batches: the source of a rank's reader of one file's run of batches.
+struct UnitBatches {
+    shards: Arc<Shards>,
+    pieces: Arc<[Piece]>,
+    unit: Unit,
+}
+
+impl std::hash::Hash for UnitBatches {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // The files' layout and the unit; the pieces follow from them.
+        (
+            self.shards.key,
+            self.unit.file,
+            self.unit.start,
+            self.unit.end,
+        )
+            .hash(state);
+    }
+}
+
+impl Source for UnitBatches {
+    type Out = RecordBatch;
+    type Stream = BoxStream<RecordBatch>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(self.unit.len())
+    }
+
+    /// The start is the context's (read with its statistics).
+    fn open(&self, ctx: &Ctx, _: SourceStart<'_>) -> anyhow::Result<BoxStream<RecordBatch>> {
+        let start = match ctx.replaying() {
+            Some(provs) => Start::Replay(
+                provs
+                    .iter()
+                    .map(|p| match p {
+                        Prov::At(words) if words.len() == 1 => Ok(words[0]),
+                        _ => Err(Error::Checkpoint(format!(
+                            "a saved position of a Parquet shard is not a batch: {p:?}"
+                        ))
+                        .into()),
+                    })
+                    .collect(),
+            ),
+            None => Start::At(ctx.restoring().map(|s| s.word(0)).transpose()?.unwrap_or(0)),
+        };
+        Ok(Box::pin(Run::new(
+            Arc::clone(&self.shards),
+            Arc::clone(&self.pieces),
+            start,
+            ctx.stats_handle(),
+        )))
     }
 }
 

@@ -11,7 +11,8 @@ use futures::stream::{self, FuturesOrdered, Stream, StreamExt};
 use super::FRAME_OVERHEAD;
 use super::index::{IndexEntry, TFRecordIndex, refuse_compressed};
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Counting, Ctx, Dataset, error_stream};
+use crate::engine::error_stream;
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as SourceStart};
 use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::format::masked_crc32c;
@@ -118,6 +119,36 @@ pub struct IndexedTFRecords {
     hi: u64,
     seed: Option<u64>,
     parallel_reads: usize,
+}
+
+impl std::hash::Hash for IndexedTFRecords {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field named: one added later does not build until it is keyed or left out.
+        // The files are keyed by their names and indexes.
+        let IndexedTFRecords {
+            files,
+            lo,
+            hi,
+            seed,
+            parallel_reads: _,
+        } = self;
+        (files.key, lo, hi, seed).hash(state);
+    }
+}
+
+impl Source for IndexedTFRecords {
+    type Out = Bytes;
+    type Stream = BoxStream<Bytes>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(self.num_records())
+    }
+
+    /// See [`records`](IndexedTFRecords::records): the start is the context's.
+    fn open(&self, ctx: &Ctx, _: SourceStart<'_>) -> anyhow::Result<BoxStream<Bytes>> {
+        Ok(self.epoch(ctx))
+    }
 }
 
 impl std::fmt::Debug for IndexedTFRecords {
@@ -448,20 +479,7 @@ impl IndexedTFRecords {
     /// yielded and two read ahead (each 8 MiB of records, or one record if larger, and the
     /// gaps of under 64 KiB read with them).
     pub fn records(&self) -> Dataset<Bytes> {
-        let this = self.clone();
-        let key = self.files.key
-            ^ mix64(self.lo)
-            ^ mix64(self.hi ^ 0x5EED)
-            ^ self.seed.map_or(0, |s| mix64(s ^ 0x5F_u64));
-        Dataset::stage_resumable(
-            STAGE,
-            Cardinality::Finite(self.num_records()),
-            crate::options::Options::default(),
-            0,
-            Counting::Wrapped,
-            move |ctx| this.epoch(ctx),
-        )
-        .keyed(key)
+        Dataset::from_source(self.clone())
     }
 
     /// The files holding the records chosen.

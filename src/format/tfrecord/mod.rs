@@ -20,10 +20,10 @@ use bytes::{Buf, Bytes};
 use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
-use super::files::{FileFormat, read_files};
+use super::files::{FileFormat, Format, Opened, Start, read_files};
 use super::options::{FileOptions, file_options};
 use super::{Compression, masked_crc32c};
-use crate::engine::Dataset;
+use crate::engine::{BoxStream, Dataset, Unkeyed};
 use crate::error::Error;
 use crate::storage::Location;
 use crate::storage::blocks::{BlockCursor, reader_blocks};
@@ -705,33 +705,46 @@ impl TFRecordDataset {
     ///
     /// With [`write_index`](Self::write_index), as it says.
     pub fn build(self) -> Dataset<Bytes> {
-        let resync = self.resync;
-        let index = self.write_index.clone();
-        if let Some(target) = &index {
+        if let Some(target) = &self.write_index {
             check_index_targets(&self.files.files, self.files.blocks.compression, target);
         }
-        let format = FileFormat {
-            stage: "tfrecord",
-            decode: Arc::new(move |file, name, start| {
-                let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                let frames = TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
-                    .resync(resync)
-                    .starting_at(start);
-                // Only a reader from the file's start can see every record; a compressed
-                // file is not indexed.
-                let target = index
-                    .as_ref()
-                    .filter(|_| start.offset == 0 && !file.decompressed)
-                    .and_then(|target| target.of(&file.location));
-                match target {
-                    Some(target) => Box::pin(IndexOnRead::new(frames, target, name)),
-                    None => Box::pin(frames),
-                }
-            }),
-            resumable: true,
-            key: crate::hash::Key::new().flag(resync).finish(),
-        };
+        let format = FileFormat::new(Frames {
+            resync: self.resync,
+            write_index: Unkeyed(self.write_index),
+        });
         read_files(self.files, format)
+    }
+}
+
+/// The TFRecord format: whether a damaged record is skipped to the next good one (which
+/// decides the records); where indexes are written as the files are read (which does not).
+struct Frames {
+    resync: bool,
+    write_index: Unkeyed<Option<IndexTarget>>,
+}
+
+crate::engine::keyed_fields!(impl[] Frames<> { keyed: [resync], unkeyed: [write_index] });
+
+impl Format for Frames {
+    type Out = Bytes;
+    const STAGE: &'static str = "tfrecord";
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Bytes> {
+        let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
+        let frames = TFRecordFrames::with_cursor(cursor, name, !file.decompressed)
+            .resync(self.resync)
+            .starting_at(start);
+        // Only a reader from the file's start can see every record; a compressed file is
+        // not indexed.
+        let target = self
+            .write_index
+            .as_ref()
+            .filter(|_| start.offset == 0 && !file.decompressed)
+            .and_then(|target| target.of(&file.location));
+        match target {
+            Some(target) => Box::pin(IndexOnRead::new(frames, target, name)),
+            None => Box::pin(frames),
+        }
     }
 }
 

@@ -13,9 +13,9 @@ use futures::stream::Stream;
 use tokio::io::AsyncRead;
 
 use super::Compression;
-use super::files::{FileFormat, Start, read_files};
+use super::files::{FileFormat, Format, Opened, Start, read_files};
 use super::options::{FileOptions, file_options};
-use crate::engine::Dataset;
+use crate::engine::{BoxStream, Dataset};
 use crate::error::Error;
 use crate::storage::Location;
 use crate::storage::blocks::{BlockCursor, reader_blocks};
@@ -370,17 +370,27 @@ impl WebDataset {
 
     /// The dataset.
     pub fn build(self) -> Dataset<Sample> {
-        let max = self.max_member_size;
-        let format = FileFormat {
-            stage: "webdataset",
-            decode: Arc::new(move |file, name, start| {
-                let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
-                Box::pin(TarSamples::new(cursor, name, max, !file.decompressed).starting_at(start))
-            }),
-            resumable: true,
-            key: crate::hash::Key::new().word(max).finish(),
-        };
+        let format = FileFormat::new(Tar {
+            max_member_size: self.max_member_size,
+        });
         read_files(self.files, format)
+    }
+}
+
+/// The tar format: the bound on a member's size.
+#[derive(Hash)]
+struct Tar {
+    max_member_size: u64,
+}
+
+impl Format for Tar {
+    type Out = Sample;
+    const STAGE: &'static str = "webdataset";
+
+    fn decode(self: Arc<Self>, file: Opened, name: &str, start: Start) -> BoxStream<Sample> {
+        let cursor = BlockCursor::new(file.blocks).mapped(file.mapped);
+        let samples = TarSamples::new(cursor, name, self.max_member_size, !file.decompressed);
+        Box::pin(samples.starting_at(start))
     }
 }
 

@@ -221,18 +221,16 @@ impl arrays::Config for ZarrDataset {
     }
 }
 
-/// The recipe's parameters as a number, for the checkpoint's fingerprint.
-fn fingerprint(config: &ZarrDataset, data: &str, labels: &str) -> u64 {
-    config.recipe.fingerprint(
-        &[
-            Some("zarr"),
-            Some(config.array.as_str()),
-            config.labels.as_deref(),
-            Some(data),
-            Some(labels),
-        ],
-        0,
-    )
+/// The key of the recipe's parameters and the element types read, for the checkpoint's
+/// fingerprint.
+fn fingerprint(config: &ZarrDataset, data: &str, label: &str) -> u64 {
+    // Every field named: one added later does not build until it is keyed or left out.
+    let ZarrDataset {
+        recipe,
+        array,
+        labels,
+    } = config;
+    crate::engine::params_key(&(recipe, array, labels, data, label))
 }
 
 /// A [`ZarrDataset`] read as arrays of `T` with labels of `L`: the format's part of
