@@ -15,6 +15,7 @@ mod fixed_length;
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
 mod json_lines;
+pub mod megatron;
 mod options;
 #[cfg(feature = "parquet")]
 pub mod parquet;

@@ -16,7 +16,7 @@ use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start as Sourc
 use crate::engine::{Resumable, unsupported};
 use crate::error::Error;
 use crate::format::masked_crc32c;
-use crate::hash::mix64;
+use crate::hash::{Permutation, mix64};
 use crate::stats::StageCounters;
 use crate::storage::local::OpenSlot;
 use crate::storage::{Identity, Location};
@@ -579,51 +579,6 @@ impl Order {
     }
 }
 
-/// A permutation of `0..n` keyed by a seed, computed one position at a time: a 4-round
-/// Feistel network over the smallest even power of two at least `n`, applied again while
-/// the value is out of range (cycle walking: a bijection of `0..n`, and at most about four
-/// rounds of the network per value on average as the domain is under 4n).
-#[derive(Debug, Clone, Copy)]
-struct Permutation {
-    n: u64,
-    half: u32,
-    key: u64,
-}
-
-impl Permutation {
-    fn new(n: u64, key: u64) -> Self {
-        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
-        Permutation {
-            n,
-            half: bits.div_ceil(2),
-            key,
-        }
-    }
-
-    fn at(&self, k: u64) -> u64 {
-        if k >= self.n {
-            return k;
-        }
-        let mut x = k;
-        loop {
-            x = self.round_trip(x);
-            if x < self.n {
-                return x;
-            }
-        }
-    }
-
-    fn round_trip(&self, x: u64) -> u64 {
-        let mask = (1u64 << self.half) - 1;
-        let (mut left, mut right) = (x >> self.half, x & mask);
-        for round in 0..4u64 {
-            let f = mix64(self.key ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ right) & mask;
-            (left, right) = (right, left ^ f);
-        }
-        (left << self.half) | right
-    }
-}
-
 /// A window's records, in the order's order: each with its global number.
 type Window = Vec<(u64, anyhow::Result<Bytes>)>;
 
@@ -909,33 +864,5 @@ impl Resumable for IndexedRecords {
         self.last
             .map(Prov::at)
             .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Permutation;
-
-    #[test]
-    fn the_permutation_is_a_bijection_for_every_small_size() {
-        for n in 0..300u64 {
-            for key in [0, 1, 0xDEAD_BEEF] {
-                let p = Permutation::new(n, key);
-                let mut seen: Vec<u64> = (0..n).map(|k| p.at(k)).collect();
-                seen.sort_unstable();
-                assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}, key = {key}");
-            }
-        }
-        let (a, b) = (Permutation::new(1000, 1), Permutation::new(1000, 2));
-        let differ = (0..1000).filter(|&k| a.at(k) != b.at(k)).count();
-        assert!(
-            differ > 900,
-            "keys give different orders ({differ} of 1000 differ)"
-        );
-        let fixed = (0..1000).filter(|&k| a.at(k) == k).count();
-        assert!(
-            fixed < 20,
-            "not close to the identity ({fixed} fixed points)"
-        );
     }
 }

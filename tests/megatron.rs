@@ -1,0 +1,281 @@
+//! Megatron-LM indexed datasets: files written by Megatron's own code
+//! (`scripts/make_megatron.py`, megatron-core 0.16.1) read as Megatron reads them, written
+//! byte for byte as Megatron writes them, resumed exactly, and damaged or mismatched pairs
+//! refused with errors naming the file.
+
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use serde_json::Value;
+use streamload::Checkpoint;
+use streamload::format::megatron::{MegatronDataset, MegatronWriter, TokenType};
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/megatron")
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(data().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("JSON")
+}
+
+fn prefix(name: &str) -> String {
+    data()
+        .join(name)
+        .to_str()
+        .expect("a UTF-8 path")
+        .to_string()
+}
+
+/// Each document as Megatron reads it: its sequences' tokens, one after another.
+fn documents(case: &Value) -> Vec<Vec<u32>> {
+    let sequences: Vec<Vec<u32>> = serde_json::from_value(case["sequences"].clone()).unwrap();
+    let bounds: Vec<usize> = serde_json::from_value(case["document_indices"].clone()).unwrap();
+    bounds
+        .windows(2)
+        .map(|w| sequences[w[0]..w[1]].concat())
+        .collect()
+}
+
+#[tokio::test]
+async fn files_megatron_wrote_read_as_megatron_reads_them() -> anyhow::Result<()> {
+    let expected = expected();
+    for name in [
+        "docs_uint16",
+        "sentences_int32",
+        "multimodal_uint16",
+        "merged_uint16",
+    ] {
+        let want = documents(&expected[name]);
+        let corpus = MegatronDataset::open([prefix(name)]).await?;
+        assert_eq!(corpus.num_documents(), want.len() as u64, "{name}");
+        let got = corpus.documents().collect().await?;
+        assert_eq!(got, want, "{name}");
+        for (d, doc) in want.iter().enumerate() {
+            assert_eq!(&corpus.read_document(d as u64).await?, doc, "{name} {d}");
+        }
+    }
+    // Several pairs: documents numbered across them, in order.
+    let both = MegatronDataset::open([prefix("docs_uint16"), prefix("sentences_int32")]).await?;
+    let mut want = documents(&expected["docs_uint16"]);
+    want.extend(documents(&expected["sentences_int32"]));
+    assert_eq!(both.documents().collect().await?, want);
+    assert_eq!(both.read_document(7).await?, want[7]);
+    let e = both.read_document(want.len() as u64).await.unwrap_err();
+    assert!(format!("{e:#}").contains("past the last"), "{e:#}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_writer_writes_what_megatron_writes() -> anyhow::Result<()> {
+    let expected = expected();
+    let dir = tempfile::tempdir()?;
+    for (name, tokens) in [
+        ("docs_uint16", TokenType::U16),
+        ("merged_uint16", TokenType::U16),
+    ] {
+        let out = dir.path().join(name);
+        let mut writer = MegatronWriter::create(&out, tokens)?;
+        for doc in documents(&expected[name]) {
+            writer.add_document(&doc)?;
+        }
+        writer.finish()?;
+        for ext in ["bin", "idx"] {
+            let ours = std::fs::read(dir.path().join(format!("{name}.{ext}")))?;
+            let theirs = std::fs::read(data().join(format!("{name}.{ext}")))?;
+            assert!(ours == theirs, "{name}.{ext} differs from Megatron's");
+        }
+    }
+    let mut writer = MegatronWriter::create(dir.path().join("small"), TokenType::U8)?;
+    let e = writer.add_document(&[1, 300]).unwrap_err();
+    assert!(format!("{e:#}").contains("token 1 (300)"), "{e:#}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn shuffled_and_sharded_orders_hold_every_document_once() -> anyhow::Result<()> {
+    let corpus =
+        MegatronDataset::open([prefix("merged_uint16"), prefix("sentences_int32")]).await?;
+    let all = corpus.documents().collect().await?;
+    let shuffled = corpus.clone().shuffle_documents(3).documents();
+    let (a, b) = (shuffled.collect().await?, shuffled.collect().await?);
+    assert_ne!(a, all, "shuffled");
+    assert_ne!(a, b, "another order each epoch");
+    let (mut a, mut sorted) = (a, all.clone());
+    a.sort();
+    sorted.sort();
+    assert_eq!(a, sorted, "every document once");
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        shards.extend(corpus.clone().shard(3, i).documents().collect().await?);
+    }
+    shards.sort();
+    assert_eq!(
+        shards, sorted,
+        "the shards together hold every document once"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_resume_exactly_shuffled_and_under_a_shuffle() -> anyhow::Result<()> {
+    let corpus =
+        MegatronDataset::open([prefix("merged_uint16"), prefix("sentences_int32")]).await?;
+    // A fresh recipe each time: an epoch's order is drawn from its number, and each
+    // iteration of one recipe is the next epoch.
+    let recipes: [&dyn Fn() -> streamload::Dataset<Vec<u32>>; 3] = [
+        &|| corpus.documents(),
+        &|| corpus.clone().shuffle_documents(9).documents(),
+        &|| {
+            corpus
+                .documents()
+                .shuffle(4, Some(1))
+                .batch(2)
+                .map(|b| b.concat())
+        },
+    ];
+    for (r, make) in recipes.iter().enumerate() {
+        let whole: Vec<String> = make()
+            .collect()
+            .await?
+            .into_iter()
+            .map(|x| format!("{x:?}"))
+            .collect();
+        for at in 0..whole.len() {
+            let mut epoch = make().iter();
+            for _ in 0..at {
+                epoch.next().await.expect("an element")?;
+            }
+            let checkpoint = Checkpoint::from_bytes(&epoch.checkpoint()?.to_bytes())?;
+            drop(epoch);
+            let mut rest = Vec::new();
+            let mut resumed = make().iter_from(&checkpoint)?;
+            while let Some(x) = resumed.next().await {
+                rest.push(format!("{:?}", x?));
+            }
+            assert_eq!(rest, whole[at..], "recipe {r}, resumed after {at}");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn damaged_and_mismatched_pairs_are_refused_naming_the_file() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let idx = std::fs::read(data().join("docs_uint16.idx"))?;
+    let bin = std::fs::read(data().join("docs_uint16.bin"))?;
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>, &str)> = vec![
+        (
+            "header",
+            [b"NOTANIDX\0".as_slice(), &idx[9..]].concat(),
+            bin.clone(),
+            "no MMIDIDX header",
+        ),
+        (
+            "version",
+            [&idx[..9], &2u64.to_le_bytes()[..], &idx[17..]].concat(),
+            bin.clone(),
+            "version 2",
+        ),
+        (
+            "float",
+            [&idx[..17], &[7u8][..], &idx[18..]].concat(),
+            bin.clone(),
+            "floats",
+        ),
+        (
+            "code",
+            [&idx[..17], &[9u8][..], &idx[18..]].concat(),
+            bin.clone(),
+            "type code 9",
+        ),
+        (
+            "truncated idx",
+            idx[..idx.len() - 3].to_vec(),
+            bin.clone(),
+            "truncated",
+        ),
+        (
+            "short bin",
+            idx.clone(),
+            bin[..bin.len() - 2].to_vec(),
+            "a truncated .bin",
+        ),
+        (
+            "long bin",
+            idx.clone(),
+            [bin.as_slice(), &[0, 0]].concat(),
+            "another index's .bin",
+        ),
+    ];
+    for (what, idx, bin, says) in cases {
+        let prefix = dir.path().join(what.replace(' ', "_"));
+        std::fs::write(prefix.with_extension("idx"), idx)?;
+        std::fs::write(prefix.with_extension("bin"), bin)?;
+        let e = MegatronDataset::open([prefix.to_str().unwrap()])
+            .await
+            .unwrap_err();
+        let message = format!("{e:#}");
+        assert!(message.contains(says), "{what}: {message}");
+        assert!(
+            message.contains(".idx"),
+            "{what}: names the file: {message}"
+        );
+    }
+    let e = MegatronDataset::open([dir.path().join("missing").to_str().unwrap()])
+        .await
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("missing.bin"), "{e:#}");
+    // A negative token id in an int32 file: an error naming the file and the document.
+    let out = dir.path().join("negative");
+    let mut writer = MegatronWriter::create(&out, TokenType::I32)?;
+    writer.add_document(&[1, 2])?;
+    writer.add_document(&[3, 4, 5])?;
+    writer.finish()?;
+    let mut bin = std::fs::read(out.with_extension("bin"))?;
+    bin[16..20].copy_from_slice(&(-7i32).to_le_bytes());
+    std::fs::write(out.with_extension("bin"), bin)?;
+    let corpus = MegatronDataset::open([out.to_str().unwrap()]).await?;
+    let got: Vec<_> = corpus.documents().iter().collect::<Vec<_>>().await;
+    assert!(got[0].is_ok());
+    let e = got[1].as_ref().unwrap_err();
+    assert!(
+        format!("{e:#}").contains("negative.bin: document 1: token 2 is -7"),
+        "{e:#}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pair_that_changed_refuses_the_checkpoint() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("corpus");
+    let write = |first: u32| -> anyhow::Result<()> {
+        let mut writer = MegatronWriter::create(&out, TokenType::U16)?;
+        for d in 0..10 {
+            writer.add_document(&[first + d, d, d])?;
+        }
+        writer.finish()
+    };
+    write(0)?;
+    let name = out.to_str().unwrap().to_string();
+    let corpus = MegatronDataset::open([&name]).await?;
+    let mut epoch = corpus.documents().iter();
+    epoch.next().await.expect("a document")?;
+    let checkpoint = epoch.checkpoint()?;
+    drop(epoch);
+    // Rewritten with other tokens, the same sizes: reopened, the pair is another recipe's.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(100)?;
+    let reopened = MegatronDataset::open([&name]).await?;
+    let Err(e) = reopened.documents().iter_from(&checkpoint) else {
+        panic!("a changed pair, and the checkpoint is accepted");
+    };
+    assert!(
+        format!("{e:#}").contains("fingerprint") || format!("{e:#}").contains("recipe"),
+        "{e:#}"
+    );
+    // The pair as it was resumes.
+    assert!(corpus.documents().iter_from(&checkpoint).is_ok());
+    Ok(())
+}
