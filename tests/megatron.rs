@@ -10,6 +10,9 @@ use serde_json::Value;
 use streamload::Checkpoint;
 use streamload::format::megatron::{MegatronDataset, MegatronWriter, TokenType};
 
+#[path = "support/s3.rs"]
+mod s3;
+
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/megatron")
 }
@@ -277,5 +280,41 @@ async fn a_pair_that_changed_refuses_the_checkpoint() -> anyhow::Result<()> {
     );
     // The pair as it was resumes.
     assert!(corpus.documents().iter_from(&checkpoint).is_ok());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_storage_reads_as_local_files_do() -> anyhow::Result<()> {
+    let server = s3::MemoryS3::default();
+    for ext in ["bin", "idx"] {
+        let bytes = std::fs::read(data().join(format!("sentences_int32.{ext}")))?;
+        server.insert(
+            "mg-bucket",
+            &format!("corpus/sentences.{ext}"),
+            bytes.into(),
+        );
+    }
+    let addr = s3::memory_s3_server(server.clone(), "AKIDMG", "mg-secret").await;
+    streamload::storage::register(
+        "s3://mg-bucket",
+        s3::s3_store(addr, "mg-bucket", "AKIDMG", "mg-secret"),
+    )?;
+    let remote = MegatronDataset::open(["s3://mg-bucket/corpus/sentences"]).await?;
+    let local = MegatronDataset::open([prefix("sentences_int32")]).await?;
+    assert_eq!(
+        remote.documents().collect().await?,
+        local.documents().collect().await?
+    );
+    assert_eq!(
+        remote.read_document(3).await?,
+        local.read_document(3).await?
+    );
+    let e = MegatronDataset::open(["s3://mg-bucket/corpus/missing"])
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("s3://mg-bucket/corpus/missing.bin"),
+        "{e:#}"
+    );
     Ok(())
 }

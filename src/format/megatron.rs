@@ -304,7 +304,8 @@ impl MegatronDataset {
             let bin = Location::parse(&format!("{name}.bin"));
             let idx = Location::parse(&format!("{name}.idx"));
             let bin_identity = storage::identity(&bin).await?;
-            let bytes = storage::read_range(idx.clone(), 0..u64::MAX).await?;
+            let idx_size = storage::identity(&idx).await?.size;
+            let bytes = storage::read_range(idx.clone(), 0..idx_size).await?;
             let index = Index::parse(&bytes, &idx.to_string(), bin_identity.size)?;
             let idx_digest = Key::new().bytes(&bytes).finish();
             let documents = index.documents();
