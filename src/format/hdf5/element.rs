@@ -30,7 +30,34 @@ pub(crate) mod private {
         fn read(dataset: &hdf5_reader::Dataset, selection: &SliceInfo) -> H5Result<ArrayD<Self>>;
         /// One element from its bytes (a compound's field).
         fn decode(bytes: &[u8], dtype: &Datatype) -> H5Result<Self>;
+        /// How whole elements of `dtype`, stored as bytes in its byte order, are appended to
+        /// an array of this type (the fast path of `whole.rs`); `None` for a type not read
+        /// from its bytes alone (strings).
+        fn raw(dtype: &Datatype) -> Option<Append<Self>> {
+            let _ = dtype;
+            None
+        }
     }
+
+    /// Appends the elements stored as these bytes to the array.
+    pub(crate) type Append<T> = fn(&[u8], &mut Vec<T>);
+}
+
+/// The byte order of a number type.
+fn byte_order(dtype: &Datatype) -> Option<ByteOrder> {
+    match dtype {
+        Datatype::FixedPoint { byte_order, .. } | Datatype::FloatingPoint { byte_order, .. } => {
+            Some(*byte_order)
+        }
+        _ => None,
+    }
+}
+
+/// The `N` bytes of one element (`bytes` is `N` long: a `chunks_exact(N)` item).
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut array = [0; N];
+    array.copy_from_slice(bytes);
+    array
 }
 
 macro_rules! numeric {
@@ -49,6 +76,21 @@ macro_rules! numeric {
             }
             fn decode(bytes: &[u8], dtype: &Datatype) -> H5Result<Self> {
                 <$ty as H5Type>::from_bytes(bytes, dtype)
+            }
+            fn raw(dtype: &Datatype) -> Option<private::Append<Self>> {
+                const N: usize = std::mem::size_of::<$ty>();
+                if !<Self as private::Read>::accepts(dtype) {
+                    return None;
+                }
+                let append: private::Append<Self> = match byte_order(dtype)? {
+                    ByteOrder::LittleEndian => |bytes, out| {
+                        out.extend(bytes.chunks_exact(N).map(|b| <$ty>::from_le_bytes(array(b))))
+                    },
+                    ByteOrder::BigEndian => |bytes, out| {
+                        out.extend(bytes.chunks_exact(N).map(|b| <$ty>::from_be_bytes(array(b))))
+                    }
+                };
+                Some(append)
             }
         }
     )*};
@@ -115,6 +157,28 @@ impl private::Read for half::f16 {
     }
     fn decode(bytes: &[u8], dtype: &Datatype) -> H5Result<Self> {
         F16Bits::from_bytes(bytes, dtype).map(|b| half::f16::from_bits(b.0))
+    }
+    fn raw(dtype: &Datatype) -> Option<private::Append<Self>> {
+        if !<Self as private::Read>::accepts(dtype) {
+            return None;
+        }
+        let append: private::Append<Self> = match byte_order(dtype)? {
+            ByteOrder::LittleEndian => |bytes, out| {
+                out.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| half::f16::from_bits(u16::from_le_bytes(array(b)))),
+                )
+            },
+            ByteOrder::BigEndian => |bytes, out| {
+                out.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| half::f16::from_bits(u16::from_be_bytes(array(b)))),
+                )
+            }
+        };
+        Some(append)
     }
 }
 
@@ -342,3 +406,62 @@ pub(crate) fn filters() -> FilterRegistry {
 
 /// The LZF filter's registered id.
 const LZF: u16 = 32000;
+
+#[cfg(test)]
+mod tests {
+    use super::private::Read;
+    use super::*;
+
+    /// `raw` appends the values `decode` reads one by one, in either byte order (compared
+    /// as printed: a NaN is one too).
+    fn same_as_decode<T: Read + std::fmt::Debug>(dtype: &Datatype, bytes: &[u8]) {
+        let append = T::raw(dtype).expect("read from bytes");
+        let mut got = vec![];
+        append(bytes, &mut got);
+        let size = size_of(dtype).unwrap();
+        let want: Vec<T> = bytes
+            .chunks_exact(size)
+            .map(|b| T::decode(b, dtype).unwrap())
+            .collect();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "{dtype:?}");
+        assert_eq!(got.len(), bytes.len() / size);
+    }
+
+    #[test]
+    fn numbers_append_from_their_bytes_in_either_byte_order() {
+        let bytes: Vec<u8> = (0u8..48).map(|b| b.wrapping_mul(37)).collect();
+        for byte_order in [ByteOrder::LittleEndian, ByteOrder::BigEndian] {
+            let int = |size, signed| Datatype::FixedPoint {
+                size,
+                signed,
+                byte_order,
+            };
+            let float = |size| Datatype::FloatingPoint { size, byte_order };
+            same_as_decode::<i8>(&int(1, true), &bytes);
+            same_as_decode::<u16>(&int(2, false), &bytes);
+            same_as_decode::<i32>(&int(4, true), &bytes);
+            same_as_decode::<u64>(&int(8, false), &bytes);
+            same_as_decode::<f32>(&float(4), &bytes);
+            same_as_decode::<f64>(&float(8), &bytes);
+            same_as_decode::<half::f16>(&float(2), &bytes);
+        }
+        // The value, not just the decode: 1.5 as big-endian float32, float16 1.0.
+        let be = Datatype::FloatingPoint {
+            size: 4,
+            byte_order: ByteOrder::BigEndian,
+        };
+        let mut got = vec![];
+        f32::raw(&be).unwrap()(&1.5f32.to_be_bytes(), &mut got);
+        assert_eq!(got, [1.5]);
+        let le16 = Datatype::FloatingPoint {
+            size: 2,
+            byte_order: ByteOrder::LittleEndian,
+        };
+        let mut got = vec![];
+        half::f16::raw(&le16).unwrap()(&[0x00, 0x3c], &mut got);
+        assert_eq!(got, [half::f16::ONE]);
+        // Another type, or strings: not read this way.
+        assert!(f32::raw(&le16).is_none());
+        assert!(String::raw(&le16).is_none());
+    }
+}
