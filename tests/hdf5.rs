@@ -166,7 +166,10 @@ async fn slice_values<T: Element>(file: &str, dataset: &str, k: u64, parallel: u
         .unwrap_or_else(|e| panic!("{file}:{dataset}, slices of {k}: {e:#}"));
     let rows = shape(&expected(&format!("{file}:{dataset}")))[0] as u64;
     let sizes: Vec<u64> = slices.iter().map(|s| s.shape()[0] as u64).collect();
-    let want: Vec<u64> = (0..rows).step_by(k as usize).map(|r| k.min(rows - r)).collect();
+    let want: Vec<u64> = (0..rows)
+        .step_by(k as usize)
+        .map(|r| k.min(rows - r))
+        .collect();
     assert_eq!(sizes, want, "{file}:{dataset}, slices of {k}");
     slices.into_iter().flatten().collect()
 }
@@ -182,7 +185,10 @@ async fn slices_on_and_off_the_chunk_grid_read_as_h5py_read_them() {
         let want = want["values"].as_array().unwrap();
         assert_eq!(got.len(), want.len(), "{name}, slices of {k}");
         for (i, (got, want)) in got.iter().zip(want).enumerate() {
-            assert!(same(got, want), "{name}, slices of {k}: element {i} is {got}, h5py read {want}");
+            assert!(
+                same(got, want),
+                "{name}, slices of {k}: element {i} is {got}, h5py read {want}"
+            );
         }
     };
     for name in [

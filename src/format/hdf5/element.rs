@@ -176,7 +176,7 @@ impl private::Read for half::f16 {
                         .chunks_exact(2)
                         .map(|b| half::f16::from_bits(u16::from_be_bytes(array(b)))),
                 )
-            }
+            },
         };
         Some(append)
     }

@@ -230,7 +230,12 @@ mod tests {
     #[test]
     fn blocks_of_whole_chunks_read_as_read_slice_reads_them_and_others_are_left_to_it() {
         let file = open("filters.h5");
-        for name in ["/gzip", "/shuffle_gzip_fletcher32", "/shuffle_lzf", "/fletcher32"] {
+        for name in [
+            "/gzip",
+            "/shuffle_gzip_fletcher32",
+            "/shuffle_lzf",
+            "/fletcher32",
+        ] {
             let dataset = file.dataset(name).unwrap();
             let fast = whole(&file, &dataset).expect("chunks of whole rows");
             let full = [0..4, 0..5];
@@ -253,12 +258,17 @@ mod tests {
                 assert!(got.is_none(), "{name} {rows:?} {rest:?}");
             }
             // Strings are not read from bytes.
-            assert!(fast.read::<String>(dataset.dtype(), &(0..6), &full).is_none());
+            assert!(
+                fast.read::<String>(dataset.dtype(), &(0..6), &full)
+                    .is_none()
+            );
         }
         let dataset = file.dataset("/shuffle_int16").unwrap();
         let fast = whole(&file, &dataset).unwrap();
         for rows in [0..9, 27..40, 0..40] {
-            let got = fast.read::<i16>(dataset.dtype(), &rows, &[0..7]).unwrap();
+            let got = fast
+                .read::<i16>(dataset.dtype(), &rows, std::slice::from_ref(&(0..7)))
+                .unwrap();
             assert_eq!(got.unwrap(), sliced::<i16>(&dataset, &rows));
         }
         // Chunks that split rows (types.h5's (23, 3) in chunks of (5, 2)), contiguous data:
@@ -267,14 +277,23 @@ mod tests {
         for name in ["/chunked/float32", "/contiguous/float32"] {
             let dataset = types.dataset(name).unwrap();
             let index = super::super::chunks::index(&types, &dataset).unwrap();
-            assert!(index.and_then(|i| WholeRows::new(&types, &dataset, i)).is_none());
+            assert!(
+                index
+                    .and_then(|i| WholeRows::new(&types, &dataset, i))
+                    .is_none()
+            );
         }
         // A chunk the file does not store (types.h5's /partial, (20, 4) in chunks of 5 rows,
         // rows 5..10 and 15..20 never written): `read_slice` reads it (the fill value).
         let dataset = types.dataset("/partial").unwrap();
         let fast = whole(&types, &dataset).unwrap();
-        let got = fast.read::<f32>(dataset.dtype(), &(0..5), &[0..4]).unwrap();
+        let got = fast
+            .read::<f32>(dataset.dtype(), &(0..5), std::slice::from_ref(&(0..4)))
+            .unwrap();
         assert_eq!(got.unwrap(), sliced::<f32>(&dataset, &(0..5)));
-        assert!(fast.read::<f32>(dataset.dtype(), &(0..10), &[0..4]).is_none());
+        assert!(
+            fast.read::<f32>(dataset.dtype(), &(0..10), std::slice::from_ref(&(0..4)))
+                .is_none()
+        );
     }
 }
