@@ -42,6 +42,10 @@ pub(crate) struct WholeRows {
     file: Hdf5File,
     filters: Vec<FilterDescription>,
     registry: FilterRegistry,
+    /// Whether the shuffle filter is the last one a chunk is decoded with (h5py's order:
+    /// shuffle, the compression, fletcher32): then it is left out of the pipeline, and the
+    /// bytes are unshuffled while they become values (`Raw::shuffled`).
+    shuffle_last: bool,
     /// The dataset's rows, and a chunk's.
     rows: u64,
     chunk_rows: u64,
@@ -96,6 +100,9 @@ impl WholeRows {
                 _ => None,
             })
             .unwrap_or_default();
+        let shuffle_last = filters
+            .first()
+            .is_some_and(|f| f.id == hdf5_reader::filters::FILTER_SHUFFLE);
         let chunks = index
             .stored
             .into_iter()
@@ -105,6 +112,7 @@ impl WholeRows {
             file: file.clone(),
             filters,
             registry: element::filters(),
+            shuffle_last,
             rows,
             chunk_rows,
             row_shape,
@@ -124,7 +132,7 @@ impl WholeRows {
         rows: &Range<u64>,
         rest: &[Range<u64>],
     ) -> Option<Result<ArrayD<T>, (u64, H5Error)>> {
-        let append = T::raw(dtype)?;
+        let raw = T::raw(dtype)?;
         let c = self.chunk_rows;
         let whole = rest.len() == self.row_shape.len()
             && rest
@@ -148,7 +156,18 @@ impl WholeRows {
         for (k, entry) in (first..).zip(entries) {
             // The rows of this chunk in the block: all of them but at the dataset's end.
             let take = (rows.end.min((k + 1) * c) - k * c) as usize * self.row_bytes;
-            if let Err(e) = self.chunk(entry, |bytes| append(&bytes[..take], &mut values)) {
+            // A chunk's mask bit 0 set: its shuffle filter was skipped when it was written.
+            let shuffled = self.shuffle_last && entry.filter_mask & 1 == 0;
+            let read = if shuffled {
+                self.chunk(entry, entry.filter_mask | 1, |bytes| {
+                    (raw.shuffled)(bytes, take / self.element_size, &mut values)
+                })
+            } else {
+                self.chunk(entry, entry.filter_mask, |bytes| {
+                    (raw.plain)(&bytes[..take], &mut values)
+                })
+            };
+            if let Err(e) = read {
                 return Some(Err((k, e)));
             }
         }
@@ -161,9 +180,14 @@ impl WholeRows {
         )
     }
 
-    /// Reads and decodes the chunk of `entry`, and hands its bytes (of the whole chunk
-    /// shape, checked) to `then`.
-    fn chunk<R>(&self, entry: &ChunkEntry, then: impl FnOnce(&[u8]) -> R) -> H5Result<R> {
+    /// Reads the chunk of `entry`, decodes it with the filters `mask` does not skip, and
+    /// hands its bytes (of the whole chunk shape, checked) to `then`.
+    fn chunk<R>(
+        &self,
+        entry: &ChunkEntry,
+        mask: u32,
+        then: impl FnOnce(&[u8]) -> R,
+    ) -> H5Result<R> {
         let size = if entry.size > 0 {
             usize::try_from(entry.size)
                 .map_err(|_| H5Error::InvalidData("a chunk larger than memory".into()))?
@@ -172,13 +196,14 @@ impl WholeRows {
         };
         let raw = self.file.storage().read_range(entry.address, size)?;
         let decoded;
-        let bytes: &[u8] = if self.filters.is_empty() {
+        let skipped = |i: usize| i < 32 && mask & (1 << i) != 0;
+        let bytes: &[u8] = if (0..self.filters.len()).all(skipped) {
             &raw
         } else {
             decoded = hdf5_reader::filters::apply_pipeline_with_limit(
                 &raw,
                 &self.filters,
-                entry.filter_mask,
+                mask,
                 self.element_size,
                 Some(&self.registry),
                 Some(self.chunk_bytes + 1),
