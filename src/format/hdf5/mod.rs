@@ -30,6 +30,14 @@
 //! block 1, ...) and read on blocking threads, [`Hdf5Dataset::num_parallel_reads`] at
 //! once plus one ahead, in order; a block reads only the chunks it touches.
 //!
+//! When the dataset's chunks hold whole rows (a chunk spans every axis but the first, as
+//! h5py's chunks of `(k, *row_shape)` do) and a block starts and ends on the chunk grid (as
+//! `slices(k)` with `k` a multiple of the chunk's rows, and rows mode, do, unless a
+//! hyperslab starts off the grid), the block is read
+//! chunk by chunk: each chunk decoded once and its bytes appended to the result as values
+//! in one pass, the shuffle filter undone on the way (`whole.rs`); other blocks go through
+//! the reader's `read_slice`.
+//!
 //! A chunk the file does not store (its chunk index is walked when the file is opened) is
 //! an error naming it, not the fill value libhdf5 and h5py read in its place: in a file
 //! written whole, a missing chunk means a damaged index, whose rows would otherwise silently
