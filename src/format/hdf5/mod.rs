@@ -33,10 +33,9 @@
 //! When the dataset's chunks hold whole rows (a chunk spans every axis but the first, as
 //! h5py's chunks of `(k, *row_shape)` do) and a block starts and ends on the chunk grid (as
 //! `slices(k)` with `k` a multiple of the chunk's rows, and rows mode, do, unless a
-//! hyperslab starts off the grid), the block is read
-//! chunk by chunk: each chunk decoded once and its bytes appended to the result as values
-//! in one pass, the shuffle filter undone on the way (`whole.rs`); other blocks go through
-//! the reader's `read_slice`.
+//! hyperslab starts off the grid), the block is read chunk by chunk: each chunk decoded
+//! once and its bytes appended to the result as values in one pass, the shuffle filter
+//! undone on the way (`whole.rs`); other blocks go through the reader's `read_slice`.
 //!
 //! A chunk the file does not store (its chunk index is walked when the file is opened) is
 //! an error naming it, not the fill value libhdf5 and h5py read in its place: in a file
@@ -423,12 +422,16 @@ fn open_blocking<T: Element, L: Element>(
         .map(u64::from);
     let element_size = element::size_of(dtype).unwrap_or(1) as u64;
     let block = config.recipe.block_rows(&shape, element_size, chunk_rows);
-    // The chunk index is walked to find missing chunks, and for the fast path.
+    // The chunk index is walked to find missing chunks, and for the fast path (when
+    // missing chunks are filled, an index that cannot be read only means no fast path: the
+    // reads report it, as before).
     let whole_fits = field.is_none() && T::raw(dtype).is_some() && whole::fits(&data);
-    let index = if !config.fill_missing || whole_fits {
+    let index = if !config.fill_missing {
         chunks::index(&file, &data).map_err(|e| {
             anyhow::anyhow!("{location}: dataset `{path}`: its chunk index cannot be read: {e}")
         })?
+    } else if whole_fits {
+        chunks::index(&file, &data).ok().flatten()
     } else {
         None
     };
