@@ -154,6 +154,88 @@ async fn fixed_length_strings_and_compound_fields_read_as_h5py_read_them() {
     assert_eq!(&names, entry["fields"]["name"].as_array().unwrap());
 }
 
+/// Slices of `k` rows of `file:dataset` as `T`, read one block at a time or two at once,
+/// each slice's shape checked, their values in order.
+async fn slice_values<T: Element>(file: &str, dataset: &str, k: u64, parallel: usize) -> Vec<T> {
+    let slices = Hdf5Dataset::new([data(file)], dataset)
+        .slices(k as usize)
+        .num_parallel_reads(parallel)
+        .build::<T>()
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{file}:{dataset}, slices of {k}: {e:#}"));
+    let rows = shape(&expected(&format!("{file}:{dataset}")))[0] as u64;
+    let sizes: Vec<u64> = slices.iter().map(|s| s.shape()[0] as u64).collect();
+    let want: Vec<u64> = (0..rows)
+        .step_by(k as usize)
+        .map(|r| k.min(rows - r))
+        .collect();
+    assert_eq!(sizes, want, "{file}:{dataset}, slices of {k}");
+    slices.into_iter().flatten().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_on_and_off_the_chunk_grid_read_as_h5py_read_them() {
+    // Blocks of whole chunks (chunks holding whole rows: read chunk by chunk) and blocks off
+    // the chunk grid (read by `read_slice`), the short last chunk included: filters.h5's
+    // datasets are (40, 4, 5) in chunks of 6 rows (the last one 4), /shuffle_int16 is (40, 7)
+    // in chunks of 9 (the last one 4).
+    let compare = |name: &str, k: u64, got: Vec<Value>| {
+        let want = expected(&format!("filters.h5:{name}"));
+        let want = want["values"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{name}, slices of {k}");
+        for (i, (got, want)) in got.iter().zip(want).enumerate() {
+            assert!(
+                same(got, want),
+                "{name}, slices of {k}: element {i} is {got}, h5py read {want}"
+            );
+        }
+    };
+    for name in [
+        "/gzip",
+        "/shuffle_gzip",
+        "/fletcher32",
+        "/shuffle_gzip_fletcher32",
+        "/lzf",
+        "/shuffle_lzf",
+    ] {
+        // 6, 12, 18, 40: on the grid (18: the last block 4 rows, one short chunk); 7, 4: off it.
+        for (k, parallel) in [(6, 1), (12, 2), (18, 2), (40, 1), (7, 2), (4, 1)] {
+            let got = slice_values::<f32>("filters.h5", name, k, parallel).await;
+            compare(name, k, got.iter().map(float).collect());
+        }
+    }
+    for (k, parallel) in [(9, 2), (27, 1), (10, 2)] {
+        let got = slice_values::<i16>("filters.h5", "/shuffle_int16", k, parallel).await;
+        compare("/shuffle_int16", k, got.iter().map(int).collect());
+    }
+    // The scenes with their labels: /scenes/points in chunks of 8 rows of (16, 3), 50 and 37
+    // rows (the last chunks 2 and 5 rows).
+    for file in ["scenes-0.h5", "scenes-1.h5"] {
+        for k in [8, 16, 24, 5] {
+            let slices = Hdf5Dataset::new([data(file)], "/scenes/points")
+                .with_labels("/scenes/labels")
+                .slices(k)
+                .build_labeled::<f32, i64>()
+                .collect()
+                .await
+                .unwrap();
+            let got: Vec<(Vec<f32>, i64)> = slices
+                .iter()
+                .flat_map(|(points, labels)| {
+                    assert_eq!(points.shape()[1..], [16, 3]);
+                    points
+                        .outer_iter()
+                        .map(|row| row.iter().copied().collect::<Vec<f32>>())
+                        .zip(labels.iter().copied())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(got, scene_rows(file), "{file}, slices of {k}");
+        }
+    }
+}
+
 fn scenes() -> [PathBuf; 2] {
     [data("scenes-0.h5"), data("scenes-1.h5")]
 }

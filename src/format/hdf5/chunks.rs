@@ -1,4 +1,5 @@
-//! Which chunks of a chunked dataset a file does not store.
+//! A chunked dataset's chunk index, walked once when a file is opened: which chunks the
+//! file does not store, and where the stored ones are (for [`whole`](super::whole)'s reads).
 //!
 //! HDF5 reads a chunk that was never written as the fill value, and so do h5py and
 //! `hdf5-reader`. In a file written whole (h5py's `create_dataset(data=...)`) every chunk is
@@ -10,19 +11,67 @@
 //!
 //! [`Hdf5Dataset::fill_missing_chunks`]: super::Hdf5Dataset::fill_missing_chunks
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use hdf5_reader::btree_v1::BTreeV1Key;
+use hdf5_reader::chunk_index::ChunkEntry;
 use hdf5_reader::error::Result;
 use hdf5_reader::io::Cursor;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
 use hdf5_reader::{Dataset, Hdf5File};
 
-/// The origins (element coordinates of their first element) of the chunks of `dataset`
-/// that its chunk index does not list, with the chunk's shape; nothing for a dataset that
-/// is not chunked or whose index cannot miss a chunk (single-chunk, implicit).
-pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64>>, Vec<u64>)> {
+/// The chunks of a chunked dataset, as its index lists them.
+pub(crate) struct Index {
+    /// The chunk's shape (one extent per axis of the dataset).
+    pub(crate) chunk: Vec<u64>,
+    /// The stored chunks on the chunk grid inside the dataset, by origin (element
+    /// coordinates of their first element, one per axis).
+    pub(crate) stored: HashMap<Vec<u64>, ChunkEntry>,
+    /// Whether the index cannot miss a chunk (single-chunk, implicit; an empty dataset),
+    /// whatever `stored` holds.
+    complete: bool,
+}
+
+impl Index {
+    /// The origins of the chunks the index does not list, in row-major order of the grid,
+    /// with the chunk's shape.
+    pub(crate) fn missing(&self, shape: &[u64]) -> (Vec<Vec<u64>>, Vec<u64>) {
+        let chunk = self.chunk.clone();
+        let ndim = shape.len();
+        if self.complete || chunk.len() != ndim {
+            return (Vec::new(), chunk);
+        }
+        let per_axis: Vec<u64> = (0..ndim).map(|d| shape[d].div_ceil(chunk[d])).collect();
+        let expected = per_axis
+            .iter()
+            .try_fold(1u64, |n, &k| n.checked_mul(k))
+            .unwrap_or(u64::MAX);
+        if self.stored.len() as u64 >= expected {
+            return (Vec::new(), chunk);
+        }
+        let mut missing = Vec::new();
+        let mut index = vec![0u64; ndim];
+        'grid: loop {
+            let origin: Vec<u64> = (0..ndim).map(|d| index[d] * chunk[d]).collect();
+            if !self.stored.contains_key(&origin) {
+                missing.push(origin);
+            }
+            for d in (0..ndim).rev() {
+                index[d] += 1;
+                if index[d] < per_axis[d] {
+                    continue 'grid;
+                }
+                index[d] = 0;
+            }
+            break;
+        }
+        (missing, chunk)
+    }
+}
+
+/// The chunk index of `dataset`, or `None` for a dataset that is not chunked.
+pub(crate) fn index(file: &Hdf5File, dataset: &Dataset) -> Result<Option<Index>> {
     let header = file.get_or_parse_header(dataset.address())?;
     let layout = header.messages.iter().find_map(|m| match m {
         HdfMessage::DataLayout(message) => Some(&message.layout),
@@ -35,7 +84,7 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
         ..
     }) = layout
     else {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(None);
     };
     let shape = dataset.shape();
     let ndim = shape.len();
@@ -44,13 +93,21 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
         .take(ndim)
         .map(|&d| u64::from(d).max(1))
         .collect();
+    let complete = |chunk| {
+        Ok(Some(Index {
+            chunk,
+            stored: HashMap::new(),
+            complete: true,
+        }))
+    };
     if chunk.len() != ndim || shape.contains(&0) {
-        return Ok((Vec::new(), chunk));
+        return complete(chunk);
     }
     let superblock = file.superblock();
     let (offset_size, length_size) = (superblock.offset_size, superblock.length_size);
     let storage = file.storage();
-    let stored: Vec<Vec<u64>> = if Cursor::is_undefined_offset(*address, offset_size) {
+    let mut single = false;
+    let stored: Vec<ChunkEntry> = if Cursor::is_undefined_offset(*address, offset_size) {
         Vec::new()
     } else {
         match chunk_indexing {
@@ -64,14 +121,34 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
                 None,
             )?
             .into_iter()
-            .filter_map(|(key, _)| match key {
-                BTreeV1Key::RawData { offsets, .. } => Some(offsets),
+            .filter_map(|(key, chunk_address)| match key {
+                BTreeV1Key::RawData {
+                    chunk_size,
+                    filter_mask,
+                    offsets,
+                } => Some(ChunkEntry {
+                    address: chunk_address,
+                    size: u64::from(chunk_size),
+                    filter_mask,
+                    offsets,
+                }),
                 BTreeV1Key::Group { .. } => None,
             })
             .collect(),
-            Some(ChunkIndexing::SingleChunk { .. } | ChunkIndexing::Implicit) => {
-                return Ok((Vec::new(), chunk));
+            Some(ChunkIndexing::SingleChunk {
+                filtered_size,
+                filters,
+            }) => {
+                single = true;
+                vec![hdf5_reader::chunk_index::single_chunk_entry(
+                    *address,
+                    *filtered_size,
+                    *filters,
+                    ndim,
+                )]
             }
+            // Every chunk at its place, none listed: read through `read_slice`.
+            Some(ChunkIndexing::Implicit) => return complete(chunk),
             Some(ChunkIndexing::BTreeV2) => {
                 hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
                     storage,
@@ -82,9 +159,6 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
                     dims,
                     None,
                 )?
-                .into_iter()
-                .map(|e| e.offsets)
-                .collect()
             }
             Some(ChunkIndexing::FixedArray { .. }) => {
                 hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
@@ -96,9 +170,6 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
                     dims,
                     None,
                 )?
-                .into_iter()
-                .map(|e| e.offsets)
-                .collect()
             }
             Some(ChunkIndexing::ExtensibleArray { .. }) => {
                 hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
@@ -111,9 +182,6 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
                     dims,
                     None,
                 )?
-                .into_iter()
-                .map(|e| e.offsets)
-                .collect()
             }
         }
     };
@@ -121,38 +189,17 @@ pub(crate) fn missing(file: &Hdf5File, dataset: &Dataset) -> Result<(Vec<Vec<u64
     let on_grid = |origin: &[u64]| {
         origin.len() >= ndim && (0..ndim).all(|d| origin[d] % chunk[d] == 0 && origin[d] < shape[d])
     };
-    let stored: HashSet<Vec<u64>> = stored
+    let stored = stored
         .into_iter()
-        .filter(|o| on_grid(o))
-        .map(|mut o| {
-            o.truncate(ndim);
-            o
+        .filter(|e| on_grid(&e.offsets))
+        .map(|mut e| {
+            e.offsets.truncate(ndim);
+            (e.offsets.clone(), e)
         })
         .collect();
-    let per_axis: Vec<u64> = (0..ndim).map(|d| shape[d].div_ceil(chunk[d])).collect();
-    let expected = per_axis
-        .iter()
-        .try_fold(1u64, |n, &k| n.checked_mul(k))
-        .unwrap_or(u64::MAX);
-    if stored.len() as u64 >= expected {
-        return Ok((Vec::new(), chunk));
-    }
-    // Some are missing: list them, in row-major order of the grid.
-    let mut missing = Vec::new();
-    let mut index = vec![0u64; ndim];
-    'grid: loop {
-        let origin: Vec<u64> = (0..ndim).map(|d| index[d] * chunk[d]).collect();
-        if !stored.contains(&origin) {
-            missing.push(origin);
-        }
-        for d in (0..ndim).rev() {
-            index[d] += 1;
-            if index[d] < per_axis[d] {
-                continue 'grid;
-            }
-            index[d] = 0;
-        }
-        break;
-    }
-    Ok((missing, chunk))
+    Ok(Some(Index {
+        chunk,
+        stored,
+        complete: single,
+    }))
 }

@@ -30,6 +30,13 @@
 //! block 1, ...) and read on blocking threads, [`Hdf5Dataset::num_parallel_reads`] at
 //! once plus one ahead, in order; a block reads only the chunks it touches.
 //!
+//! When the dataset's chunks hold whole rows (a chunk spans every axis but the first, as
+//! h5py's chunks of `(k, *row_shape)` do) and a block starts and ends on the chunk grid (as
+//! `slices(k)` with `k` a multiple of the chunk's rows, and rows mode, do, unless a
+//! hyperslab starts off the grid), the block is read chunk by chunk: each chunk decoded
+//! once and its bytes appended to the result as values in one pass, the shuffle filter
+//! undone on the way (`whole.rs`); other blocks go through the reader's `read_slice`.
+//!
 //! A chunk the file does not store (its chunk index is walked when the file is opened) is
 //! an error naming it, not the fill value libhdf5 and h5py read in its place: in a file
 //! written whole, a missing chunk means a damaged index, whose rows would otherwise silently
@@ -61,6 +68,7 @@ mod chunks;
 mod element;
 mod inspect;
 mod shard;
+mod whole;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -297,6 +305,9 @@ pub(crate) struct H5File {
     /// The chunks the file does not store (their origins), and the chunk shape: of the data,
     /// then of the labels (nothing when missing chunks are filled).
     missing: [(Vec<Vec<u64>>, Vec<u64>); 2],
+    /// The data's blocks of whole chunks read chunk by chunk, when its chunks hold whole
+    /// rows (`whole.rs`).
+    whole: Option<whole::WholeRows>,
 }
 
 impl std::fmt::Debug for H5File {
@@ -411,19 +422,38 @@ fn open_blocking<T: Element, L: Element>(
         .map(u64::from);
     let element_size = element::size_of(dtype).unwrap_or(1) as u64;
     let block = config.recipe.block_rows(&shape, element_size, chunk_rows);
+    // The chunk index is walked to find missing chunks, and for the fast path (when
+    // missing chunks are filled, an index that cannot be read only means no fast path: the
+    // reads report it, as before).
+    let whole_fits = field.is_none() && T::raw(dtype).is_some() && whole::fits(&data);
+    let index = if !config.fill_missing {
+        chunks::index(&file, &data).map_err(|e| {
+            anyhow::anyhow!("{location}: dataset `{path}`: its chunk index cannot be read: {e}")
+        })?
+    } else if whole_fits {
+        chunks::index(&file, &data).ok().flatten()
+    } else {
+        None
+    };
     let mut missing = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
     if !config.fill_missing {
-        missing[0] = chunks::missing(&file, &data).map_err(|e| {
-            anyhow::anyhow!("{location}: dataset `{path}`: its chunk index cannot be read: {e}")
-        })?;
+        if let Some(index) = &index {
+            missing[0] = index.missing(&shape);
+        }
         if let (Some(labels), Some(labels_path)) = (&labels, &config.labels) {
-            missing[1] = chunks::missing(&file, labels).map_err(|e| {
+            let index = chunks::index(&file, labels).map_err(|e| {
                 anyhow::anyhow!(
                     "{location}: labels `{labels_path}`: their chunk index cannot be read: {e}"
                 )
             })?;
+            if let Some(index) = index {
+                missing[1] = index.missing(labels.shape());
+            }
         }
     }
+    let whole = index
+        .filter(|_| whole_fits)
+        .and_then(|index| whole::WholeRows::new(&file, &data, index));
     Ok(Opened {
         location,
         identity: (identity.size, identity.version),
@@ -436,6 +466,7 @@ fn open_blocking<T: Element, L: Element>(
             labels,
             field,
             missing,
+            whole,
         },
     })
 }
@@ -508,11 +539,18 @@ fn read_rows<T: Element, L: Element>(
     if let Some(labels) = &config.labels {
         not_missing(opened, 1, &format!("labels `{labels}`"), rows)?;
     }
-    let data = read_field::<T>(&meta.data, meta.field.as_ref(), rows, rest).map_err(|e| {
-        located(location, &meta.data, &data_name, rows, e, |part| {
-            read_field::<T>(&meta.data, meta.field.as_ref(), part, rest).map(drop)
-        })
-    })?;
+    let fast = meta.whole.as_ref().filter(|_| meta.field.is_none());
+    let data = match fast.and_then(|whole| whole.read::<T>(meta.data.dtype(), rows, rest)) {
+        Some(read) => read.map_err(|(chunk, e)| {
+            let chunk_rows = chunk_rows(&meta.data).unwrap_or(1);
+            chunk_error(location, &data_name, rows, chunk, chunk_rows, e)
+        })?,
+        None => read_field::<T>(&meta.data, meta.field.as_ref(), rows, rest).map_err(|e| {
+            located(location, &meta.data, &data_name, rows, e, |part| {
+                read_field::<T>(&meta.data, meta.field.as_ref(), part, rest).map(drop)
+            })
+        })?,
+    };
     let labels = match &meta.labels {
         None => None,
         Some(labels) => {
@@ -593,24 +631,41 @@ fn located(
     e: hdf5_reader::error::Error,
     read: impl Fn(&Range<u64>) -> Result<(), hdf5_reader::error::Error>,
 ) -> anyhow::Error {
-    let chunk_rows = dataset
-        .chunks()
-        .and_then(|c| c.first().copied())
-        .map(u64::from);
-    if let Some(c) = chunk_rows.filter(|&c| c > 0 && rows.end > rows.start) {
+    if let Some(c) = chunk_rows(dataset).filter(|&c| c > 0 && rows.end > rows.start) {
         for chunk in rows.start / c..=(rows.end - 1) / c {
             let part = (chunk * c).max(rows.start)..((chunk + 1) * c).min(rows.end);
             if let Err(e) = read(&part) {
-                return anyhow::anyhow!(
-                    "{location}: {what}: rows {}..{}: the chunk at rows {}..{} (chunk {chunk} \
-                     along the first axis): {e}",
-                    rows.start,
-                    rows.end,
-                    chunk * c,
-                    (chunk + 1) * c
-                );
+                return chunk_error(location, what, rows, chunk, c, e);
             }
         }
     }
     anyhow::anyhow!("{location}: {what}: rows {}..{}: {e}", rows.start, rows.end)
+}
+
+/// A chunked dataset's chunk extent along the first axis.
+fn chunk_rows(dataset: &hdf5_reader::Dataset) -> Option<u64> {
+    dataset
+        .chunks()
+        .and_then(|c| c.first().copied())
+        .map(u64::from)
+}
+
+/// The error `e` of reading `rows` of `what`, in chunk number `chunk` (of `c` rows) along
+/// the first axis.
+fn chunk_error(
+    location: &Location,
+    what: &str,
+    rows: &Range<u64>,
+    chunk: u64,
+    c: u64,
+    e: hdf5_reader::error::Error,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{location}: {what}: rows {}..{}: the chunk at rows {}..{} (chunk {chunk} along the \
+         first axis): {e}",
+        rows.start,
+        rows.end,
+        chunk * c,
+        (chunk + 1) * c
+    )
 }
