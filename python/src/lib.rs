@@ -66,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(readers::csv_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(readers::parquet_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(readers::hdf5_dataset, m)?)?;
+    m.add_class::<readers::PyMegatron>()?;
     m.add_function(wrap_pyfunction!(reference::_reference_range, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_reference_tfrecord, m)?)?;
     m.add("AUTOTUNE", dataset::AUTOTUNE)?;

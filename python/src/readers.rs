@@ -518,3 +518,72 @@ pub(crate) fn hdf5_dataset(
         }
     })
 }
+
+/// Megatron-LM indexed datasets (`.bin` + `.idx` pairs), opened; see
+/// `streamload.MegatronDataset`.
+#[pyclass(name = "MegatronDataset", module = "streamload._native", frozen)]
+pub(crate) struct PyMegatron {
+    inner: streamload::format::megatron::MegatronDataset,
+}
+
+#[pymethods]
+impl PyMegatron {
+    /// Opens the pairs named by `prefixes` (each `.idx` read and checked, the GIL released).
+    #[new]
+    fn new(py: Python<'_>, prefixes: &Bound<'_, PyAny>) -> PyResult<Self> {
+        use streamload::format::megatron::MegatronDataset;
+        let prefixes = file_names(prefixes)?;
+        let opened =
+            py.detach(|| crate::runtime::runtime()?.block_on(MegatronDataset::open(prefixes)));
+        match opened {
+            Ok(inner) => Ok(PyMegatron { inner }),
+            Err(e) => Err(errors::to_py(py, e)),
+        }
+    }
+
+    /// Documents in all the pairs.
+    #[getter]
+    fn num_documents(&self) -> u64 {
+        self.inner.num_documents()
+    }
+
+    /// Document `number`'s token ids, as a `uint32` array.
+    fn read_document<'py>(&self, py: Python<'py>, number: u64) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        let read = py.detach(|| {
+            crate::runtime::runtime()?.block_on(async move { inner.read_document(number).await })
+        });
+        match read {
+            Ok(tokens) => Value::array(ndarray::Array1::from_vec(tokens).into_dyn()).into_py(py),
+            Err(e) => Err(errors::to_py(py, e)),
+        }
+    }
+
+    /// The documents as a dataset of `uint32` arrays.
+    #[pyo3(signature = (shuffle_seed=None, num_shards=1, index=0, num_parallel_reads=None))]
+    fn documents(
+        &self,
+        py: Python<'_>,
+        shuffle_seed: Option<u64>,
+        num_shards: u64,
+        index: u64,
+        num_parallel_reads: Option<i64>,
+    ) -> PyResult<PyDataset> {
+        if num_shards == 0 || index >= num_shards {
+            return Err(errors::invalid(
+                py,
+                format!("index {index} is not below num_shards {num_shards}"),
+            ));
+        }
+        let mut reader = self.inner.clone().shard(num_shards, index);
+        if let Some(seed) = shuffle_seed {
+            reader = reader.shuffle_documents(seed);
+        }
+        if let Some(n) = parallelism(py, "num_parallel_reads", num_parallel_reads)? {
+            reader = reader.num_parallel_reads(n);
+        }
+        Ok(PyDataset::wrap(reader.documents().map(|tokens| {
+            Value::array(ndarray::Array1::from_vec(tokens).into_dyn())
+        })))
+    }
+}

@@ -245,6 +245,19 @@ def hdf5_dataset(
     fill_missing_chunks: bool = False,
     num_parallel_reads: int | None = None,
 ) -> Dataset: ...
+class MegatronDataset:
+    def __init__(self, prefixes: list[str]) -> None: ...
+    @property
+    def num_documents(self) -> int: ...
+    def read_document(self, number: int) -> Any: ...
+    def documents(
+        self,
+        shuffle_seed: int | None = None,
+        num_shards: int = 1,
+        index: int = 0,
+        num_parallel_reads: int | None = None,
+    ) -> Dataset: ...
+
 class Transform:
     """A built-in transform (``streamload.image``, ``streamload.text``): ``Dataset.map``
     runs it in Rust, without the GIL."""

@@ -193,3 +193,37 @@ def HDF5Dataset(
         fill_missing_chunks,
         num_parallel_reads,
     )
+
+
+class MegatronDataset:
+    """Megatron-LM indexed datasets: the ``.bin`` + ``.idx`` pairs named by ``prefixes``
+    (``"data/corpus"`` for ``data/corpus.bin`` and ``data/corpus.idx``; local paths or
+    URLs), the format most pretraining corpora ship in. Each pair is checked when opened
+    (header, version, token type, the index against its ``.bin``): a damaged or mismatched
+    pair raises an error naming the file. Documents are numbered across the pairs in order.
+
+    ``num_documents``; ``read_document(n)``: document ``n``'s token ids as a ``uint32``
+    array; ``documents(shuffle_seed=None, num_shards=1, index=0, num_parallel_reads=None)``:
+    a :class:`Dataset` of them, in order or shuffled per epoch from the seed, only every
+    ``num_shards``-th document from ``index``; its checkpoints are a few bytes, and a pair
+    that changed refuses one."""
+
+    def __init__(self, prefixes: "str | Sequence[str]"):
+        self._native = _native.MegatronDataset(_names(prefixes))
+
+    @property
+    def num_documents(self) -> int:
+        return self._native.num_documents
+
+    def read_document(self, number: int):
+        return self._native.read_document(number)
+
+    def documents(
+        self,
+        shuffle_seed: "int | None" = None,
+        num_shards: int = 1,
+        index: int = 0,
+        num_parallel_reads: "int | None" = None,
+    ) -> Dataset:
+        return self._native.documents(shuffle_seed, num_shards, index, num_parallel_reads)
+

@@ -417,3 +417,55 @@ def test_parquet_exclude_cols_leaves_columns_out():
         list(sl.ParquetDataset(path, exclude_cols="nope"))
     with pytest.raises(sl.InvalidArgumentError, match="mutually exclusive"):
         sl.ParquetDataset(path, columns=["id"], exclude_cols=["value"])
+
+
+# Megatron-LM indexed datasets (files written by megatron-core's own code,
+# scripts/make_megatron.py).
+MEGATRON = REPO_DATA / "megatron"
+
+
+def _megatron_documents(case):
+    bounds = case["document_indices"]
+    return [
+        [t for s in case["sequences"][a:b] for t in s] for a, b in zip(bounds, bounds[1:])
+    ]
+
+
+def test_megatron_reads_what_megatron_wrote():
+    expected = json.loads((MEGATRON / "expected.json").read_text())
+    for name in ["docs_uint16", "sentences_int32", "multimodal_uint16", "merged_uint16"]:
+        want = _megatron_documents(expected[name])
+        corpus = sl.MegatronDataset(str(MEGATRON / name))
+        assert corpus.num_documents == len(want)
+        got = [d.tolist() for d in corpus.documents()]
+        assert got == want, name
+        doc = corpus.read_document(len(want) - 1)
+        assert doc.dtype == np.uint32 and doc.tolist() == want[-1]
+
+
+def test_megatron_shuffled_shards_and_errors(tmp_path):
+    corpus = sl.MegatronDataset([str(MEGATRON / "merged_uint16"), str(MEGATRON / "sentences_int32")])
+    every = sorted(d.tolist() for d in corpus.documents())
+    shuffled = [d.tolist() for d in corpus.documents(shuffle_seed=3)]
+    assert sorted(shuffled) == every and shuffled != sorted(shuffled)
+    shards = [d.tolist() for i in range(2) for d in corpus.documents(num_shards=2, index=i)]
+    assert sorted(shards) == every
+    with pytest.raises(ValueError, match="num_shards"):
+        corpus.documents(num_shards=2, index=2)
+    (tmp_path / "bad.idx").write_bytes(b"NOTMEGATRON" + bytes(40))
+    (tmp_path / "bad.bin").write_bytes(b"")
+    with pytest.raises(Exception, match=r"bad\.idx.*MMIDIDX"):
+        sl.MegatronDataset(str(tmp_path / "bad"))
+    with pytest.raises(Exception, match="past the last"):
+        corpus.read_document(corpus.num_documents)
+
+
+def test_megatron_resumes_from_a_checkpoint():
+    corpus = sl.MegatronDataset(str(MEGATRON / "merged_uint16"))
+    ds = corpus.documents(shuffle_seed=5)
+    whole = [d.tolist() for d in ds]
+    it = iter(corpus.documents(shuffle_seed=5))
+    first = [next(it).tolist() for _ in range(3)]
+    state = it.checkpoint()
+    rest = [d.tolist() for d in corpus.documents(shuffle_seed=5).iter_from(state)]
+    assert first + rest == whole
