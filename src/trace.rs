@@ -74,14 +74,6 @@ impl<S: crate::engine::Resumable> crate::engine::Resumable for Traced<S> {
     fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
         self.inner.last_prov()
     }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
-    }
 }
 
 #[cfg(test)]

@@ -1111,6 +1111,29 @@ async fn cache_resumes_while_filling_and_while_reading() {
 }
 
 #[tokio::test]
+async fn a_cache_a_take_cuts_short_fills_afresh_after_a_resume() {
+    // The take stops each repetition before the cache is whole, so every repetition fills it
+    // again in its own epoch (its own shuffle); a resumed fill must not hand its epoch on to
+    // the next repetition (found by the random checkpoint test at 10x, seed 36).
+    let make = || {
+        Dataset::range(0, 100)
+            .shuffle(10, Some(3))
+            .cache()
+            .take(20)
+            .repeat_n(3)
+    };
+    let n = make().count().await.unwrap() as usize;
+    assert_exact(make, [0, 1, 5, 19, 20, 21, 30, 39, 40, 45, n - 1]).await;
+    let make = || {
+        Dataset::random(Some(391), true)
+            .cache()
+            .take(30)
+            .repeat_n(2)
+    };
+    assert_exact(make, [0, 7, 29, 30, 31, 45, 59]).await;
+}
+
+#[tokio::test]
 async fn a_restored_cache_holds_the_order_of_the_epoch_that_filled_it() {
     // Unseeded: each recipe draws its own shuffle seed; the checkpoint carries the fill's.
     let recipe = || Dataset::range(0, 40).shuffle(10, None).cache();

@@ -111,11 +111,13 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
     };
     for op in &recipe.ops {
         ds = match *op {
-            Op::Map(k) => ds.map(move |x| x * 3 + k),
+            Op::Map(k) => ds.map(move |x| x.wrapping_mul(3).wrapping_add(k)),
             Op::Filter(k) => ds.filter(move |x| x.rem_euclid(k) != 0),
             Op::Take(k) => ds.take(k),
             Op::Skip(k) => ds.skip(k),
-            Op::Enumerate => ds.enumerate(100).map(|(i, x)| i * 1_000_000 + x),
+            Op::Enumerate => ds
+                .enumerate(100)
+                .map(|(i, x)| i.wrapping_mul(1_000_000).wrapping_add(x)),
             Op::Shuffle(b, seed) => ds.shuffle(b, Some(seed)),
             Op::BatchSum(b, drop) => {
                 let batched = if drop {
@@ -123,20 +125,25 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                 } else {
                     ds.batch(b)
                 };
-                batched.map(|v| v.iter().sum::<i64>() * 7 + v.len() as i64)
+                batched.map(|v| {
+                    let sum = v.iter().fold(0i64, |a, &b| a.wrapping_add(b));
+                    sum.wrapping_mul(7).wrapping_add(v.len() as i64)
+                })
             }
             Op::Prefetch(p) => ds.prefetch(parallelism(p)),
             Op::MapParallel(p) => ds.map_parallel(parallelism(p), |x| x ^ 0x55),
-            Op::RandomMap(p, seed) => {
-                ds.random_map(p, seed, |x, rng| x * 1_000 + rng.random_range(0..1_000))
-            }
+            Op::RandomMap(p, seed) => ds.random_map(p, seed, |x, rng| {
+                x.wrapping_mul(1_000)
+                    .wrapping_add(rng.random_range(0..1_000))
+            }),
             Op::Repeat(k) => ds.repeat_n(k),
             Op::Interleave(cycle, block) => ds.interleave(cycle, block, |x| {
-                Dataset::range(0, x.rem_euclid(5)).map(move |y| x * 10 + y)
+                Dataset::range(0, x.rem_euclid(5)).map(move |y| x.wrapping_mul(10).wrapping_add(y))
             }),
             Op::ParallelInterleave(cycle, block) => {
                 ds.parallel_interleave(cycle, block, cycle, |x| {
-                    Dataset::range(0, x.rem_euclid(4) + 1).map(move |y| x * 10 + y)
+                    Dataset::range(0, x.rem_euclid(4) + 1)
+                        .map(move |y| x.wrapping_mul(10).wrapping_add(y))
                 })
             }
             Op::Shard(n, i) => ds.shard(n, i),
@@ -148,9 +155,11 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                 })
                 .ignore_errors(),
             Op::Unique(k) => ds.map(move |x| x.rem_euclid(k)).unique(),
-            Op::Scan(k) => ds.scan_resumable(k, |sum, x| (sum + x, sum * 3 + x)),
+            Op::Scan(k) => ds.scan_resumable(k, |sum, x| {
+                (sum.wrapping_add(x), sum.wrapping_mul(3).wrapping_add(x))
+            }),
             Op::Zip(n) => Dataset::zip(ds, Dataset::range(0, n as i64).shuffle(7, Some(n as u64)))
-                .map(|(a, b)| a * 1_000 + b),
+                .map(|(a, b)| a.wrapping_mul(1_000).wrapping_add(b)),
             Op::Concatenate(n) => ds.concatenate(&Dataset::range(0, n).map(|x| -x)),
             Op::Sample(seed, stop) => Dataset::sample_from_datasets(
                 vec![ds, Dataset::range(0, 30).map(|x| -x - 1)],
@@ -171,15 +180,12 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
             Op::PaddedBatch(b) => ds
                 .map(|x| vec![x; x.rem_euclid(4) as usize])
                 .padded_batch(b, None, None, false)
-                .map(|a| a.iter().sum::<i64>() * 7 + a.len() as i64),
+                .map(|a| summed(a.iter())),
             Op::Unbatch(b) => ds.batch(b).unbatch(),
-            Op::Rebatch(a, b) => ds
-                .batch(a)
-                .rebatch(b, false)
-                .map(|v| v.iter().sum::<i64>() * 7 + v.len() as i64),
+            Op::Rebatch(a, b) => ds.batch(a).rebatch(b, false).map(|v| summed(v.iter())),
             Op::Window(size, shift, stride) => ds
                 .window(size, shift, stride, false)
-                .map(|v| v.iter().sum::<i64>() * 7 + v.len() as i64),
+                .map(|v| summed(v.iter())),
             Op::Bucket(ref sizes) => ds
                 .map(|x| vec![x; x.rem_euclid(7) as usize + 1])
                 .bucket_by_sequence_length(
@@ -188,7 +194,7 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                     sizes.clone(),
                     streamload::BucketOptions::default(),
                 )
-                .map(|a| a.iter().sum::<i64>() * 7 + a.len() as i64),
+                .map(|a| summed(a.iter())),
             Op::GroupByWindow(k, w) => {
                 ds.group_by_window(move |x| x.rem_euclid(k), |_, g| g.batch(2).map(|v| v[0]), w)
             }
@@ -442,4 +448,12 @@ async fn random_pipelines_resume_exactly_at_random_points() {
             );
         }
     }
+}
+
+/// A batch as one number (wrapping: random pipelines stack multiplications).
+fn summed<'a>(v: impl IntoIterator<Item = &'a i64>) -> i64 {
+    let (sum, len) = v
+        .into_iter()
+        .fold((0i64, 0i64), |(a, n), &b| (a.wrapping_add(b), n + 1));
+    sum.wrapping_mul(7).wrapping_add(len)
 }

@@ -348,14 +348,6 @@ impl<S: Resumable, const WAIT: bool> Resumable for Counted<S, WAIT> {
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.inner.last_prov()
     }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
-    }
 }
 
 impl<S: Resumable> Resumable for Timed<S> {
@@ -365,13 +357,5 @@ impl<S: Resumable> Resumable for Timed<S> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.inner.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
     }
 }

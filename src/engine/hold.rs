@@ -4,8 +4,8 @@
 //!
 //! Every element a stage holds carries what makes it again, in one of two ways, chosen by the
 //! input (as tf.data gives each buffered element its own checkpoint):
-//! - **a mark and an index**, over a *small* input (one whose state is a few words, see
-//!   [`Resumable::is_small`]): the hold takes marks of the input (its state before an
+//! - **a mark and an index**, over a *small* input (one whose state is a few words, as its
+//!   dataset answers: [`Answers`]): the hold takes marks of the input (its state before an
 //!   element) and numbers the elements it reads. The stage keeps each held element's index;
 //!   a checkpoint saves the mark before the oldest, `J` (how many were read since it) and the
 //!   runs of offsets of those still held. A restore rebuilds the input from the mark, reads
@@ -30,6 +30,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use super::ctx::Ctx;
+use super::plan::Answers;
 use super::resume::{BoxStream, Resumable, unsupported};
 use crate::checkpoint::{Prov, State};
 
@@ -92,6 +93,8 @@ pub(crate) struct Hold<T> {
     /// Whether the input is small, and whether elements are held by marks (a small input
     /// whose stage did not ask for positions).
     small: bool,
+    /// Whether the input can save its position at all.
+    resumable: bool,
     by_marks: bool,
     /// A mark is taken before one element in this many (when set), and before the next
     /// element when the stage asks ([`mark`](Hold::mark)).
@@ -117,6 +120,7 @@ impl<T: Send + 'static> Hold<T> {
     pub(crate) fn open(
         ctx: &Ctx,
         input: &dyn Fn(&Ctx) -> BoxStream<T>,
+        answers: Answers,
         positions: bool,
         stage: &'static str,
         at: usize,
@@ -128,9 +132,21 @@ impl<T: Send + 'static> Hold<T> {
         };
         let provenance = ctx.provenance();
         let Some(state) = ctx.restoring() else {
-            return Ok(Self::new(input(&ctx), positions, provenance, stage));
+            return Ok(Self::new(
+                input(&ctx),
+                answers,
+                positions,
+                provenance,
+                stage,
+            ));
         };
-        let mut hold = Self::new(input(&ctx.for_input(0)), positions, provenance, stage);
+        let mut hold = Self::new(
+            input(&ctx.for_input(0)),
+            answers,
+            positions,
+            provenance,
+            stage,
+        );
         if !hold.by_marks {
             if !state.held.is_empty() {
                 let provs: Arc<[Prov]> = state.held.clone().into();
@@ -158,19 +174,22 @@ impl<T: Send + 'static> Hold<T> {
         Ok(hold)
     }
 
-    /// A hold over `input` with nothing to hand back: by positions when `positions` or the
+    /// A hold over `input` (whose dataset gives `answers`) with nothing to hand back: by
+    /// positions when `positions` or the
     /// input is not small, otherwise by marks (positions kept too when `provenance`: a stage
     /// downstream asked for them).
     pub(crate) fn new(
         input: BoxStream<T>,
+        answers: Answers,
         positions: bool,
         provenance: bool,
         stage: &'static str,
     ) -> Self {
-        let small = input.is_small();
+        let Answers { small, resumable } = answers;
         let by_marks = small && !positions;
         Hold {
-            marking: by_marks && input.resumable(),
+            marking: by_marks && resumable,
+            resumable,
             record: !by_marks || provenance,
             small,
             by_marks,
@@ -267,7 +286,7 @@ impl<T> Hold<T> {
     }
 
     pub(crate) fn resumable(&self) -> bool {
-        self.input.resumable()
+        self.resumable
     }
 
     pub(crate) fn is_terminated(&self) -> bool {

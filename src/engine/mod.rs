@@ -29,6 +29,7 @@ pub(crate) use hold::Hold;
 pub(crate) use op::{
     Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields, params_key,
 };
+pub(crate) use plan::Answers;
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{

@@ -38,6 +38,10 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     /// set of the ones seen, a shuffle buffer) is not small: stages downstream that hold
     /// elements keep their positions, not a mark of it.
     const SMALL: bool = true;
+    /// Its stream saves its position only in deterministic order (a parallel map, a parallel
+    /// interleave): under `Options::deterministic(false)` the stages holding its elements
+    /// take no marks of it and keep no positions.
+    const ORDERED: bool = false;
 
     /// Whether its stream saves its position (a `scan` whose running state cannot be
     /// serialized does not: a checkpoint through it is refused, naming it).
@@ -118,6 +122,7 @@ impl<'a, T: Send + 'static> Input<'a, T> {
         super::Hold::open(
             self.ctx,
             &|ctx| self.dataset.build(ctx),
+            self.dataset.answers(self.ctx),
             positions,
             stage,
             at,
@@ -218,12 +223,13 @@ impl<T: Send + 'static> Dataset<T> {
     /// and its input's, whose stream `op` opens from the epoch's start.
     pub(crate) fn then<O: Operation<T>>(&self, op: O) -> Dataset<O::Out> {
         let key = params_key(&op);
-        let (options, depth, resumable, small) = Beside::add(
+        let (options, depth, resumable, small, ordered) = Beside::add(
             op.beside(),
             self.options().clone(),
             self.depth() + 1,
             self.is_resumable() && op.resumable(),
             self.is_small() && O::SMALL,
+            self.is_ordered() || O::ORDERED,
         );
         let op = Arc::new(op);
         let input = self.clone();
@@ -246,6 +252,7 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(key)
         .resumable(resumable)
         .small(small)
+        .ordered(ordered)
     }
 }
 
@@ -344,6 +351,7 @@ pub(crate) struct Beside {
     depth: u64,
     resumable: bool,
     small: bool,
+    ordered: bool,
 }
 
 impl Beside {
@@ -353,25 +361,28 @@ impl Beside {
             depth: dataset.depth(),
             resumable: dataset.is_resumable(),
             small: dataset.is_small(),
+            ordered: dataset.is_ordered(),
         }
     }
 
-    /// A stage's options, depth, and whether it can be saved and is small, from its inputs'
-    /// (given), with `beside` counted as one more input.
+    /// A stage's options, depth, and whether it can be saved, is small and is saved only in
+    /// deterministic order, from its inputs' (given), with `beside` counted as one more input.
     fn add(
         beside: Option<Beside>,
         options: crate::Options,
         depth: u64,
         resumable: bool,
         small: bool,
-    ) -> (crate::Options, u64, bool, bool) {
+        ordered: bool,
+    ) -> (crate::Options, u64, bool, bool, bool) {
         match beside {
-            None => (options, depth, resumable, small),
+            None => (options, depth, resumable, small, ordered),
             Some(b) => (
                 options.merge(&b.options),
                 depth.max(b.depth + 1),
                 resumable && b.resumable,
                 small && b.small,
+                ordered || b.ordered,
             ),
         }
     }
@@ -413,7 +424,7 @@ impl<T: Send + 'static> Dataset<T> {
     /// inputs' (in order), whose stream `op` opens from the epoch's start.
     pub(crate) fn combine<O: Combine<T>>(inputs: Vec<Dataset<T>>, op: O) -> Dataset<O::Out> {
         let cards: Vec<Cardinality> = inputs.iter().map(Dataset::cardinality).collect();
-        let (options, depth, resumable, small) = Beside::add(
+        let (options, depth, resumable, small, ordered) = Beside::add(
             op.beside(),
             inputs
                 .iter()
@@ -421,6 +432,7 @@ impl<T: Send + 'static> Dataset<T> {
             inputs.iter().map(Dataset::depth).max().unwrap_or(0) + 1,
             inputs.iter().all(Dataset::is_resumable),
             inputs.iter().all(Dataset::is_small),
+            inputs.iter().any(Dataset::is_ordered),
         );
         let mut key = Key::new().word(inputs.len() as u64).word(params_key(&op));
         for input in &inputs {
@@ -441,5 +453,6 @@ impl<T: Send + 'static> Dataset<T> {
         .keyed(key.finish())
         .resumable(resumable)
         .small(small)
+        .ordered(ordered)
     }
 }

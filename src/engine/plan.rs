@@ -119,6 +119,9 @@ pub(super) struct Stage<T> {
     /// held by position): see [`Resumable`].
     resumable: bool,
     small: bool,
+    /// A stage in it saves its position only in deterministic order (a parallel map, a
+    /// parallel interleave): with `Options::deterministic(false)` it cannot be saved.
+    ordered: bool,
     build: Box<BuildFn<T>>,
 }
 
@@ -291,6 +294,7 @@ impl<T: Send + 'static> Dataset<T> {
                 epochs: AtomicU64::new(0),
                 resumable: true,
                 small: true,
+                ordered: false,
                 build: Box::new(counted),
             }),
         }
@@ -314,12 +318,37 @@ impl<T: Send + 'static> Dataset<T> {
         self
     }
 
+    /// Sets whether a stage of this fresh stage's recipe saves its position only in
+    /// deterministic order.
+    pub(crate) fn ordered(mut self, on: bool) -> Self {
+        if let Some(stage) = Arc::get_mut(&mut self.stage) {
+            stage.ordered = on;
+        }
+        self
+    }
+
+    /// Whether a stage in this recipe saves its position only in deterministic order.
+    pub(crate) fn is_ordered(&self) -> bool {
+        self.stage.ordered
+    }
+
     /// Sets whether this fresh stage's saved state is a few words (see [`Resumable`]).
     pub(crate) fn small(mut self, on: bool) -> Self {
         if let Some(stage) = Arc::get_mut(&mut self.stage) {
             stage.small = on;
         }
         self
+    }
+
+    /// What a stage holding this recipe's elements needs to know of it, for an epoch built
+    /// with `ctx`: whether its state is small, and whether its streams can save their
+    /// position (answered by the plan and the epoch's options, not by each stream).
+    pub(crate) fn answers(&self, ctx: &Ctx) -> Answers {
+        Answers {
+            small: self.is_small(),
+            resumable: self.is_resumable()
+                && (!self.is_ordered() || ctx.options().is_deterministic()),
+        }
     }
 
     /// Whether this recipe's streams can save their position.
@@ -387,6 +416,7 @@ impl<T: Send + 'static> Dataset<T> {
                 epochs: AtomicU64::new(0),
                 resumable: self.stage.resumable,
                 small: self.stage.small,
+                ordered: self.stage.ordered,
                 build: Box::new(build),
             }),
         }
@@ -401,4 +431,22 @@ impl<T: Send + 'static> Dataset<T> {
             inner.build(&ctx.hiding())
         })
     }
+}
+
+/// A recipe's answers (see [`Dataset::answers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answers {
+    /// Its saved state is a few words (no element held by position).
+    pub(crate) small: bool,
+    /// Its streams can save their position (false through a stage that does not).
+    pub(crate) resumable: bool,
+}
+
+impl Answers {
+    /// For a stream that is no recipe's (an error in a stage's place, an empty input): small
+    /// and resumable, as every stage is unless it says otherwise.
+    pub(crate) const PLAIN: Answers = Answers {
+        small: true,
+        resumable: true,
+    };
 }

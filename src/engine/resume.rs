@@ -23,25 +23,16 @@ pub(crate) type BoxStream<T> = Pin<Box<dyn StageStream<T>>>;
 ///   Sources and one-to-one stages answer from what they hold anyway; stages that transport
 ///   elements between tasks answer only when their build context asked for positions
 ///   (`Ctx::provenance`), which a stage holding elements by position (shuffle) asks for.
-/// - [`is_small`](Resumable::is_small): whether its state is a few words (no element held by
-///   position). A stage that holds elements in order (batch, prefetch, a parallel map's calls
-///   in flight) keeps a mark of a small input (its state before the first of them) and
-///   redoes them from there after a restore; over an input that is not small it keeps each
-///   element's position instead.
+///
+/// Whether a stream's state is small and whether it can be saved at all are the plan's to
+/// answer, not the stream's: [`Dataset::answers`](super::Dataset::answers). A stage that
+/// holds elements in order (batch, prefetch, a parallel map's calls in flight) keeps a mark
+/// of a small input (its state before the first of them) and redoes them from there after a
+/// restore; over an input that is not small it keeps each element's position instead.
 pub(crate) trait Resumable {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State>;
 
     fn last_prov(&self) -> anyhow::Result<Prov>;
-
-    fn is_small(&self) -> bool {
-        true
-    }
-
-    /// Whether [`save`](Resumable::save) can succeed at all (false through a stage that does
-    /// not save its position): stages skip taking marks of inputs that cannot be saved.
-    fn resumable(&self) -> bool {
-        true
-    }
 }
 
 /// The methods of [`Resumable`] a one-to-one stage answers as its `input` field does: where
@@ -50,14 +41,6 @@ macro_rules! positions_of_input {
     () => {
         fn last_prov(&self) -> anyhow::Result<$crate::checkpoint::Prov> {
             self.input.last_prov()
-        }
-
-        fn is_small(&self) -> bool {
-            self.input.is_small()
-        }
-
-        fn resumable(&self) -> bool {
-            self.input.resumable()
         }
     };
 }
@@ -78,14 +61,6 @@ impl<T> Resumable for Pin<Box<dyn StageStream<T>>> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         (**self).last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        (**self).is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        (**self).resumable()
     }
 }
 
@@ -128,10 +103,6 @@ impl<S: Stream> Stream for Opaque<S> {
 }
 
 impl<S> Resumable for Opaque<S> {
-    fn resumable(&self) -> bool {
-        false
-    }
-
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Err(unsupported(
             self.stage,
@@ -196,14 +167,6 @@ impl<S: Resumable> Resumable for Restored<S> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.inner.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.inner.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inner.resumable()
     }
 }
 

@@ -654,10 +654,6 @@ impl<T> Resumable for FileReader<T> {
             )),
         }
     }
-
-    fn resumable(&self) -> bool {
-        self.inner.as_ref().is_none_or(|inner| inner.resumable())
-    }
 }
 
 /// Opens one file as its (decompressed) blocks from (decompressed) byte `offset` on,

@@ -6,7 +6,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Hold, Input, Operation, Start, error_stream};
+use crate::engine::{
+    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Operation, Start, error_stream,
+};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "batch";
@@ -46,7 +48,12 @@ impl<T: Send + 'static> Operation<T> for Batch {
             stage: STAGE,
         };
         let dataset = input.dataset();
-        Ok(build_with(ctx, &|ctx: &Ctx| dataset.build(ctx), config))
+        Ok(build_with(
+            ctx,
+            &|ctx: &Ctx| dataset.build(ctx),
+            dataset.answers(ctx),
+            config,
+        ))
     }
 }
 
@@ -74,10 +81,15 @@ pub(crate) enum Sizes {
 pub(crate) fn build_with<T: Send + 'static>(
     ctx: &Ctx,
     input: &dyn Fn(&Ctx) -> BoxStream<T>,
+    answers: Answers,
     config: Config,
 ) -> BatchStream<T> {
-    let failed =
-        |e, config| BatchStream::new(Hold::new(error_stream(e), false, false, STAGE), config);
+    let failed = |e, config| {
+        BatchStream::new(
+            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
+            config,
+        )
+    };
     if let Some(provs) = ctx.replaying() {
         // Each saved batch is the group of its members' positions.
         let mut members = Vec::new();
@@ -102,7 +114,10 @@ pub(crate) fn build_with<T: Send + 'static>(
             ..config
         };
         let replay = input(&ctx.for_input(0).with_replay(members.into()));
-        let mut batch = BatchStream::new(Hold::new(replay, false, true, config.stage), config);
+        let mut batch = BatchStream::new(
+            Hold::new(replay, answers, false, true, config.stage),
+            config,
+        );
         batch.replay_sizes = Some(sizes);
         return batch;
     }
@@ -116,7 +131,14 @@ pub(crate) fn build_with<T: Send + 'static>(
         Ok(turn) => turn,
         Err(e) => return failed(e, config),
     };
-    let hold = match Hold::open(ctx, input, false, config.stage, usize::from(cycling)) {
+    let hold = match Hold::open(
+        ctx,
+        input,
+        answers,
+        false,
+        config.stage,
+        usize::from(cycling),
+    ) {
         Ok(hold) => hold,
         Err(e) => return failed(e, config),
     };
@@ -311,13 +333,5 @@ impl<T> Resumable for BatchStream<T> {
         self.last.clone().ok_or_else(|| {
             unsupported(self.stage, "the positions of its batches were not recorded")
         })
-    }
-
-    fn is_small(&self) -> bool {
-        self.hold.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }

@@ -15,7 +15,8 @@ use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed, error_stream,
+    Answers, BoxStream, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed,
+    error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 use crate::ops::batch::{self, BatchStream, Config as BatchConfig, Sizes};
@@ -184,6 +185,7 @@ where
         let batches = batch::build_with(
             ctx,
             &|ctx: &Ctx| input.build(ctx),
+            input.answers(ctx),
             BatchConfig {
                 sizes: Sizes::One(1),
                 drop_remainder: false,
@@ -192,7 +194,10 @@ where
         );
         let empty: BoxStream<T> =
             Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE));
-        let mut bucketing = BucketStream::new(Hold::new(empty, false, false, STAGE), config);
+        let mut bucketing = BucketStream::new(
+            Hold::new(empty, Answers::PLAIN, false, false, STAGE),
+            config,
+        );
         bucketing.replay = Some(batches);
         return bucketing;
     }
@@ -202,11 +207,22 @@ where
             Some(state) => (state.word(0)?.checked_sub(1), state.word(1)?),
             None => (None, 0),
         };
-        let hold = Hold::open(ctx, &|ctx: &Ctx| input.build(ctx), false, STAGE, 2)?;
+        let hold = Hold::open(
+            ctx,
+            &|ctx: &Ctx| input.build(ctx),
+            input.answers(ctx),
+            false,
+            STAGE,
+            2,
+        )?;
         anyhow::Ok((hold, restored))
     })();
-    let (mut hold, (flush_at, index)) =
-        opened.unwrap_or_else(|e| (Hold::new(error_stream(e), false, false, STAGE), (None, 0)));
+    let (mut hold, (flush_at, index)) = opened.unwrap_or_else(|e| {
+        (
+            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
+            (None, 0),
+        )
+    });
     hold.marking_every(MARK_EVERY);
     let mut bucketing = BucketStream::new(hold, config);
     bucketing.flush_at = flush_at.map(|n| n as usize);
@@ -437,14 +453,6 @@ impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
         self.last
             .clone()
             .ok_or_else(|| unsupported(STAGE, "the positions of its batches were not recorded"))
-    }
-
-    fn is_small(&self) -> bool {
-        self.hold.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }
 

@@ -77,8 +77,6 @@ impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
         Ok(CacheStream {
             mode,
             store: Arc::clone(&self.store),
-            small: input.is_small(),
-            resumable: input.is_resumable(),
         })
     }
 }
@@ -124,14 +122,11 @@ fn build<T: Clone + Send + Sync + 'static>(
             return read_at(ctx, input, store, state, record);
         }
         // Filling: go on with the input; the elements from before the checkpoint are not
-        // here, so this epoch leaves no cache, and the next fills it as this one would have.
+        // here, so this epoch leaves no cache. If its input ends (the fill would have been
+        // whole), the next epoch fills it as this one would have; if the epoch stops first
+        // (a `take` downstream), no epoch would have filled it, and the next fills afresh.
         let epoch = state.word(1)?;
         let start = state.inputs.get(1).cloned();
-        if let Some(start) = &start
-            && store.filled.get().is_none()
-        {
-            *lock(&store.fill_from) = Some((start.clone(), epoch));
-        }
         // As the fill ran: in its epoch (a fill that went on from an earlier epoch's start,
         // after a restore, draws as that epoch did).
         return Ok(Mode::Fill {
@@ -139,6 +134,7 @@ fn build<T: Clone + Send + Sync + 'static>(
             items: Vec::new(),
             provs: None,
             clean: false,
+            resumed: true,
             start,
             epoch,
         });
@@ -166,6 +162,7 @@ fn build<T: Clone + Send + Sync + 'static>(
         items: Vec::new(),
         provs: (record && input.is_resumable()).then(Vec::new),
         clean: true,
+        resumed: false,
         start,
         epoch,
     })
@@ -240,6 +237,8 @@ enum Mode<T> {
         /// The elements' positions (when asked for, or the input is not small).
         provs: Option<Vec<Prov>>,
         clean: bool,
+        /// It goes on with a fill a checkpoint interrupted (and no error since).
+        resumed: bool,
         /// The input's state before the fill's first element, and the fill's epoch.
         start: Option<State>,
         epoch: u64,
@@ -272,9 +271,6 @@ enum Mode<T> {
 pub(crate) struct CacheStream<T> {
     mode: Mode<T>,
     store: Arc<Store<T>>,
-    /// The input's answers (whatever the mode: stages around rely on them not changing).
-    small: bool,
-    resumable: bool,
 }
 
 // Nothing is pinned in place: the input is a boxed stream, the elements sit in vectors.
@@ -292,6 +288,7 @@ impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
                     items,
                     provs,
                     clean,
+                    resumed,
                     start,
                     epoch,
                 } => {
@@ -304,6 +301,7 @@ impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
                         Some(Ok(_)) => {}
                         Some(Err(_)) => {
                             *clean = false;
+                            *resumed = false;
                             items.clear();
                         }
                         None if *clean => {
@@ -315,7 +313,14 @@ impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
                                 epoch: *epoch,
                             });
                         }
-                        None => {}
+                        None => {
+                            if *resumed
+                                && let Some(start) = start
+                                && this.store.filled.get().is_none()
+                            {
+                                *lock(&this.store.fill_from) = Some((start.clone(), *epoch));
+                            }
+                        }
                     }
                     return Poll::Ready(item);
                 }
@@ -434,13 +439,5 @@ impl<T: Send + 'static> Resumable for CacheStream<T> {
             Mode::Replay(routed) => routed.last_prov(),
             _ => Err(unsupported(STAGE, "no element yielded yet")),
         }
-    }
-
-    fn is_small(&self) -> bool {
-        self.small
-    }
-
-    fn resumable(&self) -> bool {
-        self.resumable
     }
 }

@@ -44,7 +44,6 @@ impl<T: Send + 'static> Combine<T> for Concatenate {
 fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> ConcatenateStream<T> {
     let inputs = [a, b];
     let small = a.is_small() && b.is_small();
-    let resumable = a.is_resumable() && b.is_resumable();
     let ctx = &ctx.for_merged(small);
     if let Some(provs) = ctx.replaying() {
         let phase = ctx.restoring().and_then(|s| s.word(0).ok());
@@ -66,8 +65,6 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
             second: None,
             phase: 0,
             replaying: true,
-            small,
-            resumable,
         };
     }
     let phase = match ctx.restoring().map(|s| s.word(0)).transpose() {
@@ -78,8 +75,6 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
                 second: None,
                 phase: 0,
                 replaying: false,
-                small,
-                resumable,
             };
         }
     };
@@ -89,8 +84,6 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
             second: Some((b.clone(), ctx.fresh())),
             phase,
             replaying: false,
-            small,
-            resumable,
         }
     } else {
         ConcatenateStream {
@@ -98,8 +91,6 @@ fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> Concat
             second: None,
             phase,
             replaying: false,
-            small,
-            resumable,
         }
     }
 }
@@ -113,9 +104,6 @@ pub(crate) struct ConcatenateStream<T> {
     /// Which input `current` is.
     phase: u64,
     replaying: bool,
-    /// Both inputs' (the stream's answers must not change when it moves to the second).
-    small: bool,
-    resumable: bool,
 }
 
 impl<T> Unpin for ConcatenateStream<T> {}
@@ -155,13 +143,5 @@ impl<T: Send + 'static> Resumable for ConcatenateStream<T> {
             return Ok(prov);
         }
         prov.keyed(&Prov::at(self.phase))
-    }
-
-    fn is_small(&self) -> bool {
-        self.small
-    }
-
-    fn resumable(&self) -> bool {
-        self.resumable
     }
 }

@@ -116,12 +116,4 @@ impl<St: Resumable> Resumable for EnumerateStream<St> {
             .last_prov()?
             .keyed(&Prov::at(self.next.wrapping_sub(1) as u64))
     }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
-    }
 }

@@ -17,7 +17,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::Hold;
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+    Answers, BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
@@ -109,7 +109,7 @@ where
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
-        let empty = Hold::new(empty(), false, false, STAGE);
+        let empty = Hold::new(empty(), Answers::PLAIN, false, false, STAGE);
         let mut gbw =
             GroupByWindowStream::new(empty, Arc::clone(funcs), ctx.nested().fresh(), false);
         gbw.current = Some(replay);
@@ -117,9 +117,9 @@ where
         return gbw;
     }
     let opened = (|| {
-        let input = |ctx: &Ctx| input.build(ctx);
+        let (build, answers) = (|ctx: &Ctx| input.build(ctx), input.answers(ctx));
         let Some(state) = ctx.restoring() else {
-            return anyhow::Ok((Hold::open(ctx, &input, false, STAGE, 0)?, None));
+            return anyhow::Ok((Hold::open(ctx, &build, answers, false, STAGE, 0)?, None));
         };
         // The input ends again where it had ended: `[ended]` says no more than that.
         state.word(0)?;
@@ -132,10 +132,17 @@ where
             items: Vec::with_capacity(m),
             inner: (m > 0).then(|| state.input_state(1).cloned()).transpose()?,
         };
-        Ok((Hold::open(ctx, &input, false, STAGE, 2 + m)?, Some(current)))
+        Ok((
+            Hold::open(ctx, &build, answers, false, STAGE, 2 + m)?,
+            Some(current),
+        ))
     })();
-    let (mut hold, restoring) =
-        opened.unwrap_or_else(|e| (Hold::new(error_stream(e), false, false, STAGE), None));
+    let (mut hold, restoring) = opened.unwrap_or_else(|e| {
+        (
+            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
+            None,
+        )
+    });
     hold.marking_every(MARK_EVERY);
     let mut gbw = GroupByWindowStream::new(hold, Arc::clone(funcs), nested, ctx.provenance());
     gbw.restoring = restoring;
@@ -438,13 +445,5 @@ impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
         current
             .last_prov()?
             .keyed(&Prov::group(self.current_members.provs().to_vec()))
-    }
-
-    fn is_small(&self) -> bool {
-        self.hold.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }

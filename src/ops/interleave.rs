@@ -534,11 +534,6 @@ where
         this.cycle.save(this.stage, input)
     }
 
-    /// As small as its input (the inner datasets it reads are sources, small).
-    fn is_small(&self) -> bool {
-        self.input.get_ref().is_small()
-    }
-
     /// The inner position, with the input element's position as its last word.
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.cycle.last_prov(self.input_error.as_ref(), self.stage)

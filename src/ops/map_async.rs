@@ -45,6 +45,7 @@ where
     type Out = U;
     type Stream = BoxStream<U>;
     const NAME: &'static str = STAGE;
+    const ORDERED: bool = true;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
         input
@@ -81,7 +82,13 @@ where
     F: Fn(T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = anyhow::Result<U>> + Send + 'static,
 {
-    let in_flight = InFlight::open(ctx, &|ctx: &Ctx| input.build(ctx), STAGE, Vec::new());
+    let in_flight = InFlight::open(
+        ctx,
+        &|ctx: &Ctx| input.build(ctx),
+        input.answers(ctx),
+        STAGE,
+        Vec::new(),
+    );
     let deterministic = in_flight.deterministic();
     let f = Arc::clone(f);
     let call = move |item: anyhow::Result<T>| {
@@ -186,13 +193,5 @@ impl<T, M, C: Future> Resumable for MapAsyncStream<T, M, C> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.in_flight.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.in_flight.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.in_flight.resumable()
     }
 }

@@ -61,7 +61,12 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(&ctx.for_input(0), &|ctx: &Ctx| input.build(ctx), config);
+    let batches = batch::build_with(
+        &ctx.for_input(0),
+        &|ctx: &Ctx| input.build(ctx),
+        input.answers(ctx),
+        config,
+    );
     collate::build(ctx, batches, "padded_batch", move |batch: Vec<T>| {
         T::padded_collate_components(batch.iter(), shapes.as_ref(), &values, None, 0)
     })

@@ -12,7 +12,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
 use crate::engine::{BoxStream, Ctx, Dataset, Hold};
 use crate::engine::{Resumable, unsupported};
-use crate::ops::interleave::{Cycle, Reopen, Slot, open};
+use crate::ops::interleave::{Cycle, Reopen, Slot};
 use crate::ops::prefetch::poll_task_end;
 use crate::runtime::{self, ChunkReceiver, Task, catch_panic, forward, gauged_chunk_channel};
 use crate::stats::StageCounters;
@@ -215,6 +215,8 @@ type Ahead<U> = (anyhow::Result<Reader<U>>, Option<State>, Option<Prov>);
 /// The input side: turns input elements into reader tasks, some of them ahead of the cursor.
 struct Opener<T, U, F> {
     input: Fuse<BoxStream<T>>,
+    /// The input's state is small (marks of it are taken).
+    input_small: bool,
     f: Arc<F>,
     ctx: Ctx,
     config: Config,
@@ -242,8 +244,15 @@ where
 
     fn start(&self, x: T, key: Option<Prov>, ctx: &Ctx) -> anyhow::Result<Reader<U>> {
         let ctx = self.reader_ctx(ctx);
-        let inner = open(&*self.f, x, &ctx, STAGE)?;
-        self.spawn(Hold::new(inner, false, self.provs, STAGE), key)
+        let dataset = catch_panic(STAGE, || Ok((self.f)(x)))?;
+        let inner = Hold::new(
+            dataset.build(&ctx),
+            dataset.answers(&ctx),
+            false,
+            self.provs,
+            STAGE,
+        );
+        self.spawn(inner, key)
     }
 
     /// The context an inner dataset is built with: asked for positions when they are kept.
@@ -274,7 +283,7 @@ where
     fn fill_ahead(&mut self, cx: &mut Context<'_>) {
         while self.ahead.len() < self.config.prefetch_input_elements && !self.input.is_terminated()
         {
-            let mark = if self.config.deterministic && self.input.get_ref().is_small() {
+            let mark = if self.config.deterministic && self.input_small {
                 self.input.get_mut().as_mut().save().ok()
             } else {
                 None
@@ -339,11 +348,18 @@ where
     U: Send + 'static,
     F: Fn(T) -> Dataset<U>,
 {
-    pub(crate) fn new(input: BoxStream<T>, f: Arc<F>, ctx: Ctx, config: Config) -> Self {
+    pub(crate) fn new(
+        input: BoxStream<T>,
+        input_small: bool,
+        f: Arc<F>,
+        ctx: Ctx,
+        config: Config,
+    ) -> Self {
         ctx.gauge();
         ParallelInterleaveStream {
             opener: Opener {
                 input: input.fuse(),
+                input_small,
                 f,
                 ctx,
                 config,
@@ -420,7 +436,8 @@ where
         let reopened = Reopen::poll_open(&mut this.reopen, cx, &mut this.cycle, |key, inner, x| {
             let dataset = catch_panic(STAGE, || Ok((opener.f)(x)))?;
             let ctx = opener.reader_ctx(&opener.ctx.with_restore(Some(inner)));
-            let hold = Hold::open(&ctx, &|ctx| dataset.build(ctx), false, STAGE, 0)?;
+            let answers = dataset.answers(&ctx);
+            let hold = Hold::open(&ctx, &|ctx| dataset.build(ctx), answers, false, STAGE, 0)?;
             opener.spawn(hold, Some(key))
         });
         if let Err(e) = ready!(reopened) {
@@ -469,6 +486,7 @@ where
     type Out = U;
     type Stream = BoxStream<U>;
     const NAME: &'static str = STAGE;
+    const ORDERED: bool = true;
 
     fn cardinality(&self, _: crate::engine::Cardinality) -> crate::engine::Cardinality {
         crate::engine::Cardinality::Unknown
@@ -523,8 +541,13 @@ where
         return crate::ops::interleave::replay(ctx, input, f, nested, STAGE);
     }
     let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave =
-        ParallelInterleaveStream::new(upstream, Arc::clone(f), nested.fresh(), config);
+    let mut interleave = ParallelInterleaveStream::new(
+        upstream,
+        input.is_small(),
+        Arc::clone(f),
+        nested.fresh(),
+        config,
+    );
     // Nothing is recorded in a nondeterministic interleave (it cannot be saved); positions
     // when a stage downstream asks, and always over an input that is not small.
     let deterministic = interleave.opener.config.deterministic;
@@ -570,15 +593,6 @@ where
             None => this.opener.input.get_mut().as_mut().save()?,
         };
         this.cycle.save(STAGE, input)
-    }
-
-    fn resumable(&self) -> bool {
-        self.opener.config.deterministic
-    }
-
-    /// As small as its input (the inner datasets it reads are sources, small).
-    fn is_small(&self) -> bool {
-        self.opener.input.get_ref().is_small()
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -27,7 +27,9 @@ use futures::stream::Stream;
 use tokio::sync::mpsc;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Hold, Operation, Start, Unkeyed, error_stream};
+use crate::engine::{
+    Answers, BoxStream, Cardinality, Ctx, Hold, Operation, Start, Unkeyed, error_stream,
+};
 use crate::engine::{Resumable, unsupported};
 use crate::options::Parallelism;
 use crate::runtime::{self, CancelOnDrop, CancelToken, Knob, KnobKind, catch_panic};
@@ -183,6 +185,7 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for MapParallel<T, U> {
     type Out = U;
     type Stream = ParallelMap<T, U>;
     const NAME: &'static str = "map_parallel";
+    const ORDERED: bool = true;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
         input
@@ -200,6 +203,7 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for MapParallel<T, U> {
         Ok(build(
             ctx,
             &|ctx: &Ctx| dataset.build(ctx),
+            dataset.answers(ctx),
             f,
             *self.parallelism,
             Self::NAME,
@@ -224,13 +228,14 @@ pub(crate) fn workers(parallelism: Parallelism, ctx: &Ctx) -> (usize, Option<Arc
 pub(crate) fn build<T: Send + 'static, U: Send + 'static>(
     ctx: &Ctx,
     input: &dyn Fn(&Ctx) -> BoxStream<T>,
+    answers: Answers,
     f: UserFn<T, U>,
     parallelism: Parallelism,
     stage: &'static str,
     words: Vec<u64>,
 ) -> ParallelMap<T, U> {
     let (workers, knob) = workers(parallelism, ctx);
-    let in_flight = InFlight::open(ctx, input, stage, words);
+    let in_flight = InFlight::open(ctx, input, answers, stage, words);
     ParallelMap::new(in_flight, f, workers, knob, ctx)
 }
 
@@ -272,16 +277,24 @@ impl<T: Send + 'static> InFlight<T> {
     pub(crate) fn open(
         ctx: &Ctx,
         input: &dyn Fn(&Ctx) -> BoxStream<T>,
+        answers: Answers,
         stage: &'static str,
         words: Vec<u64>,
     ) -> Self {
         let hold = match ctx.replaying() {
             // In replay the input says where each element comes from even when it cannot
             // save itself (a stage in replay): positions pass through.
-            Some(_) => Ok(Hold::new(input(&ctx.for_input(0)), false, true, stage)),
-            None => Hold::open(ctx, input, false, stage, words.len()),
+            Some(_) => Ok(Hold::new(
+                input(&ctx.for_input(0)),
+                answers,
+                false,
+                true,
+                stage,
+            )),
+            None => Hold::open(ctx, input, answers, false, stage, words.len()),
         };
-        let hold = hold.unwrap_or_else(|e| Hold::new(error_stream(e), false, false, stage));
+        let hold = hold
+            .unwrap_or_else(|e| Hold::new(error_stream(e), Answers::PLAIN, false, false, stage));
         InFlight {
             hold,
             groups: VecDeque::new(),
@@ -412,14 +425,6 @@ impl<T> InFlight<T> {
                 "the position of its last element was not recorded",
             )
         })
-    }
-
-    pub(crate) fn is_small(&self) -> bool {
-        self.hold.is_small()
-    }
-
-    pub(crate) fn resumable(&self) -> bool {
-        self.deterministic && self.hold.resumable()
     }
 }
 
@@ -634,13 +639,5 @@ impl<T: Send + 'static, U: Send + 'static> Resumable for ParallelMap<T, U> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.in_flight.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        self.in_flight.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.in_flight.resumable()
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
-use crate::engine::{Hold, Resumable, unsupported};
+use crate::engine::{Answers, Hold, Resumable, unsupported};
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
 use crate::stats::StageCounters;
@@ -78,14 +78,29 @@ pub(crate) fn build<T: Send + 'static>(
         // itself (a stage in replay): positions pass through.
         Some(_) => Ok(Hold::new(
             input.build(&ctx.for_input(0)),
+            input.answers(ctx),
             false,
             true,
             STAGE,
         )),
-        None => Hold::open(ctx, &|ctx| input.build(ctx), false, STAGE, 0),
+        None => Hold::open(
+            ctx,
+            &|ctx| input.build(ctx),
+            input.answers(ctx),
+            false,
+            STAGE,
+            0,
+        ),
     };
-    let mut hold =
-        hold.unwrap_or_else(|e| Hold::new(crate::engine::error_stream(e), false, false, STAGE));
+    let mut hold = hold.unwrap_or_else(|e| {
+        Hold::new(
+            crate::engine::error_stream(e),
+            Answers::PLAIN,
+            false,
+            false,
+            STAGE,
+        )
+    });
     hold.marking_every(MARK_EVERY);
     PrefetchStream::new(hold, buffer, knob, gauge)
 }
@@ -128,8 +143,6 @@ pub(crate) struct PrefetchStream<T> {
     passed: u64,
     /// Where the last element passed on came from (when positions are recorded).
     last: Option<Prov>,
-    /// The upstream's state is small.
-    small: bool,
     /// After a checkpoint over an input that is not small: the elements taken out of the
     /// channel to save their positions, passed on before the channel's.
     held: std::collections::VecDeque<Tagged<T>>,
@@ -299,7 +312,6 @@ impl<T> PrefetchStream<T> {
         knob: Option<Arc<Knob>>,
         gauge: Option<Arc<StageCounters>>,
     ) -> Self {
-        let small = input.is_small();
         // After a restore, the hold numbers the elements it reads again and drops too.
         let input_at = input.resumes_at();
         let buffer = buffer.max(1);
@@ -332,7 +344,6 @@ impl<T> PrefetchStream<T> {
             tx: Some(tx),
             passed: input_at,
             last: None,
-            small,
             held: std::collections::VecDeque::new(),
             task: None,
             done: false,
@@ -627,10 +638,6 @@ impl<T: Send + 'static> Resumable for PrefetchStream<T> {
             .clone()
             .ok_or_else(|| unsupported(STAGE, "the position of its last element was not recorded"))
     }
-
-    fn is_small(&self) -> bool {
-        self.small
-    }
 }
 
 /// Receives what a spawned reader task sends, then reports how the task ended: `None` after
@@ -696,6 +703,7 @@ mod tests {
             let mut prefetch = PrefetchStream::new(
                 Hold::new(
                     upstream(600, 60, Arc::clone(&produced)),
+                    crate::engine::Answers::PLAIN,
                     false,
                     false,
                     STAGE,
@@ -770,7 +778,13 @@ mod tests {
         for run in 0..24u64 {
             let buffer = 1 + (run % 3) as usize;
             let mut prefetch = PrefetchStream::new(
-                Hold::new(late_waking_upstream(300, run + 1), false, false, STAGE),
+                Hold::new(
+                    late_waking_upstream(300, run + 1),
+                    crate::engine::Answers::PLAIN,
+                    false,
+                    false,
+                    STAGE,
+                ),
                 buffer,
                 None,
                 None,
@@ -801,6 +815,7 @@ mod tests {
         let mut prefetch = PrefetchStream::new(
             Hold::new(
                 upstream(1000, 200, Arc::clone(&produced)),
+                crate::engine::Answers::PLAIN,
                 false,
                 false,
                 STAGE,
@@ -829,6 +844,7 @@ mod tests {
         let mut prefetch = PrefetchStream::new(
             Hold::new(
                 upstream(100_000, 0, Arc::clone(&produced)),
+                crate::engine::Answers::PLAIN,
                 false,
                 false,
                 STAGE,

@@ -54,7 +54,12 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(&ctx.for_input(0), &|ctx: &Ctx| input.build(ctx), config);
+    let batches = batch::build_with(
+        &ctx.for_input(0),
+        &|ctx: &Ctx| input.build(ctx),
+        input.answers(ctx),
+        config,
+    );
     collate::build(ctx, batches, "ragged_batch", |batch: Vec<T>| {
         T::ragged_collate(&batch)
     })

@@ -55,6 +55,7 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for RandomMap<T, U> {
     type Out = U;
     type Stream = ParallelMap<(i64, T), U>;
     const NAME: &'static str = STAGE;
+    const ORDERED: bool = true;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
         input
@@ -91,6 +92,7 @@ impl<T: Send + 'static, U: Send + 'static> Operation<T> for RandomMap<T, U> {
         Ok(parallel_map::build(
             ctx,
             &numbered,
+            upstream.answers(ctx),
             call,
             parallelism,
             STAGE,

@@ -202,12 +202,4 @@ impl<T: Send + 'static> Resumable for RepeatStream<T> {
         let repetition = Prov::at(self.started.saturating_sub(1));
         current.last_prov()?.keyed(&repetition)
     }
-
-    fn is_small(&self) -> bool {
-        self.dataset.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.dataset.is_resumable()
-    }
 }

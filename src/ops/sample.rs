@@ -29,9 +29,6 @@ struct Inputs<T> {
     last: usize,
     /// In replay: the elements at saved positions, each naming its input.
     replay: Option<Routed<T>>,
-    /// The inputs' answers (whether or not they have ended).
-    small: bool,
-    resumable: bool,
     /// A restore that failed: yielded first, then the stage ends.
     failed: Option<anyhow::Error>,
 }
@@ -52,8 +49,6 @@ impl<T: Send + 'static> Inputs<T> {
             stop_on_empty_dataset,
             last: 0,
             replay: None,
-            small: datasets.iter().all(Dataset::is_small),
-            resumable: datasets.iter().all(Dataset::is_resumable),
             failed: None,
         };
         if let Some(provs) = ctx.replaying() {
@@ -82,8 +77,6 @@ impl<T: Send + 'static> Inputs<T> {
             stop_on_empty_dataset: true,
             last: 0,
             replay: None,
-            small: true,
-            resumable: false,
             failed: Some(e),
         }
     }
@@ -266,14 +259,6 @@ pub(crate) trait Pick {
 
     /// Its words and inputs, first in the stage's saved state.
     fn save(&mut self, state: State) -> anyhow::Result<State>;
-
-    fn is_small(&self) -> bool {
-        true
-    }
-
-    fn resumable(&self) -> bool {
-        true
-    }
 }
 
 /// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
@@ -380,14 +365,6 @@ impl Pick for Choices {
     fn save(&mut self, state: State) -> anyhow::Result<State> {
         Ok(state.input(self.choices.get_mut().as_mut().save()?))
     }
-
-    fn is_small(&self) -> bool {
-        self.choices.get_ref().is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.choices.get_ref().resumable()
-    }
 }
 
 /// Stream for the [`sample_from_datasets`](crate::Dataset::sample_from_datasets) and
@@ -469,14 +446,6 @@ impl<T: Send + 'static, P: Pick> Resumable for Select<T, P> {
     /// The input's position, with the input's index.
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.inputs.last_prov(P::STAGE)
-    }
-
-    fn is_small(&self) -> bool {
-        self.inputs.small && self.pick.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.inputs.resumable && self.pick.resumable()
     }
 }
 

@@ -391,14 +391,6 @@ impl<St: Resumable, S, F> Resumable for ScanStream<St, S, F> {
             )),
         }
     }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.codec.is_some() && self.input.resumable()
-    }
 }
 
 #[cfg(test)]

@@ -67,10 +67,11 @@ fn build<T: Send + 'static>(
     depth: u64,
     reshuffle: bool,
 ) -> anyhow::Result<ShuffleStream<T>> {
+    let answers = input.answers(ctx);
     let input = |ctx: &Ctx| input.build(ctx);
     if ctx.replaying().is_some() {
         // The replayed elements are ones it held or passed on: it keeps their order.
-        let hold = Hold::new(input(&ctx.for_input(0)), true, true, STAGE);
+        let hold = Hold::new(input(&ctx.for_input(0)), answers, true, true, STAGE);
         let mut shuffle = ShuffleStream::new(hold, 1, rng(0, 0), None);
         shuffle.passthrough = true;
         return Ok(shuffle);
@@ -88,7 +89,7 @@ fn build<T: Send + 'static>(
     };
     let mut generator = rng(base, epoch);
     generator.set_word_pos(pos);
-    let hold = Hold::open(ctx, &input, true, STAGE, 4)?;
+    let hold = Hold::open(ctx, &input, answers, true, STAGE, 4)?;
     let mut shuffle = ShuffleStream::new(hold, buffer_size, generator, ctx.stats_handle());
     shuffle.seed = (base, epoch);
     Ok(shuffle)
@@ -210,13 +211,5 @@ impl<T> Resumable for ShuffleStream<T> {
         self.last
             .clone()
             .ok_or_else(|| unsupported(STAGE, "its input cannot say where its elements come from"))
-    }
-
-    fn is_small(&self) -> bool {
-        false
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }

@@ -9,7 +9,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
+use crate::engine::{
+    Answers, BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream,
+};
 use crate::engine::{Hold, Resumable, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
@@ -76,7 +78,7 @@ where
             drop_remainder: self.drop_remainder,
             stage: "rebatch",
         };
-        Ok(batch::build_with(ctx, &rows, config))
+        Ok(batch::build_with(ctx, &rows, dataset.answers(ctx), config))
     }
 }
 
@@ -92,7 +94,13 @@ where
         return match RowReplay::new(provs) {
             Ok((replay, elements)) => {
                 let elements = input.build(&ctx.for_input(0).with_replay(elements.into()));
-                let mut unbatch = UnbatchStream::new(Hold::new(elements, false, false, stage));
+                let mut unbatch = UnbatchStream::new(Hold::new(
+                    elements,
+                    input.answers(ctx),
+                    false,
+                    false,
+                    stage,
+                ));
                 unbatch.replay = Some(Box::new(replay));
                 unbatch
             }
@@ -100,7 +108,14 @@ where
         };
     }
     let restored = (|| {
-        let hold = Hold::open(ctx, &|ctx| input.build(ctx), false, stage, 2)?;
+        let hold = Hold::open(
+            ctx,
+            &|ctx| input.build(ctx),
+            input.answers(ctx),
+            false,
+            stage,
+            2,
+        )?;
         let mut unbatch = UnbatchStream::new(hold);
         if let Some(state) = ctx.restoring() {
             unbatch.index = state.word(0)?;
@@ -138,7 +153,13 @@ impl<C: Rows> Unpin for UnbatchStream<C> {}
 impl<C: Rows + Send + 'static> UnbatchStream<C> {
     /// A stream that yields `e` and ends (a restore that failed).
     pub(crate) fn failed(e: anyhow::Error, stage: &'static str) -> Self {
-        UnbatchStream::new(Hold::new(error_stream(e), false, false, stage))
+        UnbatchStream::new(Hold::new(
+            error_stream(e),
+            Answers::PLAIN,
+            false,
+            false,
+            stage,
+        ))
     }
 
     fn new(input: Hold<C>) -> Self {
@@ -241,14 +262,6 @@ impl<C: Rows> Resumable for UnbatchStream<C> {
             )
         })?;
         elem.clone().keyed(&Prov::at(self.rows.wrapping_sub(1)))
-    }
-
-    fn is_small(&self) -> bool {
-        self.input.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.input.resumable()
     }
 }
 

@@ -35,10 +35,21 @@ where
     /// Restored, the set is rebuilt from the distinct elements seen, which the hold hands
     /// back first (read again at their positions); in replay the elements are ones it passed
     /// on, distinct: they pass through.
-    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+    fn open(
+        &self,
+        ctx: &Ctx,
+        input: Input<'_, T>,
+        start: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
         let replaying = matches!(start, Start::Replay(_));
         let hold = match replaying {
-            true => Hold::new(input.open(), true, true, STAGE),
+            true => Hold::new(
+                input.open(),
+                input.dataset().answers(ctx),
+                true,
+                true,
+                STAGE,
+            ),
             false => input.hold(STAGE, true, 0)?,
         };
         Ok(UniqueStream {
@@ -117,13 +128,5 @@ impl<T> Resumable for UniqueStream<T> {
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
         self.hold.last_prov()
-    }
-
-    fn is_small(&self) -> bool {
-        false
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }

@@ -11,7 +11,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, error_stream};
+use crate::engine::{
+    Answers, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, error_stream,
+};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "window";
@@ -97,12 +99,20 @@ fn build<T: Clone + Send + 'static>(
     drop_remainder: bool,
 ) -> WindowStream<T> {
     let new = |hold| WindowStream::new(hold, size, shift, stride, drop_remainder);
-    let failed = |e| new(Hold::new(error_stream(e), false, false, STAGE));
+    let failed = |e| {
+        new(Hold::new(
+            error_stream(e),
+            Answers::PLAIN,
+            false,
+            false,
+            STAGE,
+        ))
+    };
     if let Some(provs) = ctx.replaying() {
         return match WindowReplay::new(provs) {
             Ok((replay, members)) => {
                 let members = input.build(&ctx.for_input(0).with_replay(members.into()));
-                let mut window = new(Hold::new(members, false, true, STAGE));
+                let mut window = new(Hold::new(members, input.answers(ctx), false, true, STAGE));
                 window.replay = Some(Box::new(replay));
                 window
             }
@@ -111,7 +121,14 @@ fn build<T: Clone + Send + 'static>(
     }
     let opened = (|| {
         let start = ctx.restoring().map(|s| s.word(0)).transpose()?;
-        let hold = Hold::open(ctx, &|ctx: &Ctx| input.build(ctx), false, STAGE, 1)?;
+        let hold = Hold::open(
+            ctx,
+            &|ctx: &Ctx| input.build(ctx),
+            input.answers(ctx),
+            false,
+            STAGE,
+            1,
+        )?;
         anyhow::Ok((hold, start.unwrap_or(0)))
     })();
     match opened {
@@ -391,14 +408,6 @@ impl<T> Resumable for WindowStream<T> {
         self.last
             .clone()
             .ok_or_else(|| unsupported(STAGE, "the positions of its windows were not recorded"))
-    }
-
-    fn is_small(&self) -> bool {
-        self.hold.is_small()
-    }
-
-    fn resumable(&self) -> bool {
-        self.hold.resumable()
     }
 }
 

@@ -326,14 +326,6 @@ impl<T, F> Resumable for ZipStream<T, F> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Prov::group(members))
     }
-
-    fn is_small(&self) -> bool {
-        self.inputs.iter().all(|input| input.is_small())
-    }
-
-    fn resumable(&self) -> bool {
-        self.inputs.iter().all(|input| input.resumable())
-    }
 }
 
 /// An input of `zip(a, b)`, its elements tagged with their side.

@@ -313,10 +313,6 @@ impl<T: Send + 'static> Stream for Generator<T> {
 /// Saved state (`from_generator_at` only; a plain generator's save is an error naming it):
 /// `[next]`; an element's position is its index.
 impl<T> Resumable for Generator<T> {
-    fn resumable(&self) -> bool {
-        !self.plain
-    }
-
     fn save(self: Pin<&mut Self>) -> anyhow::Result<CheckpointState> {
         if self.plain {
             return Err(unsupported(STAGE, PLAIN));
