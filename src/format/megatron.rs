@@ -390,6 +390,7 @@ impl MegatronDataset {
             let pairs = Arc::clone(&pairs);
             async move { read(&pairs, number).await }
         })
+        .named(STAGE)
     }
 
     /// The pairs' names, index digests and `.bin` identities, for the fingerprint.
@@ -408,10 +409,12 @@ impl MegatronDataset {
 
 /// Document `number`'s tokens.
 async fn read(pairs: &[Pair], number: u64) -> anyhow::Result<Vec<u32>> {
-    let pair = pairs
-        .iter()
-        .rev()
-        .find(|p| p.first <= number)
+    // The last pair starting at or before it (pairs without documents share their
+    // successor's first number).
+    let at = pairs.partition_point(|p| p.first <= number);
+    let pair = at
+        .checked_sub(1)
+        .and_then(|i| pairs.get(i))
         .filter(|p| number - p.first < p.index.documents())
         .ok_or_else(|| Error::InvalidArgument(format!("document {number} is past the last one")))?;
     let d = (number - pair.first) as usize;
