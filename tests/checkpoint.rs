@@ -1799,6 +1799,42 @@ async fn generators_made_from_a_position_resume_there() {
         seen.extend(rest);
         assert_eq!(seen, full, "resumed at {k}");
     }
+    // Errors passed on by an unbatch and a flat_map in an element's place, and their rows
+    // and inner elements held by a shuffle by position (read again after a restore).
+    let rows = move || {
+        Dataset::try_from_generator_at(4, move |start| {
+            (start..120).map(move |i| {
+                if i % 25 == 7 {
+                    Err(anyhow::anyhow!("bad {i}"))
+                } else {
+                    Ok((0..i % 4).map(|j| value(i) + j).collect::<Vec<u64>>())
+                }
+            })
+        })
+        // Not small: the shuffles below hold their elements by position.
+        .shuffle(6, Some(1))
+    };
+    let unbatched = move || rows().unbatch().shuffle(15, Some(3));
+    let flat = move || rows().flat_map(Dataset::from_vec).shuffle(15, Some(3));
+    for make in [
+        Box::new(unbatched) as Box<dyn Fn() -> Dataset<u64>>,
+        Box::new(flat),
+    ] {
+        let full: Vec<_> = make().iter().map(as_text).collect().await;
+        assert_eq!(full.iter().filter(|x| x.is_err()).count(), 5);
+        for k in [0, 1, 9, 10, 60, 150, 176, 177] {
+            let mut epoch = make().iter();
+            let mut seen = Vec::new();
+            for _ in 0..k.min(full.len()) {
+                seen.push(as_text(epoch.next().await.unwrap()));
+            }
+            let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+            drop(epoch);
+            let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+            seen.extend(rest);
+            assert_eq!(seen, full, "resumed at {k}");
+        }
+    }
     // The shuffle's buffer is made again in a few passes, not one generator per element.
     let calls = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&calls);

@@ -117,6 +117,26 @@ impl<T: Send + 'static> Hold<T> {
     /// The input of a stage built with `ctx` (fresh or restored: `state` is the stage's saved
     /// state, whose words from `at` are the hold's). `positions`: the stage keeps its
     /// elements' positions whatever its input (a shuffle, whose order is not the input's).
+    /// [`open`](Hold::open) over `dataset` (its stream built with the context given, its
+    /// answers as the plan gives them).
+    pub(crate) fn of(
+        ctx: &Ctx,
+        dataset: &crate::engine::Dataset<T>,
+        positions: bool,
+        stage: &'static str,
+        at: usize,
+    ) -> anyhow::Result<Self> {
+        let answers = dataset.answers(ctx);
+        Self::open(
+            ctx,
+            &|ctx| dataset.build(ctx),
+            answers,
+            positions,
+            stage,
+            at,
+        )
+    }
+
     pub(crate) fn open(
         ctx: &Ctx,
         input: &dyn Fn(&Ctx) -> BoxStream<T>,

@@ -35,4 +35,4 @@ pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
     BoxStream, Opaque, ReplaySource, Resumable, StageStream, positions_of_input, unsupported,
 };
-pub(crate) use route::Routed;
+pub(crate) use route::{ReadAgain, Routed};

@@ -119,14 +119,7 @@ impl<'a, T: Send + 'static> Input<'a, T> {
         positions: bool,
         at: usize,
     ) -> anyhow::Result<super::Hold<T>> {
-        super::Hold::open(
-            self.ctx,
-            &|ctx| self.dataset.build(ctx),
-            self.dataset.answers(self.ctx),
-            positions,
-            stage,
-            at,
-        )
+        super::Hold::of(self.ctx, self.dataset, positions, stage, at)
     }
 
     /// The input itself, for an operation that builds it several times (`repeat`, one

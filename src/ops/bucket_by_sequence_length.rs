@@ -207,14 +207,7 @@ where
             Some(state) => (state.word(0)?.checked_sub(1), state.word(1)?),
             None => (None, 0),
         };
-        let hold = Hold::open(
-            ctx,
-            &|ctx: &Ctx| input.build(ctx),
-            input.answers(ctx),
-            false,
-            STAGE,
-            2,
-        )?;
+        let hold = Hold::of(ctx, input, false, STAGE, 2)?;
         anyhow::Ok((hold, restored))
     })();
     let (mut hold, (flush_at, index)) = opened.unwrap_or_else(|e| {

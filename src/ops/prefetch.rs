@@ -83,14 +83,7 @@ pub(crate) fn build<T: Send + 'static>(
             true,
             STAGE,
         )),
-        None => Hold::open(
-            ctx,
-            &|ctx| input.build(ctx),
-            input.answers(ctx),
-            false,
-            STAGE,
-            0,
-        ),
+        None => Hold::of(ctx, input, false, STAGE, 0),
     };
     let mut hold = hold.unwrap_or_else(|e| {
         Hold::new(

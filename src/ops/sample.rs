@@ -398,7 +398,7 @@ impl<T: Send + 'static, P> Select<T, P> {
 
 impl<T, P> Unpin for Select<T, P> {}
 
-impl<T, P: Pick> Stream for Select<T, P> {
+impl<T: Send + 'static, P: Pick> Stream for Select<T, P> {
     type Item = anyhow::Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

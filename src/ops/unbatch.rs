@@ -1,9 +1,7 @@
 //! Saved state: `[index of the element being split, rows of it passed on]` and the input's
 //! [`Hold`](crate::engine::Hold), which holds that element (split again after a restore).
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
@@ -12,7 +10,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::{
     Answers, BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream,
 };
-use crate::engine::{Hold, Resumable, unsupported};
+use crate::engine::{Hold, Opaque, ReadAgain, Resumable, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
 
@@ -89,33 +87,45 @@ where
 fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> UnbatchStream<C>
 where
     C: Rows + Send + 'static,
+    C::Row: Send + 'static,
 {
     if let Some(provs) = ctx.replaying() {
-        return match RowReplay::new(provs) {
-            Ok((replay, elements)) => {
-                let elements = input.build(&ctx.for_input(0).with_replay(elements.into()));
-                let mut unbatch = UnbatchStream::new(Hold::new(
-                    elements,
-                    input.answers(ctx),
-                    false,
-                    false,
-                    stage,
-                ));
-                unbatch.replay = Some(Box::new(replay));
+        // Each row's position is its element's keyed by its index in it.
+        let again = ReadAgain::elements(
+            provs,
+            stage,
+            |prov| prov.split_key().map(|(row, elem)| (elem, row)),
+            |elems| input.build(&ctx.for_input(0).with_replay(elems)),
+            move |c: C, wanted| {
+                let mut rows: Vec<_> = c.into_rows()?.into_iter().map(Some).collect();
+                let picked: Vec<anyhow::Result<C::Row>> = wanted
+                    .iter()
+                    .map(|row| {
+                        let row = row.single()?;
+                        let x = rows.get_mut(row as usize).and_then(Option::take);
+                        x.ok_or_else(|| {
+                            crate::Error::Checkpoint(format!(
+                                "row {row} of an element read again is missing (or was wanted twice)"
+                            ))
+                            .into()
+                        })
+                    })
+                    .collect();
+                Ok(Box::pin(Opaque::new(futures::stream::iter(picked), stage)) as BoxStream<_>)
+            },
+        );
+        return match again {
+            Ok(again) => {
+                let nothing = Box::pin(Opaque::new(futures::stream::empty(), stage));
+                let mut unbatch = UnbatchStream::over(nothing, stage);
+                unbatch.replay = Some(Box::new(again));
                 unbatch
             }
-            Err(e) => UnbatchStream::failed(e, stage),
+            Err(e) => UnbatchStream::over(error_stream(e), stage),
         };
     }
     let restored = (|| {
-        let hold = Hold::open(
-            ctx,
-            &|ctx| input.build(ctx),
-            input.answers(ctx),
-            false,
-            stage,
-            2,
-        )?;
+        let hold = Hold::of(ctx, input, false, stage, 2)?;
         let mut unbatch = UnbatchStream::new(hold);
         if let Some(state) = ctx.restoring() {
             unbatch.index = state.word(0)?;
@@ -123,7 +133,7 @@ where
         }
         Ok(unbatch)
     })();
-    restored.unwrap_or_else(|e| UnbatchStream::failed(e, stage))
+    restored.unwrap_or_else(|e| UnbatchStream::over(error_stream(e), stage))
 }
 
 /// Stream for the [`unbatch`](crate::Dataset::unbatch) method, and the first step of
@@ -145,21 +155,16 @@ pub(crate) struct UnbatchStream<C: Rows> {
     /// After a restore: rows of the element handed back that were passed on before.
     skip_rows: u64,
     /// In replay: the rows to make again.
-    replay: Option<Box<RowReplay<C::Row>>>,
+    replay: Option<Box<ReadAgain<C, C::Row>>>,
 }
 
 impl<C: Rows> Unpin for UnbatchStream<C> {}
 
 impl<C: Rows + Send + 'static> UnbatchStream<C> {
-    /// A stream that yields `e` and ends (a restore that failed).
-    pub(crate) fn failed(e: anyhow::Error, stage: &'static str) -> Self {
-        UnbatchStream::new(Hold::new(
-            error_stream(e),
-            Answers::PLAIN,
-            false,
-            false,
-            stage,
-        ))
+    /// The rows of `input`'s elements, held by nothing (`error_stream`: a restore that
+    /// failed; an empty stream under a replay).
+    fn over(input: BoxStream<C>, stage: &'static str) -> Self {
+        UnbatchStream::new(Hold::new(input, Answers::PLAIN, false, false, stage))
     }
 
     fn new(input: Hold<C>) -> Self {
@@ -175,13 +180,16 @@ impl<C: Rows + Send + 'static> UnbatchStream<C> {
     }
 }
 
-impl<C: Rows> Stream for UnbatchStream<C> {
+impl<C: Rows + Send + 'static> Stream for UnbatchStream<C>
+where
+    C::Row: Send + 'static,
+{
     type Item = anyhow::Result<C::Row>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_next(&mut this.input, cx);
+            return Pin::new(&mut **replay).poll_next(cx);
         }
         loop {
             if let Some(x) = this.current.as_mut().and_then(Iterator::next) {
@@ -253,7 +261,7 @@ impl<C: Rows> Resumable for UnbatchStream<C> {
     fn last_prov(&self) -> anyhow::Result<Prov> {
         let stage = self.input.stage();
         if let Some(replay) = &self.replay {
-            return replay.last_prov(stage);
+            return replay.last_prov();
         }
         let elem = self.elem.as_ref().ok_or_else(|| {
             unsupported(
@@ -261,105 +269,11 @@ impl<C: Rows> Resumable for UnbatchStream<C> {
                 "the position of the element being split was not recorded",
             )
         })?;
-        elem.clone().keyed(&Prov::at(self.rows.wrapping_sub(1)))
-    }
-}
-
-/// In replay: rows at saved positions. The elements they come from are read again once each
-/// (in the order of their first row), and split; each row is taken out when its turn comes.
-pub(crate) struct RowReplay<R> {
-    provs: Arc<[Prov]>,
-    /// For each position: which element (in reading order) and which of its rows.
-    route: Vec<(usize, u64)>,
-    next: usize,
-    /// The elements read again: their rows, or the error an element was (passed on in its
-    /// place: row [`ERROR_ROW`]).
-    elements: Vec<Result<Vec<Option<R>>, Option<anyhow::Error>>>,
-}
-
-/// The row of an error element of the input, passed on in its place (no row was split).
-const ERROR_ROW: u64 = u64::MAX;
-
-impl<R> RowReplay<R> {
-    /// The replay of `provs`, and the positions of the elements to read again.
-    fn new(provs: &Arc<[Prov]>) -> anyhow::Result<(Self, Vec<Prov>)> {
-        let mut seen: HashMap<Prov, usize> = HashMap::new();
-        let mut elements = Vec::new();
-        let mut route = Vec::with_capacity(provs.len());
-        for prov in provs.iter() {
-            let (row, elem) = prov.split_key()?;
-            let row = row.single()?;
-            let k = *seen.entry(elem.clone()).or_insert_with(|| {
-                elements.push(elem);
-                elements.len() - 1
-            });
-            route.push((k, row));
-        }
-        let replay = RowReplay {
-            provs: Arc::clone(provs),
-            route,
-            next: 0,
-            elements: Vec::new(),
-        };
-        Ok((replay, elements))
-    }
-
-    fn poll_next<C>(
-        &mut self,
-        input: &mut Hold<C>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<anyhow::Result<R>>>
-    where
-        C: Rows<Row = R>,
-    {
-        let Some(&(k, row)) = self.route.get(self.next) else {
-            return Poll::Ready(None);
-        };
-        while self.elements.len() <= k {
-            let rows = match ready!(input.poll_next(cx)) {
-                Some(Ok(c)) => c.into_rows(),
-                Some(Err(e)) => Err(e),
-                None => Err(crate::Error::Checkpoint(
-                    "an element to split could not be read again".into(),
-                )
-                .into()),
-            };
-            match rows {
-                Ok(rows) => self.elements.push(Ok(rows.into_iter().map(Some).collect())),
-                // An error held at the checkpoint in its element's place: that error again.
-                Err(e) if row == ERROR_ROW && !crate::error::is_refusal(&e) => {
-                    self.elements.push(Err(Some(e)))
-                }
-                Err(e) => {
-                    self.next = self.route.len();
-                    return Poll::Ready(Some(Err(e)));
-                }
-            }
-        }
-        self.next += 1;
-        let x = match &mut self.elements[k] {
-            Err(e) if row == ERROR_ROW => {
-                if let Some(e) = e.take() {
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None
-            }
-            Err(_) => None,
-            Ok(rows) => rows.get_mut(row as usize).and_then(Option::take),
-        };
-        Poll::Ready(Some(x.ok_or_else(|| {
-            crate::Error::Checkpoint(format!(
-                "row {row} of an element read again is missing (or was wanted twice)"
-            ))
-            .into()
-        })))
-    }
-
-    fn last_prov(&self, stage: &'static str) -> anyhow::Result<Prov> {
-        self.next
+        // An error passed on in the element's place (no row was split): no row.
+        let row = self
+            .rows
             .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(stage, "no element yielded yet"))
+            .map_or_else(Prov::no_inner, Prov::at);
+        elem.clone().keyed(&row)
     }
 }

@@ -121,14 +121,7 @@ fn build<T: Clone + Send + 'static>(
     }
     let opened = (|| {
         let start = ctx.restoring().map(|s| s.word(0)).transpose()?;
-        let hold = Hold::open(
-            ctx,
-            &|ctx: &Ctx| input.build(ctx),
-            input.answers(ctx),
-            false,
-            STAGE,
-            1,
-        )?;
+        let hold = Hold::of(ctx, input, false, STAGE, 1)?;
         anyhow::Ok((hold, start.unwrap_or(0)))
     })();
     match opened {

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, State as CheckpointState};
+use crate::checkpoint::{Prov, State};
 use crate::engine::{Cardinality, Ctx, Dataset, Source, Start, Unkeyed};
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::{self, ChunkReceiver, ChunkSender, chunk_channel};
@@ -207,7 +207,7 @@ where
     let _ = tx.blocking_flush();
 }
 
-enum State<T> {
+enum Phase<T> {
     Idle(Arc<RunFn<T>>),
     /// The generator runs on a thread of streamload's own (`runtime::spawn_thread`: it holds
     /// the thread for the whole epoch, which on tokio's blocking pool could starve the
@@ -221,7 +221,7 @@ enum State<T> {
 /// Stream for [`Dataset::from_generator`].
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct Generator<T> {
-    state: State<T>,
+    phase: Phase<T>,
     buffer: usize,
     stats: Option<Arc<crate::stats::StageCounters>>,
     /// The position of the next element (`from_generator_at`), or in replay the index of
@@ -250,7 +250,7 @@ impl<T> Generator<T> {
         stats: Option<Arc<crate::stats::StageCounters>>,
     ) -> Self {
         Generator {
-            state: State::Idle(run),
+            phase: Phase::Idle(run),
             buffer,
             stats,
             next: 0,
@@ -266,8 +266,8 @@ impl<T: Send + 'static> Stream for Generator<T> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            match &mut this.state {
-                State::Idle(run) => {
+            match &mut this.phase {
+                Phase::Idle(run) => {
                     let run = Arc::clone(run);
                     let (mut tx, rx) = chunk_channel(this.buffer.div_ceil(2));
                     let stats = this.stats.take();
@@ -289,22 +289,22 @@ impl<T: Send + 'static> Stream for Generator<T> {
                         }
                     };
                     match runtime::spawn_thread(STAGE, job) {
-                        Ok(()) => this.state = State::Running { rx },
+                        Ok(()) => this.phase = Phase::Running { rx },
                         Err(e) => {
-                            this.state = State::Done;
+                            this.phase = Phase::Done;
                             return Poll::Ready(Some(Err(e)));
                         }
                     }
                 }
-                State::Running { rx, .. } => {
+                Phase::Running { rx, .. } => {
                     let item = std::task::ready!(rx.poll_recv(cx));
                     match item {
                         Some(_) => this.next += 1,
-                        None => this.state = State::Done,
+                        None => this.phase = Phase::Done,
                     }
                     return Poll::Ready(item);
                 }
-                State::Done => return Poll::Ready(None),
+                Phase::Done => return Poll::Ready(None),
             }
         }
     }
@@ -313,7 +313,7 @@ impl<T: Send + 'static> Stream for Generator<T> {
 /// Saved state (`from_generator_at` only; a plain generator's save is an error naming it):
 /// `[next]`; an element's position is its index.
 impl<T> Resumable for Generator<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<CheckpointState> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         if self.plain {
             return Err(unsupported(STAGE, PLAIN));
         }
@@ -323,7 +323,7 @@ impl<T> Resumable for Generator<T> {
                 "a stream replaying saved positions is not saved",
             ));
         }
-        Ok(CheckpointState::new(STAGE).words([self.next]))
+        Ok(State::new(STAGE).words([self.next]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
-use crate::checkpoint::{Prov, State as CheckpointState};
+use crate::checkpoint::{Prov, State};
 use crate::engine::{Cardinality, Ctx, Dataset, Source, Start};
 use crate::engine::{Resumable, unsupported};
 use crate::hash::mix64;
@@ -159,7 +159,7 @@ impl Source for ListFilesSource {
 const STAGE: &str = "list_files";
 
 /// A restored `list_files`' next index and its listing's size and hash.
-fn restored(state: &CheckpointState) -> anyhow::Result<(usize, Option<(u64, u64)>)> {
+fn restored(state: &State) -> anyhow::Result<(usize, Option<(u64, u64)>)> {
     let next = usize::try_from(state.word(0)?).map_err(|_| state.malformed())?;
     let listing = match (state.words.get(1), state.words.get(2)) {
         (Some(&n), Some(&hash)) => Some((n, hash)),
@@ -194,7 +194,7 @@ fn sort_key(file: &Location) -> &[u8] {
 /// indices.
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ListFiles {
-    state: State,
+    phase: Phase,
     coop: Coop,
     /// The index in the epoch's order of the next file.
     next: usize,
@@ -206,7 +206,7 @@ pub(crate) struct ListFiles {
     picks: Option<Arc<[Prov]>>,
 }
 
-enum State {
+enum Phase {
     /// Not listed yet: the pattern, and the RNG that shuffles the list (if any).
     Start(Arc<str>, Option<ChaCha8Rng>),
     Listing(
@@ -222,7 +222,7 @@ enum State {
 impl ListFiles {
     fn new(pattern: Arc<str>, order: Option<ChaCha8Rng>) -> Self {
         ListFiles {
-            state: State::Start(pattern, order),
+            phase: Phase::Start(pattern, order),
             coop: Coop::default(),
             next: 0,
             listing: None,
@@ -234,13 +234,13 @@ impl ListFiles {
 
 impl fmt::Debug for ListFiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Start(p, _) => format!("start {p:?}"),
-            State::Listing(p, _, _) => format!("listing {p:?}"),
-            State::Files(files) => format!("{} files left", files.len().saturating_sub(self.next)),
-            State::Done => "done".to_string(),
+        let phase = match &self.phase {
+            Phase::Start(p, _) => format!("start {p:?}"),
+            Phase::Listing(p, _, _) => format!("listing {p:?}"),
+            Phase::Files(files) => format!("{} files left", files.len().saturating_sub(self.next)),
+            Phase::Done => "done".to_string(),
         };
-        f.debug_struct("ListFiles").field("state", &state).finish()
+        f.debug_struct("ListFiles").field("phase", &phase).finish()
     }
 }
 
@@ -253,19 +253,19 @@ impl Stream for ListFiles {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if matches!(this.state, State::Start(..)) {
-                this.state = match std::mem::replace(&mut this.state, State::Done) {
-                    State::Start(pattern, order) => {
+            if matches!(this.phase, Phase::Start(..)) {
+                this.phase = match std::mem::replace(&mut this.phase, Phase::Done) {
+                    Phase::Start(pattern, order) => {
                         let listed = Arc::clone(&pattern);
                         let listing = Box::pin(async move { storage::glob(&listed).await });
-                        State::Listing(pattern, order, listing)
+                        Phase::Listing(pattern, order, listing)
                     }
                     other => other,
                 };
             }
-            match &mut this.state {
-                State::Start(..) => {}
-                State::Listing(pattern, order, listing) => {
+            match &mut this.phase {
+                Phase::Start(..) => {}
+                Phase::Listing(pattern, order, listing) => {
                     let listed = ready!(listing.as_mut().poll(cx));
                     let result = match listed {
                         // `storage::glob` names the pattern in its errors, "No files matched
@@ -303,14 +303,14 @@ impl Stream for ListFiles {
                         }
                     });
                     match result {
-                        Ok(files) => this.state = State::Files(files),
+                        Ok(files) => this.phase = Phase::Files(files),
                         Err(e) => {
-                            this.state = State::Done;
+                            this.phase = Phase::Done;
                             return Poll::Ready(Some(Err(e)));
                         }
                     }
                 }
-                State::Files(files) => {
+                Phase::Files(files) => {
                     ready!(this.coop.poll_proceed(cx));
                     let at = match &this.picks {
                         None => Some(this.next),
@@ -318,7 +318,7 @@ impl Stream for ListFiles {
                             None => None,
                             Some(Ok(i)) => Some(usize::try_from(i).unwrap_or(usize::MAX)),
                             Some(Err(e)) => {
-                                this.state = State::Done;
+                                this.phase = Phase::Done;
                                 return Poll::Ready(Some(Err(e)));
                             }
                         },
@@ -337,32 +337,32 @@ impl Stream for ListFiles {
                     };
                     match &next {
                         Some(Ok(_)) => this.next += 1,
-                        _ => this.state = State::Done,
+                        _ => this.phase = Phase::Done,
                     }
                     return Poll::Ready(next);
                 }
-                State::Done => return Poll::Ready(None),
+                Phase::Done => return Poll::Ready(None),
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        match &self.state {
-            State::Start(..) | State::Listing(..) => (0, None),
-            State::Files(files) => {
+        match &self.phase {
+            Phase::Start(..) | Phase::Listing(..) => (0, None),
+            Phase::Files(files) => {
                 let left = match &self.picks {
                     None => files.len().saturating_sub(self.next),
                     Some(picks) => picks.len().saturating_sub(self.next),
                 };
                 (left, Some(left))
             }
-            State::Done => (0, Some(0)),
+            Phase::Done => (0, Some(0)),
         }
     }
 }
 
 impl Resumable for ListFiles {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<CheckpointState> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         if self.picks.is_some() {
             return Err(unsupported(
                 STAGE,
@@ -370,7 +370,7 @@ impl Resumable for ListFiles {
             ));
         }
         let listing = self.listing.or(self.check);
-        Ok(CheckpointState::new(STAGE)
+        Ok(State::new(STAGE)
             .words([self.next as u64])
             .words(listing.into_iter().flat_map(|(n, hash)| [n, hash])))
     }
@@ -392,6 +392,6 @@ impl Resumable for ListFiles {
 
 impl FusedStream for ListFiles {
     fn is_terminated(&self) -> bool {
-        matches!(self.state, State::Done)
+        matches!(self.phase, Phase::Done)
     }
 }
