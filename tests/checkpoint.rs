@@ -1134,6 +1134,41 @@ async fn a_cache_a_take_cuts_short_fills_afresh_after_a_resume() {
 }
 
 #[tokio::test]
+async fn a_cache_whose_fill_met_an_error_before_the_checkpoint_fills_afresh_after_it() {
+    // An error leaves the epoch's fill incomplete: the next repetition fills the cache again
+    // in its own epoch (its own shuffle). Resumed after the error, the fill must not count
+    // as clean and hand its epoch on (found by the random checkpoint test at 10x, seed 69).
+    let make = || {
+        Dataset::range(0, 120)
+            .try_map(|x| {
+                if x == 7 {
+                    Err(anyhow::anyhow!("bad {x}"))
+                } else {
+                    Ok(x)
+                }
+            })
+            .shuffle(10, Some(3))
+            .cache()
+            .repeat_n(2)
+    };
+    let as_text = |x: anyhow::Result<i64>| x.map_err(|e| format!("{e:#}"));
+    let full: Vec<_> = make().iter().map(as_text).collect().await;
+    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 2);
+    for k in [0, 1, 5, 30, 60, 119, 120, 121, 150, 239] {
+        let mut epoch = make().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(as_text(epoch.next().await.unwrap()));
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
+        drop(epoch);
+        let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+        seen.extend(rest);
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+}
+
+#[tokio::test]
 async fn a_restored_cache_holds_the_order_of_the_epoch_that_filled_it() {
     // Unseeded: each recipe draws its own shuffle seed; the checkpoint carries the fill's.
     let recipe = || Dataset::range(0, 40).shuffle(10, None).cache();

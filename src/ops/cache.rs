@@ -1,4 +1,5 @@
-//! Saved state: while an epoch fills the cache, `[0, the epoch's number]`, the input's state
+//! Saved state: while an epoch fills the cache, `[0, the epoch's number, 1 if the fill has met
+//! no error yet]`, the input's state
 //! and the input's state from before the fill's first element (input 1); once the cache is
 //! filled, `[1, index of the next element, the number of the epoch that filled it]` and the
 //! input's state from before that fill (input 0). The cached elements are not saved: a
@@ -126,6 +127,9 @@ fn build<T: Clone + Send + Sync + 'static>(
         // whole), the next epoch fills it as this one would have; if the epoch stops first
         // (a `take` downstream), no epoch would have filled it, and the next fills afresh.
         let epoch = state.word(1)?;
+        // Whether the fill had met no error before the checkpoint: one that had leaves no
+        // cache nor a start to fill it from, restored or not.
+        let clean = state.word(2)? == 1;
         let start = state.inputs.get(1).cloned();
         // As the fill ran: in its epoch (a fill that went on from an earlier epoch's start,
         // after a restore, draws as that epoch did).
@@ -134,7 +138,7 @@ fn build<T: Clone + Send + Sync + 'static>(
             items: Vec::new(),
             provs: None,
             clean: false,
-            resumed: true,
+            resumed: clean,
             start,
             epoch,
         });
@@ -237,7 +241,7 @@ enum Mode<T> {
         /// The elements' positions (when asked for, or the input is not small).
         provs: Option<Vec<Prov>>,
         clean: bool,
-        /// It goes on with a fill a checkpoint interrupted (and no error since).
+        /// It goes on with a fill a checkpoint interrupted, with no error before nor since.
         resumed: bool,
         /// The input's state before the fill's first element, and the fill's epoch.
         start: Option<State>,
@@ -391,10 +395,12 @@ impl<T: Send + 'static> Resumable for CacheStream<T> {
                 input,
                 start,
                 epoch,
+                clean,
+                resumed,
                 ..
             } => {
                 let state = State::new(STAGE)
-                    .words([0, *epoch])
+                    .words([0, *epoch, u64::from(*clean || *resumed)])
                     .input(input.as_mut().save()?);
                 Ok(match start {
                     Some(start) => state.input(start.clone()),
