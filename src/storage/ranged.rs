@@ -483,7 +483,13 @@ async fn request(
         .await
         .map_err(|e| Fault::Transient(e.to_string()))?;
     let get = GetOptions {
-        range: Some(GetRange::Bounded(range)),
+        // A range to the end (`..u64::MAX`, a whole object) is asked as one: some servers
+        // refuse a last byte past 2^63.
+        range: Some(if range.end == u64::MAX {
+            GetRange::Offset(range.start)
+        } else {
+            GetRange::Bounded(range)
+        }),
         if_match: first.and_then(|m| m.e_tag.clone()),
         if_unmodified_since: first
             .filter(|m| m.e_tag.is_none() && has_date(m))

@@ -2,6 +2,9 @@
 //! `tf.lookup.StaticVocabularyTable` does (Keras' `StringLookup` hashes unknown tokens the same
 //! way but lays ids out differently: see [`Vocabulary::reserve_padding_id`]).
 //!
+//! With the `tokenizers` feature, a [`Tokenizer`] reads a Hugging Face `tokenizer.json` (the
+//! subword tokenizers language models use) and turns documents into token ids.
+//!
 //! This is a transformation applied to elements inside `map` / `map_parallel`, not a file
 //! format (those are in [`format`](crate::format): the lines come from
 //! [`TextLineDataset`](crate::format::TextLineDataset)) nor a tensor type (in
@@ -33,6 +36,11 @@ use hashbrown::HashTable;
 use crate::Error;
 use crate::storage::Location;
 use crate::tensor::StringList;
+
+#[cfg(feature = "tokenizers")]
+mod tokenizer;
+#[cfg(feature = "tokenizers")]
+pub use tokenizer::Tokenizer;
 
 const TOO_MANY: &str = "a vocabulary holds at most 4,294,967,295 tokens";
 
