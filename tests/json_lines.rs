@@ -105,13 +105,16 @@ async fn bad_lines_name_the_file_and_the_line_and_the_rest_follows() {
     assert_eq!(results[0].as_ref().unwrap().text, "a");
     let syntax = results[1].as_ref().unwrap_err().to_string();
     assert!(
-        syntax.contains("bad.jsonl: line 3: not valid JSON:") && syntax.contains("EOF"),
+        syntax.contains("bad.jsonl: line 3, column ")
+            && syntax.contains(": not valid JSON: ")
+            && syntax.contains("EOF"),
         "{syntax}"
     );
     let typed = results[2].as_ref().unwrap_err().to_string();
     assert!(
-        typed.contains("bad.jsonl: line 4: not valid JSON of the type asked for")
-            && typed.contains("invalid type: string \"x\", expected i64"),
+        typed.contains("bad.jsonl: line 4, column ")
+            && typed.contains(": invalid type: string \"x\", expected i64")
+            && !typed.contains(" at line 1"),
         "{typed}"
     );
     assert_eq!(results[3].as_ref().unwrap().label, 4);

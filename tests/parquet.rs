@@ -189,7 +189,11 @@ async fn a_hugging_face_dataset_reads_back_with_its_tensors() {
     assert_eq!(label.shape(), [64]);
     // Ragged token lists are no dense tensor: the error says which row.
     let e = column_tensor(&batches[0], "tokens").unwrap_err();
-    assert!(format!("{e}").contains("column `tokens`: row"), "{e}");
+    let e = format!("{e}");
+    assert!(
+        e.contains("hf-dataset.parquet: row ") && e.contains(": column `tokens`: "),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +293,8 @@ async fn tensors_refuse_nulls_and_types_they_cannot_hold() {
     let b = &batches[0];
     let e = column_tensor(b, "label").unwrap_err();
     assert!(
-        format!("{e}").contains("column `label`: a null at row"),
+        format!("{e}").contains("types-none.parquet: row ")
+            && format!("{e}").contains(": column `label`: a null"),
         "{e}"
     );
     let e = column_view::<i64>(b, "id").map(|v| v.len()).unwrap();
@@ -397,7 +402,12 @@ async fn object_storage_reads_as_local_files_do() {
         ParquetDataset::new(["s3://pq-bucket/data/types.parquet"]).columns(["id", "tags", "point"]),
     )
     .await;
-    assert_eq!(local, remote);
+    // The same values; each batch names where it was read.
+    assert_eq!(columns_json(&local), columns_json(&remote));
+    use streamload::format::parquet::BatchOrigin;
+    let origin = BatchOrigin::of(&remote[0]).unwrap();
+    assert_eq!(origin.file, "s3://pq-bucket/data/types.parquet");
+    assert_eq!(origin.first_row, 0);
     // A missing object names its URL.
     let e = ParquetDataset::new(["s3://pq-bucket/data/missing.parquet"])
         .build()
@@ -594,7 +604,7 @@ async fn object_storage_faults_are_retried_by_the_storage_layer() {
     streamload::storage::register_with("s3://pq-faulty", store, options).unwrap();
     let local = read(ParquetDataset::new([&path])).await;
     let remote = read(ParquetDataset::new(["s3://pq-faulty/types.parquet"])).await;
-    assert_eq!(local, remote);
+    assert_eq!(columns_json(&local), columns_json(&remote));
     assert_eq!(
         faults.slow_downs.load(Ordering::SeqCst),
         0,
@@ -693,4 +703,149 @@ async fn the_next_row_groups_are_fetched_ahead_and_no_further() {
     let rest: Vec<_> = epoch.collect().await;
     assert_eq!(rest.len(), 4);
     assert_eq!(gets(), 1 + 6);
+}
+
+/// A file of 300 rows in row groups of 100: `id` (`base + row`), `label` (`row`, a null in
+/// row `null`) and `tokens` (two values a row, three in row `ragged`).
+fn write_bad_file(path: &Path, base: i64, null: Option<i64>, ragged: Option<i64>) {
+    use streamload::format::parquet::arrow_array::ListArray;
+    let id: ArrayRef = Arc::new(Int64Array::from_iter_values(base..base + 300));
+    let label: ArrayRef = Arc::new(Int64Array::from_iter(
+        (0..300).map(|r| (Some(r) != null).then_some(r)),
+    ));
+    let tokens: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(
+        (0..300).map(|r| {
+            let n = if Some(r) == ragged { 3 } else { 2 };
+            Some((0..n).map(|i| Some(r + i)).collect::<Vec<_>>())
+        }),
+    ));
+    let batch =
+        RecordBatch::try_from_iter([("id", id), ("label", label), ("tokens", tokens)]).unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(100))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// Every batch's origin against its `id`s (`base + row` in each file), and the errors of
+/// `column`'s tensors.
+fn origins_and_errors(batches: &[RecordBatch], column: &str) -> Vec<String> {
+    use streamload::format::parquet::BatchOrigin;
+    let mut errors = Vec::new();
+    for b in batches {
+        let origin = BatchOrigin::of(b).expect("every batch has its origin");
+        let base = if origin.file.ends_with("a.parquet") {
+            0
+        } else {
+            1000
+        };
+        let first_id = column_view::<i64>(b, "id").unwrap()[[0]];
+        assert_eq!(origin.first_row as i64, first_id - base, "{origin:?}");
+        if let Err(e) = column_tensor(b, column) {
+            errors.push(format!("{e}"));
+        }
+    }
+    errors
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nulls_and_ragged_lists_name_the_file_and_the_row_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    write_bad_file(&a, 0, None, None);
+    // Row 37 of the second row group of the second file; row 250 in its third.
+    write_bad_file(&b, 1000, Some(137), Some(250));
+    let null = format!(
+        "{}: row 137: column `label`: a null (a tensor has no nulls)",
+        b.display()
+    );
+    let ragged = format!(
+        "{}: row 250: column `tokens`: 3 values where row 232 has 2 (ragged lists: a tensor \
+         needs one length)",
+        b.display()
+    );
+    let plain = || ParquetDataset::new([&a, &b]).batch_size(32);
+    for (what, ds) in [
+        ("all columns", plain()),
+        ("columns", plain().columns(["tokens", "label", "id"])),
+    ] {
+        let batches = read(ds).await;
+        assert_eq!(
+            origins_and_errors(&batches, "label"),
+            std::slice::from_ref(&null),
+            "{what}"
+        );
+        assert_eq!(
+            origins_and_errors(&batches, "tokens"),
+            std::slice::from_ref(&ragged),
+            "{what}"
+        );
+    }
+    let batches = read(plain().exclude_columns(["tokens"])).await;
+    assert_eq!(
+        origins_and_errors(&batches, "label"),
+        std::slice::from_ref(&null)
+    );
+    // Sharded by row group: the shard holding the row names it, the others nothing.
+    let mut errors = Vec::new();
+    for shard in 0..3 {
+        let batches = read(plain().shard(3, shard)).await;
+        errors.extend(origins_and_errors(&batches, "label"));
+    }
+    assert_eq!(errors, std::slice::from_ref(&null));
+    // Distributed over ranks (whole row groups, read by `ParquetShards`): the same.
+    use streamload::distribute::{Distribute, ShardPolicy};
+    let source = plain().shard_source().await.unwrap();
+    let mut errors = Vec::new();
+    for rank in 0..2 {
+        let plan = Distribute::new(rank, 2)
+            .policy(ShardPolicy::RowGroup)
+            .plan(source.clone())
+            .await
+            .unwrap();
+        let batches: Vec<RecordBatch> = plan
+            .dataset()
+            .collect()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.item)
+            .collect();
+        errors.extend(origins_and_errors(&batches, "label"));
+    }
+    // A padded batch is one of the rank's own again.
+    errors.sort();
+    errors.dedup();
+    assert_eq!(errors, [null]);
+    // A view names the row in the file too.
+    let batches = read(plain()).await;
+    let bad = batches
+        .iter()
+        .find(|b| column_tensor(b, "label").is_err())
+        .unwrap();
+    let e = column_view::<i64>(bad, "label").unwrap_err();
+    assert!(format!("{e}").contains(": row 137: column `label`"), "{e}");
+}
+
+#[test]
+fn a_batch_made_by_hand_names_the_row_of_the_batch() {
+    let w: ArrayRef = Arc::new(
+        FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+            (0..4).map(|r| Some([Some(r as f32), (r != 2).then_some(1.0)])),
+            2,
+        ),
+    );
+    let batch = RecordBatch::try_from_iter([("w", w)]).unwrap();
+    // The null is value 5 of the list's values: row 2.
+    let e = column_tensor(&batch, "w").unwrap_err();
+    assert_eq!(
+        format!("{e}"),
+        "column `w`: row 2 of the batch: a null (a tensor has no nulls)"
+    );
+    let e = column_view::<f32>(&batch, "w").unwrap_err();
+    assert!(format!("{e}").contains("row 2 of the batch"), "{e}");
 }

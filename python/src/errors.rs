@@ -42,7 +42,7 @@ fn classify(err: &anyhow::Error) -> &'static str {
 
 /// Errors that reach here as messages only: the storage layer rebuilds an error from its
 /// messages (to redact credentials), keeping the types of `std::io` and streamload but not
-/// object_store's; the JSON-lines reader reports serde's error in its message.
+/// object_store's.
 fn by_message(err: &anyhow::Error) -> &'static str {
     for cause in err.chain() {
         let text = cause.to_string();
@@ -55,10 +55,6 @@ fn by_message(err: &anyhow::Error) -> &'static str {
             || text.starts_with("The operation lacked valid authentication credentials")
         {
             return "PermissionDeniedError";
-        }
-        // `JsonLinesDataset`: "{file}: line {n}: not valid JSON...".
-        if text.contains(": not valid JSON") {
-            return "InvalidArgumentError";
         }
     }
     "Error"

@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use streamload::Dataset;
 use streamload::format::hdf5::{Element, Hdf5Dataset, f16};
-use streamload::format::parquet::RecordBatch;
 use streamload::format::parquet::arrow_array::cast::AsArray;
 use streamload::format::parquet::arrow_array::types::{
     Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type,
@@ -18,6 +17,7 @@ use streamload::format::parquet::arrow_array::types::{
 };
 use streamload::format::parquet::arrow_array::{Array as ArrowArray, ArrayRef};
 use streamload::format::parquet::arrow_schema::DataType;
+use streamload::format::parquet::{BatchOrigin, RecordBatch};
 use streamload::format::{Column, Field};
 
 use crate::errors;
@@ -222,27 +222,83 @@ pub(crate) fn sample(sample: streamload::format::Sample) -> Value {
 // ---------------------------------------------------------------------------------------
 // Parquet
 
-/// A record batch as a dict of its columns, each a tensor with one row per row.
+/// A record batch as a dict of its columns, each a tensor with one row per row. An error
+/// names the file and the row in it (from 0) where the batch has its origin (every batch of
+/// `ParquetDataset` does), and the column.
 pub(crate) fn record_batch(batch: &RecordBatch) -> anyhow::Result<Value> {
     let schema = batch.schema();
+    let origin = BatchOrigin::of(batch);
     let mut out = BTreeMap::new();
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        let value = arrow_column(column, field.name())?;
+        let col = Col {
+            name: field.name(),
+            rows: batch.num_rows(),
+            origin,
+        };
+        let value = arrow_column(column, col, &|row| row)?;
         out.insert(field.name().clone(), value);
     }
     Ok(Value::Dict(out))
 }
 
+/// The column being converted, to name where a bad value is: its name, and its batch's rows
+/// and origin (file and first row).
+#[derive(Clone, Copy)]
+struct Col<'a> {
+    name: &'a str,
+    rows: usize,
+    origin: Option<BatchOrigin<'a>>,
+}
+
+/// Maps an index in a (nested) array to the row of the batch holding it: called only to name
+/// a bad value, so nested columns cost nothing more until then.
+type ToRow<'a> = &'a dyn Fn(usize) -> usize;
+
+impl Col<'_> {
+    /// Row `row` of the batch, as its file counts it where the batch has an origin.
+    fn row(&self, row: usize) -> u64 {
+        self.origin.map_or(row as u64, |o| o.row(row))
+    }
+
+    /// An error about row `row` of the batch: its file, the row in the file, the column.
+    fn at_row(&self, row: usize, what: impl fmt::Display) -> anyhow::Error {
+        invalid(match self.origin {
+            Some(o) => format!(
+                "{}: row {}: column `{}`: {what}",
+                o.file,
+                o.row(row),
+                self.name
+            ),
+            None => format!("column `{}`: row {row} of the batch: {what}", self.name),
+        })
+    }
+
+    /// An error about the whole column: the file, the batch's rows in it, the column.
+    fn whole(&self, what: impl fmt::Display) -> anyhow::Error {
+        invalid(match self.origin {
+            Some(o) => format!(
+                "{}: rows {}..{}: column `{}`: {what}",
+                o.file,
+                o.first_row,
+                o.row(self.rows),
+                self.name
+            ),
+            None => format!("column `{}`: {what}", self.name),
+        })
+    }
+}
+
 /// One column: numbers and booleans of their own type (`float16` as `float32`), strings
 /// and binaries as `tf.string`, fixed-size lists and lists of one length as one more
-/// dimension. Nulls, ragged lists and other types are errors naming the column.
-fn arrow_column(array: &ArrayRef, name: &str) -> anyhow::Result<Value> {
+/// dimension. Nulls, ragged lists and other types are errors naming the column (and the
+/// row: `to_row` maps an index in `array` to the batch's row holding it).
+fn arrow_column(array: &ArrayRef, col: Col<'_>, to_row: ToRow<'_>) -> anyhow::Result<Value> {
     if array.null_count() > 0 {
-        let row = (0..array.len()).find(|&i| array.is_null(i)).unwrap_or(0);
-        return Err(invalid(format!(
-            "column `{name}`: a null at row {row} of the batch (streamload's tensors have no \
-             missing values)"
-        )));
+        let at = (0..array.len()).find(|&i| array.is_null(i)).unwrap_or(0);
+        return Err(col.at_row(
+            to_row(at),
+            "a null (streamload's tensors have no missing values)",
+        ));
     }
     macro_rules! primitive {
         ($t:ty) => {
@@ -288,27 +344,27 @@ fn arrow_column(array: &ArrayRef, name: &str) -> anyhow::Result<Value> {
             let size = usize::try_from(*size)?;
             let start = usize::try_from(list.value_offset(0).max(0))?;
             let values = list.values().slice(start, n * size);
-            nest(arrow_column(&values, name)?, n, size, name)?
+            let up = |at: usize| to_row(at / size.max(1));
+            nest(arrow_column(&values, col, &up)?, n, size, col)?
         }
         DataType::List(_) => {
             let list = array.as_list::<i32>();
             let offsets: Vec<usize> = list.value_offsets().iter().map(|&o| o as usize).collect();
-            dense_list(list.values(), &offsets, name)?
+            dense_list(list.values(), &offsets, col, to_row)?
         }
         DataType::LargeList(_) => {
             let list = array.as_list::<i64>();
             let offsets: Vec<usize> = list.value_offsets().iter().map(|&o| o as usize).collect();
-            dense_list(list.values(), &offsets, name)?
+            dense_list(list.values(), &offsets, col, to_row)?
         }
         DataType::Dictionary(_, _) => {
             // Categories (pandas' `category`): each row's value looked up.
             let dictionary = array.as_any_dictionary();
-            let values = arrow_column(dictionary.values(), name)?;
-            let rows: Vec<Value> = dictionary
-                .normalized_keys()
-                .into_iter()
-                .map(|k| values.row(k))
-                .collect();
+            let keys = dictionary.normalized_keys();
+            // A bad value is in the first row that takes it.
+            let up = |at: usize| to_row(keys.iter().position(|&k| k == at).unwrap_or(0));
+            let values = arrow_column(dictionary.values(), col, &up)?;
+            let rows: Vec<Value> = keys.iter().map(|&k| values.row(k)).collect();
             if rows.is_empty() {
                 values
             } else {
@@ -316,41 +372,53 @@ fn arrow_column(array: &ArrayRef, name: &str) -> anyhow::Result<Value> {
             }
         }
         other => {
-            return Err(invalid(format!(
-                "column `{name}`: Arrow type {other} is not read into a tensor (numbers, \
-                 booleans, strings, binaries and lists of them are); leave it out with \
-                 columns=[...]"
+            return Err(col.whole(format!(
+                "Arrow type {other} is not read into a tensor (numbers, booleans, strings, \
+                 binaries and lists of them are); leave it out with columns=[...]"
             )));
         }
     })
 }
 
 /// List rows (by `offsets`) that all have one length, as one more dimension.
-fn dense_list(values: &ArrayRef, offsets: &[usize], name: &str) -> anyhow::Result<Value> {
+fn dense_list(
+    values: &ArrayRef,
+    offsets: &[usize],
+    col: Col<'_>,
+    to_row: ToRow<'_>,
+) -> anyhow::Result<Value> {
     let rows = offsets.len().saturating_sub(1);
     let (first, last) = (
         offsets.first().copied().unwrap_or(0),
         offsets.last().copied().unwrap_or(0),
     );
-    let length = if rows == 0 {
-        0
-    } else {
-        offsets[1] - offsets[0]
-    };
-    if let Some(i) = (0..rows).find(|&i| offsets[i + 1] - offsets[i] != length) {
-        return Err(invalid(format!(
-            "column `{name}`: ragged lists (row 0 has {length} values, row {i} has {}): not a \
-             tensor; pad them when writing, or leave the column out with columns=[...]",
-            offsets[i + 1] - offsets[i]
-        )));
+    let lengths = offsets.windows(2).map(|w| w[1] - w[0]);
+    let length = lengths.clone().next().unwrap_or(0);
+    if let Some((i, other)) = lengths.enumerate().find(|&(_, l)| l != length) {
+        return Err(col.at_row(
+            to_row(i),
+            format!(
+                "ragged lists ({other} values where row {} has {length}): not a tensor; pad \
+                 them when writing, or leave the column out with columns=[...]",
+                col.row(to_row(0))
+            ),
+        ));
     }
     let values = values.slice(first, last - first);
-    nest(arrow_column(&values, name)?, rows, length, name)
+    // Value `at` (of the sliced values) is in the list whose offsets hold it.
+    let up = |at: usize| {
+        to_row(
+            offsets
+                .partition_point(|&o| o <= first + at)
+                .saturating_sub(1),
+        )
+    };
+    nest(arrow_column(&values, col, &up)?, rows, length, col)
 }
 
 /// `inner` (`rows * size` rows) as `rows` rows of `size`.
-fn nest(inner: Value, rows: usize, size: usize, name: &str) -> anyhow::Result<Value> {
-    let reshape_error = || invalid(format!("column `{name}`: list values do not fit its shape"));
+fn nest(inner: Value, rows: usize, size: usize, col: Col<'_>) -> anyhow::Result<Value> {
+    let reshape_error = || col.whole("list values do not fit its shape");
     Ok(match inner {
         Value::Array(a) => {
             let mut shape = vec![rows, size];

@@ -94,7 +94,9 @@ def JsonLinesDataset(
     object of lists). A blank line is skipped (as pandas' ``read_json(lines=True)`` does).
 
     A line that is not JSON, holds a ``null`` or a ragged list raises
-    :class:`~streamload.errors.InvalidArgumentError` naming the file, the line and the key;
+    :class:`~streamload.errors.InvalidArgumentError` naming the file, the line (from 1), the
+    column in it and the key (``train.jsonl: line 7, column 15: key "b": null is not a
+    tensor ...``);
     the lines after it follow (``ignore_errors()`` skips just the bad ones). Compressed files
     are read by their extension (``compression_type="AUTO"``)."""
     return _native.read(
@@ -141,8 +143,11 @@ def ParquetDataset(
     only the columns asked for are fetched. Numbers and booleans keep their type
     (``float16`` becomes ``float32``), strings and binaries are ``bytes``, fixed-size lists
     and lists of one length are one more dimension. A null, a ragged list or another Arrow
-    type raises :class:`~streamload.errors.InvalidArgumentError` naming the column; leave
-    such a column out with ``columns=``. Checkpoints resume at the row."""
+    type raises :class:`~streamload.errors.InvalidArgumentError` naming the file (as given),
+    the row in it (from 0, counted from the file's first row across its row groups, whatever
+    ``columns``, shard or rank) and the column (``data/b.parquet: row 137: column `label`: a
+    null ...``; for a type, the batch's rows: ``rows 0..1024``); leave such a column out with
+    ``columns=`` or ``exclude_cols=``. Checkpoints resume at the row."""
     if isinstance(columns, str):
         columns = [columns]
     if isinstance(exclude_cols, str):

@@ -191,18 +191,22 @@ def test_json_lines_become_tensors(tmp_path):
 
 def test_json_lines_errors_name_the_file_the_line_and_the_key(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"a": 1}\n{"a": null}\n{"a": [1, [2]]}\nnot json\n{"a": 5}\n')
+    path.write_text('{"a": 1}\n{"a": null}\n{"a": [1, [2]]}\nnot json\n{"a": 5}\n\n{"b": [[1, null]]}\n')
     it = iter(sl.JsonLinesDataset(str(path)))
     assert next(it) == {"a": 1}
     with pytest.raises(sl.InvalidArgumentError) as e:
         next(it)
     assert "bad.jsonl" in str(e.value) and "line 2" in str(e.value) and '"a"' in str(e.value)
     assert "null" in str(e.value)
-    with pytest.raises(sl.InvalidArgumentError, match="ragged"):
+    with pytest.raises(sl.InvalidArgumentError) as e:
         next(it)
+    assert f"{path}: line 3, column 14: " in str(e.value) and '"a"' in str(e.value) and "ragged" in str(e.value)
     with pytest.raises(sl.InvalidArgumentError, match="line 4"):
         next(it)
     assert next(it) == {"a": 5}
+    with pytest.raises(sl.InvalidArgumentError) as e:
+        next(it)
+    assert f"{path}: line 7, column " in str(e.value) and '"b"' in str(e.value) and "null" in str(e.value)
     assert [r["a"] for r in sl.JsonLinesDataset(str(path)).ignore_errors()] == [1, 5]
 
 
@@ -304,6 +308,81 @@ def test_parquet_nulls_ragged_lists_and_missing_columns_are_named():
         list(sl.ParquetDataset(path, columns=["nope"]))
     with pytest.raises(sl.InvalidArgumentError, match="batch_size"):
         sl.ParquetDataset(path, batch_size=0)
+
+
+def _parquet_file(path, null=None, ragged=None, nested_null=None):
+    """300 rows in row groups of 100: ``id``, ``label`` (a null in row ``null``) and
+    ``tokens`` (two values a row: three in row ``ragged``, a null among them in row
+    ``nested_null``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def tokens(r):
+        if r == ragged:
+            return [r, r, r]
+        return [r, None] if r == nested_null else [r, r]
+
+    table = pa.table(
+        {
+            "id": pa.array(range(300), pa.int64()),
+            "label": pa.array([None if r == null else r for r in range(300)], pa.int64()),
+            "tokens": pa.array([tokens(r) for r in range(300)], pa.list_(pa.int64())),
+        }
+    )
+    pq.write_table(table, path, row_group_size=100)
+    return str(path)
+
+
+def _error(ds):
+    with pytest.raises(sl.InvalidArgumentError) as e:
+        list(ds)
+    return str(e.value)
+
+
+def test_parquet_errors_name_the_file_the_row_in_it_and_the_column(tmp_path):
+    a = _parquet_file(tmp_path / "a.parquet")
+    # Row 37 of the second row group of the second file.
+    b = _parquet_file(tmp_path / "b.parquet", null=137)
+    null = f"{b}: row 137: column `label`: a null"
+    for kwargs in [{}, {"columns": ["label"]}, {"columns": ["id", "label"]}, {"exclude_cols": ["id"]}]:
+        message = _error(sl.ParquetDataset([a, b], batch_size=32, **kwargs))
+        assert null in message, (kwargs, message)
+    # Each rank reads whole row groups: the one reading it names the row in the file.
+    errors = []
+    for rank in range(2):
+        ds = sl.ParquetDataset([a, b], columns=["label"], batch_size=32)
+        try:
+            list(ds.distribute(rank, 2, policy="row_group"))
+        except sl.InvalidArgumentError as e:
+            errors.append(str(e))
+    assert len(errors) == 1 and null in errors[0], errors
+    # Resumed in that row group (the rows before skipped): the same row.
+    ds = sl.ParquetDataset(b, columns=["label"], batch_size=32)
+    it = iter(ds)
+    assert [len(next(it)["label"]) for _ in range(5)] == [32, 32, 32, 4, 32]
+    assert null in _error(ds.iter_from(it.checkpoint()))
+
+
+def test_parquet_ragged_lists_nested_nulls_and_types_name_the_row_in_the_file(tmp_path, http_tmp):
+    ragged = _parquet_file(tmp_path / "ragged.parquet", ragged=250)
+    message = _error(sl.ParquetDataset(ragged, exclude_cols=["label"], batch_size=32))
+    assert f"{ragged}: row 250: column `tokens`: ragged lists (3 values where row 232 has 2)" in message
+    nested = _parquet_file(tmp_path / "nested.parquet", nested_null=45)
+    assert f"{nested}: row 45: column `tokens`: a null" in _error(sl.ParquetDataset(nested))
+    # A URL is named as it was given.
+    root, url = http_tmp
+    _parquet_file(root / "served.parquet", null=201)
+    served = f"{url}/served.parquet"
+    assert f"{served}: row 201: column `label`: a null" in _error(sl.ParquetDataset(served))
+    # A type with no tensor: the file, the batch's rows in it, the column.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    points = str(tmp_path / "points.parquet")
+    table = pa.table({"point": pa.array([{"x": r} for r in range(150)])})
+    pq.write_table(table, points, row_group_size=100)
+    message = _error(sl.ParquetDataset(points))
+    assert f"{points}: rows 0..100: column `point`: Arrow type" in message, message
 
 
 # --------------------------------------------------------------------------------------

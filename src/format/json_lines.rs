@@ -14,6 +14,7 @@ use super::text::Lines;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
 use crate::engine::{BoxStream, Dataset};
+use crate::error::Error;
 use crate::storage::Location;
 
 /// The stage's name in statistics, errors and checkpoints.
@@ -33,7 +34,9 @@ const STAGE: &str = "json_lines";
 /// # Errors
 ///
 /// A line that is not valid JSON (or not of the type asked for) is an error element naming
-/// the file, the line number (from 1) and serde's reason; the lines after it follow, so
+/// the file, the line number (from 1), the column in the line and serde's reason
+/// (`train.jsonl: line 4, column 22: invalid type: string "x", expected u8`), an
+/// [`Error::InvalidArgument`]; the lines after it follow, so
 /// [`ignore_errors`](Dataset::ignore_errors) skips just the bad lines. A file that cannot be
 /// opened or read, a damaged compressed stream or a line longer than 64 MiB is an error that
 /// ends that file, as for [`TextLineDataset`](super::TextLineDataset).
@@ -136,21 +139,26 @@ where
             if line.iter().all(|b| matches!(b, b' ' | b'\t')) {
                 continue;
             }
-            let value = serde_json::from_slice::<T>(&line).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: line {}: not valid JSON{}: {e}",
-                    this.name,
-                    this.lines.line_number(),
-                    if e.is_data() {
-                        " of the type asked for"
-                    } else {
-                        ""
-                    }
-                )
-            });
+            let value = serde_json::from_slice::<T>(&line)
+                .map_err(|e| json_error(&this.name, this.lines.line_number(), &e));
             return Poll::Ready(Some(value));
         }
     }
+}
+
+/// A line's error: the file, the line (from 1) and the column in it (serde's own position,
+/// "at line 1 column c" of the one line it parsed, left out), then what is wrong: the JSON,
+/// or (valid JSON) serde's reason it is not of the type asked for. An
+/// [`Error::InvalidArgument`], as a CSV field that is not of its column's type.
+fn json_error(file: &str, line: u64, e: &serde_json::Error) -> anyhow::Error {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    let (reason, column) = match text.strip_suffix(&at) {
+        Some(reason) => (reason, format!(", column {}", e.column())),
+        None => (text.as_str(), String::new()),
+    };
+    let what = if e.is_data() { "" } else { "not valid JSON: " };
+    Error::InvalidArgument(format!("{file}: line {line}{column}: {what}{reason}")).into()
 }
 
 /// Saved state and positions: the lines' (`[offset, line]` after the last value yielded; a

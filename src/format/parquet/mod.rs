@@ -46,6 +46,14 @@
 //! once) is read when an epoch starts, before the first batch: the interleaved order needs
 //! every file's row group count.
 //!
+//! # Where each batch was read
+//!
+//! Every batch carries its file and the index of its first row in the file (from 0, counted
+//! over the file's row groups whatever the columns read or the shard) in its schema's
+//! metadata: [`BatchOrigin`]. [`column_tensor`] and [`column_view`] name the file and the row
+//! of a null or a ragged list with it (``data/part-1.parquet: row 1037: column `label`: a
+//! null ...``), as the Python package does. It costs one schema per batch, nothing per row.
+//!
 //! # Checkpoints
 //!
 //! A position is (unit, row within its row group): a restored epoch fetches that row group
@@ -56,6 +64,7 @@
 //! decoded up to that batch (so a restore of a shuffle of N batches costs N such reads).
 
 mod footer;
+mod origin;
 mod shard;
 mod tensor;
 
@@ -68,6 +77,7 @@ pub use arrow_array::{self, RecordBatch};
 pub use arrow_schema;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
+pub use origin::{BatchOrigin, FILE_KEY, FIRST_ROW_KEY};
 use parquet::DecodeResult;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, RowSelection, RowSelector};
@@ -293,13 +303,14 @@ fn fingerprint(config: &ParquetDataset) -> u64 {
 }
 
 /// One row group to read: its index in the dataset's interleaved order (before sharding),
-/// its file and its index in the file.
+/// its file and its index in the file, its rows and the index of its first row in the file.
 #[derive(Debug, Clone, Copy)]
 struct Unit {
     index: u64,
     file: usize,
     row_group: usize,
     rows: u64,
+    first_row: u64,
 }
 
 /// An epoch's plan: the files' footers and the units of this shard.
@@ -350,18 +361,23 @@ async fn plan(config: &ParquetDataset) -> (Arc<Plan>, Vec<anyhow::Error>) {
     let (num_shards, shard) = config.shard;
     let mut units = Vec::new();
     let mut index = 0u64;
+    // By file: the index in the file of the next row group's first row.
+    let mut first_rows = vec![0u64; files.len()];
     for row_group in 0..most {
         for (file, meta) in files.iter().enumerate() {
             let Some(meta) = meta else { continue };
             if let Some(group) = meta.metadata().row_groups().get(row_group) {
+                let rows = group.num_rows().max(0) as u64;
                 if index % num_shards == shard {
                     units.push(Unit {
                         index,
                         file,
                         row_group,
-                        rows: group.num_rows() as u64,
+                        rows,
+                        first_row: first_rows[file],
                     });
                 }
+                first_rows[file] += rows;
                 index += 1;
             }
         }
@@ -438,14 +454,17 @@ async fn read_unit(
     let Some(reader) = reader else {
         return Ok(Vec::new());
     };
+    let first_row = unit.first_row + skip;
     let task = runtime::spawn_blocking(STAGE, move || {
-        let decoded = decode(reader).and_then(|batches| match &file.order {
-            None => Ok(batches),
-            Some(order) => batches
-                .into_iter()
-                .map(|b| b.project(order).map_err(|e| e.to_string()))
-                .collect(),
-        });
+        let decoded = decode(reader)
+            .and_then(|batches| match &file.order {
+                None => Ok(batches),
+                Some(order) => batches
+                    .into_iter()
+                    .map(|b| b.project(order).map_err(|e| e.to_string()))
+                    .collect(),
+            })
+            .and_then(|batches| origin::place(batches, &file.location.to_string(), first_row));
         decoded.map_err(|e| {
             // Name the column: decode each projected column alone from the same bytes.
             let column = file.roots.iter().find_map(|(root, column)| {

@@ -10,6 +10,7 @@ use arrow_schema::DataType;
 use bytes::Bytes;
 use ndarray::{ArrayViewD, IxDyn};
 
+use super::BatchOrigin;
 use crate::tensor::{Tensor, Values};
 
 /// An element type [`column_view`] can view: a primitive Arrow type's native type (`i8` to
@@ -50,18 +51,78 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> anyhow::Result<&'a dyn Arra
                 .iter()
                 .map(|f| format!("`{}`", f.name()))
                 .collect();
-            anyhow::anyhow!(
-                "no column `{name}` in the batch (it has {})",
-                names.join(", ")
-            )
+            let names = names.join(", ");
+            match BatchOrigin::of(batch) {
+                Some(o) => anyhow::anyhow!(
+                    "{}: no column `{name}` in the batch (it has {names})",
+                    o.file
+                ),
+                None => anyhow::anyhow!("no column `{name}` in the batch (it has {names})"),
+            }
         })
 }
 
-/// An error when `array` has a null (a tensor has no place for one).
-fn no_nulls(array: &dyn Array, name: &str) -> anyhow::Result<()> {
+/// The column being converted, to name where a bad value is: its name, and its batch's
+/// rows and origin.
+#[derive(Clone, Copy)]
+struct Col<'a> {
+    name: &'a str,
+    rows: usize,
+    origin: Option<BatchOrigin<'a>>,
+}
+
+/// Maps an index in a (nested) array to the row of the batch holding it: called only to
+/// name a bad value, so nested lists cost nothing until then.
+type ToRow<'a> = &'a dyn Fn(usize) -> usize;
+
+impl<'a> Col<'a> {
+    fn new(batch: &'a RecordBatch, name: &'a str) -> Self {
+        Col {
+            name,
+            rows: batch.num_rows(),
+            origin: BatchOrigin::of(batch),
+        }
+    }
+
+    /// Row `row` of the batch, as the file counts it where the batch has an origin.
+    fn row(&self, row: usize) -> u64 {
+        self.origin.map_or(row as u64, |o| o.row(row))
+    }
+
+    /// An error about row `row` of the batch: the file, the row in it and the column.
+    fn at_row(&self, row: usize, what: impl std::fmt::Display) -> anyhow::Error {
+        match self.origin {
+            Some(o) => anyhow::anyhow!(
+                "{}: row {}: column `{}`: {what}",
+                o.file,
+                o.row(row),
+                self.name
+            ),
+            None => anyhow::anyhow!("column `{}`: row {row} of the batch: {what}", self.name),
+        }
+    }
+
+    /// An error about the whole column: the file, the batch's rows and the column.
+    fn whole(&self, what: impl std::fmt::Display) -> anyhow::Error {
+        match self.origin {
+            Some(o) => anyhow::anyhow!(
+                "{}: rows {}..{}: column `{}`: {what}",
+                o.file,
+                o.first_row,
+                o.row(self.rows),
+                self.name
+            ),
+            None => anyhow::anyhow!("column `{}`: {what}", self.name),
+        }
+    }
+}
+
+/// An error when `array` has a null (a tensor has no place for one), naming its row; the
+/// nulls are searched only when there is one.
+fn no_nulls(array: &dyn Array, col: Col<'_>, to_row: ToRow<'_>) -> anyhow::Result<()> {
     if let Some(nulls) = array.logical_nulls().filter(|n| n.null_count() > 0) {
-        let row = nulls.iter().position(|valid| !valid).unwrap_or(0);
-        anyhow::bail!("column `{name}`: a null at row {row} (a tensor has no nulls)");
+        let at = nulls.iter().position(|valid| !valid).unwrap_or(0);
+        return Err(col.at_row(to_row(at), "a null (a tensor has no nulls)"));
     }
     Ok(())
 }
@@ -88,14 +149,16 @@ fn no_nulls(array: &dyn Array, name: &str) -> anyhow::Result<()> {
 ///
 /// # Errors
 ///
-/// No such column, a column of another type (naming it), or a null in it.
+/// No such column, a column of another type (naming it), or a null in it (naming its row:
+/// in the file and counted from 0 for a batch of [`ParquetDataset`](super::ParquetDataset),
+/// with the file; see [`BatchOrigin`]).
 pub fn column_view<'a, T: ViewElement>(
     batch: &'a RecordBatch,
     name: &str,
 ) -> anyhow::Result<ArrayViewD<'a, T>> {
     let array = column(batch, name)?;
     let mut shape = vec![array.len()];
-    let values = flat::<T>(array, name, &mut shape)?;
+    let values = flat::<T>(array, Col::new(batch, name), &mut shape, &|row| row)?;
     Ok(ArrayViewD::from_shape(IxDyn(&shape), values)?)
 }
 
@@ -103,23 +166,26 @@ pub fn column_view<'a, T: ViewElement>(
 /// list's size pushed on `shape`.
 fn flat<'a, T: ViewElement>(
     array: &'a dyn Array,
-    name: &str,
+    col: Col<'_>,
     shape: &mut Vec<usize>,
+    to_row: ToRow<'_>,
 ) -> anyhow::Result<&'a [T]> {
-    no_nulls(array, name)?;
+    no_nulls(array, col, to_row)?;
     if let Some(values) = array.as_primitive_opt::<T::Arrow>() {
         return Ok(values.values());
     }
     if let Some(list) = array.as_fixed_size_list_opt() {
-        shape.push(usize::try_from(list.value_length())?);
+        let size = usize::try_from(list.value_length())?;
+        shape.push(size);
         // Sliced lists slice their values too: `values()` holds exactly their elements.
-        return flat::<T>(list.values().as_ref(), name, shape);
+        let up = |at: usize| to_row(at / size.max(1));
+        return flat::<T>(list.values().as_ref(), col, shape, &up);
     }
-    anyhow::bail!(
-        "column `{name}`: {} is not {} or a fixed-size list of it",
+    Err(col.whole(format!(
+        "{} is not {} or a fixed-size list of it",
         array.data_type(),
         T::Arrow::DATA_TYPE
-    )
+    )))
 }
 
 /// Column `name` of `batch` as a [`Tensor`]: integer columns as `int64` (widened), `float32`
@@ -144,11 +210,13 @@ fn flat<'a, T: ViewElement>(
 /// # Errors
 ///
 /// No such column, a type with no tensor type (`float64`: view it with
-/// [`column_view`]; booleans, structs, ragged lists), or a null in it.
+/// [`column_view`]; booleans, structs), or a null or ragged lists in it (naming the row: in
+/// the file and counted from 0 for a batch of [`ParquetDataset`](super::ParquetDataset), with
+/// the file; see [`BatchOrigin`]).
 pub fn column_tensor(batch: &RecordBatch, name: &str) -> anyhow::Result<Tensor> {
     let array = column(batch, name)?;
     let mut shape = vec![array.len()];
-    let values = tensor_values(array, name, &mut shape)?;
+    let values = tensor_values(array, Col::new(batch, name), &mut shape, &|row| row)?;
     Tensor::new(shape, values)
 }
 
@@ -162,8 +230,13 @@ where
     ))
 }
 
-fn tensor_values(array: &dyn Array, name: &str, shape: &mut Vec<usize>) -> anyhow::Result<Values> {
-    no_nulls(array, name)?;
+fn tensor_values(
+    array: &dyn Array,
+    col: Col<'_>,
+    shape: &mut Vec<usize>,
+    to_row: ToRow<'_>,
+) -> anyhow::Result<Values> {
+    no_nulls(array, col, to_row)?;
     let values = match array.data_type() {
         DataType::Int64 => Some(Values::Int64(
             array.as_primitive::<Int64Type>().values().to_vec(),
@@ -183,13 +256,18 @@ fn tensor_values(array: &dyn Array, name: &str, shape: &mut Vec<usize>) -> anyho
                 .iter()
                 .map(|&v| i64::try_from(v))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| anyhow::anyhow!("column `{name}`: a uint64 past int64's range"))?;
+                .map_err(|_| {
+                    let at = values.iter().position(|&v| i64::try_from(v).is_err());
+                    col.at_row(to_row(at.unwrap_or(0)), "a uint64 past int64's range")
+                })?;
             Some(Values::Int64(ints))
         }
         DataType::FixedSizeList(_, size) => {
             let list = array.as_fixed_size_list();
-            shape.push(usize::try_from(*size)?);
-            return tensor_values(list.values().as_ref(), name, shape);
+            let size = usize::try_from(*size)?;
+            shape.push(size);
+            let up = |at: usize| to_row(at / size.max(1));
+            return tensor_values(list.values().as_ref(), col, shape, &up);
         }
         DataType::List(_) | DataType::LargeList(_) => {
             // Lists whose rows all have one length: a dense dimension.
@@ -209,25 +287,39 @@ fn tensor_values(array: &dyn Array, name: &str, shape: &mut Vec<usize>) -> anyho
             let lengths: Vec<usize> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
             let size = lengths.first().copied().unwrap_or(0);
             if let Some(row) = lengths.iter().position(|&l| l != size) {
-                anyhow::bail!(
-                    "column `{name}`: row {row} has {} values where row 0 has {size} (a \
-                     tensor needs one length)",
-                    lengths[row]
-                );
+                return Err(col.at_row(
+                    to_row(row),
+                    format!(
+                        "{} values where row {} has {size} (ragged lists: a tensor needs one \
+                         length)",
+                        lengths[row],
+                        col.row(to_row(0))
+                    ),
+                ));
             }
             shape.push(size);
-            let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+            let (first, last) = (
+                offsets.first().copied().unwrap_or(0),
+                offsets.last().copied().unwrap_or(0),
+            );
             let values = values.slice(first, last - first);
-            return tensor_values(values.as_ref(), name, shape);
+            // Value `at` (of the sliced values) is in the list whose offsets hold it.
+            let up = |at: usize| {
+                to_row(
+                    offsets
+                        .partition_point(|&o| o <= first + at)
+                        .saturating_sub(1),
+                )
+            };
+            return tensor_values(values.as_ref(), col, shape, &up);
         }
         _ => strings(array),
     };
     values.ok_or_else(|| {
-        anyhow::anyhow!(
-            "column `{name}`: {} has no tensor type (int64, float32, strings; view float64 \
-             with column_view)",
+        col.whole(format!(
+            "{} has no tensor type (int64, float32, strings; view float64 with column_view)",
             array.data_type()
-        )
+        ))
     })
 }
 
