@@ -955,6 +955,13 @@ async fn open_and_read_range_on_files_s3_and_http() {
             .await
             .expect("up to the end");
         assert!(tail == data[99_000..], "{location}");
+        // To the end, whatever its size (a whole object: `io.read_file`).
+        for start in [0, 99_000] {
+            let rest = storage::read_range(location.clone(), start..u64::MAX)
+                .await
+                .expect("to the end");
+            assert!(rest == data[start as usize..], "{location} {start}..");
+        }
         let at_end = storage::read_range(location.clone(), 100_000..100_010)
             .await
             .expect("empty at the end");

@@ -55,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
     m.add_class::<transforms::Transform>()?;
     m.add_class::<transforms::PyVocabulary>()?;
+    m.add_class::<transforms::PyTokenizer>()?;
     m.add_function(wrap_pyfunction!(transforms::decode, m)?)?;
     m.add_function(wrap_pyfunction!(transforms::read_file, m)?)?;
     m.add_function(wrap_pyfunction!(transforms::convert_image_dtype, m)?)?;

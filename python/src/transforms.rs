@@ -15,7 +15,7 @@ use ndarray::{Array3, ArrayD, Ix3};
 use pyo3::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use streamload::image::{self, CenterCrop, Layout, Normalize, RandomResizedCrop, ResizeMethod};
-use streamload::text::Vocabulary;
+use streamload::text::{Tokenizer, Vocabulary};
 use streamload::{Dataset, Parallelism};
 
 use crate::errors;
@@ -554,6 +554,81 @@ impl PyVocabulary {
         Transform::new("tokenize".into(), key, move |v, _| {
             per_item(v, 0, &mut |x| {
                 Ok(Value::vector(vocab.tokenize(bytes_of(&x)?)))
+            })
+        })
+    }
+}
+
+/// A Hugging Face tokenizer (a `tokenizer.json`): documents to token ids without the GIL, the
+/// ids of the `tokenizers` package.
+#[pyclass(name = "Tokenizer", module = "streamload._native", frozen)]
+pub(crate) struct PyTokenizer {
+    tokenizer: Tokenizer,
+}
+
+#[pymethods]
+impl PyTokenizer {
+    #[new]
+    #[pyo3(signature = (tokenizer_file, end_token=None, truncate=None, max_ids=None))]
+    fn new(
+        py: Python<'_>,
+        tokenizer_file: String,
+        end_token: Option<String>,
+        truncate: Option<usize>,
+        max_ids: Option<usize>,
+    ) -> PyResult<PyTokenizer> {
+        if truncate.is_some() && max_ids.is_some() {
+            return Err(errors::invalid(
+                py,
+                "Tokenizer: give truncate (cut long documents) or max_ids (refuse them), not both",
+            ));
+        }
+        let tokenizer = py
+            .detach(|| {
+                let location = streamload::storage::Location::parse(&tokenizer_file);
+                let mut tokenizer =
+                    crate::runtime::runtime()?.block_on(Tokenizer::open(location))?;
+                if let Some(token) = &end_token {
+                    tokenizer = tokenizer.end_token(token)?;
+                }
+                if let Some(n) = truncate {
+                    tokenizer = tokenizer.truncate(n);
+                }
+                if let Some(n) = max_ids {
+                    tokenizer = tokenizer.max_ids(n);
+                }
+                anyhow::Ok(tokenizer)
+            })
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(PyTokenizer { tokenizer })
+    }
+
+    /// How many ids the vocabulary has, its added tokens included.
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
+    /// The id of `token`, or None.
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+
+    /// The text of some ids (special tokens left out).
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+        self.tokenizer
+            .decode(&ids)
+            .map_err(|e| errors::to_py(py, e))
+    }
+
+    /// The transform from a text (a string) to its ids, as uint32 (then the end id).
+    #[pyo3(signature = (key=None))]
+    fn encode(&self, key: Option<&Bound<'_, PyAny>>) -> PyResult<Transform> {
+        let tokenizer = self.tokenizer.clone();
+        Transform::new("tokenize".into(), key, move |v, _| {
+            per_item(v, 0, &mut |x| {
+                let text = std::str::from_utf8(bytes_of(&x)?)
+                    .map_err(|e| invalid(format!("a text that is not UTF-8: {e}")))?;
+                Ok(Value::vector(tokenizer.encode(text)?))
             })
         })
     }

@@ -1,6 +1,6 @@
 """Type stubs of the Rust extension ``streamload._native`` (re-exported by ``streamload``)."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import Any, Final, Iterator as _Iterator, Literal
 
@@ -282,6 +282,27 @@ class Vocabulary:
         """The id of one token."""
     def tokenize(self, key: str | int | None = None) -> Transform:
         """The transform from a text to the ids of its whitespace-separated words."""
+
+class Tokenizer:
+    """A Hugging Face ``tokenizer.json``: documents to token ids, the ``tokenizers`` package's
+    ids, then ``end_token``'s; ``truncate`` cuts a document (the end id kept last),
+    ``max_ids`` raises on a longer one."""
+
+    def __init__(
+        self,
+        tokenizer_file: str,
+        end_token: str | None = None,
+        truncate: int | None = None,
+        max_ids: int | None = None,
+    ) -> None: ...
+    def vocab_size(self) -> int:
+        """How many ids the vocabulary has, its added tokens included."""
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token, or None."""
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of some ids (special tokens left out)."""
+    def encode(self, key: str | int | None = None) -> Transform:
+        """The transform from a text to its ids (uint32), then the end id."""
 
 def decode(op: str, channels: int = 3, key: str | int | None = None) -> Transform: ...
 def read_file(key: str | int | None = None) -> Transform: ...

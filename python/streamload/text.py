@@ -10,8 +10,18 @@ whitespace (``tf.strings.split``) and looks each word up::
     ds = (sl.TextLineDataset("train.txt")
             .map(vocab.tokenize(), num_parallel_calls=sl.AUTOTUNE)   # int64 ids
             .padded_batch(64))
+
+:class:`Tokenizer` reads a Hugging Face ``tokenizer.json`` (a path or a URL) and encodes
+documents with Hugging Face's own Rust code, so the ids are the ``tokenizers`` package's
+(``encode(text, add_special_tokens=False).ids``), then ``end_token``'s id; ``truncate=n``
+cuts a document to ``n`` ids (the end id kept last), ``max_ids=n`` raises on a longer one::
+
+    tok = sl.text.Tokenizer("tokenizer.json", end_token="<|endoftext|>")
+    ds = (sl.JsonLinesDataset("docs.jsonl")
+            .map(lambda d: d["text"])
+            .map(tok.encode(), num_parallel_calls=2))                 # uint32 ids
 """
 
-from ._native import Transform, Vocabulary
+from ._native import Tokenizer, Transform, Vocabulary
 
-__all__ = ["Vocabulary", "Transform"]
+__all__ = ["Tokenizer", "Vocabulary", "Transform"]

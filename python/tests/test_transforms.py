@@ -2,6 +2,7 @@
 (tests/data/tensorflow/image_more.json, text_more.json), in pipelines and on batches."""
 
 import base64
+import json
 import threading
 
 import numpy as np
@@ -221,3 +222,45 @@ def test_read_file_then_decode_local_and_over_http(http_data):
     assert (images[0][0] == images[1][0]).all() and images[0][0].shape[2] == 3
     with pytest.raises(sl.NotFoundError, match="nope.jpg"):
         list(sl.Dataset.from_tensors(str(REPO_DATA / "nope.jpg")).map(sl.io.read_file()))
+
+
+TOKENIZER = REPO_DATA / "tokenizer"
+
+
+@pytest.mark.parametrize("name", ["byte_level", "wordpiece"])
+def test_tokenizer_ids_are_the_tokenizers_package_s(name):
+    # Written by scripts/make_tokenizer_cases.py with `tokenizers` 0.23.3.
+    cases = json.loads((TOKENIZER / "cases.json").read_text(encoding="utf-8"))[name]
+    tok = sl.text.Tokenizer(str(TOKENIZER / f"{name}.json"))
+    texts = np.array([c["text"].encode() for c in cases], dtype=object)
+    got = list(sl.Dataset.from_tensor_slices(texts).map(tok.encode(), num_parallel_calls=2))
+    assert len(got) == len(cases)
+    for ids, case in zip(got, cases):
+        assert ids.dtype == np.uint32 and ids.tolist() == case["ids"], case["text"]
+
+
+def test_tokenizer_end_token_bounds_and_errors(tmp_path):
+    path = str(TOKENIZER / "byte_level.json")
+    plain = sl.text.Tokenizer(path)
+    ended = sl.text.Tokenizer(path, end_token="<|endoftext|>")
+    assert plain.token_to_id("<|endoftext|>") == 0 and plain.vocab_size() == 600
+    text = b"some words of the corpus and a few more"
+    ids = plain.encode()(text).tolist()
+    assert ended.encode()(text).tolist() == ids + [0]
+    assert plain.decode(ids) == text.decode()
+    cut = sl.text.Tokenizer(path, end_token="<|endoftext|>", truncate=5)
+    assert cut.encode()(text).tolist() == ids[:4] + [0]
+    bounded = sl.text.Tokenizer(path, end_token="<|endoftext|>", max_ids=len(ids))
+    ds = sl.Dataset.from_tensors(text).map(bounded.encode())
+    with pytest.raises(sl.InvalidArgumentError, match=f"{len(ids) + 1} ids.*max_ids {len(ids)}"):
+        list(ds)
+    with pytest.raises(sl.InvalidArgumentError, match="no token"):
+        sl.text.Tokenizer(path, end_token="</s>")
+    with pytest.raises(sl.InvalidArgumentError, match="not both"):
+        sl.text.Tokenizer(path, truncate=3, max_ids=3)
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": 3}')
+    with pytest.raises(sl.InvalidArgumentError, match="tokenizer.json"):
+        sl.text.Tokenizer(str(bad))
+    with pytest.raises(sl.NotFoundError):
+        sl.text.Tokenizer(str(tmp_path / "missing.json"))

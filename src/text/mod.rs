@@ -285,7 +285,7 @@ impl Vocabulary {
 }
 
 /// The whole file at `location`, read in 64 KiB blocks.
-async fn read_all(location: &Location) -> anyhow::Result<Vec<u8>> {
+pub(crate) async fn read_all(location: &Location) -> anyhow::Result<Vec<u8>> {
     let mut blocks = crate::storage::open_blocks(location, 64 * 1024, 2, false, 0)
         .await?
         .blocks;

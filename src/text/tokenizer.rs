@@ -2,6 +2,8 @@
 //! `tokenizers`).
 
 use std::path::Path;
+
+use anyhow::Context as _;
 use std::sync::Arc;
 
 use crate::Error;
@@ -82,7 +84,9 @@ impl Tokenizer {
     /// store fails at once.
     pub async fn open(location: impl Into<Location>) -> anyhow::Result<Tokenizer> {
         let location = location.into();
-        let bytes = crate::storage::read_range(location.clone(), 0..u64::MAX).await?;
+        let bytes = super::read_all(&location)
+            .await
+            .with_context(|| format!("reading the tokenizer {location}"))?;
         Tokenizer::parse(&bytes, &location.to_string())
     }
 
