@@ -64,11 +64,15 @@ fn group(
     let mut route = Vec::with_capacity(provs.len());
     for prov in provs {
         let (key, rest) = split(prov)?;
-        let k = *index.entry(key.clone()).or_insert_with(|| {
-            keys.push(key);
-            lists.push(Vec::new());
-            lists.len() - 1
-        });
+        let k = match index.get(&key) {
+            Some(&k) => k,
+            None => {
+                index.insert(key.clone(), keys.len());
+                keys.push(key);
+                lists.push(Vec::new());
+                keys.len() - 1
+            }
+        };
         lists[k].push(rest);
         route.push(k);
     }
