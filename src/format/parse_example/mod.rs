@@ -211,20 +211,23 @@ const SCAN_UP_TO: usize = 8;
 /// ```
 #[derive(Clone, Debug)]
 pub struct ParseSpec {
+    /// Sorted by name.
     inner: Arc<[Entry]>,
-    /// Some feature reads another key than its name (a `Ragged` feature's `value_key`): the
-    /// record's keys are then looked up by a scan of the keys, names by a scan of the names.
-    renamed: bool,
 }
 
 #[derive(Clone, Debug)]
 struct Entry {
     /// The output's name.
     name: String,
+    /// `name`'s length and first bytes, for [`ParseSpec::find`].
+    head: NameHead,
     /// The key read from the record: `name`, or a `Ragged` feature's `value_key`.
     key: String,
     /// `key`'s length and first bytes, for [`ParseSpec::find_in`].
-    head: NameHead,
+    key_head: NameHead,
+    /// The index of the entry with the `i`-th smallest key, in entry `i` (`i` itself unless
+    /// a feature is renamed): large specs search the keys by halves through it.
+    by_key: usize,
     spec: FeatureSpec,
     /// Values per example (`FixedLen`) or per row (`FixedLenSequence`).
     stride: usize,
@@ -310,19 +313,21 @@ impl ParseSpec {
                 _ => name.clone(),
             };
             entries.push(Entry {
-                head: NameHead::at(key.as_bytes(), 0..key.len()),
+                head: NameHead::at(name.as_bytes(), 0..name.len()),
+                key_head: NameHead::at(key.as_bytes(), 0..key.len()),
+                by_key: 0,
                 name,
                 key,
                 spec,
                 stride,
             });
         }
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(invalid(format!("feature {} is given twice", w[0].name)));
+        let mut names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(invalid(format!("feature {} is given twice", w[0])));
         }
-        let renamed = entries.iter().any(|e| e.key != e.name);
-        if renamed {
+        if entries.iter().any(|e| e.key != e.name) {
             let mut keys: Vec<&Entry> = entries.iter().collect();
             keys.sort_by(|a, b| a.key.cmp(&b.key));
             if let Some(w) = keys.windows(2).find(|w| w[0].key == w[1].key) {
@@ -339,9 +344,14 @@ impl ParseSpec {
                 )));
             }
         }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut by_key: Vec<usize> = (0..entries.len()).collect();
+        by_key.sort_by(|&a, &b| entries[a].key.cmp(&entries[b].key));
+        for (e, i) in entries.iter_mut().zip(by_key) {
+            e.by_key = i;
+        }
         Ok(ParseSpec {
             inner: entries.into(),
-            renamed,
         })
     }
 
@@ -368,7 +378,6 @@ impl ParseSpec {
                 }
                 let copy = ParseSpec {
                     inner: self.inner.iter().cloned().collect(),
-                    renamed: self.renamed,
                 };
                 if kept.len() == KEPT {
                     kept.remove(0);
@@ -388,30 +397,45 @@ impl ParseSpec {
     /// The index of the feature called `name` (its output's name).
     #[inline]
     fn find(&self, name: &[u8]) -> Option<usize> {
-        if self.renamed {
-            self.inner.iter().position(|e| e.name.as_bytes() == name)
+        self.find_name(name, 0..name.len())
+    }
+
+    /// The index of the feature called `buf[name]`. Specs are small: a scan compares each
+    /// name's length and first eight bytes as two integers, which settles most names; large
+    /// specs are searched by halves.
+    #[inline(always)]
+    fn find_name(&self, buf: &[u8], name: Range<usize>) -> Option<usize> {
+        if self.inner.len() <= SCAN_UP_TO {
+            let head = NameHead::at(buf, name.clone());
+            let rest = buf.get(name.start + HEAD..name.end).unwrap_or_default();
+            self.inner.iter().position(|e| {
+                e.head == head && (head.len <= HEAD || e.name.as_bytes()[HEAD..] == *rest)
+            })
         } else {
-            self.find_in(name, 0..name.len())
+            let name = buf.get(name)?;
+            self.inner
+                .binary_search_by(|e| e.name.as_bytes().cmp(name))
+                .ok()
         }
     }
 
-    /// The index of the feature that reads the key `buf[key]` of a record. Specs are small: a
-    /// scan compares each key's length and first eight bytes as two integers, which settles
-    /// most keys; large specs are searched by halves (their names, sorted, are their keys
-    /// unless some feature is renamed, and then the keys are scanned).
+    /// The index of the feature that reads the key `buf[key]` of a record (its name, unless
+    /// it is a renamed `Ragged` feature), found as [`ParseSpec::find_name`] finds names.
     #[inline(always)]
     fn find_in(&self, buf: &[u8], key: Range<usize>) -> Option<usize> {
-        if self.inner.len() <= SCAN_UP_TO || self.renamed {
+        if self.inner.len() <= SCAN_UP_TO {
             let head = NameHead::at(buf, key.clone());
             let rest = buf.get(key.start + HEAD..key.end).unwrap_or_default();
             self.inner.iter().position(|e| {
-                e.head == head && (head.len <= HEAD || e.key.as_bytes()[HEAD..] == *rest)
+                e.key_head == head && (head.len <= HEAD || e.key.as_bytes()[HEAD..] == *rest)
             })
         } else {
             let key = buf.get(key)?;
-            self.inner
-                .binary_search_by(|e| e.name.as_bytes().cmp(key))
+            let inner = &self.inner;
+            inner
+                .binary_search_by(|e| inner[e.by_key].key.as_bytes().cmp(key))
                 .ok()
+                .map(|i| inner[i].by_key)
         }
     }
 }
@@ -658,7 +682,8 @@ impl ParsedExample {
         Err(error)
     }
 
-    /// Every feature with its name, in name order (those taken out are left out).
+    /// Every feature with its name, in the order of [`ParseSpec::names`] (those taken out are
+    /// left out).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Parsed)> {
         self.spec
             .names()
@@ -1161,8 +1186,14 @@ mod tests {
             ("b", FeatureSpec::ragged(DType::Int64)),
         ])
         .expect("spec");
-        assert!(!plain.renamed);
-        assert!(plain.inner.iter().all(|e| e.key == e.name));
+        assert!(
+            plain
+                .inner
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.key == e.name && e.by_key == i)
+        );
+        assert_eq!(plain.find(b"b"), Some(1));
         assert_eq!(plain.find(b"b"), plain.find_in(b"b", 0..1));
 
         let renamed = ParseSpec::new([
@@ -1173,8 +1204,7 @@ mod tests {
             ),
         ])
         .expect("spec");
-        assert!(renamed.renamed);
-        assert!(renamed.local().renamed, "each thread's copy keeps it");
+        assert!(renamed.local().inner.iter().any(|e| e.key != e.name));
         let by_name = renamed.find(b"long_output_name").expect("by name");
         let key = b"long_record_key";
         assert_eq!(renamed.find_in(key, 0..key.len()), Some(by_name));
