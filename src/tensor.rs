@@ -2,8 +2,10 @@
 //!
 //! [`Tensor`] is dense and row-major, and views as an [`ndarray`] array without copying
 //! ([`Tensor::view`]); [`SparseTensor`] is TensorFlow's COO layout (indices, values,
-//! dense shape), the output of a `VarLenFeature`. Strings are [`Bytes`], usually slices of the
-//! record they were parsed from, so parsing copies no string payload.
+//! dense shape), the output of a `VarLenFeature`; [`RaggedValues`] is a `tf.RaggedTensor` of
+//! any data type (values plus row splits), the output of a `RaggedFeature` in a batch.
+//! Strings are [`Bytes`], usually slices of the record they were parsed from, so parsing
+//! copies no string payload.
 //!
 //! Batches: [`Collate`] stacks elements (scalars, `Vec`s, `ndarray` arrays, tuples of them)
 //! into contiguous arrays with a leading batch dimension; [`PaddedCollate`] pads them to a
@@ -181,11 +183,19 @@ pub trait Element: Sized {
     const DTYPE: DType;
     /// The values as a slice of `Self`, when their type matches.
     fn slice(values: &Values) -> Option<&[Self]>;
+    /// The values as a vector of `Self`, moved, when their type matches.
+    fn take(values: Values) -> Option<Vec<Self>>;
 }
 
 impl Element for i64 {
     const DTYPE: DType = DType::Int64;
     fn slice(values: &Values) -> Option<&[i64]> {
+        match values {
+            Values::Int64(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn take(values: Values) -> Option<Vec<i64>> {
         match values {
             Values::Int64(v) => Some(v),
             _ => None,
@@ -201,11 +211,23 @@ impl Element for f32 {
             _ => None,
         }
     }
+    fn take(values: Values) -> Option<Vec<f32>> {
+        match values {
+            Values::Float32(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 impl Element for Bytes {
     const DTYPE: DType = DType::String;
     fn slice(values: &Values) -> Option<&[Bytes]> {
+        match values {
+            Values::String(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn take(values: Values) -> Option<Vec<Bytes>> {
         match values {
             Values::String(v) => Some(v),
             _ => None,
@@ -366,6 +388,111 @@ impl SparseTensor {
     /// The data type.
     pub fn dtype(&self) -> DType {
         self.values.dtype()
+    }
+}
+
+/// A batch of rows of different lengths over values of any [`DType`]: TensorFlow's
+/// `tf.RaggedTensor` with one ragged dimension, the output of a `RaggedFeature` in
+/// [`parse_example`](crate::format::parse_example). Row `i` is
+/// `values[row_splits[i]..row_splits[i + 1]]`; the row splits are `i64` (TensorFlow's
+/// `RaggedFeature` makes `int32` ones by default: the same numbers). [`RaggedValues::to_ragged`]
+/// gives the typed
+/// [`RaggedTensor`] (an `ndarray` buffer) without copying the values.
+///
+/// ```
+/// use streamload::tensor::{RaggedValues, Values};
+///
+/// let t = RaggedValues::new(Values::Int64(vec![1, 2, 3]), vec![0, 2, 2, 3])?;
+/// assert_eq!(t.nrows(), 3);
+/// assert_eq!(t.row_lengths().collect::<Vec<_>>(), [2, 0, 1]);
+/// assert_eq!(t.to_ragged::<i64>()?.to_vecs(), vec![vec![1, 2], vec![], vec![3]]);
+/// # anyhow::Ok(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RaggedValues {
+    values: Values,
+    row_splits: Vec<i64>,
+}
+
+impl RaggedValues {
+    /// Rows over `values` split at `row_splits` (`tf.RaggedTensor.from_row_splits`).
+    ///
+    /// # Errors
+    ///
+    /// When `row_splits` does not start at 0, decreases, or does not end at the number of
+    /// values.
+    pub fn new(values: Values, row_splits: Vec<i64>) -> anyhow::Result<Self> {
+        let len = values.len() as i64;
+        let ends_right = row_splits.first() == Some(&0) && row_splits.last() == Some(&len);
+        if !ends_right || row_splits.windows(2).any(|w| w[0] > w[1]) {
+            return Err(Error::InvalidArgument(format!(
+                "invalid ragged tensor: row_splits {row_splits:?} must start at 0, never \
+                 decrease and end at {len}, the number of values"
+            ))
+            .into());
+        }
+        Ok(RaggedValues { values, row_splits })
+    }
+
+    pub(crate) fn new_unchecked(values: Values, row_splits: Vec<i64>) -> Self {
+        debug_assert_eq!(row_splits.last(), Some(&(values.len() as i64)));
+        RaggedValues { values, row_splits }
+    }
+
+    /// The rows' values, concatenated.
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    /// Where each row starts, plus the end: `nrows() + 1` offsets.
+    pub fn row_splits(&self) -> &[i64] {
+        &self.row_splits
+    }
+
+    /// How many rows.
+    pub fn nrows(&self) -> usize {
+        self.row_splits.len().saturating_sub(1)
+    }
+
+    /// Each row's length.
+    pub fn row_lengths(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.row_splits.windows(2).map(|w| (w[1] - w[0]) as usize)
+    }
+
+    /// The data type.
+    pub fn dtype(&self) -> DType {
+        self.values.dtype()
+    }
+
+    /// The values and the row splits.
+    pub fn into_parts(self) -> (Values, Vec<i64>) {
+        (self.values, self.row_splits)
+    }
+
+    /// The typed [`RaggedTensor`] (values as an `ndarray` vector), moving the values.
+    ///
+    /// # Errors
+    ///
+    /// When `T` is not the values' type.
+    pub fn into_ragged<T: Element>(self) -> anyhow::Result<RaggedTensor<T>> {
+        let dtype = self.dtype();
+        let Some(values) = T::take(self.values) else {
+            return Err(Error::InvalidArgument(format!(
+                "ragged tensor holds {dtype} values, not {}",
+                T::DTYPE
+            ))
+            .into());
+        };
+        RaggedTensor::new(ndarray::Array1::from_vec(values), self.row_splits)
+    }
+
+    /// The typed [`RaggedTensor`], copying the values (see [`RaggedValues::into_ragged`]).
+    ///
+    /// # Errors
+    ///
+    /// When `T` is not the values' type.
+    pub fn to_ragged<T: Element + Clone>(&self) -> anyhow::Result<RaggedTensor<T>> {
+        self.clone().into_ragged()
     }
 }
 

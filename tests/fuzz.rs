@@ -253,6 +253,11 @@ fn example_parsers_survive_mutations() {
             "seq",
             FeatureSpec::fixed_len_sequence([], DType::Float32, true),
         ),
+        // A RaggedFeature reading another key (the lookups of a renamed spec).
+        (
+            "weights_ragged",
+            FeatureSpec::ragged(DType::Float32).with_value_key("weights"),
+        ),
     ])
     .expect("spec");
     let records = streamload_records(&data("examples.tfrecord"));
@@ -271,7 +276,16 @@ fn example_parsers_survive_mutations() {
             let sparse = parsed.sparse("ids").expect("ids");
             assert_eq!(sparse.values().len(), ids.len(), "case {case}");
         }
-        let _ = parse_example(&[bytes.clone(), Bytes::from_static(b"\x0a\x00")], &spec);
+        if let Ok(batch) = parse_example(&[bytes.clone(), Bytes::from_static(b"\x0a\x00")], &spec) {
+            // The ragged rows: this record's values, then none for the empty one.
+            let ragged = batch.ragged("weights_ragged").expect("ragged");
+            assert_eq!(ragged.nrows(), 2, "case {case}");
+            assert_eq!(
+                ragged.row_splits()[1],
+                ragged.row_splits()[2],
+                "case {case}"
+            );
+        }
         // The in-place view accepts and refuses what parse_single_example does, with the
         // same message, and reads the same values.
         match (&parsed, parse_single_example_view(&bytes, &spec)) {

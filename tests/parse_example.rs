@@ -93,6 +93,10 @@ fn feature_spec(json: &Value) -> FeatureSpec {
             dt,
             json["allow_missing"].as_bool().unwrap_or(false),
         ),
+        "RaggedFeature" => match json["value_key"].as_str() {
+            Some(key) => FeatureSpec::ragged(dt).with_value_key(key),
+            None => FeatureSpec::ragged(dt),
+        },
         other => panic!("class {other}"),
     };
     match &json["default_value"] {
@@ -180,6 +184,26 @@ fn check(name: &str, want: &Value, got: &Parsed) -> Result<(), String> {
             flatten(&want["values"], &mut flat);
             same_values(&flat, s.values()).map_err(context)
         }
+        (Some("RaggedTensor"), Parsed::Ragged(r)) => {
+            if want["dtype"].as_str().map(dtype) != Some(r.dtype()) {
+                return Err(context(format!("dtype {}", want["dtype"])));
+            }
+            let splits: Vec<i64> = want["row_splits"]
+                .as_array()
+                .expect("row_splits")
+                .iter()
+                .map(|s| s.as_i64().expect("split"))
+                .collect();
+            if splits != r.row_splits() {
+                return Err(context(format!(
+                    "row_splits {splits:?} vs {:?}",
+                    r.row_splits()
+                )));
+            }
+            let mut flat = Vec::new();
+            flatten(&want["values"], &mut flat);
+            same_values(&flat, r.values()).map_err(context)
+        }
         (kind, got) => Err(context(format!("expected {kind:?}, got {got:?}"))),
     }
 }
@@ -212,6 +236,7 @@ fn view_agrees(context: &str, serialized: &Bytes, spec: &ParseSpec) {
         let want_values = match want {
             Parsed::Dense(t) => t.values(),
             Parsed::Sparse(s) => s.values(),
+            Parsed::Ragged(r) => r.values(),
         };
         let typed = match want_values.dtype() {
             DType::Int64 => {
@@ -727,4 +752,220 @@ fn absurd_shapes_are_refused_when_the_spec_is_built() {
         .encode_to_bytes();
     let err = streamload::format::parse_single_example(&record, &spec).expect_err("3 values");
     assert!(format!("{err:#}").contains("big"), "{err:#}");
+}
+
+fn ragged_expected() -> Value {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow/ragged_examples.expected.json"
+    ));
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
+}
+
+/// The records of `ragged_examples.tfrecord`, read with streamload's TFRecord reader.
+fn ragged_records() -> Vec<Bytes> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tensorflow/ragged_examples.tfrecord"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        streamload::format::TFRecordDataset::new([path])
+            .build()
+            .collect()
+            .await
+            .expect("read the TFRecord file")
+    })
+}
+
+/// `RaggedFeature`s (`ragged_examples.expected.json`, written by
+/// `scripts/make_ragged_examples.py`): every record of the TFRecord file alone, and all of
+/// them as one batch, exactly as TensorFlow parsed them (values and row splits).
+#[test]
+fn ragged_features_match_tensorflow_alone_and_batched() {
+    let expected = ragged_expected();
+    let spec = parse_spec(&expected["spec"]).expect("spec");
+    let records = ragged_records();
+    let singles = expected["records"].as_array().expect("records");
+    assert_eq!(records.len(), singles.len());
+    for (record, want) in records.iter().zip(singles) {
+        let index = &want["index"];
+        assert_eq!(
+            *record,
+            b64(want["serialized_b64"].as_str().expect("b64")),
+            "record {index}"
+        );
+        view_agrees(&format!("ragged record {index}"), record, &spec);
+        let parsed =
+            parse_single_example(record, &spec).unwrap_or_else(|e| panic!("record {index}: {e}"));
+        let want = want["parse_single_example"].as_object().expect("output");
+        assert_eq!(want.len(), parsed.iter().count(), "record {index}");
+        for (name, want) in want {
+            check(name, want, parsed.get(name).expect("feature"))
+                .unwrap_or_else(|e| panic!("record {index}: {e}"));
+        }
+    }
+    let parsed = parse_example(&records, &spec).expect("batch parse");
+    let want = expected["parse_example_batch"].as_object().expect("output");
+    assert_eq!(want.len(), parsed.iter().count());
+    for (name, want) in want {
+        check(name, want, parsed.get(name).expect("feature")).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// The edge cases: type mismatches (TensorFlow's messages, the record named in a batch),
+/// map entries with no list, empty batches, `RaggedFeature` beside the other features,
+/// `value_key`s shared with another feature.
+#[test]
+fn ragged_edge_cases_match_tensorflow() {
+    let expected = ragged_expected();
+    let cases = expected["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        let records: Vec<Bytes> = case["serialized_b64"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .map(|r| b64(r.as_str().expect("b64")))
+            .collect();
+        let batched = case["batched"].as_bool().expect("batched");
+        let spec = parse_spec(&case["spec"]);
+        if name == "value_key_shared_by_two_ragged" {
+            // TensorFlow reads the key for both; streamload refuses the spec (documented).
+            let err = spec.expect_err("a key read twice is refused");
+            assert_eq!(
+                err.to_string(),
+                "feature b: its value_key ints is read by feature a too (streamload reads \
+                 each key of a record for one feature)"
+            );
+            continue;
+        }
+        let result = spec.and_then(|spec| {
+            if batched {
+                parse_example(&records, &spec)
+            } else {
+                parse_single_example(&records[0], &spec)
+            }
+        });
+        if case["ok"].as_bool() == Some(true) {
+            let parsed = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let want = case["output"].as_object().expect("output");
+            assert_eq!(want.len(), parsed.iter().count(), "{name}");
+            for (feature, want) in want {
+                check(feature, want, parsed.get(feature).expect("feature"))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            continue;
+        }
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("{name}: parsed, TensorFlow refused"));
+        assert!(
+            matches!(
+                err.downcast_ref::<streamload::Error>(),
+                Some(streamload::Error::InvalidArgument(_))
+            ),
+            "{name}: {err:?}"
+        );
+        let core = case["error"]["core_message"].as_str().expect("message");
+        if name == "value_key_shared_with_varlen" {
+            // TensorFlow refuses the spec in its own words; streamload names the features.
+            assert!(err.to_string().contains("value_key ints"), "{name}: {err}");
+            continue;
+        }
+        assert_eq!(err.to_string(), core, "{name}");
+    }
+}
+
+#[test]
+fn ragged_accessors_name_the_feature_and_take_moves_it_out() -> anyhow::Result<()> {
+    use streamload::format::Example;
+    let spec = ParseSpec::new([
+        ("r", FeatureSpec::ragged(DType::Float32)),
+        (
+            "d",
+            FeatureSpec::fixed_len([], DType::Int64).with_default(0),
+        ),
+    ])?;
+    let records = [
+        Example::new()
+            .with_floats("r", [1.0, 2.0])
+            .encode_to_bytes(),
+        Example::new().encode_to_bytes(),
+    ];
+    let mut batch = parse_example(&records, &spec)?;
+    assert_eq!(
+        batch.dense("r").unwrap_err().to_string(),
+        "feature r is ragged"
+    );
+    assert_eq!(
+        batch.sparse("r").unwrap_err().to_string(),
+        "feature r is ragged"
+    );
+    assert_eq!(
+        batch.ragged("d").unwrap_err().to_string(),
+        "feature d is dense"
+    );
+    assert_eq!(
+        batch.scalar::<f32>("r").unwrap_err().to_string(),
+        "feature r holds 2 values (a ragged batch), not one"
+    );
+    assert!(batch.take_ragged("d").is_err());
+    assert!(batch.take_dense("r").is_err());
+    let r = batch.take_ragged("r")?;
+    assert_eq!(r.row_splits(), [0, 2, 2]);
+    assert_eq!(r.into_ragged::<f32>()?.to_vecs(), [vec![1.0, 2.0], vec![]]);
+    assert!(batch.ragged("r").is_err(), "taken out");
+    assert_eq!(batch.dense("d")?.as_slice::<i64>(), Some(&[0, 0][..]));
+
+    // with_value_key leaves other kinds alone; with_default leaves Ragged alone.
+    assert_eq!(
+        FeatureSpec::var_len(DType::Int64).with_value_key("k"),
+        FeatureSpec::var_len(DType::Int64)
+    );
+    assert_eq!(
+        FeatureSpec::ragged(DType::Int64).with_default(3),
+        FeatureSpec::ragged(DType::Int64)
+    );
+    // A value_key that is another feature's name is refused, naming both.
+    let err = ParseSpec::new([
+        ("x", FeatureSpec::fixed_len([], DType::Int64)),
+        ("y", FeatureSpec::ragged(DType::Int64).with_value_key("x")),
+    ])
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with("feature y: its value_key x"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// Large specs (searched by halves) with a renamed feature still find every key.
+#[test]
+fn a_renamed_ragged_feature_in_a_large_spec_is_found() -> anyhow::Result<()> {
+    use streamload::format::Example;
+    let mut features: Vec<(String, FeatureSpec)> = (0..12)
+        .map(|i| (format!("f{i:02}"), FeatureSpec::var_len(DType::Int64)))
+        .collect();
+    features.push((
+        "a".into(),
+        FeatureSpec::ragged(DType::Int64).with_value_key("zz"),
+    ));
+    let spec = ParseSpec::new(features)?;
+    let record = Example::new()
+        .with_int64("zz", [5, 6])
+        .with_int64("f07", [7])
+        .encode_to_bytes();
+    let one = parse_single_example(&record, &spec)?;
+    assert_eq!(one.dense("a")?.as_slice::<i64>(), Some(&[5, 6][..]));
+    assert_eq!(one.sparse("f07")?.values(), &Values::Int64(vec![7]));
+    assert!(one.get("zz").is_none(), "zz is a key, not a feature's name");
+    let batch = parse_example(&[record.clone(), record], &spec)?;
+    assert_eq!(batch.ragged("a")?.row_splits(), [0, 2, 4]);
+    Ok(())
 }

@@ -651,7 +651,7 @@ impl PyDataset {
 
     /// `parse_example(features, num_parallel_calls=None, strings="bytes")`: serialized
     /// `tf.train.Example`s to a dict of tensors under a `{name: FixedLenFeature |
-    /// VarLenFeature | FixedLenSequenceFeature | SparseFeature}` spec, as
+    /// VarLenFeature | FixedLenSequenceFeature | SparseFeature | RaggedFeature}` spec, as
     /// `tf.io.parse_single_example` (on single records) or `tf.io.parse_example` (after
     /// `batch`), with TensorFlow's errors. Runs in Rust without the GIL, `num_parallel_calls`
     /// elements at once (`AUTOTUNE`; `None`: one at a time, as `map` without it); the parsed

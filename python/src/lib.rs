@@ -51,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<spec::VarLenFeature>()?;
     m.add_class::<spec::FixedLenSequenceFeature>()?;
     m.add_class::<spec::SparseFeature>()?;
+    m.add_class::<spec::RaggedFeature>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
     m.add_class::<transforms::Transform>()?;

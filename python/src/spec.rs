@@ -1,7 +1,8 @@
-//! `FixedLenFeature`, `VarLenFeature`, `FixedLenSequenceFeature`, `SparseFeature` and
-//! `parse_example`: serialized `tf.train.Example`s to tensors with streamload's parser
-//! (TensorFlow's outputs and messages), run without the GIL. A `SparseFeature` is built
-//! here from `VarLen` parses of its keys (the Rust parser has no composite features).
+//! `FixedLenFeature`, `VarLenFeature`, `FixedLenSequenceFeature`, `SparseFeature`,
+//! `RaggedFeature` and `parse_example`: serialized `tf.train.Example`s to tensors with
+//! streamload's parser (TensorFlow's outputs and messages), run without the GIL. A
+//! `SparseFeature` is built here from `VarLen` parses of its keys (the Rust parser has no
+//! composite features).
 
 use std::collections::BTreeMap;
 
@@ -11,10 +12,10 @@ use pyo3::types::PyDict;
 use streamload::format::{
     FeatureSpec, ParseSpec, Parsed, ParsedExample, parse_example, parse_single_example,
 };
-use streamload::tensor::{DType, SparseTensor, Tensor, Values};
+use streamload::tensor::{DType, RaggedValues, SparseTensor, Tensor, Values};
 
 use crate::errors;
-use crate::value::{Sparse, Value, invalid};
+use crate::value::{Array, Ragged, Sparse, Value, invalid};
 
 /// `tf.io.FixedLenFeature(shape, dtype, default_value=None)`: exactly `prod(shape)` values
 /// of `dtype` (`"int64"`, `"float32"` or `"string"`), or `default_value` when the feature is
@@ -200,6 +201,100 @@ impl SparseFeature {
     }
 }
 
+/// `tf.io.RaggedFeature(dtype, value_key=None, partitions=(), row_splits_dtype=int32,
+/// validate=False)` without partitions: the values of the feature `value_key` (the spec's
+/// key when `None`). One example parses to a vector of its values; a batch to a
+/// `streamload.RaggedTensorValue` (`values`, `row_splits`), one row per example, its
+/// `row_splits` of `row_splits_dtype` (`int32`, TensorFlow's default, or `int64`). A missing
+/// feature has no values. `partitions` (more ragged dimensions) are not supported: a
+/// `RaggedFeature` with any is refused.
+#[pyclass(name = "RaggedFeature", module = "streamload._native", frozen)]
+pub(crate) struct RaggedFeature {
+    #[pyo3(get)]
+    dtype: String,
+    #[pyo3(get)]
+    value_key: Option<String>,
+    #[pyo3(get)]
+    row_splits_dtype: String,
+    #[pyo3(get)]
+    validate: bool,
+    dtype_: DType,
+}
+
+#[pymethods]
+impl RaggedFeature {
+    #[new]
+    #[pyo3(signature = (
+        dtype, value_key=None, partitions=None, row_splits_dtype=None, validate=false
+    ))]
+    fn new(
+        py: Python<'_>,
+        dtype: &Bound<'_, PyAny>,
+        value_key: Option<String>,
+        partitions: Option<&Bound<'_, PyAny>>,
+        row_splits_dtype: Option<&Bound<'_, PyAny>>,
+        validate: bool,
+    ) -> PyResult<Self> {
+        let dtype_ = parse_dtype(py, dtype)?;
+        if let Some(partitions) = partitions
+            && partitions.len().unwrap_or(1) > 0
+        {
+            return Err(errors::invalid(
+                py,
+                format!(
+                    "RaggedFeature: partitions are not supported by streamload (only one ragged \
+                     dimension, the examples of a batch), got {}",
+                    partitions.repr()?
+                ),
+            ));
+        }
+        let row_splits_dtype = match row_splits_dtype {
+            None => "int32".to_string(),
+            Some(d) => {
+                let name = type_name_of(d);
+                match name.as_str() {
+                    "int32" | "int64" => name,
+                    other => {
+                        return Err(errors::invalid(
+                            py,
+                            format!(
+                                "RaggedFeature: row_splits_dtype must be int32 or int64, not \
+                                 {other:?}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        if value_key.as_deref() == Some("") {
+            return Err(errors::invalid(
+                py,
+                "RaggedFeature: value_key must not be empty",
+            ));
+        }
+        Ok(RaggedFeature {
+            dtype: dtype_name(dtype_).to_string(),
+            value_key,
+            row_splits_dtype,
+            validate,
+            dtype_,
+        })
+    }
+
+    /// Always empty: partitions are not supported.
+    #[getter]
+    fn partitions<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyTuple> {
+        pyo3::types::PyTuple::empty(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RaggedFeature(dtype={}, value_key={:?}, row_splits_dtype={})",
+            self.dtype, self.value_key, self.row_splits_dtype
+        )
+    }
+}
+
 /// A `SparseFeature` of a spec: built after the parse from its keys' `VarLen` tensors.
 #[derive(Clone, Debug)]
 struct Composite {
@@ -218,6 +313,8 @@ pub(crate) struct Features {
     composites: Vec<Composite>,
     /// The output's names (the spec's keys), in the dict's order.
     names: Vec<String>,
+    /// The `RaggedFeature`s whose row splits are `int64` (the others' are `int32`).
+    int64_splits: Vec<String>,
 }
 
 fn dtype_name(dtype: DType) -> &'static str {
@@ -228,16 +325,22 @@ fn dtype_name(dtype: DType) -> &'static str {
     }
 }
 
-/// A dtype given as `"int64"`/`"float32"`/`"string"` (`sl.int64`, ...), or as numpy's
-/// `np.int64`, `np.float32`, `np.bytes_`/`bytes`/`str`.
-fn parse_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<DType> {
-    let name = match dtype.extract::<String>() {
+/// The name of a type given as a string (`sl.int64`, `"int64"`) or as a class
+/// (`np.int64`, `bytes`).
+fn type_name_of(dtype: &Bound<'_, PyAny>) -> String {
+    match dtype.extract::<String>() {
         Ok(s) => s,
         Err(_) => dtype
             .getattr("__name__")
             .and_then(|n| n.extract::<String>())
             .unwrap_or_default(),
-    };
+    }
+}
+
+/// A dtype given as `"int64"`/`"float32"`/`"string"` (`sl.int64`, ...), or as numpy's
+/// `np.int64`, `np.float32`, `np.bytes_`/`bytes`/`str`.
+fn parse_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<DType> {
+    let name = type_name_of(dtype);
     match name.as_str() {
         "int64" => Ok(DType::Int64),
         "float32" | "float" => Ok(DType::Float32),
@@ -278,11 +381,12 @@ fn default_values(py: Python<'_>, value: &Bound<'_, PyAny>, dtype: DType) -> PyR
 
 impl Features {
     /// The checked spec of a `{name: FixedLenFeature | VarLenFeature |
-    /// FixedLenSequenceFeature | SparseFeature}` dict.
+    /// FixedLenSequenceFeature | SparseFeature | RaggedFeature}` dict.
     pub(crate) fn from_py(py: Python<'_>, features: &Bound<'_, PyDict>) -> PyResult<Features> {
         let mut specs: Vec<(String, FeatureSpec)> = Vec::with_capacity(features.len());
         let mut composites = Vec::new();
         let mut names = Vec::with_capacity(features.len());
+        let mut int64_splits = Vec::new();
         for (name, feature) in features.iter() {
             let name: String = name.extract()?;
             names.push(name.clone());
@@ -292,6 +396,15 @@ impl Features {
                 f.get().spec.clone()
             } else if let Ok(f) = feature.cast::<FixedLenSequenceFeature>() {
                 f.get().spec.clone()
+            } else if let Ok(f) = feature.cast::<RaggedFeature>() {
+                let f = f.get();
+                if f.row_splits_dtype == "int64" {
+                    int64_splits.push(name.clone());
+                }
+                match &f.value_key {
+                    Some(key) => FeatureSpec::ragged(f.dtype_).with_value_key(key.clone()),
+                    None => FeatureSpec::ragged(f.dtype_),
+                }
             } else if let Ok(f) = feature.cast::<SparseFeature>() {
                 let f = f.get();
                 composites.push((
@@ -310,7 +423,7 @@ impl Features {
                     py,
                     format!(
                         "parse_example: feature {name}: a FixedLenFeature, VarLenFeature, \
-                         FixedLenSequenceFeature or SparseFeature, not {}",
+                         FixedLenSequenceFeature, SparseFeature or RaggedFeature, not {}",
                         crate::value::type_name(&feature)
                     ),
                 ));
@@ -347,6 +460,7 @@ impl Features {
             parse: ParseSpec::new(specs).map_err(|e| errors::to_py(py, e))?,
             composites: composites.into_iter().map(|(c, _)| c).collect(),
             names,
+            int64_splits,
         })
     }
 }
@@ -387,6 +501,10 @@ pub(crate) fn parse(value: Value, features: &Features) -> anyhow::Result<Value> 
         }
         let value = match parsed.get(name) {
             Some(Parsed::Sparse(sparse)) => sparse_value(sparse)?,
+            Some(Parsed::Ragged(_)) => {
+                let int64 = features.int64_splits.iter().any(|n| n == name);
+                ragged_value(name, parsed.take_ragged(name)?, int64)?
+            }
             _ => tensor_value(parsed.take_dense(name)?)?,
         };
         out.insert(name.clone(), value);
@@ -480,6 +598,30 @@ fn sparse_value(sparse: &SparseTensor) -> anyhow::Result<Value> {
         values,
         dense_shape: sparse.dense_shape().iter().map(|&d| d as i64).collect(),
     })))
+}
+
+/// A parsed ragged tensor as a value, its values moved (not copied), its row splits
+/// `int64` or `int32` (TensorFlow's default `row_splits_dtype`).
+fn ragged_value(name: &str, ragged: RaggedValues, int64: bool) -> anyhow::Result<Value> {
+    let (values, row_splits) = ragged.into_parts();
+    let n = values.len();
+    let values = tensor_value(Tensor::new(vec![n], values)?)?;
+    let row_splits = if int64 {
+        Array::from(ndarray::Array1::from(row_splits).into_dyn())
+    } else {
+        let splits = row_splits
+            .into_iter()
+            .map(i32::try_from)
+            .collect::<Result<Vec<i32>, _>>()
+            .map_err(|_| {
+                invalid(format!(
+                    "RaggedFeature {name}: {n} values in the batch overflow int32 row splits \
+                     (use row_splits_dtype=int64)"
+                ))
+            })?;
+        Array::from(ndarray::Array1::from(splits).into_dyn())
+    };
+    Ok(Value::Ragged(Box::new(Ragged { values, row_splits })))
 }
 
 /// A parsed tensor as a value, its values moved (not copied).

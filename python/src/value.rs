@@ -44,6 +44,8 @@ pub(crate) enum Value {
     Dict(BTreeMap<String, Value>),
     /// A `tf.SparseTensor` (a `VarLenFeature`'s values).
     Sparse(Box<Sparse>),
+    /// A `tf.RaggedTensor` (a `RaggedFeature`'s values in a batch).
+    Ragged(Box<Ragged>),
     /// A string tensor of rank 1 or more packed for the hand-over to Python
     /// (`parse_example(..., strings="packed")`): to Python, `streamload.PackedStrings`.
     Packed(Box<Packed>),
@@ -132,6 +134,46 @@ pub(crate) struct Sparse {
     pub(crate) dense_shape: Vec<i64>,
 }
 
+/// A `tf.RaggedTensor` with one ragged dimension: row `i` is
+/// `values[row_splits[i]..row_splits[i + 1]]`, the `row_splits` `int32` or `int64` (a
+/// `RaggedFeature`'s `row_splits_dtype`). To Python, `streamload.RaggedTensorValue` (as
+/// `tf.compat.v1.ragged.RaggedTensorValue`, what `as_numpy_iterator` gives for a ragged
+/// tensor).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Ragged {
+    pub(crate) values: Value,
+    /// A 1-d `int32` or `int64` array (checked where made).
+    pub(crate) row_splits: Array,
+}
+
+impl Ragged {
+    /// The row splits as `i64`s.
+    fn splits(&self) -> Vec<i64> {
+        match &self.row_splits {
+            Array::Int64(a) => a.iter().copied().collect(),
+            Array::Int32(a) => a.iter().map(|&x| i64::from(x)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Row split `i` (0 when there is none).
+    fn split(&self, i: usize) -> usize {
+        match &self.row_splits {
+            Array::Int64(a) => a.get(i).map_or(0, |&x| x as usize),
+            Array::Int32(a) => a.get(i).map_or(0, |&x| x as usize),
+            _ => 0,
+        }
+    }
+
+    /// How many rows.
+    fn nrows(&self) -> usize {
+        self.row_splits
+            .shape()
+            .first()
+            .map_or(0, |n| n.saturating_sub(1))
+    }
+}
+
 macro_rules! arrays {
     ($($variant:ident($ty:ty) = $name:literal),* $(,)?) => {
         /// A numeric tensor: an owned, row-major `ndarray` array of one element type.
@@ -185,6 +227,15 @@ macro_rules! arrays {
             fn row(&self, i: usize) -> Array {
                 match self {
                     $(Array::$variant(a) => Array::$variant(a.index_axis(Axis(0), i).to_owned()),)*
+                }
+            }
+
+            /// Rows `start..end` along the first axis (a copy).
+            fn rows_between(&self, start: usize, end: usize) -> Array {
+                match self {
+                    $(Array::$variant(a) => Array::$variant(
+                        a.slice_axis(Axis(0), ndarray::Slice::from(start..end)).to_owned(),
+                    ),)*
                 }
             }
 
@@ -330,6 +381,7 @@ impl Value {
                 s.dense_shape
             ),
             Value::Packed(p) => format!("string tensor of shape {:?}", p.shape),
+            Value::Ragged(r) => format!("ragged {} of {} rows", r.values.describe(), r.nrows()),
         }
     }
 
@@ -351,6 +403,11 @@ impl Value {
                 s.values =
                     std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).pack_strings();
                 Value::Sparse(s)
+            }
+            Value::Ragged(mut r) => {
+                r.values =
+                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).pack_strings();
+                Value::Ragged(r)
             }
             other => other,
         }
@@ -378,6 +435,11 @@ impl Value {
                     std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).unpack_strings()?;
                 Value::Sparse(s)
             }
+            Value::Ragged(mut r) => {
+                r.values =
+                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).unpack_strings()?;
+                Value::Ragged(r)
+            }
             other => other,
         })
     }
@@ -389,6 +451,7 @@ impl Value {
             Value::Tuple(items) => items.iter().any(Value::has_packed),
             Value::Dict(items) => items.values().any(Value::has_packed),
             Value::Sparse(s) => s.values.has_packed(),
+            Value::Ragged(r) => r.values.has_packed(),
             Value::Array(_) | Value::String(_) | Value::Strings(_) => false,
         }
     }
@@ -404,6 +467,10 @@ impl Value {
             Value::Sparse(s) => {
                 out.push(s.indices.as_ptr() as usize);
                 s.values.addresses(out);
+            }
+            Value::Ragged(r) => {
+                r.values.addresses(out);
+                out.push(r.row_splits.address());
             }
             Value::Packed(p) => {
                 out.push(p.values.as_ptr() as usize);
@@ -458,6 +525,13 @@ impl Value {
                     PyArray::from_owned_array(py, dense_shape),
                 ))?
             }
+            Value::Ragged(r) => {
+                let Ragged { values, row_splits } = *r;
+                let class = py
+                    .import("streamload.ragged")?
+                    .getattr("RaggedTensorValue")?;
+                class.call1((values.into_py(py)?, row_splits.into_py(py)))?
+            }
             Value::Packed(p) => {
                 let Packed {
                     values,
@@ -505,6 +579,37 @@ impl Value {
                 values,
                 dense_shape,
             })));
+        }
+        if type_name(obj) == "RaggedTensorValue" {
+            let values = Value::from_py(&obj.getattr("values")?)?;
+            let row_splits = match Value::from_py(&obj.getattr("row_splits")?)? {
+                Value::Array(a)
+                    if matches!(*a, Array::Int32(_) | Array::Int64(_)) && a.shape().len() == 1 =>
+                {
+                    Ok(*a)
+                }
+                other => Err(other),
+            }
+            .map_err(|other| {
+                PyTypeError::new_err(format!(
+                    "RaggedTensorValue.row_splits must be a vector of int32 or int64, not a {}",
+                    other.describe()
+                ))
+            })?;
+            let ragged = Ragged { values, row_splits };
+            let splits = ragged.splits();
+            let rows = ragged.values.rows().ok();
+            let ok = splits.first() == Some(&0)
+                && splits.windows(2).all(|w| w[0] <= w[1])
+                && rows.is_some_and(|n| splits.last() == Some(&(n as i64)));
+            if !ok {
+                return Err(PyTypeError::new_err(format!(
+                    "RaggedTensorValue: row_splits {splits:?} must start at 0, never decrease \
+                     and end at the number of values ({})",
+                    ragged.values.describe()
+                )));
+            }
+            return Ok(Value::Ragged(Box::new(ragged)));
         }
         if type_name(obj) == "PackedStrings" {
             // A string tensor like any other from here on (packed again only for a hand-over).
@@ -653,6 +758,16 @@ impl Value {
             Value::Tuple(items) => common_rows(items.iter()),
             Value::Dict(items) => common_rows(items.values()),
             Value::Sparse(_) => Err("a sparse tensor cannot be sliced into rows".into()),
+            // Its rows (tf.data unbatches a ragged batch into its rows, dense tensors).
+            Value::Ragged(r) if r.values.has_packed() => Err(
+                "a ragged tensor of packed strings cannot be sliced into rows (parse with \
+                 strings=\"bytes\")"
+                    .into(),
+            ),
+            Value::Ragged(r) => match &r.values {
+                Value::Array(_) | Value::Strings(_) => Ok(r.nrows()),
+                _ => Err("a ragged tensor of ragged tensors cannot be sliced into rows".into()),
+            },
             Value::Packed(p) => p
                 .shape
                 .first()
@@ -674,6 +789,19 @@ impl Value {
             }
             // `rows` refuses a sparse tensor, so no row of one is asked for.
             Value::Sparse(s) => Value::Sparse(s.clone()),
+            Value::Ragged(r) => {
+                // `rows` checked the values are a tensor and counted the rows; the splits
+                // were checked where the value was made.
+                let (start, end) = (r.split(i), r.split(i + 1));
+                match &r.values {
+                    Value::Array(a) => Value::array(a.rows_between(start, end)),
+                    Value::Strings(a) => Value::strings(
+                        a.slice_axis(Axis(0), ndarray::Slice::from(start..end))
+                            .to_owned(),
+                    ),
+                    other => other.clone(),
+                }
+            }
             Value::Packed(p) => match p.row(i) {
                 // One string: `bytes` in Python, as every 0-d string.
                 row if row.shape.is_empty() => Value::string(Bytes::from(row.values)),
@@ -829,6 +957,12 @@ fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::R
             }
             Ok(Value::Dict(out))
         }
+        // tf.data would add a ragged dimension; not supported here.
+        Value::Ragged(_) => Err(invalid(format!(
+            "batch: component {} is a ragged tensor (a RaggedFeature parsed in a batch), \
+             which streamload cannot batch again: parse_example after batch, or unbatch first",
+            *component
+        ))),
         // `Value::stack` unpacks them first.
         Value::Packed(_) => Err(invalid(
             "batch: packed strings reached the stacking (unpack them first)".into(),

@@ -29,9 +29,11 @@ from ._native import (
     FixedLenFeature,
     FixedLenSequenceFeature,
     Iterator,
+    RaggedFeature,
     SparseFeature,
     VarLenFeature,
 )
+from .ragged import RaggedTensorValue
 from .sparse import SparseTensorValue
 from .strings import PackedStrings
 from ._native import list_files as _list_files
@@ -81,6 +83,8 @@ __all__ = [
     "FixedLenSequenceFeature",
     "SparseFeature",
     "SparseTensorValue",
+    "RaggedFeature",
+    "RaggedTensorValue",
     "PackedStrings",
     "Iterator",
     "TFRecordDataset",

@@ -64,6 +64,32 @@ class SparseFeature:
         already_sorted: bool = False,
     ) -> None: ...
 
+class RaggedFeature:
+    """``tf.io.RaggedFeature(dtype, value_key=None, partitions=(), row_splits_dtype=int32,
+    validate=False)`` without partitions: the values of the feature ``value_key`` (the
+    spec's key when ``None``). One example parses to a 1-D array of its values; a batch (after
+    ``batch``) to a ``streamload.RaggedTensorValue`` (``values``, ``row_splits``), one row per
+    example, ``row_splits`` of ``row_splits_dtype`` (``int32``, TensorFlow's default, or
+    ``int64``). A missing feature has no values; a list of another type raises
+    ``InvalidArgumentError`` naming the key (and the record, in a batch). ``partitions``
+    (more ragged dimensions) are not supported: any raise ``InvalidArgumentError``. A
+    ``value_key`` read by another feature of the spec is refused (TensorFlow lets two
+    ``RaggedFeature``s share one)."""
+
+    dtype: str
+    value_key: str | None
+    partitions: tuple[()]
+    row_splits_dtype: str
+    validate: bool
+    def __init__(
+        self,
+        dtype: str | type,
+        value_key: str | None = None,
+        partitions: Iterable[Any] = (),
+        row_splits_dtype: str | type = "int32",
+        validate: bool = False,
+    ) -> None: ...
+
 class Iterator(_Iterator[Element]):
     """One epoch of a :class:`Dataset`."""
 
@@ -155,7 +181,12 @@ class Dataset:
     def parse_example(
         self,
         features: dict[
-            str, FixedLenFeature | VarLenFeature | FixedLenSequenceFeature | SparseFeature
+            str,
+            FixedLenFeature
+            | VarLenFeature
+            | FixedLenSequenceFeature
+            | SparseFeature
+            | RaggedFeature,
         ],
         num_parallel_calls: int | None = None,
         strings: Literal["bytes", "packed"] = "bytes",

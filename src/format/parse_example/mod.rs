@@ -1,5 +1,6 @@
 //! `parse_single_example` / `parse_example`: serialized `tf.train.Example`s to tensors under a
-//! feature spec, with TensorFlow's outputs and TensorFlow's errors.
+//! feature spec (TensorFlow's `FixedLenFeature`, `VarLenFeature`, `FixedLenSequenceFeature`
+//! and `RaggedFeature` without partitions), with TensorFlow's outputs and TensorFlow's errors.
 //!
 //! The parser walks the protobuf wire format directly (with `prost`'s wire primitives), once
 //! per record: features the spec does not name are stepped over without being looked into,
@@ -23,7 +24,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::Error;
-use crate::tensor::{DType, Element, SparseTensor, Tensor, Values};
+use crate::tensor::{DType, Element, RaggedValues, SparseTensor, Tensor, Values};
 
 mod view;
 mod wire;
@@ -60,6 +61,20 @@ pub enum FeatureSpec {
         /// The padding value when batching (one value); zero or empty when `None`.
         default: Option<Values>,
     },
+    /// `tf.io.RaggedFeature(dtype, value_key)` without partitions: any number of values. One
+    /// example parses to its values (a 1-D [`Tensor`], as TensorFlow's); a batch to a
+    /// [`RaggedValues`], one row per example (empty for a missing feature), its row splits
+    /// `i64` (TensorFlow's default `row_splits_dtype` is `int32`: the same numbers).
+    ///
+    /// TensorFlow's `partitions` (`RowLengths`, `RowSplits`, `UniformRowLength`, ...: more
+    /// ragged dimensions read from other features) are not supported: there is no field for
+    /// them.
+    Ragged {
+        /// The element type.
+        dtype: DType,
+        /// The feature to read; the spec's name when `None`.
+        value_key: Option<String>,
+    },
 }
 
 impl FeatureSpec {
@@ -80,6 +95,58 @@ impl FeatureSpec {
         FeatureSpec::VarLen { dtype }
     }
 
+    /// `tf.io.RaggedFeature(dtype)`: reads the feature of the spec's name; see
+    /// [`FeatureSpec::with_value_key`] to read another.
+    ///
+    /// ```
+    /// use streamload::format::{
+    ///     Example, FeatureSpec, ParseSpec, parse_example, parse_single_example,
+    /// };
+    /// use streamload::tensor::{DType, Values};
+    ///
+    /// let spec = ParseSpec::new([
+    ///     ("tokens", FeatureSpec::ragged(DType::String)),
+    ///     ("ids", FeatureSpec::ragged(DType::Int64).with_value_key("token_ids")),
+    /// ])?;
+    /// let records = [
+    ///     Example::new().with_bytes("tokens", ["a", "b"]).with_int64("token_ids", [4, 5]),
+    ///     Example::new(), // missing: no values
+    ///     Example::new().with_bytes("tokens", ["c"]).with_int64("token_ids", [6]),
+    /// ]
+    /// .map(|e| e.encode_to_bytes());
+    ///
+    /// // One example: its values, a 1-D tensor.
+    /// let one = parse_single_example(&records[0], &spec)?;
+    /// assert_eq!(one.dense("ids")?.as_slice::<i64>(), Some(&[4, 5][..]));
+    ///
+    /// // A batch: one ragged row per example.
+    /// let batch = parse_example(&records, &spec)?;
+    /// let ids = batch.ragged("ids")?;
+    /// assert_eq!(ids.values(), &Values::Int64(vec![4, 5, 6]));
+    /// assert_eq!(ids.row_splits(), [0, 2, 2, 3]);
+    /// assert_eq!(batch.ragged("tokens")?.to_ragged::<bytes::Bytes>()?.to_vecs(), [
+    ///     vec!["a", "b"],
+    ///     vec![],
+    ///     vec!["c"]
+    /// ]);
+    /// # anyhow::Ok(())
+    /// ```
+    pub fn ragged(dtype: DType) -> FeatureSpec {
+        FeatureSpec::Ragged {
+            dtype,
+            value_key: None,
+        }
+    }
+
+    /// Sets a `Ragged` feature's `value_key`: the feature it reads from the record (the
+    /// spec's name by default). Other kinds have no `value_key`: they are returned unchanged.
+    pub fn with_value_key(mut self, key: impl Into<String>) -> FeatureSpec {
+        if let FeatureSpec::Ragged { value_key, .. } = &mut self {
+            *value_key = Some(key.into());
+        }
+        self
+    }
+
     /// `tf.io.FixedLenSequenceFeature(shape, dtype, allow_missing)`.
     pub fn fixed_len_sequence(
         shape: impl Into<Vec<usize>>,
@@ -95,12 +162,13 @@ impl FeatureSpec {
     }
 
     /// Sets `default_value` (for `FixedLen`: all `product(shape)` values, row-major; for
-    /// `FixedLenSequence`: the one padding value). Ignored by `VarLen`.
+    /// `FixedLenSequence`: the one padding value). Ignored by `VarLen` and `Ragged` (which
+    /// have no default in TensorFlow either).
     pub fn with_default(mut self, value: impl Into<Values>) -> FeatureSpec {
         match &mut self {
             FeatureSpec::FixedLen { default, .. }
             | FeatureSpec::FixedLenSequence { default, .. } => *default = Some(value.into()),
-            FeatureSpec::VarLen { .. } => {}
+            FeatureSpec::VarLen { .. } | FeatureSpec::Ragged { .. } => {}
         }
         self
     }
@@ -110,7 +178,8 @@ impl FeatureSpec {
         match self {
             FeatureSpec::FixedLen { dtype, .. }
             | FeatureSpec::VarLen { dtype }
-            | FeatureSpec::FixedLenSequence { dtype, .. } => *dtype,
+            | FeatureSpec::FixedLenSequence { dtype, .. }
+            | FeatureSpec::Ragged { dtype, .. } => *dtype,
         }
     }
 }
@@ -142,14 +211,23 @@ const SCAN_UP_TO: usize = 8;
 /// ```
 #[derive(Clone, Debug)]
 pub struct ParseSpec {
+    /// Sorted by name.
     inner: Arc<[Entry]>,
 }
 
 #[derive(Clone, Debug)]
 struct Entry {
+    /// The output's name.
     name: String,
     /// `name`'s length and first bytes, for [`ParseSpec::find`].
     head: NameHead,
+    /// The key read from the record: `name`, or a `Ragged` feature's `value_key`.
+    key: String,
+    /// `key`'s length and first bytes, for [`ParseSpec::find_in`].
+    key_head: NameHead,
+    /// The index of the entry with the `i`-th smallest key, in entry `i` (`i` itself unless
+    /// a feature is renamed): large specs search the keys by halves through it.
+    by_key: usize,
     spec: FeatureSpec,
     /// Values per example (`FixedLen`) or per row (`FixedLenSequence`).
     stride: usize,
@@ -173,10 +251,13 @@ impl ParseSpec {
     ///
     /// A `FixedLenSequence` without `allow_missing` ("Unsupported: FixedLenSequenceFeature
     /// requires allow_missing to be True."), a default of the wrong type or size, a name
-    /// given twice, or a shape of more than 2^28 values (268,435,456) per example or row
-    /// (an [`Error::InvalidArgument`] naming the feature): a protobuf message holds at most
-    /// 2 GiB, so no `Example` can hold that many values of a feature, and such a shape is a
-    /// mistake that would otherwise ask for memory it sizes when a record is parsed.
+    /// given twice, a key read by two features (a `Ragged` feature's `value_key` naming
+    /// another feature's key: TensorFlow allows it between `RaggedFeature`s of one type,
+    /// streamload does not), or a shape of more than 2^28 values (268,435,456) per example
+    /// or row (an [`Error::InvalidArgument`] naming the feature): a protobuf message holds
+    /// at most 2 GiB, so no `Example` can hold that many values of a feature, and such a
+    /// shape is a mistake that would otherwise ask for memory it sizes when a record is
+    /// parsed.
     pub fn new<N: Into<String>>(
         features: impl IntoIterator<Item = (N, FeatureSpec)>,
     ) -> anyhow::Result<ParseSpec> {
@@ -187,7 +268,7 @@ impl ParseSpec {
                 FeatureSpec::FixedLen { shape, default, .. } => {
                     (values_in(&name, shape)?, default.as_ref())
                 }
-                FeatureSpec::VarLen { .. } => (1, None),
+                FeatureSpec::VarLen { .. } | FeatureSpec::Ragged { .. } => (1, None),
                 FeatureSpec::FixedLenSequence {
                     shape,
                     allow_missing,
@@ -224,16 +305,50 @@ impl ParseSpec {
                     )));
                 }
             }
+            let key = match &spec {
+                FeatureSpec::Ragged {
+                    value_key: Some(key),
+                    ..
+                } => key.clone(),
+                _ => name.clone(),
+            };
             entries.push(Entry {
                 head: NameHead::at(name.as_bytes(), 0..name.len()),
+                key_head: NameHead::at(key.as_bytes(), 0..key.len()),
+                by_key: 0,
                 name,
+                key,
                 spec,
                 stride,
             });
         }
+        let mut names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(invalid(format!("feature {} is given twice", w[0])));
+        }
+        if entries.iter().any(|e| e.key != e.name) {
+            let mut keys: Vec<&Entry> = entries.iter().collect();
+            keys.sort_by(|a, b| a.key.cmp(&b.key));
+            if let Some(w) = keys.windows(2).find(|w| w[0].key == w[1].key) {
+                // `b` is renamed, `a` the feature of that name or the other renamed one.
+                let (a, b) = if w[1].key == w[1].name {
+                    (w[1], w[0])
+                } else {
+                    (w[0], w[1])
+                };
+                return Err(invalid(format!(
+                    "feature {}: its value_key {} is read by feature {} too (streamload reads \
+                     each key of a record for one feature)",
+                    b.name, b.key, a.name
+                )));
+            }
+        }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = entries.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(invalid(format!("feature {} is given twice", w[0].name)));
+        let mut by_key: Vec<usize> = (0..entries.len()).collect();
+        by_key.sort_by(|&a, &b| entries[a].key.cmp(&entries[b].key));
+        for (e, i) in entries.iter_mut().zip(by_key) {
+            e.by_key = i;
         }
         Ok(ParseSpec {
             inner: entries.into(),
@@ -279,28 +394,48 @@ impl ParseSpec {
         self.inner.iter().map(|e| e.name.as_str())
     }
 
-    /// The index of the feature called `name`.
+    /// The index of the feature called `name` (its output's name).
     #[inline]
     fn find(&self, name: &[u8]) -> Option<usize> {
-        self.find_in(name, 0..name.len())
+        self.find_name(name, 0..name.len())
     }
 
-    /// The index of the feature called `buf[key]`. Specs are small: a scan compares each
-    /// name's length and first eight bytes as two integers, which settles most keys; large
+    /// The index of the feature called `buf[name]`. Specs are small: a scan compares each
+    /// name's length and first eight bytes as two integers, which settles most names; large
     /// specs are searched by halves.
+    #[inline(always)]
+    fn find_name(&self, buf: &[u8], name: Range<usize>) -> Option<usize> {
+        if self.inner.len() <= SCAN_UP_TO {
+            let head = NameHead::at(buf, name.clone());
+            let rest = buf.get(name.start + HEAD..name.end).unwrap_or_default();
+            self.inner.iter().position(|e| {
+                e.head == head && (head.len <= HEAD || e.name.as_bytes()[HEAD..] == *rest)
+            })
+        } else {
+            let name = buf.get(name)?;
+            self.inner
+                .binary_search_by(|e| e.name.as_bytes().cmp(name))
+                .ok()
+        }
+    }
+
+    /// The index of the feature that reads the key `buf[key]` of a record (its name, unless
+    /// it is a renamed `Ragged` feature), found as [`ParseSpec::find_name`] finds names.
     #[inline(always)]
     fn find_in(&self, buf: &[u8], key: Range<usize>) -> Option<usize> {
         if self.inner.len() <= SCAN_UP_TO {
             let head = NameHead::at(buf, key.clone());
             let rest = buf.get(key.start + HEAD..key.end).unwrap_or_default();
             self.inner.iter().position(|e| {
-                e.head == head && (head.len <= HEAD || e.name.as_bytes()[HEAD..] == *rest)
+                e.key_head == head && (head.len <= HEAD || e.key.as_bytes()[HEAD..] == *rest)
             })
         } else {
             let key = buf.get(key)?;
-            self.inner
-                .binary_search_by(|e| e.name.as_bytes().cmp(key))
+            let inner = &self.inner;
+            inner
+                .binary_search_by(|e| inner[e.by_key].key.as_bytes().cmp(key))
                 .ok()
+                .map(|i| inner[i].by_key)
         }
     }
 }
@@ -338,10 +473,23 @@ impl NameHead {
 /// One parsed feature.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Parsed {
-    /// `FixedLen` and `FixedLenSequence` features.
+    /// `FixedLen` and `FixedLenSequence` features, and `Ragged` ones of one example.
     Dense(Tensor),
     /// `VarLen` features.
     Sparse(SparseTensor),
+    /// `Ragged` features of a batch ([`parse_example`]).
+    Ragged(RaggedValues),
+}
+
+impl Parsed {
+    /// What the feature is, for errors: `dense`, `sparse` or `ragged`.
+    fn kind(&self) -> &'static str {
+        match self {
+            Parsed::Dense(_) => "dense",
+            Parsed::Sparse(_) => "sparse",
+            Parsed::Ragged(_) => "ragged",
+        }
+    }
 }
 
 /// The features of one example (or of a batch), by name.
@@ -374,11 +522,11 @@ impl ParsedExample {
     ///
     /// # Errors
     ///
-    /// When the spec has no such feature, it is sparse, or it was taken out.
+    /// When the spec has no such feature, it is sparse or ragged, or it was taken out.
     pub fn dense(&self, name: &str) -> anyhow::Result<&Tensor> {
         match self.lookup(name)? {
             Parsed::Dense(t) => Ok(t),
-            Parsed::Sparse(_) => Err(invalid(format!("feature {name} is sparse"))),
+            other => Err(invalid(format!("feature {name} is {}", other.kind()))),
         }
     }
 
@@ -386,11 +534,24 @@ impl ParsedExample {
     ///
     /// # Errors
     ///
-    /// When the spec has no such feature, it is dense, or it was taken out.
+    /// When the spec has no such feature, it is dense or ragged, or it was taken out.
     pub fn sparse(&self, name: &str) -> anyhow::Result<&SparseTensor> {
         match self.lookup(name)? {
             Parsed::Sparse(t) => Ok(t),
-            Parsed::Dense(_) => Err(invalid(format!("feature {name} is dense"))),
+            other => Err(invalid(format!("feature {name} is {}", other.kind()))),
+        }
+    }
+
+    /// The ragged tensor called `name`: a `Ragged` feature of a batch ([`parse_example`]; of
+    /// one example, it is a 1-D dense tensor, as in TensorFlow).
+    ///
+    /// # Errors
+    ///
+    /// When the spec has no such feature, it is dense or sparse, or it was taken out.
+    pub fn ragged(&self, name: &str) -> anyhow::Result<&RaggedValues> {
+        match self.lookup(name)? {
+            Parsed::Ragged(t) => Ok(t),
+            other => Err(invalid(format!("feature {name} is {}", other.kind()))),
         }
     }
 
@@ -435,8 +596,9 @@ impl ParsedExample {
     /// from `parse_example`, a longer shape, an empty or longer `VarLen` list).
     pub fn scalar<T: Element + Clone>(&self, name: &str) -> anyhow::Result<T> {
         let (values, shape) = match self.lookup(name)? {
-            Parsed::Dense(t) => (t.values(), t.shape()),
-            Parsed::Sparse(t) => (t.values(), t.dense_shape()),
+            Parsed::Dense(t) => (t.values(), Some(t.shape())),
+            Parsed::Sparse(t) => (t.values(), Some(t.dense_shape())),
+            Parsed::Ragged(t) => (t.values(), None),
         };
         let Some(slice) = T::slice(values) else {
             return Err(invalid(format!(
@@ -448,8 +610,12 @@ impl ParsedExample {
         match slice {
             [one] => Ok(one.clone()),
             _ => Err(invalid(format!(
-                "feature {name} holds {} values (shape {shape:?}), not one",
-                slice.len()
+                "feature {name} holds {} values ({}), not one",
+                slice.len(),
+                match shape {
+                    Some(shape) => format!("shape {shape:?}"),
+                    None => "a ragged batch".to_string(),
+                }
             ))),
         }
     }
@@ -471,22 +637,53 @@ impl ParsedExample {
     ///
     /// # Errors
     ///
-    /// As [`ParsedExample::dense`]; the feature stays when it is sparse.
+    /// As [`ParsedExample::dense`]; the feature stays when it is sparse or ragged.
     pub fn take_dense(&mut self, name: &str) -> anyhow::Result<Tensor> {
-        let Some(i) = self.spec.find(name.as_bytes()) else {
-            return Err(invalid(format!("no feature {name} in the spec")));
-        };
-        match self.features[i].take() {
-            Some(Parsed::Dense(t)) => Ok(t),
-            Some(sparse @ Parsed::Sparse(_)) => {
-                self.features[i] = Some(sparse);
-                Err(invalid(format!("feature {name} is sparse")))
-            }
-            None => Err(invalid(format!("feature {name} was taken out"))),
+        match self.take(name)? {
+            Parsed::Dense(t) => Ok(t),
+            other => self.put_back(name, other),
         }
     }
 
-    /// Every feature with its name, in name order (those taken out are left out).
+    /// Takes the ragged tensor called `name` out, without copying it; the feature is gone
+    /// from this `ParsedExample` afterwards.
+    ///
+    /// # Errors
+    ///
+    /// As [`ParsedExample::ragged`]; the feature stays when it is dense or sparse.
+    pub fn take_ragged(&mut self, name: &str) -> anyhow::Result<RaggedValues> {
+        match self.take(name)? {
+            Parsed::Ragged(t) => Ok(t),
+            other => self.put_back(name, other),
+        }
+    }
+
+    /// Takes the feature called `name` out, whatever it is, without copying it.
+    ///
+    /// # Errors
+    ///
+    /// When the spec has no such feature, or it was taken out.
+    pub fn take(&mut self, name: &str) -> anyhow::Result<Parsed> {
+        let Some(i) = self.spec.find(name.as_bytes()) else {
+            return Err(invalid(format!("no feature {name} in the spec")));
+        };
+        self.features[i]
+            .take()
+            .ok_or_else(|| invalid(format!("feature {name} was taken out")))
+    }
+
+    /// Puts back a feature [`ParsedExample::take`] took out that was not of the kind asked
+    /// for, and says so.
+    fn put_back<T>(&mut self, name: &str, parsed: Parsed) -> anyhow::Result<T> {
+        let error = invalid(format!("feature {name} is {}", parsed.kind()));
+        if let Some(i) = self.spec.find(name.as_bytes()) {
+            self.features[i] = Some(parsed);
+        }
+        Err(error)
+    }
+
+    /// Every feature with its name, in the order of [`ParseSpec::names`] (those taken out are
+    /// left out).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Parsed)> {
         self.spec
             .names()
@@ -498,8 +695,9 @@ impl ParsedExample {
 /// `tf.io.parse_single_example`: one serialized `tf.train.Example` to tensors.
 ///
 /// `FixedLen` features have their spec's shape; `VarLen` features are 1-D sparse tensors;
-/// `FixedLenSequence` features have shape `[rows, ...shape]`. Byte strings are slices of
-/// `serialized` (no copy).
+/// `FixedLenSequence` features have shape `[rows, ...shape]`; `Ragged` features are 1-D
+/// tensors of their values (none when missing). Byte strings are slices of `serialized` (no
+/// copy).
 ///
 /// # Errors
 ///
@@ -526,7 +724,8 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
 ///
 /// `FixedLen` features get shape `[batch, ...shape]`; `VarLen` features are 2-D sparse
 /// tensors of dense shape `[batch, longest]`; `FixedLenSequence` features are padded with
-/// their default (zero when none) to `[batch, longest, ...shape]`.
+/// their default (zero when none) to `[batch, longest, ...shape]`; `Ragged` features are
+/// [`RaggedValues`] of `batch` rows (an empty row for a missing feature).
 ///
 /// # Errors
 ///
@@ -641,6 +840,10 @@ fn single_output(entry: &Entry, values: Option<Values>) -> Parsed {
             full.extend_from_slice(shape);
             Parsed::Dense(Tensor::new_unchecked(full, values))
         }
+        FeatureSpec::Ragged { dtype, .. } => {
+            let values = values.unwrap_or_else(|| Values::empty(*dtype));
+            Parsed::Dense(Tensor::new_unchecked(vec![values.len()], values))
+        }
     }
 }
 
@@ -702,6 +905,19 @@ fn batch_output<'a>(
             full.extend_from_slice(shape);
             Parsed::Dense(Tensor::new_unchecked(full, out))
         }
+        FeatureSpec::Ragged { .. } => {
+            let total = raws.clone().map(|v| v.map_or(0, Values::len)).sum();
+            let mut out = Values::with_capacity(dtype, total);
+            let mut row_splits = Vec::with_capacity(batch + 1);
+            row_splits.push(0);
+            for values in raws {
+                if let Some(v) = values {
+                    out.extend_from(v);
+                }
+                row_splits.push(out.len() as i64);
+            }
+            Parsed::Ragged(RaggedValues::new_unchecked(out, row_splits))
+        }
     }
 }
 
@@ -724,8 +940,8 @@ enum Mode<'a> {
 enum Found {
     Missing,
     /// A `Feature` with no list set. Alone, TensorFlow steps over such entries (an earlier
-    /// entry for the key counts instead); in a batch, the last entry of a `VarLen` feature
-    /// counts even when it is empty (it yields no values).
+    /// entry for the key counts instead); in a batch, the last entry of a `VarLen` or
+    /// `Ragged` feature counts even when it is empty (it yields no values).
     Kindless {
         entry: usize,
     },
@@ -857,7 +1073,8 @@ fn check(
     out: &mut impl wire::ListOut,
 ) -> Result<usize, String> {
     let dtype = entry.spec.dtype();
-    let name = &entry.name;
+    // TensorFlow names the key read (a `Ragged` feature's `value_key`), not the output.
+    let name = &entry.key;
     // Built only for an error: the common path allocates nothing but the values.
     let key = || match mode {
         Mode::Single => format!("Key: {name}.  "),
@@ -879,7 +1096,7 @@ fn check(
     };
     if kind != dtype {
         return Err(match entry.spec {
-            FeatureSpec::VarLen { .. } => {
+            FeatureSpec::VarLen { .. } | FeatureSpec::Ragged { .. } => {
                 format!(
                     "{}Data types don't match. Expected type: {dtype}, Actual type: {kind}",
                     key()
@@ -914,7 +1131,9 @@ fn check(
             }
             Ok(count)
         }
-        FeatureSpec::VarLen { .. } | FeatureSpec::FixedLenSequence { .. } => {
+        FeatureSpec::VarLen { .. }
+        | FeatureSpec::FixedLenSequence { .. }
+        | FeatureSpec::Ragged { .. } => {
             let Ok(count) = count else {
                 return Err(parse_failed(&match dtype {
                     DType::String => "Could not get num elements in bytes_list.".to_string(),
@@ -952,4 +1171,45 @@ fn shape_string(leading: Option<&str>, shape: &[usize]) -> String {
         .chain(shape.iter().map(usize::to_string))
         .collect();
     format!("[{}]", dims.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec without a renamed feature keeps the fast lookups (names are keys); one with a
+    /// `value_key` finds records' keys by key and outputs by name.
+    #[test]
+    fn keys_and_names_are_found_apart_only_when_renamed() {
+        let plain = ParseSpec::new([
+            ("a", FeatureSpec::var_len(DType::Int64)),
+            ("b", FeatureSpec::ragged(DType::Int64)),
+        ])
+        .expect("spec");
+        assert!(
+            plain
+                .inner
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.key == e.name && e.by_key == i)
+        );
+        assert_eq!(plain.find(b"b"), Some(1));
+        assert_eq!(plain.find(b"b"), plain.find_in(b"b", 0..1));
+
+        let renamed = ParseSpec::new([
+            ("a", FeatureSpec::var_len(DType::Int64)),
+            (
+                "long_output_name",
+                FeatureSpec::ragged(DType::Int64).with_value_key("long_record_key"),
+            ),
+        ])
+        .expect("spec");
+        assert!(renamed.local().inner.iter().any(|e| e.key != e.name));
+        let by_name = renamed.find(b"long_output_name").expect("by name");
+        let key = b"long_record_key";
+        assert_eq!(renamed.find_in(key, 0..key.len()), Some(by_name));
+        assert_eq!(renamed.find(key), None);
+        assert_eq!(renamed.find_in(b"long_output_name", 0..16), None);
+        assert_eq!(renamed.find(b"a"), renamed.find_in(b"a", 0..1));
+    }
 }

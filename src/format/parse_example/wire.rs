@@ -185,8 +185,10 @@ pub(super) fn walk(
                 continue;
             };
             let Some(&first) = record.get(value.start).filter(|_| !value.is_empty()) else {
-                if let (Mode::Batch { .. }, FeatureSpec::VarLen { .. }) =
-                    (mode, &spec.inner[index].spec)
+                if let (
+                    Mode::Batch { .. },
+                    FeatureSpec::VarLen { .. } | FeatureSpec::Ragged { .. },
+                ) = (mode, &spec.inner[index].spec)
                 {
                     found[index] = Found::Kindless { entry };
                 }
