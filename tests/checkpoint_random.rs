@@ -363,6 +363,16 @@ async fn random_pipelines_resume_exactly_at_random_points() {
             // before any record of the new contents, or is what it would have been (nothing
             // more is read from the file).
             drop(epoch);
+            // What the earlier resumes gave, before the file changes, is the uninterrupted
+            // epoch's (a wrong resume is named as such, not as a changed file's).
+            let at = seen.iter().zip(&full).take_while(|(a, b)| a == b).count();
+            assert!(
+                at == seen.len(),
+                "case {case}: {recipe:?}, interrupted at {points:?}: element {at} differs \
+                 before the file changed: {:?} against {:?}",
+                &seen[at..(at + 3).min(seen.len())],
+                &full[at..(at + 3).min(full.len())],
+            );
             let Source::File { n, damaged } = recipe.source else {
                 unreachable!()
             };

@@ -141,9 +141,10 @@ impl<T: Send + 'static, U: Send + 'static> ReadAgain<T, U> {
         Ok(again)
     }
 
-    /// Ends the replay with `e`.
+    /// Ends the replay with `e` (nothing more is read).
     fn fail(&mut self, e: anyhow::Error) -> Poll<Option<anyhow::Result<U>>> {
         self.input = None;
+        self.primed = true;
         self.next = self.route.len();
         Poll::Ready(Some(Err(e)))
     }
