@@ -52,6 +52,36 @@ where
     largest
 }
 
+/// As [`assert_exact`] for a recipe whose epoch has error elements (compared by their
+/// message, `{e:#}`); returns how many errors the uninterrupted epoch has.
+async fn assert_exact_with_errors<T, F>(make: F, points: impl IntoIterator<Item = usize>) -> usize
+where
+    T: PartialEq + Debug + Send + 'static,
+    F: Fn() -> Dataset<T>,
+{
+    let as_text = |x: anyhow::Result<T>| x.map_err(|e| format!("{e:#}"));
+    let full: Vec<_> = make().iter().map(as_text).collect().await;
+    for k in points {
+        let mut epoch = make().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k.min(full.len()) {
+            seen.push(as_text(epoch.next().await.expect("an element")));
+        }
+        let cp = Checkpoint::from_bytes(&epoch.checkpoint().expect("checkpoint").to_bytes())
+            .expect("from_bytes");
+        drop(epoch);
+        let rest: Vec<_> = make()
+            .iter_from(&cp)
+            .expect("iter_from")
+            .map(as_text)
+            .collect()
+            .await;
+        seen.extend(rest);
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+    full.iter().filter(|x| x.is_err()).count()
+}
+
 #[tokio::test]
 async fn range_map_filter_take_skip_enumerate_batch() {
     let make = || {
@@ -1151,21 +1181,8 @@ async fn a_cache_whose_fill_met_an_error_before_the_checkpoint_fills_afresh_afte
             .cache()
             .repeat_n(2)
     };
-    let as_text = |x: anyhow::Result<i64>| x.map_err(|e| format!("{e:#}"));
-    let full: Vec<_> = make().iter().map(as_text).collect().await;
-    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 2);
-    for k in [0, 1, 5, 30, 60, 119, 120, 121, 150, 239] {
-        let mut epoch = make().iter();
-        let mut seen = Vec::new();
-        for _ in 0..k {
-            seen.push(as_text(epoch.next().await.unwrap()));
-        }
-        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
-        drop(epoch);
-        let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
-        seen.extend(rest);
-        assert_eq!(seen, full, "resumed at {k}");
-    }
+    let errors = assert_exact_with_errors(make, [0, 1, 5, 30, 60, 119, 120, 121, 150, 239]).await;
+    assert_eq!(errors, 2);
 }
 
 #[tokio::test]
@@ -1819,21 +1836,8 @@ async fn generators_made_from_a_position_resume_there() {
         })
         .shuffle(20, Some(5))
     };
-    let as_text = |x: anyhow::Result<u64>| x.map_err(|e| e.to_string());
-    let full: Vec<_> = make().iter().map(as_text).collect().await;
-    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 6);
-    for k in [0, 1, 7, 8, 19, 20, 150, 299, 300] {
-        let mut epoch = make().iter();
-        let mut seen = Vec::new();
-        for _ in 0..k {
-            seen.push(as_text(epoch.next().await.unwrap()));
-        }
-        let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
-        drop(epoch);
-        let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
-        seen.extend(rest);
-        assert_eq!(seen, full, "resumed at {k}");
-    }
+    let errors = assert_exact_with_errors(make, [0, 1, 7, 8, 19, 20, 150, 299, 300]).await;
+    assert_eq!(errors, 6);
     // Errors passed on by an unbatch and a flat_map in an element's place, and their rows
     // and inner elements held by a shuffle by position (read again after a restore).
     let rows = move || {
@@ -1851,25 +1855,9 @@ async fn generators_made_from_a_position_resume_there() {
     };
     let unbatched = move || rows().unbatch().shuffle(15, Some(3));
     let flat = move || rows().flat_map(Dataset::from_vec).shuffle(15, Some(3));
-    for make in [
-        Box::new(unbatched) as Box<dyn Fn() -> Dataset<u64>>,
-        Box::new(flat),
-    ] {
-        let full: Vec<_> = make().iter().map(as_text).collect().await;
-        assert_eq!(full.iter().filter(|x| x.is_err()).count(), 5);
-        for k in [0, 1, 9, 10, 60, 150, 176, 177] {
-            let mut epoch = make().iter();
-            let mut seen = Vec::new();
-            for _ in 0..k.min(full.len()) {
-                seen.push(as_text(epoch.next().await.unwrap()));
-            }
-            let cp = Checkpoint::from_bytes(&epoch.checkpoint().unwrap().to_bytes()).unwrap();
-            drop(epoch);
-            let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
-            seen.extend(rest);
-            assert_eq!(seen, full, "resumed at {k}");
-        }
-    }
+    let points = [0, 1, 9, 10, 60, 150, 176, 177];
+    assert_eq!(assert_exact_with_errors(unbatched, points).await, 5);
+    assert_eq!(assert_exact_with_errors(flat, points).await, 5);
     // The shuffle's buffer is made again in a few passes, not one generator per element.
     let calls = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&calls);
