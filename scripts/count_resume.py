@@ -6,7 +6,12 @@ line of an `impl Resumable for` block, plus every other line (not a comment, not
 module) that names a resume concept (save, restore, replay, State, Prov, positions, holds,
 marks, checkpoints). It reads the tree as text, so it compares revisions across a redesign.
 
-    python3 scripts/count_resume.py REV [--files]     # e.g. eb848c5 (before issue 29), HEAD
+    python3 scripts/count_resume.py REV [--files] [--items]   # e.g. eb848c5 (before issue 29), HEAD
+
+With `--items`, a whole item (a `struct`, `enum`, `fn`, `type` or `impl` block) whose header
+names a resume concept counts with every line of its body (`struct WindowReplay`, `fn
+restore`, `impl Resumable for`), beside the concept lines outside such items: a second
+measure, for resume code whose lines do not each name a concept.
 """
 
 import re
@@ -25,13 +30,17 @@ def git(*args):
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout
 
 
-def count(lines):
+ITEM = re.compile(r"\s*(pub(\([a-z]+\))? )?(struct|enum|fn|type|impl)\b")
+
+
+def count(lines, items=False):
     n, i = 0, 0
     while i < len(lines):
         line = lines[i]
         if re.match(r"#\[cfg\(test\)\]", line):
             break
-        if re.match(r"\s*impl.*\bResumable for\b", line):
+        whole = items and ITEM.match(line) and CONCEPT.search(line) and line.rstrip().endswith("{")
+        if whole or re.match(r"\s*impl.*\bResumable for\b", line):
             indent = len(line) - len(line.lstrip())
             j = i
             while j < len(lines) and not (
@@ -51,7 +60,8 @@ def count(lines):
 def main():
     rev = sys.argv[1]
     files = [f for f in git("ls-tree", "-r", "--name-only", rev, *ROOTS).split() if f.endswith(".rs")]
-    per = {f: count(git("show", f"{rev}:{f}").split("\n")) for f in files}
+    items = "--items" in sys.argv
+    per = {f: count(git("show", f"{rev}:{f}").split("\n"), items) for f in files}
     print(f"{rev}: {sum(per.values())} lines of resume code in {len(files)} files")
     if "--files" in sys.argv:
         for f, n in sorted(per.items(), key=lambda x: -x[1]):

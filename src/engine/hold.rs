@@ -194,6 +194,17 @@ impl<T: Send + 'static> Hold<T> {
         Ok(hold)
     }
 
+    /// A hold over `input` that records nothing (an error in its stage's place).
+    pub(crate) fn plain(input: BoxStream<T>, stage: &'static str) -> Self {
+        Hold::new(input, Answers::PLAIN, false, false, stage)
+    }
+
+    /// A hold over nothing, for a stage whose elements come from elsewhere (in replay).
+    pub(crate) fn empty(stage: &'static str) -> Self {
+        let nothing = super::Opaque::new(futures::stream::empty(), stage);
+        Hold::plain(Box::pin(nothing), stage)
+    }
+
     /// A hold over `input` (whose dataset gives `answers`) with nothing to hand back: by
     /// positions when `positions` or the
     /// input is not small, otherwise by marks (positions kept too when `provenance`: a stage

@@ -6,7 +6,7 @@
 //!   or replay, seeds);
 //! - [`op`]: an operation as one type ([`Operation`]) and how a dataset is followed by one;
 //! - [`epoch`]: one pass over a recipe ([`Epoch`]), its checkpoints;
-//! - [`resume`], [`hold`], [`route`]: how streams save their position and are restored or
+//! - [`resume`], [`hold`], [`route`], [`members`]: how streams save their position and are restored or
 //!   replayed;
 //! - [`counted`]: the wrappers that count and time what each stage yields.
 //!
@@ -18,6 +18,7 @@ pub(crate) mod counted;
 pub(crate) mod ctx;
 pub(crate) mod epoch;
 pub(crate) mod hold;
+pub(crate) mod members;
 pub(crate) mod op;
 pub(crate) mod plan;
 pub(crate) mod resume;
@@ -26,6 +27,7 @@ pub(crate) mod route;
 pub(crate) use ctx::{Counting, Ctx};
 pub use epoch::Epoch;
 pub(crate) use hold::Hold;
+pub(crate) use members::Members;
 pub(crate) use op::{
     Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields, params_key,
 };

@@ -1,4 +1,3 @@
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -7,7 +6,7 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Operation, Start, error_stream,
+    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Members, Operation, Start, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 
@@ -84,42 +83,17 @@ pub(crate) fn build_with<T: Send + 'static>(
     answers: Answers,
     config: Config,
 ) -> BatchStream<T> {
-    let failed = |e, config| {
-        BatchStream::new(
-            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
-            config,
-        )
-    };
+    let failed = |e, config| BatchStream::new(Hold::plain(error_stream(e), STAGE), config);
     if let Some(provs) = ctx.replaying() {
-        // Each saved batch is the group of its members' positions.
-        let mut members = Vec::new();
-        let mut sizes = VecDeque::new();
-        for prov in provs.iter() {
-            match prov {
-                Prov::Group(group, w) if w.is_empty() => {
-                    sizes.push_back(group.len());
-                    members.extend(group.iter().cloned());
-                }
-                other => {
-                    let e = unsupported(
-                        config.stage,
-                        &format!("saved batch is not a group: {other:?}"),
-                    );
-                    return failed(e, config);
-                }
+        let replay = |members| input(&ctx.for_input(0).with_replay(members));
+        return match Members::new(provs, config.stage, None, replay) {
+            Ok(replay) => {
+                let mut batch = BatchStream::new(Hold::empty(config.stage), config);
+                batch.replay = Some(Box::new(replay));
+                batch
             }
-        }
-        let config = Config {
-            drop_remainder: false,
-            ..config
+            Err(e) => failed(e, config),
         };
-        let replay = input(&ctx.for_input(0).with_replay(members.into()));
-        let mut batch = BatchStream::new(
-            Hold::new(replay, answers, false, true, config.stage),
-            config,
-        );
-        batch.replay_sizes = Some(sizes);
-        return batch;
     }
     let cycling = matches!(config.sizes, Sizes::Cycle(_));
     let turn = match ctx
@@ -169,8 +143,8 @@ pub(crate) struct BatchStream<T> {
     provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
-    /// In replay: the sizes of the batches to make again.
-    replay_sizes: Option<VecDeque<usize>>,
+    /// In replay: the batches made again.
+    replay: Option<Box<Members<T>>>,
 }
 
 impl<T> Unpin for BatchStream<T> {}
@@ -190,7 +164,7 @@ impl<T> BatchStream<T> {
             drop_remainder: config.drop_remainder,
             stage: config.stage,
             last: None,
-            replay_sizes: None,
+            replay: None,
         }
     }
 
@@ -213,9 +187,6 @@ impl<T> BatchStream<T> {
             // The error passes on in a batch's place, at its own position: as a batch of it
             // alone, made again it is that error again.
             self.last = self.hold.prov().map(|p| Prov::group(vec![p]));
-        }
-        if let Some(sizes) = self.replay_sizes.as_mut() {
-            sizes.pop_front();
         }
         self.hold.release(self.hold.count());
         e
@@ -251,18 +222,12 @@ impl<T> Stream for BatchStream<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let size = match this.replay_sizes.as_mut() {
-            Some(sizes) => match sizes.front() {
-                Some(&n) => n,
-                None => return Poll::Ready(None),
-            },
-            None => this.size,
-        };
+        if let Some(replay) = this.replay.as_mut() {
+            return replay.poll_group(cx);
+        }
+        let size = this.size;
         loop {
             if this.buf.len() == size && size > 0 {
-                if let Some(sizes) = this.replay_sizes.as_mut() {
-                    sizes.pop_front();
-                }
                 return Poll::Ready(Some(Ok(this.take_batch(size))));
             }
             if this.buf.is_empty() {
@@ -315,6 +280,9 @@ impl<T> Stream for BatchStream<T> {
 impl<T> Resumable for BatchStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
+        if let Some(replay) = &this.replay {
+            return Err(replay.not_saved());
+        }
         let turn = this.sizes.as_ref().map(|(_, i)| *i as u64);
         let count = this.hold.count();
         let members = count - this.buf.len() as u64..count;
@@ -326,6 +294,9 @@ impl<T> Resumable for BatchStream<T> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
+        if let Some(replay) = &self.replay {
+            return replay.last_prov();
+        }
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
             self.hold.last_prov()?;

@@ -9,17 +9,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use anyhow::Context as _;
-use futures::stream::{Stream, StreamExt};
+use futures::stream::Stream;
 
 use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed,
-    error_stream,
+    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, Start, Unkeyed, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
-use crate::ops::batch::{self, BatchStream, Config as BatchConfig, Sizes};
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
 
@@ -181,24 +179,14 @@ where
     T: PaddedCollate + Send + 'static,
 {
     let config = Arc::clone(config);
-    if ctx.replaying().is_some() {
-        let batches = batch::build_with(
-            ctx,
-            &|ctx: &Ctx| input.build(ctx),
-            input.answers(ctx),
-            BatchConfig {
-                sizes: Sizes::One(1),
-                drop_remainder: false,
-                stage: STAGE,
-            },
-        );
-        let empty: BoxStream<T> =
-            Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE));
-        let mut bucketing = BucketStream::new(
-            Hold::new(empty, Answers::PLAIN, false, false, STAGE),
-            config,
-        );
-        bucketing.replay = Some(batches);
+    if let Some(provs) = ctx.replaying() {
+        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
+        let replay = match Members::new(provs, STAGE, None, replay) {
+            Ok(replay) => replay,
+            Err(e) => return BucketStream::new(Hold::plain(error_stream(e), STAGE), config),
+        };
+        let mut bucketing = BucketStream::new(Hold::empty(STAGE), config);
+        bucketing.replay = Some(Box::new(replay));
         return bucketing;
     }
     let opened = (|| {
@@ -210,12 +198,8 @@ where
         let hold = Hold::of(ctx, input, false, STAGE, 2)?;
         anyhow::Ok((hold, restored))
     })();
-    let (mut hold, (flush_at, index)) = opened.unwrap_or_else(|e| {
-        (
-            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
-            (None, 0),
-        )
-    });
+    let (mut hold, (flush_at, index)) =
+        opened.unwrap_or_else(|e| (Hold::plain(error_stream(e), STAGE), (None, 0)));
     hold.marking_every(MARK_EVERY);
     let mut bucketing = BucketStream::new(hold, config);
     bucketing.flush_at = flush_at.map(|n| n as usize);
@@ -245,7 +229,7 @@ pub(crate) struct BucketStream<T: PaddedCollate, F> {
     /// After a restore: where the flush stood (when the input had ended).
     flush_at: Option<usize>,
     /// In replay: the saved batches' members, read again.
-    replay: Option<BatchStream<T>>,
+    replay: Option<Box<Members<T>>>,
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.
@@ -349,7 +333,7 @@ where
         let Some(replay) = self.replay.as_mut() else {
             return Poll::Ready(None);
         };
-        let items = match ready!(replay.poll_next_unpin(cx)) {
+        let items = match ready!(replay.poll_group(cx)) {
             Some(Ok(items)) => items,
             Some(Err(e)) => return Poll::Ready(Some(Err(e))),
             None => return Poll::Ready(None),
@@ -424,11 +408,8 @@ where
 impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.replay.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its first batch after a restore",
-            ));
+        if let Some(replay) = &this.replay {
+            return Err(replay.not_saved());
         }
         let flushed = this.flushed.map_or(0, |n| n as u64 + 1);
         let state = State::new(STAGE).words([flushed, this.index]);

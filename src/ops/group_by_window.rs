@@ -17,7 +17,7 @@ use crate::checkpoint::{Prov, State};
 use crate::engine::Hold;
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed, error_stream,
+    BoxStream, Cardinality, Ctx, Dataset, Input, Members, Operation, Start, Unkeyed, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
@@ -85,21 +85,16 @@ where
     // restored from its own saved state).
     let nested = ctx.nested().fresh();
     if ctx.replaying().is_some() {
+        // The windows, each the group of its members' positions (as a batch saves them).
         let windows = |ctx: &Ctx| -> BoxStream<Vec<T>> {
-            // The batch is not in the saved tree: its input 0 is the state `ctx` restores
-            // (a random stage upstream replays with its saved seed).
-            let ctx = ctx.with_restore(
-                ctx.restoring()
-                    .map(|s| crate::checkpoint::State::new("batch").input(s.clone())),
-            );
-            let batch = crate::ops::batch::Batch {
-                size: 1,
-                drop_remainder: false,
-            };
-            let input = crate::engine::Input::new(input, &ctx);
-            match crate::engine::Operation::<T>::open(&batch, &ctx, input, ctx.start()) {
-                Ok(stream) => Box::pin(stream),
-                Err(e) => crate::engine::error_stream(e),
+            let replay = |members| input.build(&ctx.with_replay(members));
+            match ctx
+                .replaying()
+                .map(|provs| Members::new(provs, STAGE, None, replay))
+            {
+                Some(Ok(windows)) => Box::pin(windows),
+                Some(Err(e)) => error_stream(e),
+                None => error_stream(unsupported(STAGE, "not in replay")),
             }
         };
         let reduce_funcs = Arc::clone(funcs);
@@ -109,7 +104,7 @@ where
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
-        let empty = Hold::new(empty(), Answers::PLAIN, false, false, STAGE);
+        let empty = Hold::empty(STAGE);
         let mut gbw =
             GroupByWindowStream::new(empty, Arc::clone(funcs), ctx.nested().fresh(), false);
         gbw.current = Some(replay);
@@ -137,20 +132,12 @@ where
             Some(current),
         ))
     })();
-    let (mut hold, restoring) = opened.unwrap_or_else(|e| {
-        (
-            Hold::new(error_stream(e), Answers::PLAIN, false, false, STAGE),
-            None,
-        )
-    });
+    let (mut hold, restoring) =
+        opened.unwrap_or_else(|e| (Hold::plain(error_stream(e), STAGE), None));
     hold.marking_every(MARK_EVERY);
     let mut gbw = GroupByWindowStream::new(hold, Arc::clone(funcs), nested, ctx.provenance());
     gbw.restoring = restoring;
     gbw
-}
-
-fn empty<T: Send + 'static>() -> BoxStream<T> {
-    Box::pin(crate::engine::Opaque::new(futures::stream::empty(), STAGE))
 }
 
 /// A window still filling, with its elements as a checkpoint places them.

@@ -293,8 +293,7 @@ impl<T: Send + 'static> InFlight<T> {
             )),
             None => Hold::open(ctx, input, answers, false, stage, words.len()),
         };
-        let hold = hold
-            .unwrap_or_else(|e| Hold::new(error_stream(e), Answers::PLAIN, false, false, stage));
+        let hold = hold.unwrap_or_else(|e| Hold::plain(error_stream(e), stage));
         InFlight {
             hold,
             groups: VecDeque::new(),

@@ -7,9 +7,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream,
-};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
 use crate::engine::{Hold, Opaque, ReadAgain, Resumable, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
@@ -164,7 +162,7 @@ impl<C: Rows + Send + 'static> UnbatchStream<C> {
     /// The rows of `input`'s elements, held by nothing (`error_stream`: a restore that
     /// failed; an empty stream under a replay).
     fn over(input: BoxStream<C>, stage: &'static str) -> Self {
-        UnbatchStream::new(Hold::new(input, Answers::PLAIN, false, false, stage))
+        UnbatchStream::new(Hold::plain(input, stage))
     }
 
     fn new(input: Hold<C>) -> Self {

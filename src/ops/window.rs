@@ -3,16 +3,15 @@
 //! them (a mark is taken before each window's first element): a restore hands them back and
 //! fills the windows anew (none of them was complete).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{
-    Answers, Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, error_stream,
+    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, Start, error_stream,
 };
 use crate::engine::{Resumable, unsupported};
 
@@ -99,20 +98,12 @@ fn build<T: Clone + Send + 'static>(
     drop_remainder: bool,
 ) -> WindowStream<T> {
     let new = |hold| WindowStream::new(hold, size, shift, stride, drop_remainder);
-    let failed = |e| {
-        new(Hold::new(
-            error_stream(e),
-            Answers::PLAIN,
-            false,
-            false,
-            STAGE,
-        ))
-    };
+    let failed = |e| new(Hold::plain(error_stream(e), STAGE));
     if let Some(provs) = ctx.replaying() {
-        return match WindowReplay::new(provs) {
-            Ok((replay, members)) => {
-                let members = input.build(&ctx.for_input(0).with_replay(members.into()));
-                let mut window = new(Hold::new(members, input.answers(ctx), false, true, STAGE));
+        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
+        return match Members::new(provs, STAGE, Some(T::clone), replay) {
+            Ok(replay) => {
+                let mut window = new(Hold::empty(STAGE));
                 window.replay = Some(Box::new(replay));
                 window
             }
@@ -194,7 +185,7 @@ pub(crate) struct WindowStream<T> {
     /// The last window's members' positions, when recorded.
     last: Option<Prov>,
     /// In replay: the windows to make again.
-    replay: Option<Box<WindowReplay<T>>>,
+    replay: Option<Box<Members<T>>>,
 }
 
 impl<T> Unpin for WindowStream<T> {}
@@ -232,7 +223,7 @@ impl<T: Clone> Stream for WindowStream<T> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_next(&mut this.hold, cx);
+            return replay.poll_group(cx);
         }
         loop {
             if let Some(w) = this.done.pop_front() {
@@ -368,11 +359,8 @@ fn members<T>(
 impl<T> Resumable for WindowStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.replay.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its first window after a restore",
-            ));
+        if let Some(replay) = &this.replay {
+            return Err(replay.not_saved());
         }
         // Every element from the oldest window's first on is held.
         let start = match (this.done.front(), this.open.front()) {
@@ -401,107 +389,5 @@ impl<T> Resumable for WindowStream<T> {
         self.last
             .clone()
             .ok_or_else(|| unsupported(STAGE, "the positions of its windows were not recorded"))
-    }
-}
-
-/// In replay: windows at saved positions (groups of their members' positions). Members are
-/// shared between overlapping windows: each is read again once (in the order first needed),
-/// and cloned into every window that holds it.
-pub(crate) struct WindowReplay<T> {
-    provs: Arc<[Prov]>,
-    /// For each window, its members (indices into `values`).
-    windows: Vec<Vec<usize>>,
-    next: usize,
-    /// The members read again; an error member, as it was (the first window holding it
-    /// takes it) and as its message (for the windows after).
-    values: Vec<Result<T, (Option<anyhow::Error>, String)>>,
-}
-
-impl<T> WindowReplay<T> {
-    /// The replay of `provs`, and the positions of the distinct members to read again.
-    fn new(provs: &Arc<[Prov]>) -> anyhow::Result<(Self, Vec<Prov>)> {
-        let mut seen: HashMap<&Prov, usize> = HashMap::new();
-        let mut distinct = Vec::new();
-        let mut windows = Vec::with_capacity(provs.len());
-        for prov in provs.iter() {
-            let Prov::Group(members, _) = prov else {
-                return Err(unsupported(
-                    STAGE,
-                    &format!("saved window is not a group: {prov:?}"),
-                ));
-            };
-            let window = members
-                .iter()
-                .map(|m| {
-                    *seen.entry(m).or_insert_with(|| {
-                        distinct.push(m.clone());
-                        distinct.len() - 1
-                    })
-                })
-                .collect();
-            windows.push(window);
-        }
-        let replay = WindowReplay {
-            provs: Arc::clone(provs),
-            windows,
-            next: 0,
-            values: Vec::new(),
-        };
-        Ok((replay, distinct))
-    }
-
-    fn poll_next(
-        &mut self,
-        input: &mut Hold<T>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<anyhow::Result<Vec<T>>>>
-    where
-        T: Clone,
-    {
-        let Some(window) = self.windows.get(self.next) else {
-            return Poll::Ready(None);
-        };
-        let needed = window.iter().max().map_or(0, |&k| k + 1);
-        while self.values.len() < needed {
-            match ready!(input.poll_next(cx)) {
-                Some(Ok(x)) => self.values.push(Ok(x)),
-                // An error member: every window holding it is that error, as before.
-                Some(Err(e)) if !crate::error::is_refusal(&e) => {
-                    let message = format!("{e:#}");
-                    self.values.push(Err((Some(e), message)));
-                }
-                Some(Err(e)) => {
-                    self.next = self.windows.len();
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    self.next = self.windows.len();
-                    let e = crate::Error::Checkpoint(
-                        "a window's element could not be read again".into(),
-                    );
-                    return Poll::Ready(Some(Err(e.into())));
-                }
-            }
-        }
-        self.next += 1;
-        let mut out = Vec::with_capacity(window.len());
-        for &k in window {
-            match &mut self.values[k] {
-                Ok(x) => out.push(x.clone()),
-                Err((e, message)) => {
-                    let e = e.take().unwrap_or_else(|| anyhow::anyhow!(message.clone()));
-                    return Poll::Ready(Some(Err(e)));
-                }
-            }
-        }
-        Poll::Ready(Some(Ok(out)))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))
     }
 }
