@@ -366,10 +366,13 @@ impl<R: AsyncRead + Unpin> Stream for Reader<R> {
 }
 
 /// Saved state: `[offset, record]` after the last record yielded (the offset in the
-/// decompressed stream for a compressed file); a record's position is its start offset.
+/// decompressed stream for a compressed file; `Start::ENDED` once the file has ended); a
+/// record's position is its start offset.
 impl<R> Resumable for Reader<R> {
     fn save(self: std::pin::Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.offset, self.index]))
+        // Ended (at the end of the file, or at an error that ends it): nothing more to read.
+        let offset = if self.done { Start::ENDED } else { self.offset };
+        Ok(State::new(STAGE).words([offset, self.index]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

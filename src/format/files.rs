@@ -29,6 +29,13 @@ pub(crate) struct Start {
     pub(crate) record: u64,
 }
 
+impl Start {
+    /// The offset a file's reader saves once it has ended: after an error that ends the file
+    /// (damaged data, a failed read), read again from its last record's end it would give
+    /// that error again, where the epoch it resumes had no more of the file.
+    pub(crate) const ENDED: u64 = u64::MAX;
+}
+
 /// One file opened for a format's decoder.
 pub(crate) struct Opened {
     /// Its (decompressed) blocks.
@@ -221,6 +228,18 @@ impl<T: Send + 'static> Source for FileElements<T> {
         // the ledger's when the state was saved before the file was open.
         let expected = expected.or_else(|| files.expected(&path));
         let stage = format.stage;
+        if start.offset == Start::ENDED {
+            // Nothing more of it: not even opened.
+            return Ok(Box::pin(FileReader {
+                opening: None,
+                inner: None,
+                start,
+                identity: expected,
+                location,
+                stage,
+                damaged: None,
+            }));
+        }
         let open = async move {
             let name = path.to_string();
             let opened = open_blocks(&path, blocks, stats, start.offset)

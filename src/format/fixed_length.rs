@@ -203,10 +203,14 @@ impl<R: AsyncRead + Unpin> Stream for FixedLengthRecords<R> {
 }
 
 /// Saved state: `[offset, record]` after the last record yielded (the offset in the
-/// decompressed stream for a compressed file); a record's position is its start offset.
+/// decompressed stream for a compressed file; `Start::ENDED` once the file has ended); a
+/// record's position is its start offset.
 impl<R> Resumable for FixedLengthRecords<R> {
     fn save(self: std::pin::Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.last_end, self.index]))
+        // Ended (at the end of the file, or at an error that ends it): nothing more to read.
+        let ended = self.framed.is_none() && self.error.is_none();
+        let offset = if ended { Start::ENDED } else { self.last_end };
+        Ok(State::new(STAGE).words([offset, self.index]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -245,10 +245,17 @@ where
 }
 
 /// Saved state: `[offset, line]` after the last line yielded (the offset in the
-/// decompressed stream for a compressed file); a line's position is its start offset.
+/// decompressed stream for a compressed file; `Start::ENDED` once the file has ended); a
+/// line's position is its start offset.
 impl<S> Resumable for Lines<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.last_end, self.line]))
+        // Ended (at the end of the file, or at an error that ends it): nothing more to read.
+        let offset = if self.done {
+            Start::ENDED
+        } else {
+            self.last_end
+        };
+        Ok(State::new(STAGE).words([offset, self.line]))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
@@ -513,6 +520,10 @@ impl ReadLines {
             } else {
                 (Start::default(), None)
             };
+            if start.offset == Start::ENDED {
+                // Restored after the error that ended it: nothing more of it.
+                continue;
+            }
             let expected = expected.or_else(|| self.ledger.expected(path));
             let name = path.to_string();
             let stats = self.stats.clone();
@@ -612,7 +623,8 @@ fn fill(lines: &mut Lines<Blocks>, gathered: &mut Gathered, cx: &mut Context<'_>
 /// the first poll, then yields the lines of the chunks it hands over.
 ///
 /// Saved state: `[file, offset, line]` after the last line yielded (the file's index in the
-/// dataset's list, the offset after that line, the lines of that file yielded), then the
+/// dataset's list, the offset after that line or `Start::ENDED` after the error that ended
+/// the file, the lines of that file yielded), then the
 /// file's size and version; a line's position is `[start offset, digest of the file's
 /// identity, file]` (the layout of a `flat_map` over the files).
 struct LineChunks {
@@ -698,6 +710,9 @@ impl Stream for LineChunks {
                 if line.is_ok() {
                     this.offset = end;
                     this.record += 1;
+                } else {
+                    // An error ends its file.
+                    this.offset = Start::ENDED;
                 }
                 return Poll::Ready(Some(line));
             }

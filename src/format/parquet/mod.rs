@@ -571,32 +571,51 @@ async fn fetch(file: &FileMeta, ranges: &[Range<u64>]) -> anyhow::Result<Vec<(u6
     futures::future::try_join_all(reads).await
 }
 
-/// A saved position: the unit (its index before sharding) and the rows of it delivered, the
-/// layout of the files, and the unit's file's size and version.
+/// A saved position: the unit (its index before sharding) and the rows of it delivered
+/// ([`Saved::ENDED`] once the unit failed and its error was passed on), the layout of the
+/// files, the unit's file's size and version, and how many files that could not be planned
+/// (a damaged footer) were passed on as errors.
+///
+/// Words: `[unit, row]`, then `[layout, size, version]` when known, then `[errors]` when not 0.
 #[derive(Debug, Clone, Copy)]
 struct Saved {
     unit: u64,
     row: u64,
     file: Option<(u64, storage::Identity)>,
+    errors: u64,
 }
 
 impl Saved {
+    /// The row a unit's position is at once its error was passed on: nothing more of it.
+    const ENDED: u64 = u64::MAX;
+
     fn from_state(state: &State) -> anyhow::Result<Saved> {
         let unit = state.word(0)?;
         let row = state.word(1)?;
-        let file = match state.words.get(2..5) {
-            Some(&[layout, size, version]) => Some((layout, storage::Identity { size, version })),
-            _ => None,
+        let (file, errors) = match state.words.get(2..) {
+            Some(&[]) => (None, 0),
+            Some(&[errors]) => (None, errors),
+            Some(&[layout, size, version, ref errors @ ..]) if errors.len() <= 1 => (
+                Some((layout, storage::Identity { size, version })),
+                errors.first().copied().unwrap_or(0),
+            ),
+            _ => return Err(state.malformed()),
         };
-        Ok(Saved { unit, row, file })
+        Ok(Saved {
+            unit,
+            row,
+            file,
+            errors,
+        })
     }
 
     fn to_state(self) -> State {
         let state = State::new(STAGE).words([self.unit, self.row]);
-        match self.file {
+        let state = match self.file {
             Some((layout, identity)) => state.words([layout, identity.size, identity.version]),
             None => state,
-        }
+        };
+        state.words((self.errors > 0).then_some(self.errors))
     }
 }
 
@@ -604,15 +623,21 @@ impl Saved {
 /// delivered before it.
 type Placed = (RecordBatch, usize, u64);
 
+/// What the plan's stream yields: a batch, or an error in its place with the unit it ends
+/// (`None`: a file that could not be planned, before every unit).
+type Read = Result<Placed, (anyhow::Error, Option<usize>)>;
+
 /// The dataset's stream: the plan, then the units' batches in order.
 #[must_use = "streams do nothing unless polled"]
 struct Batches {
-    inner: Pin<Box<dyn Stream<Item = anyhow::Result<Placed>> + Send>>,
+    inner: Pin<Box<dyn Stream<Item = Read> + Send>>,
     plan: Arc<tokio::sync::OnceCell<Arc<Plan>>>,
     /// Where the last batch yielded was read: its unit's index, the row it started at and
-    /// the row after it.
+    /// the row after it (both [`Saved::ENDED`] for the unit's error).
     last: Option<(usize, u64, u64)>,
     restored: Option<Saved>,
+    /// Files that could not be planned, passed on as errors (after those a restore skips).
+    errors: u64,
 }
 
 impl Batches {
@@ -626,20 +651,27 @@ impl Batches {
         let inner = async_stream::stream! {
             let (plan, errors) = plan(&config).await;
             let _ = planned.set(Arc::clone(&plan));
-            for e in errors {
-                yield Err(e);
+            // Those passed on before the checkpoint are not passed on again.
+            let passed = restored.map_or(0, |saved| saved.errors);
+            for e in errors.into_iter().skip(passed as usize) {
+                yield Err((e, None));
             }
             // Where to start: the first unit at or after the saved one, rows skipped.
             let (first, skip) = match restored {
                 None => (0, 0),
                 Some(saved) => {
                     if let Err(e) = check_restored(&plan, saved) {
-                        yield Err(e);
+                        yield Err((e, None));
                         return;
                     }
                     let first = plan.units.partition_point(|u| u.index < saved.unit);
                     let same = plan.units.get(first).is_some_and(|u| u.index == saved.unit);
-                    (first, if same { saved.row } else { 0 })
+                    match (same, saved.row) {
+                        // The unit failed, its error passed on: the next one.
+                        (true, Saved::ENDED) => (first + 1, 0),
+                        (true, row) => (first, row),
+                        (false, _) => (first, 0),
+                    }
                 }
             };
             let ahead = config.num_parallel_reads.resolve().max(1) + 1;
@@ -653,10 +685,12 @@ impl Batches {
                     );
                     async move {
                         let batches = match task {
-                            Ok(task) => task.await.map_err(|e| runtime::join_error(STAGE, e))?,
+                            Ok(task) => task
+                                .await
+                                .map_err(|e| (runtime::join_error(STAGE, e), Some(at)))?,
                             Err(e) => Err(e),
                         };
-                        batches.map(|b| (at, skip, b))
+                        batches.map(|b| (at, skip, b)).map_err(|e| (e, Some(at)))
                     }
                 })
                 .buffered(ahead);
@@ -671,7 +705,7 @@ impl Batches {
                             yield Ok((batch, at, start));
                         }
                     }
-                    Err(e) => yield Err(e),
+                    Err(failed) => yield Err(failed),
                 }
             }
         };
@@ -680,6 +714,7 @@ impl Batches {
             plan: cell,
             last: None,
             restored,
+            errors: 0,
         }
     }
 }
@@ -717,7 +752,13 @@ impl Stream for Batches {
                 this.last = Some((at, start, start + batch.num_rows() as u64));
                 Poll::Ready(Some(Ok(batch)))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            Some(Err((e, ends))) => {
+                match ends {
+                    Some(at) => this.last = Some((at, Saved::ENDED, Saved::ENDED)),
+                    None => this.errors += 1,
+                }
+                Poll::Ready(Some(Err(e)))
+            }
             None => Poll::Ready(None),
         }
     }
@@ -726,19 +767,16 @@ impl Stream for Batches {
 impl Resumable for Batches {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
+        let errors = this.restored.map_or(0, |saved| saved.errors) + this.errors;
         let Some((at, _, end)) = this.last else {
-            // Nothing yielded yet: where it started.
-            return Ok(this.restored.map_or_else(
-                || {
-                    Saved {
-                        unit: 0,
-                        row: 0,
-                        file: None,
-                    }
-                    .to_state()
-                },
-                Saved::to_state,
-            ));
+            // No batch yielded yet: where it started.
+            let start = this.restored.unwrap_or(Saved {
+                unit: 0,
+                row: 0,
+                file: None,
+                errors: 0,
+            });
+            return Ok(Saved { errors, ..start }.to_state());
         };
         let plan = this
             .plan
@@ -752,6 +790,7 @@ impl Resumable for Batches {
             unit: unit.index,
             row: end,
             file,
+            errors,
         }
         .to_state())
     }

@@ -468,10 +468,17 @@ where
 }
 
 /// Saved state: `[offset, record]` after the last record yielded (the offset in the
-/// decompressed stream for a compressed file); a record's position is its start offset.
+/// decompressed stream for a compressed file; `Start::ENDED` once the file has ended); a
+/// record's position is its start offset.
 impl<S> crate::engine::Resumable for TFRecordFrames<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
-        Ok(crate::checkpoint::State::new("tfrecord").words([self.last_end, self.record]))
+        // Ended (at the end of the file, or at an error that ends it): nothing more to read.
+        let offset = if self.done {
+            Start::ENDED
+        } else {
+            self.last_end
+        };
+        Ok(crate::checkpoint::State::new("tfrecord").words([offset, self.record]))
     }
 
     fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {

@@ -272,11 +272,18 @@ where
 }
 
 /// Saved state: `[offset, sample]` where the next sample starts (the offset in the
-/// decompressed stream for a compressed shard); a sample's position is the offset of its
+/// decompressed stream for a compressed shard; `Start::ENDED` once it has ended); a sample's position is the offset of its
 /// first member's first header.
 impl<S> crate::engine::Resumable for TarSamples<S> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<crate::checkpoint::State> {
-        Ok(crate::checkpoint::State::new("webdataset").words([self.last_end, self.record]))
+        // Ended (at the end of the shard, or at an error that ends it, passed on): nothing
+        // more to read.
+        let offset = if self.done && self.error.is_none() {
+            Start::ENDED
+        } else {
+            self.last_end
+        };
+        Ok(crate::checkpoint::State::new("webdataset").words([offset, self.record]))
     }
 
     fn last_prov(&self) -> anyhow::Result<crate::checkpoint::Prov> {
