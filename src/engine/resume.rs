@@ -118,6 +118,70 @@ impl<S> Resumable for Opaque<S> {
     }
 }
 
+/// An operation's stream for one epoch: its own (fresh or restored), or in replay a stream
+/// that makes its saved elements again ([`ReadAgain`](super::ReadAgain),
+/// [`Members`](super::Members)), which refuses to be saved. The operation's own stream then
+/// knows nothing of replay.
+#[pin_project::pin_project(project = OrReplayed)]
+#[must_use = "streams do nothing unless polled"]
+pub(crate) enum OrReplay<S, T> {
+    Own(#[pin] S),
+    Replay(BoxStream<T>),
+}
+
+impl<S, T: Send + 'static> OrReplay<S, T> {
+    /// `replay` (or the error in its place) as the stage's stream.
+    pub(crate) fn replay<R>(replay: anyhow::Result<R>) -> Self
+    where
+        R: StageStream<T> + 'static,
+    {
+        match replay {
+            Ok(replay) => OrReplay::Replay(Box::pin(replay)),
+            Err(e) => OrReplay::error(e),
+        }
+    }
+
+    /// An error in the stage's place (a saved state that is not its own).
+    pub(crate) fn error(e: anyhow::Error) -> Self {
+        OrReplay::Replay(super::error_stream(e))
+    }
+}
+
+impl<S: Stream<Item = anyhow::Result<T>>, T> Stream for OrReplay<S, T> {
+    type Item = anyhow::Result<T>;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.project() {
+            OrReplayed::Own(own) => own.poll_next(cx),
+            OrReplayed::Replay(replay) => replay.as_mut().poll_next(cx),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            OrReplay::Own(own) => own.size_hint(),
+            OrReplay::Replay(replay) => replay.size_hint(),
+        }
+    }
+}
+
+impl<S: Resumable, T> Resumable for OrReplay<S, T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        match self.project() {
+            OrReplayed::Own(own) => own.save(),
+            OrReplayed::Replay(replay) => replay.as_mut().save(),
+        }
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match self {
+            OrReplay::Own(own) => own.last_prov(),
+            OrReplay::Replay(replay) => replay.last_prov(),
+        }
+    }
+}
+
 /// A stage's stream built to go on from a saved state: until its first element, its position
 /// is the one it was restored from (whatever it read or refilled meanwhile is done again by a
 /// restore from that state), so a checkpoint right after a restore needs nothing of it.

@@ -6,7 +6,7 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Members, Operation, Start, error_stream,
+    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Start,
 };
 use crate::engine::{Resumable, unsupported};
 
@@ -32,7 +32,7 @@ pub(crate) struct Batch {
 
 impl<T: Send + 'static> Operation<T> for Batch {
     type Out = Vec<T>;
-    type Stream = BatchStream<T>;
+    type Stream = Batches<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -82,47 +82,38 @@ pub(crate) fn build_with<T: Send + 'static>(
     input: &dyn Fn(&Ctx) -> BoxStream<T>,
     answers: Answers,
     config: Config,
-) -> BatchStream<T> {
-    let failed = |e, config| BatchStream::new(Hold::plain(error_stream(e), STAGE), config);
+) -> Batches<T> {
     if let Some(provs) = ctx.replaying() {
         let replay = |members| input(&ctx.for_input(0).with_replay(members));
-        return match Members::new(provs, config.stage, None, replay) {
-            Ok(replay) => {
-                let mut batch = BatchStream::new(Hold::empty(config.stage), config);
-                batch.replay = Some(Box::new(replay));
-                batch
-            }
-            Err(e) => failed(e, config),
-        };
+        return OrReplay::replay(Members::new(provs, config.stage, None, replay));
     }
     let cycling = matches!(config.sizes, Sizes::Cycle(_));
-    let turn = match ctx
-        .restoring()
-        .filter(|_| cycling)
-        .map(|s| s.word(0))
-        .transpose()
-    {
-        Ok(turn) => turn,
-        Err(e) => return failed(e, config),
-    };
-    let hold = match Hold::open(
-        ctx,
-        input,
-        answers,
-        false,
-        config.stage,
-        usize::from(cycling),
-    ) {
-        Ok(hold) => hold,
-        Err(e) => return failed(e, config),
+    let opened = (|| {
+        let turn = ctx.restoring().filter(|_| cycling).map(|s| s.word(0));
+        let hold = Hold::open(
+            ctx,
+            input,
+            answers,
+            false,
+            config.stage,
+            usize::from(cycling),
+        )?;
+        anyhow::Ok((turn.transpose()?, hold))
+    })();
+    let (turn, hold) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return OrReplay::error(e),
     };
     let mut batch = BatchStream::new(hold, config);
     if let (Some(turn), Some((sizes, i))) = (turn, batch.sizes.as_mut()) {
         *i = turn as usize % sizes.len();
         batch.size = sizes[*i];
     }
-    batch
+    OrReplay::Own(batch)
 }
+
+/// The batches of one epoch: [`BatchStream`], or in replay the saved batches made again.
+pub(crate) type Batches<T> = OrReplay<BatchStream<T>, Vec<T>>;
 
 /// Stream for the [`batch`](crate::Dataset::batch) method, and the batching step of
 /// [`padded_batch`](crate::Dataset::padded_batch), [`ragged_batch`](crate::Dataset::ragged_batch),
@@ -143,8 +134,6 @@ pub(crate) struct BatchStream<T> {
     provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
-    /// In replay: the batches made again.
-    replay: Option<Box<Members<T>>>,
 }
 
 impl<T> Unpin for BatchStream<T> {}
@@ -164,7 +153,6 @@ impl<T> BatchStream<T> {
             drop_remainder: config.drop_remainder,
             stage: config.stage,
             last: None,
-            replay: None,
         }
     }
 
@@ -222,9 +210,6 @@ impl<T> Stream for BatchStream<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_group(cx);
-        }
         let size = this.size;
         loop {
             if this.buf.len() == size && size > 0 {
@@ -280,9 +265,6 @@ impl<T> Stream for BatchStream<T> {
 impl<T> Resumable for BatchStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if let Some(replay) = &this.replay {
-            return Err(replay.not_saved());
-        }
         let turn = this.sizes.as_ref().map(|(_, i)| *i as u64);
         let count = this.hold.count();
         let members = count - this.buf.len() as u64..count;
@@ -294,9 +276,6 @@ impl<T> Resumable for BatchStream<T> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if let Some(replay) = &self.replay {
-            return replay.last_prov();
-        }
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
             self.hold.last_prov()?;

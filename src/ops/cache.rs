@@ -18,8 +18,9 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
+use crate::engine::Unkeyed;
 use crate::engine::error_stream;
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Start};
 use crate::engine::{Resumable, Routed, unsupported};
 use crate::runtime::Coop;
 
@@ -64,7 +65,7 @@ impl<T> Cache<T> {
 
 impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
     type Out = T;
-    type Stream = CacheStream<T>;
+    type Stream = OrReplay<CacheStream<T>, T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -74,50 +75,60 @@ impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
     /// See [`build`]: the start is the context's.
     fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
         let input = input.dataset();
-        let mode = build(ctx, input, &self.store).unwrap_or_else(|e| Mode::Failed(Some(e)));
-        Ok(CacheStream {
-            mode,
-            store: Arc::clone(&self.store),
+        if let Some(provs) = ctx.replaying() {
+            return Ok(OrReplay::replay(replay(ctx, input, provs)));
+        }
+        Ok(match build(ctx, input, &self.store) {
+            Ok(mode) => OrReplay::Own(CacheStream {
+                mode,
+                store: Arc::clone(&self.store),
+            }),
+            Err(e) => OrReplay::error(e),
         })
     }
 }
 
+/// The cache of one epoch in replay: each position's last word says whether it is the
+/// input's or an index in the cache.
+fn replay<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    provs: &Arc<[Prov]>,
+) -> anyhow::Result<Routed<T>> {
+    Routed::new(provs, 2, STAGE, |i, list| {
+        if i == 0 {
+            return input.build(&ctx.for_input(0).with_replay(list));
+        }
+        // Positions the elements had when the cache was filled, in that fill's epoch.
+        let split: anyhow::Result<(Vec<u64>, Vec<Prov>)> = list
+            .iter()
+            .map(|p| p.split_key())
+            .map(|r| {
+                let (epoch, inner) = r?;
+                Ok((epoch.single()?, inner))
+            })
+            .collect();
+        match split {
+            Ok((epochs, inners)) => match epochs.first() {
+                Some(&epoch) if epochs.iter().all(|&e| e == epoch) => {
+                    input.build(&ctx.fresh().with_epoch(epoch).with_replay(inners.into()))
+                }
+                _ => error_stream(unsupported(STAGE, "saved positions of two fills")),
+            },
+            Err(e) => error_stream(e),
+        }
+    })
+}
+
 /// The cache of one epoch: reading the filled cache, or filling it (afresh, or from the
-/// start of a restored fill); restored (filling, or reading at an index, after filling the
-/// cache again if it is empty); or in replay (each position's last word says whether it is
-/// the input's or an index in the cache).
+/// start of a restored fill); or restored (filling, or reading at an index, after filling
+/// the cache again if it is empty).
 fn build<T: Clone + Send + Sync + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
     store: &Arc<Store<T>>,
 ) -> anyhow::Result<Mode<T>> {
     let record = !input.is_small() || ctx.provenance();
-    if let Some(provs) = ctx.replaying() {
-        let routed = Routed::new(provs, 2, STAGE, |i, list| {
-            if i == 0 {
-                return input.build(&ctx.for_input(0).with_replay(list));
-            }
-            // Positions the elements had when the cache was filled, in that fill's epoch.
-            let split: anyhow::Result<(Vec<u64>, Vec<Prov>)> = list
-                .iter()
-                .map(|p| p.split_key())
-                .map(|r| {
-                    let (epoch, inner) = r?;
-                    Ok((epoch.single()?, inner))
-                })
-                .collect();
-            match split {
-                Ok((epochs, inners)) => match epochs.first() {
-                    Some(&epoch) if epochs.iter().all(|&e| e == epoch) => {
-                        input.build(&ctx.fresh().with_epoch(epoch).with_replay(inners.into()))
-                    }
-                    _ => error_stream(unsupported(STAGE, "saved positions of two fills")),
-                },
-                Err(e) => error_stream(e),
-            }
-        })?;
-        return Ok(Mode::Replay(routed));
-    }
     if let Some(state) = ctx.restoring() {
         if state.word(0)? == 1 {
             return read_at(ctx, input, store, state, record);
@@ -266,8 +277,8 @@ enum Mode<T> {
         epoch: u64,
         coop: Coop,
     },
-    Replay(Routed<T>),
-    Failed(Option<anyhow::Error>),
+    /// Filling again to resume met an error: it was passed on, and the epoch ends.
+    Failed,
 }
 
 /// Stream for the [`cache`](crate::Dataset::cache) method.
@@ -343,7 +354,7 @@ impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
                                 record(provs, input);
                             }
                             Err(e) => {
-                                this.mode = Mode::Failed(None);
+                                this.mode = Mode::Failed;
                                 return Poll::Ready(Some(Err(e.context(
                                     "cache: filling the cache again to resume from a checkpoint",
                                 ))));
@@ -369,8 +380,7 @@ impl<T: Clone + Send + Sync + 'static> Stream for CacheStream<T> {
                     }
                     return Poll::Ready(item.map(Ok));
                 }
-                Mode::Replay(routed) => return Pin::new(routed).poll_next(cx),
-                Mode::Failed(e) => return Poll::Ready(e.take().map(Err)),
+                Mode::Failed => return Poll::Ready(None),
             }
         }
     }
@@ -420,10 +430,7 @@ impl<T: Send + 'static> Resumable for CacheStream<T> {
                     .words([1, *next as u64, *epoch])
                     .input(start))
             }
-            _ => Err(unsupported(
-                STAGE,
-                "a checkpoint before its first element after a restore",
-            )),
+            _ => Err(unsupported(STAGE, "it ended with an error")),
         }
     }
 
@@ -442,7 +449,6 @@ impl<T: Send + 'static> Resumable for CacheStream<T> {
                     })?;
                 prov.clone().keyed(&Prov::at(*epoch))?.keyed(&Prov::at(1))
             }
-            Mode::Replay(routed) => routed.last_prov(),
             _ => Err(unsupported(STAGE, "no element yielded yet")),
         }
     }

@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Dataset, Inputs, Start, error_stream};
+use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Dataset, Inputs, OrReplay, Start};
 use crate::engine::{Resumable, Routed};
 
 const STAGE: &str = "concatenate";
@@ -18,7 +18,7 @@ pub(crate) struct Concatenate;
 
 impl<T: Send + 'static> Combine<T> for Concatenate {
     type Out = T;
-    type Stream = ConcatenateStream<T>;
+    type Stream = OrReplay<ConcatenateStream<T>, T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
@@ -41,58 +41,39 @@ impl<T: Send + 'static> Combine<T> for Concatenate {
 
 /// The concatenation of one epoch: fresh, restored (in either input), or in replay (each
 /// position's last word names the input).
-fn build<T: Send + 'static>(ctx: &Ctx, a: &Dataset<T>, b: &Dataset<T>) -> ConcatenateStream<T> {
+fn build<T: Send + 'static>(
+    ctx: &Ctx,
+    a: &Dataset<T>,
+    b: &Dataset<T>,
+) -> OrReplay<ConcatenateStream<T>, T> {
     let inputs = [a, b];
     let small = a.is_small() && b.is_small();
     let ctx = &ctx.for_merged(small);
+    let phase = ctx.restoring().map(|s| s.word(0)).transpose();
     if let Some(provs) = ctx.replaying() {
-        let phase = ctx.restoring().and_then(|s| s.word(0).ok());
-        let routed = Routed::new(provs, 2, STAGE, |i, list| {
+        return OrReplay::replay(Routed::new(provs, 2, STAGE, |i, list| {
             // The input being read at the checkpoint sees its saved state (a replaying
             // stage may take its seed from it).
             let ctx = match phase {
-                Some(p) if p == i as u64 => ctx.for_input(0),
+                Ok(Some(p)) if p == i as u64 => ctx.for_input(0),
                 _ => ctx.fresh(),
             };
             inputs[i].build(&ctx.with_replay(list))
-        });
-        let current = match routed {
-            Ok(routed) => Box::pin(routed),
-            Err(e) => error_stream(e),
-        };
-        return ConcatenateStream {
-            current,
-            second: None,
-            phase: 0,
-            replaying: true,
-        };
+        }));
     }
-    let phase = match ctx.restoring().map(|s| s.word(0)).transpose() {
+    let phase = match phase {
         Ok(phase) => phase.unwrap_or(0),
-        Err(e) => {
-            return ConcatenateStream {
-                current: error_stream(e),
-                second: None,
-                phase: 0,
-                replaying: false,
-            };
-        }
+        Err(e) => return OrReplay::error(e),
     };
-    if phase == 0 {
-        ConcatenateStream {
-            current: a.build(&ctx.for_input(0)),
-            second: Some((b.clone(), ctx.fresh())),
-            phase,
-            replaying: false,
-        }
-    } else {
-        ConcatenateStream {
-            current: b.build(&ctx.for_input(0)),
-            second: None,
-            phase,
-            replaying: false,
-        }
-    }
+    let (current, second) = match phase {
+        0 => (a.build(&ctx.for_input(0)), Some((b.clone(), ctx.fresh()))),
+        _ => (b.build(&ctx.for_input(0)), None),
+    };
+    OrReplay::Own(ConcatenateStream {
+        current,
+        second,
+        phase,
+    })
 }
 
 /// Stream for the [`concatenate`](crate::Dataset::concatenate) method.
@@ -103,7 +84,6 @@ pub(crate) struct ConcatenateStream<T> {
     second: Option<(Dataset<T>, Ctx)>,
     /// Which input `current` is.
     phase: u64,
-    replaying: bool,
 }
 
 impl<T> Unpin for ConcatenateStream<T> {}
@@ -138,10 +118,6 @@ impl<T: Send + 'static> Resumable for ConcatenateStream<T> {
 
     /// The input's position, with the input's index.
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        let prov = self.current.last_prov()?;
-        if self.replaying {
-            return Ok(prov);
-        }
-        prov.keyed(&Prov::at(self.phase))
+        self.current.last_prov()?.keyed(&Prov::at(self.phase))
     }
 }

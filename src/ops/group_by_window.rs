@@ -14,11 +14,11 @@ use futures::stream::Stream;
 
 use crate::Error;
 use crate::checkpoint::{Prov, State};
-use crate::engine::Hold;
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
     BoxStream, Cardinality, Ctx, Dataset, Input, Members, Operation, Start, Unkeyed, error_stream,
 };
+use crate::engine::{Hold, OrReplay};
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
@@ -55,7 +55,7 @@ where
     WF: Fn(&K) -> usize + Send + Sync + 'static,
 {
     type Out = U;
-    type Stream = GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>;
+    type Stream = Windows<T, K, U, Funcs<KF, RF, WF>>;
     const NAME: &'static str = "group_by_window";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -68,11 +68,15 @@ where
     }
 }
 
+/// The reduced windows of one epoch: [`GroupByWindowStream`], or in replay the saved
+/// elements made again.
+pub(crate) type Windows<T, K, U, F> = OrReplay<GroupByWindowStream<T, K, U, F>, U>;
+
 fn build<T, K, U, KF, RF, WF>(
     ctx: &Ctx,
     input: &Dataset<T>,
     funcs: &Arc<Funcs<KF, RF, WF>>,
-) -> GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>
+) -> Windows<T, K, U, Funcs<KF, RF, WF>>
 where
     T: Clone + Send + Sync + 'static,
     K: Ord + Clone,
@@ -104,12 +108,7 @@ where
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
         let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
-        let empty = Hold::empty(STAGE);
-        let mut gbw =
-            GroupByWindowStream::new(empty, Arc::clone(funcs), ctx.nested().fresh(), false);
-        gbw.current = Some(replay);
-        gbw.replaying = true;
-        return gbw;
+        return OrReplay::Replay(replay);
     }
     let opened = (|| {
         let (build, answers) = (|ctx: &Ctx| input.build(ctx), input.answers(ctx));
@@ -132,12 +131,14 @@ where
             Some(current),
         ))
     })();
-    let (mut hold, restoring) =
-        opened.unwrap_or_else(|e| (Hold::plain(error_stream(e), STAGE), None));
+    let (mut hold, restoring) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return OrReplay::error(e),
+    };
     hold.marking_every(MARK_EVERY);
     let mut gbw = GroupByWindowStream::new(hold, Arc::clone(funcs), nested, ctx.provenance());
     gbw.restoring = restoring;
-    gbw
+    OrReplay::Own(gbw)
 }
 
 /// A window still filling, with its elements as a checkpoint places them.
@@ -165,14 +166,13 @@ pub(crate) struct GroupByWindowStream<T, K, U, F> {
     funcs: Arc<F>,
     ctx: Ctx,
     windows: BTreeMap<K, Window<T>>,
-    /// The reduced dataset being drained (in replay: the replay of the saved elements).
+    /// The reduced dataset being drained.
     current: Option<BoxStream<U>>,
     /// Its window's elements, as a checkpoint places them.
     current_members: Group,
     input_done: bool,
     /// After a restore: the window being read, gathered again.
     restoring: Option<Restoring<T>>,
-    replaying: bool,
     /// The last element yielded is an error of the input (`Some`), at its position there (if
     /// recorded): see `interleave::input_error_position`.
     input_error: Option<Option<Prov>>,
@@ -213,7 +213,6 @@ where
             current_members: Group::default(),
             input_done: false,
             restoring: None,
-            replaying: false,
             input_error: None,
         }
     }
@@ -346,9 +345,6 @@ where
                         this.current_members.take();
                         let groups = this.windows.values().map(|w| &w.members);
                         this.hold.release_groups(groups);
-                        if this.replaying {
-                            return Poll::Ready(None);
-                        }
                     }
                 }
             }
@@ -384,7 +380,7 @@ where
 impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.replaying || this.restoring.is_some() {
+        if this.restoring.is_some() {
             return Err(unsupported(
                 STAGE,
                 "a checkpoint before its first element after a restore",
@@ -419,9 +415,6 @@ impl<T, K, U, F> Resumable for GroupByWindowStream<T, K, U, F> {
             .current
             .as_ref()
             .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        if self.replaying {
-            return current.last_prov();
-        }
         if !self.hold.recording() {
             self.hold.last_prov()?;
             return Err(unsupported(

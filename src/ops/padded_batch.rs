@@ -2,7 +2,7 @@
 //! `batch::build_with`).
 
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
-use crate::ops::batch::{self, BatchStream, Config, Sizes};
+use crate::ops::batch::{self, Batches, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::PaddedCollate;
 
@@ -52,7 +52,7 @@ fn build<T>(
     drop_remainder: bool,
     shapes: Option<T::PaddedShapes>,
     values: T::PaddingValues,
-) -> CollateBatches<BatchStream<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
+) -> CollateBatches<Batches<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
 where
     T: PaddedCollate + Send + 'static,
 {

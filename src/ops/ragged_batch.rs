@@ -2,7 +2,7 @@
 //! `batch::build_with`).
 
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start};
-use crate::ops::batch::{self, BatchStream, Config, Sizes};
+use crate::ops::batch::{self, Batches, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::RaggedCollate;
 
@@ -45,7 +45,7 @@ fn build<T>(
     input: &Dataset<T>,
     batch_size: usize,
     drop_remainder: bool,
-) -> CollateBatches<BatchStream<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>>
+) -> CollateBatches<Batches<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>>
 where
     T: RaggedCollate + Send + 'static,
 {

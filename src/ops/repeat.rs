@@ -1,13 +1,13 @@
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Resumable, Start, unsupported,
+    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Resumable, Routed, Start,
+    unsupported,
 };
 
 const STAGE: &str = "repeat";
@@ -20,7 +20,7 @@ pub(crate) struct Repeat {
 
 impl<T: Send + 'static> Operation<T> for Repeat {
     type Out = T;
-    type Stream = RepeatStream<T>;
+    type Stream = OrReplay<RepeatStream<T>, T>;
     const NAME: &'static str = STAGE;
 
     /// tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
@@ -34,34 +34,39 @@ impl<T: Send + 'static> Operation<T> for Repeat {
     }
 
     /// Saved state: `[repetitions started]`, and the current one's state. In replay each
-    /// position ends with the repetition it came from; the saved state of a repetition (still
-    /// in reach) gives the seeds of unseeded stages inside.
+    /// position is keyed by the repetition it came from, which is built again as itself; the
+    /// saved state of a repetition (still in reach) gives the seeds of unseeded stages inside.
     fn open(
         &self,
         ctx: &Ctx,
         input: Input<'_, T>,
         start: Start<'_>,
-    ) -> anyhow::Result<RepeatStream<T>> {
+    ) -> anyhow::Result<Self::Stream> {
+        let seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
+        let (dataset, ctx) = (input.dataset(), ctx.fresh());
+        if let Start::Replay(provs) = start {
+            return Ok(OrReplay::replay(Routed::new(
+                provs,
+                usize::MAX,
+                STAGE,
+                |n, list| {
+                    let repetition = ctx.repetition(n as u64).with_restore(seeds.clone());
+                    dataset.build(&repetition.with_replay(list))
+                },
+            )));
+        }
         let mut repeat = RepeatStream {
-            dataset: input.dataset().clone(),
-            ctx: ctx.fresh(),
+            dataset: dataset.clone(),
+            ctx,
             remaining: self.times,
             started: 0,
             current: None,
             produced: false,
-            replay: None,
-            seeds: None,
         };
-        match start {
-            Start::Fresh => {}
-            Start::Restore(state) => repeat.restore(state)?,
-            Start::Replay(provs) => {
-                repeat.replay = Some((Arc::clone(provs), 0));
-                repeat.remaining = None;
-                repeat.seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
-            }
+        if let Start::Restore(state) = start {
+            repeat.restore(state)?;
         }
-        Ok(repeat)
+        Ok(OrReplay::Own(repeat))
     }
 }
 
@@ -78,10 +83,6 @@ pub(crate) struct RepeatStream<T> {
     current: Option<BoxStream<T>>,
     /// Whether the current repetition has yielded anything.
     produced: bool,
-    /// In replay: the positions to make again, and how far it got.
-    replay: Option<(Arc<[Prov]>, usize)>,
-    /// In replay: a saved state of a repetition (for the seeds of the stages inside).
-    seeds: Option<State>,
 }
 
 impl<T: Send + 'static> RepeatStream<T> {
@@ -100,38 +101,6 @@ impl<T: Send + 'static> RepeatStream<T> {
         }
         Ok(())
     }
-
-    /// In replay: the next run of positions from one repetition, built as that repetition.
-    fn next_replay_run(&mut self) -> Option<anyhow::Result<BoxStream<T>>> {
-        let (provs, next) = self.replay.as_mut()?;
-        if *next >= provs.len() {
-            return None;
-        }
-        let run = (|| {
-            let rep = provs[*next].split_key()?.0.single()?;
-            let mut inner = Vec::new();
-            while let Some(p) = provs.get(*next) {
-                let (r, rest) = p.split_key()?;
-                let r = r.single()?;
-                if r != rep {
-                    break;
-                }
-                inner.push(rest);
-                *next += 1;
-            }
-            self.started = rep + 1;
-            let ctx = self
-                .ctx
-                .repetition(rep)
-                .with_restore(self.seeds.clone())
-                .with_replay(inner.into());
-            Ok(self.dataset.build(&ctx))
-        })();
-        if run.is_err() {
-            *next = provs.len();
-        }
-        Some(run)
-    }
 }
 
 impl<T: Send + 'static> Stream for RepeatStream<T> {
@@ -142,11 +111,6 @@ impl<T: Send + 'static> Stream for RepeatStream<T> {
         loop {
             let current = match &mut this.current {
                 Some(s) => s,
-                None if this.replay.is_some() => match this.next_replay_run() {
-                    Some(Ok(s)) => this.current.insert(s),
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => return Poll::Ready(None),
-                },
                 None => {
                     match &mut this.remaining {
                         Some(0) => return Poll::Ready(None),
@@ -166,7 +130,7 @@ impl<T: Send + 'static> Stream for RepeatStream<T> {
                 }
                 None => {
                     this.current = None;
-                    if this.remaining.is_none() && !this.produced && this.replay.is_none() {
+                    if this.remaining.is_none() && !this.produced {
                         // An empty repetition: repeating forever would spin.
                         this.remaining = Some(0);
                     }
@@ -180,12 +144,6 @@ impl<T: Send + 'static> Resumable for RepeatStream<T> {
     /// `[repetitions started]`, and the current repetition's state (none between two).
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.replay.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a stream replaying saved positions is not saved",
-            ));
-        }
         let state = State::new(STAGE).words([this.started]);
         Ok(match this.current.as_mut() {
             Some(current) => state.input(current.as_mut().save()?),

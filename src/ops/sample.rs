@@ -15,7 +15,7 @@ use crate::checkpoint::{Prov, State};
 use std::hash::{Hash, Hasher};
 
 use crate::engine::{Beside, BoxStream, Cardinality, Combine, Ctx, Dataset, Start};
-use crate::engine::{Inputs as Combined, Opaque, Resumable, Routed, Unkeyed, unsupported};
+use crate::engine::{Inputs as Combined, OrReplay, Resumable, Routed, Unkeyed, unsupported};
 use crate::hash::mix64;
 
 /// The state saved for an input that has ended.
@@ -27,10 +27,6 @@ struct Inputs<T> {
     stop_on_empty_dataset: bool,
     /// The input the last element came from.
     last: usize,
-    /// In replay: the elements at saved positions, each naming its input.
-    replay: Option<Routed<T>>,
-    /// A restore that failed: yielded first, then the stage ends.
-    failed: Option<anyhow::Error>,
 }
 
 impl<T: Send + 'static> Inputs<T> {
@@ -42,22 +38,12 @@ impl<T: Send + 'static> Inputs<T> {
         stop_on_empty_dataset: bool,
         first: usize,
         flag_at: usize,
-        stage: &'static str,
     ) -> anyhow::Result<Self> {
         let mut inputs = Inputs {
             streams: Vec::with_capacity(datasets.len()),
             stop_on_empty_dataset,
             last: 0,
-            replay: None,
-            failed: None,
         };
-        if let Some(provs) = ctx.replaying() {
-            let routed = Routed::new(provs, datasets.len(), stage, |i, list| {
-                datasets[i].build(&ctx.for_input(first + i).with_replay(list))
-            })?;
-            inputs.replay = Some(routed);
-            return Ok(inputs);
-        }
         for (i, d) in datasets.iter().enumerate() {
             let ended = match ctx.restoring() {
                 Some(state) => state.word(flag_at + i)? == 1,
@@ -68,17 +54,6 @@ impl<T: Send + 'static> Inputs<T> {
                 .push((!ended).then(|| d.build(&ctx.for_input(first + i))));
         }
         Ok(inputs)
-    }
-
-    /// No input: the stage yields `e` and ends.
-    fn failed(e: anyhow::Error) -> Self {
-        Inputs {
-            streams: Vec::new(),
-            stop_on_empty_dataset: true,
-            last: 0,
-            replay: None,
-            failed: Some(e),
-        }
     }
 
     /// The 0/1 per input (1: ended) and the inputs' states.
@@ -95,13 +70,27 @@ impl<T: Send + 'static> Inputs<T> {
 
     /// The position of the last element, with its input's index.
     fn last_prov(&self, stage: &'static str) -> anyhow::Result<Prov> {
-        if let Some(replay) = &self.replay {
-            return replay.last_prov();
-        }
         let input = self.streams.get(self.last).and_then(Option::as_ref);
         let input = input.ok_or_else(|| unsupported(stage, "no element yielded yet"))?;
         input.last_prov()?.keyed(&Prov::at(self.last as u64))
     }
+}
+
+/// A selecting stage in replay (`first` of its saved state's inputs are not `datasets`): the
+/// elements at the saved positions, each naming its input.
+fn replay<T: Send + 'static, P>(
+    ctx: &Ctx,
+    datasets: &[Dataset<T>],
+    first: usize,
+    stage: &'static str,
+) -> Option<OrReplay<Select<T, P>, T>> {
+    let provs = ctx.replaying()?;
+    Some(OrReplay::replay(Routed::new(
+        provs,
+        datasets.len(),
+        stage,
+        |i, list| datasets[i].build(&ctx.for_input(first + i).with_replay(list)),
+    )))
 }
 
 /// What polling the chosen input gave.
@@ -199,7 +188,7 @@ impl Hash for SampleFrom {
 
 impl<T: Send + 'static> Combine<T> for SampleFrom {
     type Out = T;
-    type Stream = Select<T, Draw>;
+    type Stream = OrReplay<Select<T, Draw>, T>;
     const NAME: &'static str = SAMPLE;
 
     fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
@@ -213,11 +202,14 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small());
+        let datasets = inputs.all();
+        if let Some(replay) = replay(ctx, datasets, 0, SAMPLE) {
+            return Ok(replay);
+        }
         let built = (|| {
-            let datasets = inputs.all();
-            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4, SAMPLE)?;
+            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4)?;
             let (base, pos, chosen) = match ctx.restoring() {
-                Some(state) if ctx.replaying().is_none() => {
+                Some(state) => {
                     let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
                     (state.word(0)?, pos, state.word(3)?.checked_sub(1))
                 }
@@ -238,7 +230,7 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
             };
             Ok(Select::new(selected, draw, chosen))
         })();
-        Ok(built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Draw::none())))
+        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
     }
 }
 
@@ -270,16 +262,7 @@ pub(crate) struct Draw {
     base: u64,
 }
 
-impl Draw {
-    /// No pick (a stage whose restore failed).
-    fn none() -> Self {
-        Draw {
-            weights: Vec::new(),
-            rng: ChaCha8Rng::seed_from_u64(0),
-            base: 0,
-        }
-    }
-}
+impl Draw {}
 
 impl Pick for Draw {
     const STAGE: &'static str = SAMPLE;
@@ -322,16 +305,6 @@ impl Pick for Draw {
 /// input).
 pub(crate) struct Choices {
     choices: Fuse<BoxStream<i64>>,
-}
-
-impl Choices {
-    /// No choices (a stage in replay, or whose restore failed).
-    fn none() -> Self {
-        let empty: BoxStream<i64> = Box::pin(Opaque::new(futures::stream::empty(), CHOOSE));
-        Choices {
-            choices: empty.fuse(),
-        }
-    }
 }
 
 impl Pick for Choices {
@@ -389,11 +362,6 @@ impl<T: Send + 'static, P> Select<T, P> {
             chosen: chosen.map(|c| c as usize),
         }
     }
-
-    /// A stream that yields `e` and ends (a restore that failed).
-    fn failed(e: anyhow::Error, pick: P) -> Self {
-        Select::new(Inputs::failed(e), pick, None)
-    }
 }
 
 impl<T, P> Unpin for Select<T, P> {}
@@ -403,12 +371,6 @@ impl<T: Send + 'static, P: Pick> Stream for Select<T, P> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Some(e) = this.inputs.failed.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
-        if let Some(replay) = this.inputs.replay.as_mut() {
-            return replay.poll_next_unpin(cx);
-        }
         loop {
             let i = match this.chosen {
                 Some(i) => i,
@@ -432,12 +394,6 @@ impl<T: Send + 'static, P: Pick> Stream for Select<T, P> {
 impl<T: Send + 'static, P: Pick> Resumable for Select<T, P> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if this.inputs.replay.is_some() {
-            return Err(unsupported(
-                P::STAGE,
-                "a stream replaying saved positions is not saved",
-            ));
-        }
         let state = this.pick.save(State::new(P::STAGE))?;
         let state = state.words([this.chosen.map_or(0, |c| c as u64 + 1)]);
         this.inputs.save(state)
@@ -484,7 +440,7 @@ impl Hash for ChooseFrom {
 
 impl<T: Send + 'static> Combine<T> for ChooseFrom {
     type Out = T;
-    type Stream = Select<T, Choices>;
+    type Stream = OrReplay<Select<T, Choices>, T>;
     const NAME: &'static str = CHOOSE;
 
     fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
@@ -502,23 +458,21 @@ impl<T: Send + 'static> Combine<T> for ChooseFrom {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small() && self.choices.is_small());
+        let datasets = inputs.all();
+        // In replay the positions name the inputs: the choices are not read.
+        if let Some(replay) = replay(ctx, datasets, 1, CHOOSE) {
+            return Ok(replay);
+        }
         let built = (|| {
-            let datasets = inputs.all();
-            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 1, 1, CHOOSE)?;
+            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 1, 1)?;
             let chosen = match ctx.restoring() {
-                Some(state) if ctx.replaying().is_none() => state.word(0)?.checked_sub(1),
-                _ => None,
+                Some(state) => state.word(0)?.checked_sub(1),
+                None => None,
             };
-            // In replay the positions name the inputs: the choices are not read.
-            let pick = match ctx.replaying() {
-                Some(_) => Choices::none(),
-                None => Choices {
-                    choices: self.choices.build(&ctx.for_input(0)).fuse(),
-                },
-            };
-            Ok(Select::new(selected, pick, chosen))
+            let choices = self.choices.build(&ctx.for_input(0)).fuse();
+            Ok(Select::new(selected, Choices { choices }, chosen))
         })();
-        Ok(built.unwrap_or_else(|e: anyhow::Error| Select::failed(e, Choices::none())))
+        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
     }
 }
 

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Start};
 use crate::engine::{Hold, Opaque, ReadAgain, Resumable, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
@@ -22,7 +22,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = C::Row;
-    type Stream = UnbatchStream<C>;
+    type Stream = OrReplay<UnbatchStream<C>, C::Row>;
     const NAME: &'static str = "unbatch";
 
     /// As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
@@ -54,7 +54,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = Vec<C::Row>;
-    type Stream = batch::BatchStream<C::Row>;
+    type Stream = batch::Batches<C::Row>;
     const NAME: &'static str = "rebatch";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -82,7 +82,11 @@ where
 /// the checkpoint is handed back by the hold, and the rows passed on before are skipped), or
 /// replaying saved rows (each position is the element's keyed by the row's index in it:
 /// [`Prov::keyed`]).
-fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> UnbatchStream<C>
+fn build<C>(
+    ctx: &Ctx,
+    input: &Dataset<C>,
+    stage: &'static str,
+) -> OrReplay<UnbatchStream<C>, C::Row>
 where
     C: Rows + Send + 'static,
     C::Row: Send + 'static,
@@ -112,26 +116,17 @@ where
                 Ok(Box::pin(Opaque::new(futures::stream::iter(picked), stage)) as BoxStream<_>)
             },
         );
-        return match again {
-            Ok(again) => {
-                let nothing = Box::pin(Opaque::new(futures::stream::empty(), stage));
-                let mut unbatch = UnbatchStream::over(nothing, stage);
-                unbatch.replay = Some(Box::new(again));
-                unbatch
-            }
-            Err(e) => UnbatchStream::over(error_stream(e), stage),
-        };
+        return OrReplay::replay(again);
     }
     let restored = (|| {
-        let hold = Hold::of(ctx, input, false, stage, 2)?;
-        let mut unbatch = UnbatchStream::new(hold);
+        let mut unbatch = UnbatchStream::new(Hold::of(ctx, input, false, stage, 2)?);
         if let Some(state) = ctx.restoring() {
             unbatch.index = state.word(0)?;
             unbatch.skip_rows = state.word(1)?;
         }
-        Ok(unbatch)
+        Ok(OrReplay::Own(unbatch))
     })();
-    restored.unwrap_or_else(|e| UnbatchStream::over(error_stream(e), stage))
+    restored.unwrap_or_else(OrReplay::error)
 }
 
 /// Stream for the [`unbatch`](crate::Dataset::unbatch) method, and the first step of
@@ -152,19 +147,11 @@ pub(crate) struct UnbatchStream<C: Rows> {
     elem: Option<Prov>,
     /// After a restore: rows of the element handed back that were passed on before.
     skip_rows: u64,
-    /// In replay: the rows to make again.
-    replay: Option<Box<ReadAgain<C, C::Row>>>,
 }
 
 impl<C: Rows> Unpin for UnbatchStream<C> {}
 
 impl<C: Rows + Send + 'static> UnbatchStream<C> {
-    /// The rows of `input`'s elements, held by nothing (`error_stream`: a restore that
-    /// failed; an empty stream under a replay).
-    fn over(input: BoxStream<C>, stage: &'static str) -> Self {
-        UnbatchStream::new(Hold::plain(input, stage))
-    }
-
     fn new(input: Hold<C>) -> Self {
         UnbatchStream {
             input,
@@ -173,7 +160,6 @@ impl<C: Rows + Send + 'static> UnbatchStream<C> {
             rows: 0,
             elem: None,
             skip_rows: 0,
-            replay: None,
         }
     }
 }
@@ -186,9 +172,6 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Some(replay) = this.replay.as_mut() {
-            return Pin::new(&mut **replay).poll_next(cx);
-        }
         loop {
             if let Some(x) = this.current.as_mut().and_then(Iterator::next) {
                 this.rows += 1;
@@ -235,12 +218,6 @@ impl<C: Rows> Resumable for UnbatchStream<C> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         let stage = this.input.stage();
-        if this.replay.is_some() {
-            return Err(unsupported(
-                stage,
-                "a stream replaying saved positions is not saved",
-            ));
-        }
         let splitting = this.current.as_ref().is_some_and(|rows| rows.len() > 0);
         if !splitting {
             // Between two elements (or, after a restore, before the one handed back).
@@ -258,9 +235,6 @@ impl<C: Rows> Resumable for UnbatchStream<C> {
     /// The element's position and the row's index in it.
     fn last_prov(&self) -> anyhow::Result<Prov> {
         let stage = self.input.stage();
-        if let Some(replay) = &self.replay {
-            return replay.last_prov();
-        }
         let elem = self.elem.as_ref().ok_or_else(|| {
             unsupported(
                 stage,

@@ -10,9 +10,7 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{
-    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, Start, error_stream,
-};
+use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, OrReplay, Start};
 use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "window";
@@ -38,8 +36,6 @@ pub(crate) fn cardinality(
     })
 }
 
-/// The windows of one epoch: fresh, restored, or replaying saved windows (each the group of
-/// its members' positions).
 /// The [`window`](crate::Dataset::window) operation.
 #[derive(Hash)]
 pub(crate) struct Window {
@@ -51,7 +47,7 @@ pub(crate) struct Window {
 
 impl<T: Clone + Send + 'static> Operation<T> for Window {
     type Out = Vec<T>;
-    type Stream = WindowStream<T>;
+    type Stream = OrReplay<WindowStream<T>, Vec<T>>;
     const NAME: &'static str = "window";
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -89,6 +85,8 @@ impl<T: Clone + Send + 'static> Operation<T> for Window {
     }
 }
 
+/// The windows of one epoch: fresh, restored, or replaying saved windows (each the group of
+/// its members' positions).
 fn build<T: Clone + Send + 'static>(
     ctx: &Ctx,
     input: &Dataset<T>,
@@ -96,19 +94,10 @@ fn build<T: Clone + Send + 'static>(
     shift: usize,
     stride: usize,
     drop_remainder: bool,
-) -> WindowStream<T> {
-    let new = |hold| WindowStream::new(hold, size, shift, stride, drop_remainder);
-    let failed = |e| new(Hold::plain(error_stream(e), STAGE));
+) -> OrReplay<WindowStream<T>, Vec<T>> {
     if let Some(provs) = ctx.replaying() {
         let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
-        return match Members::new(provs, STAGE, Some(T::clone), replay) {
-            Ok(replay) => {
-                let mut window = new(Hold::empty(STAGE));
-                window.replay = Some(Box::new(replay));
-                window
-            }
-            Err(e) => failed(e),
-        };
+        return OrReplay::replay(Members::new(provs, STAGE, Some(T::clone), replay));
     }
     let opened = (|| {
         let start = ctx.restoring().map(|s| s.word(0)).transpose()?;
@@ -117,12 +106,12 @@ fn build<T: Clone + Send + 'static>(
     })();
     match opened {
         Ok((hold, start)) => {
-            let mut window = new(hold);
+            let mut window = WindowStream::new(hold, size, shift, stride, drop_remainder);
             window.index = start;
             window.elems_start = start;
-            window
+            OrReplay::Own(window)
         }
-        Err(e) => failed(e),
+        Err(e) => OrReplay::error(e),
     }
 }
 
@@ -184,8 +173,6 @@ pub(crate) struct WindowStream<T> {
     elems_start: u64,
     /// The last window's members' positions, when recorded.
     last: Option<Prov>,
-    /// In replay: the windows to make again.
-    replay: Option<Box<Members<T>>>,
 }
 
 impl<T> Unpin for WindowStream<T> {}
@@ -212,7 +199,6 @@ impl<T> WindowStream<T> {
             elems: VecDeque::new(),
             elems_start: 0,
             last: None,
-            replay: None,
         }
     }
 }
@@ -222,9 +208,6 @@ impl<T: Clone> Stream for WindowStream<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Some(replay) = this.replay.as_mut() {
-            return replay.poll_group(cx);
-        }
         loop {
             if let Some(w) = this.done.pop_front() {
                 // The elements before the next window's first are no longer needed.
@@ -359,9 +342,6 @@ fn members<T>(
 impl<T> Resumable for WindowStream<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if let Some(replay) = &this.replay {
-            return Err(replay.not_saved());
-        }
         // Every element from the oldest window's first on is held.
         let start = match (this.done.front(), this.open.front()) {
             (Some(w), _) => w.start,
@@ -379,9 +359,6 @@ impl<T> Resumable for WindowStream<T> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if let Some(replay) = &self.replay {
-            return replay.last_prov();
-        }
         if self.last.is_none() {
             // Name the stage that cannot place its elements, when it says so.
             self.hold.last_prov()?;
