@@ -110,9 +110,10 @@
 //! input, otherwise its [`Prov`](state::Prov), and after a restore the hold hands the held
 //! elements back first (`parallel_interleave` holds each reader's inner stream in one: what
 //! its task read ahead and was not passed on). A file format's decoder saves
-//! `[offset, record]` after
-//! the last element it yielded (never what it read ahead) and gives each element's start
-//! offset as its position; with `FileFormat::resumable` set, `format::files` opens,
+//! `[offset, record]` after the last element it yielded (never what it read ahead; once it
+//! has ended, at the end of the file or at an error that ends it, the offset
+//! `format::files::Start::ENDED`, so a resume does not read the file again) and gives each
+//! element's start offset as its position; with `FileFormat::resumable` set, `format::files` opens,
 //! restores, checks and replays its files. The tests in `tests/checkpoint.rs` check a stage
 //! by comparing an interrupted and resumed epoch with an uninterrupted one at many points.
 //!

@@ -199,12 +199,6 @@ impl<T: Send + 'static> Hold<T> {
         Hold::new(input, Answers::PLAIN, false, false, stage)
     }
 
-    /// A hold over nothing, for a stage whose elements come from elsewhere (in replay).
-    pub(crate) fn empty(stage: &'static str) -> Self {
-        let nothing = super::Opaque::new(futures::stream::empty(), stage);
-        Hold::plain(Box::pin(nothing), stage)
-    }
-
     /// A hold over `input` (whose dataset gives `answers`) with nothing to hand back: by
     /// positions when `positions` or the
     /// input is not small, otherwise by marks (positions kept too when `provenance`: a stage
@@ -330,6 +324,18 @@ impl<T> Hold<T> {
             Some(Again::Replay { stream, .. }) => stream.last_prov(),
             _ => self.input.last_prov(),
         }
+    }
+
+    /// The position of its stage's last element, `last` (the group of its members'
+    /// positions, when recorded), or why there is none: the input's own reason when it
+    /// cannot place its elements, else that the stage did not record `what` ("its batches").
+    pub(crate) fn placed(&self, last: &Option<Prov>, what: &str) -> anyhow::Result<Prov> {
+        if let Some(last) = last {
+            return Ok(last.clone());
+        }
+        self.last_prov()?;
+        let why = format!("the positions of {what} were not recorded");
+        Err(unsupported(self.stage, &why))
     }
 
     pub(crate) fn size_hint(&self) -> (usize, Option<usize>) {

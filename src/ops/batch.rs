@@ -5,10 +5,10 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 use crate::engine::{
     Answers, BoxStream, Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Start,
 };
-use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "batch";
 
@@ -276,12 +276,6 @@ impl<T> Resumable for BatchStream<T> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if self.last.is_none() {
-            // Name the stage that cannot place its elements, when it says so.
-            self.hold.last_prov()?;
-        }
-        self.last.clone().ok_or_else(|| {
-            unsupported(self.stage, "the positions of its batches were not recorded")
-        })
+        self.hold.placed(&self.last, "its batches")
     }
 }

@@ -13,11 +13,12 @@ use futures::stream::Stream;
 
 use crate::Error;
 use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
-    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, Start, Unkeyed, error_stream,
+    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, OrReplay, Start, Unkeyed,
 };
-use crate::engine::{Resumable, unsupported};
+use crate::ops::map::MapStream;
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
 
@@ -155,7 +156,7 @@ where
     F: Fn(&T) -> usize + Send + Sync + 'static,
 {
     type Out = T::Batch;
-    type Stream = BucketStream<T, F>;
+    type Stream = OrReplay<BucketStream<T, F>, T::Batch>;
     const NAME: &'static str = "bucket_by_sequence_length";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -174,20 +175,25 @@ pub(crate) fn build<T, F>(
     ctx: &Ctx,
     input: &Dataset<T>,
     config: &Arc<Config<T, F>>,
-) -> BucketStream<T, F>
+) -> OrReplay<BucketStream<T, F>, T::Batch>
 where
     T: PaddedCollate + Send + 'static,
+    T::Batch: Send + 'static,
+    F: Fn(&T) -> usize + Send + Sync + 'static,
 {
     let config = Arc::clone(config);
     if let Some(provs) = ctx.replaying() {
-        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
-        let replay = match Members::new(provs, STAGE, None, replay) {
-            Ok(replay) => replay,
-            Err(e) => return BucketStream::new(Hold::plain(error_stream(e), STAGE), config),
+        // Each saved batch, padded as its bucket (its first member's) pads.
+        let pad = move |items: Vec<T>| {
+            let first = items.first();
+            let bucket = first
+                .map(|x| BucketStream::bucket(&config, x))
+                .transpose()?;
+            BucketStream::pad(&config, items, bucket.unwrap_or(0), 0)
         };
-        let mut bucketing = BucketStream::new(Hold::empty(STAGE), config);
-        bucketing.replay = Some(Box::new(replay));
-        return bucketing;
+        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
+        let batches = Members::new(provs, STAGE, None, replay);
+        return OrReplay::replay(batches.map(|b| MapStream::over(b, Arc::new(pad))));
     }
     let opened = (|| {
         // Where the flush stood (when the input had ended) and the next batch's index.
@@ -198,13 +204,15 @@ where
         let hold = Hold::of(ctx, input, false, STAGE, 2)?;
         anyhow::Ok((hold, restored))
     })();
-    let (mut hold, (flush_at, index)) =
-        opened.unwrap_or_else(|e| (Hold::plain(error_stream(e), STAGE), (None, 0)));
+    let (mut hold, (flush_at, index)) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return OrReplay::error(e),
+    };
     hold.marking_every(MARK_EVERY);
     let mut bucketing = BucketStream::new(hold, config);
     bucketing.flush_at = flush_at.map(|n| n as usize);
     bucketing.index = index;
-    bucketing
+    OrReplay::Own(bucketing)
 }
 
 /// Stream for the [`bucket_by_sequence_length`](crate::Dataset::bucket_by_sequence_length)
@@ -228,8 +236,6 @@ pub(crate) struct BucketStream<T: PaddedCollate, F> {
     last: Option<Prov>,
     /// After a restore: where the flush stood (when the input had ended).
     flush_at: Option<usize>,
-    /// In replay: the saved batches' members, read again.
-    replay: Option<Box<Members<T>>>,
 }
 
 // No field is ever pinned: the input is a boxed stream and the buckets are plain vectors.
@@ -256,7 +262,6 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
             members,
             last: None,
             flush_at: None,
-            replay: None,
         }
     }
 
@@ -271,11 +276,15 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
         self.hold.release_groups(self.members.iter());
         let index = self.index;
         self.index += 1;
-        self.pad(items, bucket, index)
+        Self::pad(&self.config, items, bucket, index)
     }
 
-    fn pad(&self, items: Vec<T>, bucket: usize, index: u64) -> anyhow::Result<T::Batch> {
-        let config = &*self.config;
+    fn pad(
+        config: &Config<T, F>,
+        items: Vec<T>,
+        bucket: usize,
+        index: u64,
+    ) -> anyhow::Result<T::Batch> {
         let options = &config.options;
         let batch = if options.no_padding {
             T::collate(&items)
@@ -327,24 +336,6 @@ where
         let length = catch_panic(STAGE, || Ok((config.length)(x)))?;
         Ok(bucket_of(&config.boundaries, length))
     }
-
-    /// In replay: the next saved batch, padded as its bucket pads.
-    fn poll_replay(&mut self, cx: &mut Context<'_>) -> Poll<Option<anyhow::Result<T::Batch>>> {
-        let Some(replay) = self.replay.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let items = match ready!(replay.poll_group(cx)) {
-            Some(Ok(items)) => items,
-            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-            None => return Poll::Ready(None),
-        };
-        let bucket = match items.first().map(|x| Self::bucket(&self.config, x)) {
-            Some(Ok(bucket)) => bucket,
-            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-            None => 0,
-        };
-        Poll::Ready(Some(self.pad(items, bucket, 0)))
-    }
 }
 
 impl<T, F> Stream for BucketStream<T, F>
@@ -356,9 +347,6 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.replay.is_some() {
-            return this.poll_replay(cx);
-        }
         loop {
             if let Some(flushed) = this.flushed {
                 // Unfinished buckets in ascending order, as group_by_window flushes its windows.
@@ -408,25 +396,13 @@ where
 impl<T: PaddedCollate, F> Resumable for BucketStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if let Some(replay) = &this.replay {
-            return Err(replay.not_saved());
-        }
         let flushed = this.flushed.map_or(0, |n| n as u64 + 1);
         let state = State::new(STAGE).words([flushed, this.index]);
         this.hold.save_groups(state, this.members.iter())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if let Some(replay) = &self.replay {
-            return replay.last_prov();
-        }
-        if self.last.is_none() {
-            // Name the stage that cannot place its elements, when it says so.
-            self.hold.last_prov()?;
-        }
-        self.last
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "the positions of its batches were not recorded"))
+        self.hold.placed(&self.last, "its batches")
     }
 }
 

@@ -59,6 +59,17 @@ pub(crate) struct MapStream<St, F> {
     counters: Option<Arc<StageCounters>>,
 }
 
+impl<St, F> MapStream<St, F> {
+    /// `f` over `input`'s elements, in another operation's stream (a replay's).
+    pub(crate) fn over(input: St, f: Arc<F>) -> Self {
+        MapStream {
+            input,
+            f,
+            counters: None,
+        }
+    }
+}
+
 impl<St, F, T, U> Stream for MapStream<St, F>
 where
     St: Stream<Item = anyhow::Result<T>>,

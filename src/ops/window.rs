@@ -10,8 +10,8 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
+use crate::engine::Resumable;
 use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, OrReplay, Start};
-use crate::engine::{Resumable, unsupported};
 
 const STAGE: &str = "window";
 
@@ -359,12 +359,6 @@ impl<T> Resumable for WindowStream<T> {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        if self.last.is_none() {
-            // Name the stage that cannot place its elements, when it says so.
-            self.hold.last_prov()?;
-        }
-        self.last
-            .clone()
-            .ok_or_else(|| unsupported(STAGE, "the positions of its windows were not recorded"))
+        self.hold.placed(&self.last, "its windows")
     }
 }
