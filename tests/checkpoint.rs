@@ -2493,3 +2493,25 @@ async fn parquet_resumes_past_a_damaged_footer_or_row_group_it_passed_on() {
     };
     assert_eq!(assert_exact_with_errors(make, 0..=24).await, 2);
 }
+
+#[tokio::test]
+async fn a_checkpoint_after_the_error_that_ends_an_epoch_resumes_at_its_end() {
+    use streamload::ErrorBudget;
+    // An exhausted error budget ends the epoch with its error; so does an input shorter
+    // than `assert_cardinality` says. A resume from after that error passes on nothing more
+    // (it went on reading the input, or gave the error again).
+    let budget = || {
+        Dataset::range(0, 30)
+            .try_map(|x| {
+                if x == 9 {
+                    Err(anyhow::anyhow!("bad {x}"))
+                } else {
+                    Ok(x)
+                }
+            })
+            .ignore_errors_within(ErrorBudget::count(0))
+    };
+    assert_eq!(assert_exact_with_errors(budget, 0..=10).await, 1);
+    let cardinality = || Dataset::range(0, 6).assert_cardinality(8);
+    assert_eq!(assert_exact_with_errors(cardinality, 0..=7).await, 1);
+}

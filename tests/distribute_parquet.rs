@@ -512,3 +512,44 @@ async fn a_checkpoint_over_files_that_changed_is_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("another recipe"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rank_resumes_past_a_damaged_row_group_it_passed_on() {
+    // File 3's first row group has a damaged page header: its batches are one error
+    // element, and the rank's batch count falls short (the plan's `assert_cardinality` says
+    // so at the end). A resume from after either error goes on as the epoch did.
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &SPECS);
+    let mut bytes = std::fs::read(&files[3]).unwrap();
+    bytes[4..40].fill(0xff);
+    std::fs::write(&files[3], &bytes).unwrap();
+    let plan = Distribute::new(0, 1)
+        .policy(ShardPolicy::RowGroup)
+        .plan(open(&files).await)
+        .await
+        .unwrap();
+    let as_text = |x: anyhow::Result<streamload::distribute::Distributed<RecordBatch>>| {
+        x.map(|d| (d.file, d.record, d.item.num_rows()))
+            .map_err(|e| format!("{e:#}"))
+    };
+    let full: Vec<_> = plan.dataset().iter().map(as_text).collect().await;
+    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 2, "{full:?}");
+    for k in 0..=full.len() {
+        let mut epoch = plan.dataset().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(as_text(epoch.next().await.unwrap()));
+        }
+        let cp = epoch.checkpoint().unwrap();
+        drop(epoch);
+        let rest: Vec<_> = plan
+            .dataset()
+            .iter_from(&cp)
+            .unwrap()
+            .map(as_text)
+            .collect()
+            .await;
+        seen.extend(rest);
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+}

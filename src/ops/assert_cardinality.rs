@@ -1,4 +1,5 @@
-//! Saved state: `[elements passed on]` and the input's state.
+//! Saved state: `[elements passed on]`, then `[1]` once it has ended (at the input's end or
+//! at its error: a resume passes on nothing more), and the input's state.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -40,16 +41,19 @@ impl<T: Send + 'static> Operation<T> for AssertCardinality {
 
     /// In replay the elements are ones it passed on: nothing to count.
     fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
-        let (expected, seen, unchecked) = match start {
-            Start::Fresh => (self.expected, 0, false),
-            Start::Restore(state) => (self.expected, state.word(0)?, false),
-            Start::Replay(_) => (u64::MAX, 0, true),
+        let (expected, seen, done, unchecked) = match start {
+            Start::Fresh => (self.expected, 0, false, false),
+            Start::Restore(state) => {
+                let done = state.words.get(1) == Some(&1);
+                (self.expected, state.word(0)?, done, false)
+            }
+            Start::Replay(_) => (u64::MAX, 0, false, true),
         };
         Ok(AssertCardinalityStream {
             input: input.open(),
             expected,
             seen,
-            done: false,
+            done,
             unchecked,
         })
     }
@@ -111,9 +115,10 @@ fn mismatch(expected: u64, how: &str, seen: u64) -> anyhow::Error {
 
 impl<St: Resumable> Resumable for AssertCardinalityStream<St> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let seen = self.seen;
+        let (seen, done) = (self.seen, self.done);
         Ok(State::new("assert_cardinality")
             .words([seen])
+            .words(done.then_some(1))
             .input(self.project().input.save()?))
     }
 

@@ -2,9 +2,12 @@
 //! the policy it applies: an [`ErrorBudget`] (a count or a rate of error elements to skip)
 //! and a [`Quarantine`] sink that hears of every element skipped.
 //!
-//! Saved state: `[seen, skipped]` (the elements and the errors that came through), then the
-//! input's. The budget goes on counting from them after a restore; the quarantine's sink is
-//! the recipe's (a JSON-lines file is appended to).
+//! Saved state: `[seen, skipped]` (the elements and the errors that came through), then `[1]`
+//! once it has ended (at the error that exhausted the budget: a resume passes on nothing
+//! more), then the input's. The budget goes on counting from them after a restore; the
+//! quarantine's sink is the recipe's (a JSON-lines file is appended to). The summary of an
+//! exhausted budget names the files and first messages of the errors skipped since the
+//! epoch (or its last resume) began: they are not saved.
 
 use std::fmt;
 use std::io::Write;
@@ -298,6 +301,10 @@ fn build<T: Send + 'static>(
         None => Ok((0, 0)),
         Some(state) => state.word(0).and_then(|seen| Ok((seen, state.word(1)?))),
     };
+    // Ended: at the end of its input, or at the error that exhausted the budget.
+    let done = ctx
+        .restoring()
+        .is_some_and(|state| state.words.get(2) == Some(&1));
     let (input, (seen, skipped)) = match counts {
         Ok(counts) => (input.build(&ctx.for_input(0)), counts),
         Err(e) => (error_stream(e), (0, 0)),
@@ -311,7 +318,7 @@ fn build<T: Send + 'static>(
         files: Vec::new(),
         first: Vec::new(),
         stats,
-        done: false,
+        done,
     }
 }
 
@@ -414,6 +421,7 @@ impl<St: Resumable> Resumable for IgnoreErrorsWithinStream<St> {
         let words = [self.seen, self.skipped];
         Ok(State::new(STAGE)
             .words(words)
+            .words(self.done.then_some(1))
             .input(self.project().input.save()?))
     }
 

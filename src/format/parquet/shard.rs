@@ -341,8 +341,10 @@ enum Start {
     Replay(Vec<anyhow::Result<u64>>),
 }
 
-/// Batches, each with its index in the unit.
-type Numbered = Pin<Box<dyn Stream<Item = anyhow::Result<(RecordBatch, u64)>> + Send>>;
+/// Batches, each with its index in the unit; an error in the place of a row group's batches
+/// says the index after them (the next batch once it is passed on).
+type Numbered =
+    Pin<Box<dyn Stream<Item = Result<(RecordBatch, u64), (anyhow::Error, Option<u64>)>> + Send>>;
 
 /// Stream of a [`ParquetShards`] unit: its row groups fetched (a few ahead) and decoded, the
 /// batches numbered within the unit.
@@ -386,6 +388,7 @@ impl Run {
                     })
                     .collect();
                 let ahead = shards.config.num_parallel_reads.resolve().max(1) + 1;
+                let todo_ends: Vec<u64> = todo.iter().map(|p| p.first + p.n).collect();
                 let loads = stream::iter(todo)
                     .map(move |p| {
                         let task = runtime::spawn(
@@ -417,14 +420,15 @@ impl Run {
                             Ok(batches
                                 .into_iter()
                                 .zip(p.first..)
-                                .map(anyhow::Ok)
+                                .map(Ok)
                                 .collect::<Vec<_>>())
                         }
                     })
                     .buffered(ahead)
-                    .flat_map(|loaded| match loaded {
+                    .zip(stream::iter(todo_ends))
+                    .flat_map(|(loaded, end)| match loaded {
                         Ok(batches) => stream::iter(batches),
-                        Err(e) => stream::iter(vec![Err(e)]),
+                        Err(e) => stream::iter(vec![Err((e, Some(end)))]),
                     });
                 Box::pin(loads)
             }
@@ -453,7 +457,11 @@ impl Run {
                         Ok((batch, index))
                     }
                 };
-                Box::pin(stream::iter(wanted).then(one))
+                Box::pin(
+                    stream::iter(wanted)
+                        .then(one)
+                        .map(|r| r.map_err(|e| (e, None))),
+                )
             }
         };
         Run {
@@ -475,7 +483,14 @@ impl Stream for Run {
                 this.next = index + 1;
                 Poll::Ready(Some(Ok(batch)))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            Some(Err((e, after))) => {
+                // A row group that could not be read: its batches are passed on as this
+                // error, and a resume goes on after them.
+                if let Some(after) = after {
+                    this.next = after;
+                }
+                Poll::Ready(Some(Err(e)))
+            }
             None => Poll::Ready(None),
         }
     }
