@@ -1,10 +1,11 @@
 //! Checkpoint exactness over random pipelines: random sources (ranges, vectors, TFRecord
-//! files, some damaged and read with `resync`) and chains of resumable operations, random
-//! parallelism, prefetch depths and AUTOTUNE, and runs interrupted at random points several
-//! times (each resume checkpointed and resumed again), each compared with the uninterrupted
-//! epoch. Some draws damage a checkpoint's bytes (refused by `from_bytes`), and some change
-//! the file between the checkpoint and the resume (refused before any record of the new
-//! contents, or nothing more of it is read).
+//! files, some damaged: read with `resync` the file goes on after the damage, without it the
+//! file ends there) and chains of resumable operations, random parallelism, prefetch depths
+//! and AUTOTUNE, and runs interrupted at random points several times (each resume
+//! checkpointed and resumed again), each compared with the uninterrupted epoch. Some draws
+//! damage a checkpoint's bytes (refused by `from_bytes`), and some change the file between
+//! the checkpoint and the resume (refused before any record of the new contents, or nothing
+//! more of it is read).
 
 use std::path::{Path, PathBuf};
 
@@ -55,11 +56,13 @@ enum Source {
     /// `Dataset::random` with a seed, rerandomized each epoch or not.
     Random(i64, bool),
     Vec(i64),
-    /// A TFRecord file of `n` records (each the decimal digits of `10 * i`, 8 wide), read
-    /// with `resync`; `damaged`: one record's payload damaged (an error in its place).
+    /// A TFRecord file of `n` records (each the decimal digits of `10 * i`, 8 wide);
+    /// `damaged`: one record's payload damaged (an error in its place), after which the file
+    /// goes on when read with `resync`, and ends otherwise.
     File {
         n: i64,
         damaged: bool,
+        resync: bool,
     },
 }
 
@@ -101,10 +104,10 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
         Source::Random(n, again) => Dataset::random(Some(n as u64), again)
             .take(n)
             .map(|r| r.rem_euclid(100_000)),
-        Source::File { .. } => {
+        Source::File { resync, .. } => {
             let path = recipe.file.as_ref().expect("a file source's path");
             TFRecordDataset::new([path])
-                .resync(true)
+                .resync(resync)
                 .build()
                 .try_map(|r| Ok(std::str::from_utf8(&r)?.parse::<i64>()?))
         }
@@ -213,6 +216,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
         3..=5 => Source::File {
             n,
             damaged: rng.random_bool(0.5),
+            resync: rng.random_bool(0.5),
         },
         6..=8 => Source::Range(n),
         _ => Source::Random(n, rng.random_bool(0.5)),
@@ -298,13 +302,13 @@ async fn random_pipelines_resume_exactly_at_random_points() {
         let mut recipe = random_recipe(&mut rng);
         let damage_bytes = rng.random_bool(0.1).then(|| rng.random::<u64>());
         let change_file = rng.random_bool(0.15);
-        if let Source::File { n, damaged } = recipe.source {
+        if let Source::File { n, damaged, .. } = recipe.source {
             let path = dir.path().join(format!("case-{case}.tfrecord"));
             write_file(&path, n, damaged, 0).await;
             recipe.file = Some(path);
         }
         let damaged = matches!(recipe.source, Source::File { damaged: true, .. });
-        // Errors are elements too: the damaged record's (with `resync`), and what the stages
+        // Errors are elements too: the damaged record's, and what the stages
         // make of it. Any other error is a failure of the test.
         let element = |x: anyhow::Result<i64>, when: &str| -> Result<i64, String> {
             x.map_err(|e| {
@@ -373,7 +377,7 @@ async fn random_pipelines_resume_exactly_at_random_points() {
                 &seen[at..(at + 3).min(seen.len())],
                 &full[at..(at + 3).min(full.len())],
             );
-            let Source::File { n, damaged } = recipe.source else {
+            let Source::File { n, damaged, .. } = recipe.source else {
                 unreachable!()
             };
             write_file(path, n, damaged, 7).await;
