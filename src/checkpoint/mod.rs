@@ -45,7 +45,10 @@
 //! identity no longer has that digest is refused the same way (a changed file goes
 //! unnoticed there with a chance of 1 in 16,383; the reader restored at its offset compares
 //! the whole identity). Damage that a [`resync`](crate::format::TFRecordDataset::resync)
-//! skipped is skipped again by the scan, so records past it are found where they were.
+//! skipped is skipped again by the scan, so records past it are found where they were. A
+//! reader that has ended (at the end of its file, or at an error that ends the file: damage
+//! read without `resync`, a failed read) saves that it ended, and a restore does not open
+//! the file again: read again from before the error, it would give the error a second time.
 //! A state saved before its file was open (a mark taken before a reader's first element, an
 //! interleave between two files) names no identity: the checkpoint also lists the files its
 //! epoch opened last ([`opened`]: up to 128, by a hash of the name, size and version), and a
