@@ -1062,3 +1062,39 @@ fn public_types_are_send_sync_and_debug() {
             .iter(),
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_file_that_failed_goes_on_past_it() {
+    // A file that is not HDF5 is an error before every row (its plan failed). A resume from
+    // after that error goes on with the next rows, as the epoch did (it gave the error again).
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.h5");
+    std::fs::write(&bad, b"not an hdf5 file").unwrap();
+    for parallel in [1, 2] {
+        let files = vec![data("scenes-0.h5"), bad.clone(), data("scenes-1.h5")];
+        let make = move || {
+            Hdf5Dataset::new(files.clone(), "/scenes/labels")
+                .slices(7)
+                .num_parallel_reads(parallel)
+                .build::<i64>()
+        };
+        let as_text = |x: anyhow::Result<ArrayD<i64>>| {
+            x.map(|a| a.iter().copied().collect::<Vec<_>>())
+                .map_err(|e| format!("{e:#}"))
+        };
+        let full: Vec<_> = make().iter().map(as_text).collect().await;
+        assert_eq!(full.iter().filter(|x| x.is_err()).count(), 1, "{full:?}");
+        for k in 0..=full.len() {
+            let mut epoch = make().iter();
+            let mut seen = Vec::new();
+            for _ in 0..k {
+                seen.push(as_text(epoch.next().await.unwrap()));
+            }
+            let cp = epoch.checkpoint().unwrap();
+            drop(epoch);
+            let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+            seen.extend(rest);
+            assert_eq!(seen, full, "{parallel} parallel reads, resumed at {k}");
+        }
+    }
+}

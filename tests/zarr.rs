@@ -778,3 +778,48 @@ fn public_types_are_send_sync_and_debug() {
             .iter(),
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_store_or_chunk_that_failed_goes_on_past_it() {
+    // A store with no such array is an error before every chunk (its plan failed), and a
+    // damaged chunk is an error in its place. A resume from after either goes on with the
+    // next chunks, as the epoch did (it gave the error again, or read the chunk again).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("scenes-0.zarr");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(data("scenes-0.zarr"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(copy.join("labels/c/1"), b"garbage, not a chunk").unwrap();
+    let missing = dir.path().join("missing.zarr");
+    for parallel in [1, 2] {
+        let stores = vec![copy.clone(), missing.clone(), data("scenes-1.zarr")];
+        let make = move || {
+            ZarrDataset::new(stores.clone(), "labels")
+                .chunks()
+                .num_parallel_reads(parallel)
+                .build::<i64>()
+        };
+        let as_text = |x: anyhow::Result<ArrayD<i64>>| {
+            x.map(|a| a.iter().copied().collect::<Vec<_>>())
+                .map_err(|e| format!("{e:#}"))
+        };
+        let full: Vec<_> = make().iter().map(as_text).collect().await;
+        assert_eq!(full.iter().filter(|x| x.is_err()).count(), 2, "{full:?}");
+        for k in 0..=full.len() {
+            let mut epoch = make().iter();
+            let mut seen = Vec::new();
+            for _ in 0..k {
+                seen.push(as_text(epoch.next().await.unwrap()));
+            }
+            let cp = epoch.checkpoint().unwrap();
+            drop(epoch);
+            let rest: Vec<_> = make().iter_from(&cp).unwrap().map(as_text).collect().await;
+            seen.extend(rest);
+            assert_eq!(seen, full, "{parallel} parallel reads, resumed at {k}");
+        }
+    }
+}

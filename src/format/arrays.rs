@@ -607,32 +607,49 @@ where
         .await
 }
 
-/// A saved position: the unit (its index before sharding) and the rows of it delivered,
-/// the layout of the files, the files' identities.
+/// A saved position: the unit (its index before sharding) and the rows of it delivered
+/// ([`Saved::ENDED`] once the unit failed and its error was passed on), the layout of the
+/// files, the files' identities, and how many files that could not be planned were passed
+/// on as errors.
+///
+/// Words: `[unit, row]`, then `[layout, identities]` when known, then `[errors]` when not 0.
 #[derive(Debug, Clone, Copy)]
 struct Saved {
     unit: u64,
     row: u64,
     files: Option<(u64, u64)>,
+    errors: u64,
 }
 
 impl Saved {
+    /// The row a unit's position is at once its error was passed on: nothing more of it.
+    const ENDED: u64 = u64::MAX;
+
     fn from_state(state: &State) -> anyhow::Result<Saved> {
         let unit = state.word(0)?;
         let row = state.word(1)?;
-        let files = match state.words.get(2..4) {
-            Some(&[layout, identities]) => Some((layout, identities)),
-            _ => None,
+        let (files, errors) = match state.words.get(2..) {
+            Some(&[]) => (None, 0),
+            Some(&[errors]) => (None, errors),
+            Some(&[layout, identities]) => (Some((layout, identities)), 0),
+            Some(&[layout, identities, errors]) => (Some((layout, identities)), errors),
+            _ => return Err(state.malformed()),
         };
-        Ok(Saved { unit, row, files })
+        Ok(Saved {
+            unit,
+            row,
+            files,
+            errors,
+        })
     }
 
     fn to_state(self, stage: &'static str) -> State {
         let state = State::new(stage).words([self.unit, self.row]);
-        match self.files {
+        let state = match self.files {
             Some((layout, identities)) => state.words([layout, identities]),
             None => state,
-        }
+        };
+        state.words((self.errors > 0).then_some(self.errors))
     }
 }
 
@@ -657,13 +674,19 @@ fn check_restored<S: Source>(plan: &Plan<S::File>, saved: Saved) -> anyhow::Resu
 #[must_use = "streams do nothing unless polled"]
 struct Rows<Out, F> {
     stage: &'static str,
-    inner: Pin<Box<dyn Stream<Item = anyhow::Result<Placed<Out>>> + Send>>,
+    inner: Pin<Box<dyn Stream<Item = Read<Out>> + Send>>,
     plan: Arc<tokio::sync::OnceCell<Arc<Plan<F>>>>,
     /// Where the last element yielded was read: its unit's position, its first row and
-    /// the row after it.
+    /// the row after it (both [`Saved::ENDED`] for the unit's error).
     last: Option<(usize, u64, u64)>,
     restored: Option<Saved>,
+    /// Files that could not be planned, passed on as errors (after those a restore skips).
+    errors: u64,
 }
+
+/// What the plan's stream yields: an element, or an error in its place with the unit it
+/// ends (`None`: a file that could not be planned, before every unit).
+type Read<Out> = Result<Placed<Out>, (anyhow::Error, Option<usize>)>;
 
 impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
     fn new<S: Source<File = F>>(
@@ -682,19 +705,26 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
         let inner = async_stream::stream! {
             let (plan, errors) = plan(&source, epoch).await;
             let _ = planned.set(Arc::clone(&plan));
-            for e in errors {
-                yield Err(e);
+            // Those passed on before the checkpoint are not passed on again.
+            let passed = restored.map_or(0, |saved| saved.errors);
+            for e in errors.into_iter().skip(passed as usize) {
+                yield Err((e, None));
             }
             let (first, skip) = match restored {
                 None => (0, 0),
                 Some(saved) => {
                     if let Err(e) = check_restored::<S>(&plan, saved) {
-                        yield Err(e);
+                        yield Err((e, None));
                         return;
                     }
                     let first = plan.units.partition_point(|u| u.index < saved.unit);
                     let same = plan.units.get(first).is_some_and(|u| u.index == saved.unit);
-                    (first, if same { saved.row } else { 0 })
+                    match (same, saved.row) {
+                        // The unit failed, its error passed on: the next one.
+                        (true, Saved::ENDED) => (first + 1, 0),
+                        (true, row) => (first, row),
+                        (false, _) => (first, 0),
+                    }
                 }
             };
             let ahead = source.recipe().num_parallel_reads.resolve().max(1) + 1;
@@ -704,10 +734,11 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
                     let read = read_unit(Arc::clone(&source), Arc::clone(&plan), at, skip, None, make, stats.clone());
                     let task = runtime::spawn(S::STAGE, read);
                     async move {
-                        match task {
-                            Ok(task) => task.await.map_err(|e| runtime::join_error(S::STAGE, e))?,
+                        let elements = match task {
+                            Ok(task) => task.await.map_err(|e| runtime::join_error(S::STAGE, e)),
                             Err(e) => Err(e),
-                        }
+                        };
+                        elements.and_then(|r| r).map_err(|e| (e, Some(at)))
                     }
                 })
                 .buffered(ahead);
@@ -719,7 +750,7 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
                             yield Ok(element);
                         }
                     }
-                    Err(e) => yield Err(e),
+                    Err(failed) => yield Err(failed),
                 }
             }
         };
@@ -729,6 +760,7 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
             plan: cell,
             last: None,
             restored,
+            errors: 0,
         }
     }
 }
@@ -743,7 +775,13 @@ impl<Out, F> Stream for Rows<Out, F> {
                 this.last = Some((at, start, end));
                 Poll::Ready(Some(Ok(element)))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            Some(Err((e, ends))) => {
+                match ends {
+                    Some(at) => this.last = Some((at, Saved::ENDED, Saved::ENDED)),
+                    None => this.errors += 1,
+                }
+                Poll::Ready(Some(Err(e)))
+            }
             None => Poll::Ready(None),
         }
     }
@@ -752,14 +790,16 @@ impl<Out, F> Stream for Rows<Out, F> {
 impl<Out, F> Resumable for Rows<Out, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
+        let errors = this.restored.map_or(0, |saved| saved.errors) + this.errors;
         let Some((at, _, end)) = this.last else {
             // Nothing yielded yet: where it started.
-            let start = Saved {
+            let start = this.restored.unwrap_or(Saved {
                 unit: 0,
                 row: 0,
                 files: None,
-            };
-            return Ok(this.restored.unwrap_or(start).to_state(this.stage));
+                errors: 0,
+            });
+            return Ok(Saved { errors, ..start }.to_state(this.stage));
         };
         let plan = this
             .plan
@@ -769,6 +809,7 @@ impl<Out, F> Resumable for Rows<Out, F> {
             unit: plan.units[at].index,
             row: end,
             files: Some((plan.layout, plan.identities)),
+            errors,
         }
         .to_state(this.stage))
     }
