@@ -1,8 +1,9 @@
 //! Replay through a stage whose elements each come from one part: an input of a stage with
-//! several (`concatenate`, `sample_from_datasets`, `choose_from_datasets`, `cache`), or one
-//! element of its input (an interleave's inner dataset, the rows `unbatch` splits). Each saved
-//! position is the part's keyed by where in the part the element was ([`Prov::keyed`]); the
-//! parts are made again once each, and the elements taken from them in the saved order.
+//! several (`concatenate`, `sample_from_datasets`, `choose_from_datasets`, `cache`), one
+//! repetition of `repeat`'s input, or one element of its input (an interleave's inner
+//! dataset, the rows `unbatch` splits). Each saved position is the part's keyed by where in
+//! the part the element was ([`Prov::keyed`]); the parts are made again once each, and the
+//! elements taken from them in the saved order.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
