@@ -54,12 +54,15 @@ impl<T: Send + 'static> Members<T> {
             };
             let mut group = Vec::with_capacity(members.len());
             for m in members {
+                let mut new = false;
                 let k = *seen.entry(m).or_insert_with(|| {
+                    new = true;
                     distinct.push(m.clone());
                     last.push(g);
                     distinct.len() - 1
                 });
-                if last[k] != g && share.is_none() || group.contains(&k) {
+                // Held by an earlier group (only windows share), or twice by this one.
+                if !new && (share.is_none() || last[k] == g) {
                     let saved = "an element saved in two of its groups";
                     return Err(unsupported(stage, saved));
                 }
@@ -249,6 +252,8 @@ mod tests {
             panic!("a batch member saved twice was accepted");
         };
         assert!(format!("{e:#}").contains("two of its groups"), "{e:#}");
+        // Twice in one window: no window holds an element twice.
+        assert!(replay(&[&[1, 1]], Some(u64::clone), Vec::new()).is_err());
         let (members, _) = replay(&[&[1], &[2]], None, vec![Ok(7)])?;
         let groups: Vec<anyhow::Result<Vec<u64>>> = members.collect().await;
         assert_eq!(groups.len(), 2);
