@@ -388,7 +388,6 @@ impl Run {
                     })
                     .collect();
                 let ahead = shards.config.num_parallel_reads.resolve().max(1) + 1;
-                let todo_ends: Vec<u64> = todo.iter().map(|p| p.first + p.n).collect();
                 let loads = stream::iter(todo)
                     .map(move |p| {
                         let task = runtime::spawn(
@@ -402,7 +401,8 @@ impl Run {
                                 stats.clone(),
                             ),
                         );
-                        async move {
+                        let end = p.first + p.n;
+                        let load = async move {
                             let batches = match task {
                                 Ok(task) => {
                                     task.await.map_err(|e| runtime::join_error(STAGE, e))?
@@ -422,10 +422,10 @@ impl Run {
                                 .zip(p.first..)
                                 .map(Ok)
                                 .collect::<Vec<_>>())
-                        }
+                        };
+                        async move { (load.await, end) }
                     })
                     .buffered(ahead)
-                    .zip(stream::iter(todo_ends))
                     .flat_map(|(loaded, end)| match loaded {
                         Ok(batches) => stream::iter(batches),
                         Err(e) => stream::iter(vec![Err((e, Some(end)))]),
