@@ -228,18 +228,6 @@ impl<T: Send + 'static> Source for FileElements<T> {
         // the ledger's when the state was saved before the file was open.
         let expected = expected.or_else(|| files.expected(&path));
         let stage = format.stage;
-        if start.offset == Start::ENDED {
-            // Nothing more of it: not even opened.
-            return Ok(Box::pin(FileReader {
-                opening: None,
-                inner: None,
-                start,
-                identity: expected,
-                location,
-                stage,
-                damaged: None,
-            }));
-        }
         let open = async move {
             let name = path.to_string();
             let opened = open_blocks(&path, blocks, stats, start.offset)
@@ -266,8 +254,10 @@ impl<T: Send + 'static> Source for FileElements<T> {
                 }
             }
         };
+        // Ended at the checkpoint: nothing more of it, not even opened.
+        let opening = (start.offset != Start::ENDED).then(|| Box::pin(open) as _);
         Ok(Box::pin(FileReader {
-            opening: Some(Box::pin(open)),
+            opening,
             inner: None,
             start,
             identity: expected,
