@@ -10,6 +10,10 @@ use streamload::{Checkpoint, Dataset};
 #[path = "support/s3.rs"]
 mod s3;
 
+#[path = "support/with_errors.rs"]
+mod with_errors;
+use with_errors::assert_exact_with_errors;
+
 /// For every `k` in `points`: takes `k` elements, checkpoints (through bytes), resumes from a
 /// freshly built recipe, and checks the whole against the uninterrupted epoch. Returns the
 /// largest checkpoint's size in bytes.
@@ -50,36 +54,6 @@ where
         assert_eq!(seen, full, "resumed at {k}: elements differ");
     }
     largest
-}
-
-/// As [`assert_exact`] for a recipe whose epoch has error elements (compared by their
-/// message, `{e:#}`); returns how many errors the uninterrupted epoch has.
-async fn assert_exact_with_errors<T, F>(make: F, points: impl IntoIterator<Item = usize>) -> usize
-where
-    T: PartialEq + Debug + Send + 'static,
-    F: Fn() -> Dataset<T>,
-{
-    let as_text = |x: anyhow::Result<T>| x.map_err(|e| format!("{e:#}"));
-    let full: Vec<_> = make().iter().map(as_text).collect().await;
-    for k in points {
-        let mut epoch = make().iter();
-        let mut seen = Vec::new();
-        for _ in 0..k.min(full.len()) {
-            seen.push(as_text(epoch.next().await.expect("an element")));
-        }
-        let cp = Checkpoint::from_bytes(&epoch.checkpoint().expect("checkpoint").to_bytes())
-            .expect("from_bytes");
-        drop(epoch);
-        let rest: Vec<_> = make()
-            .iter_from(&cp)
-            .expect("iter_from")
-            .map(as_text)
-            .collect()
-            .await;
-        seen.extend(rest);
-        assert_eq!(seen, full, "resumed at {k}");
-    }
-    full.iter().filter(|x| x.is_err()).count()
 }
 
 #[tokio::test]

@@ -20,6 +20,9 @@ use streamload::format::parquet::{ParquetDataset, ParquetShards, RecordBatch};
 #[path = "support/resume.rs"]
 mod resume;
 
+#[path = "support/with_errors.rs"]
+mod with_errors;
+
 /// Rows per batch in these tests.
 const BATCH: usize = 3;
 
@@ -528,28 +531,11 @@ async fn a_rank_resumes_past_a_damaged_row_group_it_passed_on() {
         .plan(open(&files).await)
         .await
         .unwrap();
-    let as_text = |x: anyhow::Result<streamload::distribute::Distributed<RecordBatch>>| {
-        x.map(|d| (d.file, d.record, d.item.num_rows()))
-            .map_err(|e| format!("{e:#}"))
+    // Each batch by where it was read and its rows.
+    let make = || {
+        plan.dataset()
+            .map(|d| (d.file, d.record, d.item.num_rows()))
     };
-    let full: Vec<_> = plan.dataset().iter().map(as_text).collect().await;
-    assert_eq!(full.iter().filter(|x| x.is_err()).count(), 2, "{full:?}");
-    for k in 0..=full.len() {
-        let mut epoch = plan.dataset().iter();
-        let mut seen = Vec::new();
-        for _ in 0..k {
-            seen.push(as_text(epoch.next().await.unwrap()));
-        }
-        let cp = epoch.checkpoint().unwrap();
-        drop(epoch);
-        let rest: Vec<_> = plan
-            .dataset()
-            .iter_from(&cp)
-            .unwrap()
-            .map(as_text)
-            .collect()
-            .await;
-        seen.extend(rest);
-        assert_eq!(seen, full, "resumed at {k}");
-    }
+    let errors = with_errors::assert_exact_with_errors(make, 0..=1000).await;
+    assert_eq!(errors, 2);
 }

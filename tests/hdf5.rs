@@ -17,6 +17,9 @@ use streamload::format::hdf5::{ArrayD, Element, Hdf5Dataset, f16};
 #[path = "support/s3.rs"]
 mod s3;
 
+#[path = "support/with_errors.rs"]
+mod with_errors;
+
 #[path = "support/arrays.rs"]
 mod arrays;
 use arrays::{flat, float, int, same, take_then_resume};
@@ -1079,7 +1082,7 @@ async fn a_resume_after_a_file_that_failed_goes_on_past_it() {
                 .build::<i64>()
         };
         assert_eq!(
-            arrays::assert_exact_with_errors(make).await,
+            with_errors::assert_exact_with_errors(make, 0..=1000).await,
             1,
             "{parallel} parallel reads"
         );

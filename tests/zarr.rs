@@ -18,6 +18,9 @@ use streamload::format::zarr::{ArrayD, Element, ZarrDataset, f16};
 #[path = "support/s3.rs"]
 mod s3;
 
+#[path = "support/with_errors.rs"]
+mod with_errors;
+
 #[path = "support/arrays.rs"]
 mod arrays;
 use arrays::{flat, float, int, same, take_then_resume};
@@ -802,7 +805,7 @@ async fn a_resume_after_a_store_or_chunk_that_failed_goes_on_past_it() {
                 .build::<i64>()
         };
         assert_eq!(
-            arrays::assert_exact_with_errors(make).await,
+            with_errors::assert_exact_with_errors(make, 0..=1000).await,
             2,
             "{parallel} parallel reads"
         );

@@ -54,35 +54,6 @@ pub(crate) async fn take_then_resume<T: Send + 'static>(
 
 /// The scene files' rows as the Python library read them (`points` float32 (rows, 16, 3),
 /// `labels` int64 (rows,), each an expected.json entry): (points, label) per row.
-/// For every point of `make`'s epoch, whose elements may be errors (compared by message):
-/// takes that many elements, checkpoints, resumes from a freshly built recipe, and checks
-/// the whole against the uninterrupted epoch. Returns how many errors the epoch has.
-pub(crate) async fn assert_exact_with_errors(make: impl Fn() -> Dataset<ArrayD<i64>>) -> usize {
-    let as_text = |x: anyhow::Result<ArrayD<i64>>| {
-        x.map(|a| a.iter().copied().collect::<Vec<_>>())
-            .map_err(|e| format!("{e:#}"))
-    };
-    let full: Vec<_> = make().iter().map(as_text).collect().await;
-    for k in 0..=full.len() {
-        let mut epoch = make().iter();
-        let mut seen = Vec::new();
-        for _ in 0..k {
-            seen.push(as_text(epoch.next().await.unwrap()));
-        }
-        let checkpoint = epoch.checkpoint().unwrap();
-        drop(epoch);
-        let rest: Vec<_> = make()
-            .iter_from(&checkpoint)
-            .unwrap()
-            .map(as_text)
-            .collect()
-            .await;
-        seen.extend(rest);
-        assert_eq!(seen, full, "resumed at {k}");
-    }
-    full.iter().filter(|x| x.is_err()).count()
-}
-
 pub(crate) fn scene_rows(points: &Value, labels: &Value) -> Vec<(Vec<f32>, i64)> {
     let points: Vec<f32> = points["values"]
         .as_array()
