@@ -35,7 +35,7 @@ pub(crate) use plan::Answers;
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
-    BoxStream, Opaque, OrReplay, ReplaySource, Resumable, StageStream, positions_of_input,
-    unsupported,
+    BoxStream, Opaque, OrReplay, ReplaySource, Resumable, StageStream, TakenThen,
+    positions_of_input, unsupported,
 };
 pub(crate) use route::{ReadAgain, Routed};

@@ -289,3 +289,83 @@ impl<F> Resumable for ReplaySource<F> {
             .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
     }
 }
+
+/// An input restored with elements its stage had taken from it before the checkpoint and
+/// not yet passed on (zip's element of a step waiting on another input): those elements made
+/// again from their saved positions first, then the input restored. Until they are all back
+/// it cannot be saved; its position is theirs while it hands them back.
+pub(crate) struct TakenThen<T> {
+    taken: Option<BoxStream<T>>,
+    /// How many elements were taken (saved), and how many were handed back.
+    want: usize,
+    got: usize,
+    input: BoxStream<T>,
+    stage: &'static str,
+}
+
+impl<T> TakenThen<T> {
+    /// `taken` replays the `want` saved positions; `input` is the input restored.
+    pub(crate) fn new(
+        taken: BoxStream<T>,
+        want: usize,
+        input: BoxStream<T>,
+        stage: &'static str,
+    ) -> Self {
+        TakenThen {
+            taken: (want > 0).then_some(taken),
+            want,
+            got: 0,
+            input,
+            stage,
+        }
+    }
+}
+
+impl<T> Stream for TakenThen<T> {
+    type Item = anyhow::Result<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.got == this.want {
+            this.taken = None;
+        }
+        let Some(taken) = this.taken.as_mut() else {
+            return this.input.as_mut().poll_next(cx);
+        };
+        match std::task::ready!(taken.as_mut().poll_next(cx)) {
+            Some(item) => {
+                this.got += 1;
+                Poll::Ready(Some(item))
+            }
+            None => {
+                this.taken = None;
+                this.got = this.want;
+                Poll::Ready(Some(Err(Error::Checkpoint(format!(
+                    "{}: an element taken before the checkpoint could not be read again",
+                    this.stage
+                ))
+                .into())))
+            }
+        }
+    }
+}
+
+impl<T> Resumable for TakenThen<T> {
+    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
+        let this = self.get_mut();
+        if this.got < this.want {
+            return Err(unsupported(
+                this.stage,
+                "a checkpoint before the elements it had taken are back",
+            ));
+        }
+        this.input.as_mut().save()
+    }
+
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        match &self.taken {
+            Some(taken) => taken.last_prov(),
+            None => self.input.last_prov(),
+        }
+    }
+}

@@ -15,7 +15,7 @@ use std::hash::{Hash, Hasher};
 
 use crate::engine::{Beside, BoxStream, Cardinality, Combine, Ctx, Dataset, Input, Inputs};
 use crate::engine::{Operation, Start};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{Resumable, TakenThen, unsupported};
 
 const STAGE: &str = "zip";
 
@@ -146,30 +146,31 @@ where
     let Some(state) = ctx.restoring() else {
         return ZipStream::new((0..n).map(|i| make(i, ctx)).collect(), finish);
     };
-    // `[ended, then 1 per input whose element for the next step was taken]`, their positions.
+    // `[ended, then 1 per input whose element for the next step was taken]`, their positions:
+    // those inputs hand them back first.
     let restored = (|| {
-        let done = state.word(0)? == 1;
         let mut held = state.held.iter();
-        let mut taken = Vec::new();
-        for i in 0..n {
-            if state.words.get(1 + i) == Some(&1) {
-                taken.push((i, held.next().ok_or_else(|| state.malformed())?.clone()));
-            }
-        }
-        Ok((done, taken))
+        let inputs = (0..n)
+            .map(|i| {
+                let input = make(i, &ctx.for_input(i));
+                if state.words.get(1 + i) != Some(&1) {
+                    return Ok(input);
+                }
+                let taken = vec![held.next().ok_or_else(|| state.malformed())?.clone()];
+                let taken = make(i, &ctx.for_input(i).with_replay(taken.into()));
+                Ok(Box::pin(TakenThen::new(taken, 1, input, STAGE)) as BoxStream<T>)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok((inputs, state.word(0)? == 1))
     })();
-    let (done, taken) = match restored {
-        Ok(restored) => restored,
-        Err(e) => return ZipStream::new(vec![error_stream(e)], finish),
-    };
-    let inputs = (0..n).map(|i| make(i, &ctx.for_input(i))).collect();
-    let mut zip = ZipStream::new(inputs, finish);
-    zip.done = done;
-    for (i, prov) in taken {
-        let replay = ctx.for_input(i).with_replay(vec![prov].into());
-        zip.refill.push((i, make(i, &replay)));
+    match restored {
+        Ok((inputs, done)) => {
+            let mut zip = ZipStream::new(inputs, finish);
+            zip.done = done;
+            zip
+        }
+        Err(e) => ZipStream::new(vec![error_stream(e)], finish),
     }
-    zip
 }
 
 /// Stream for the [`zip`](crate::Dataset::zip) and [`zip_all`](crate::Dataset::zip_all) methods.
@@ -185,13 +186,6 @@ pub(crate) struct ZipStream<T, F> {
     done: bool,
     /// Makes a step's output from its items.
     finish: F,
-    /// After a restore: the items taken for the next step before the checkpoint, read again
-    /// at their positions, into their slots before anything else.
-    refill: Vec<(usize, BoxStream<T>)>,
-    /// The positions of the items in the slots that came from `refill` (their inputs have
-    /// not yielded them), and those of the last step yielded.
-    refilled: Vec<Option<Prov>>,
-    last_refilled: Vec<Option<Prov>>,
 }
 
 // Elements are never pinned in place.
@@ -201,15 +195,11 @@ impl<T, F> ZipStream<T, F> {
     pub(crate) fn new(inputs: Vec<BoxStream<T>>, finish: F) -> Self {
         let slots = inputs.iter().map(|_| None).collect();
         let done = inputs.is_empty();
-        let n = inputs.len();
         ZipStream {
             inputs,
             slots,
             done,
             finish,
-            refill: Vec::new(),
-            refilled: vec![None; n],
-            last_refilled: vec![None; n],
         }
     }
 }
@@ -222,25 +212,6 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        while let Some((i, refill)) = this.refill.last_mut() {
-            let item = std::task::ready!(refill.as_mut().poll_next(cx));
-            let i = *i;
-            let prov = refill.last_prov().ok();
-            this.refill.pop();
-            match item {
-                Some(Ok(x)) => {
-                    this.slots[i] = Some(Ok(x));
-                    this.refilled[i] = prov;
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => {
-                    let e = crate::Error::Checkpoint(
-                        "an element taken for the next step could not be read again".into(),
-                    );
-                    return Poll::Ready(Some(Err(e.into())));
-                }
-            }
-        }
         if this.done {
             return Poll::Ready(None);
         }
@@ -268,12 +239,6 @@ where
         // Empty every slot before looking for an error, so the next step starts afresh.
         let items: Vec<anyhow::Result<T>> =
             this.slots.iter_mut().filter_map(Option::take).collect();
-        if this.refilled.iter().any(Option::is_some)
-            || this.last_refilled.iter().any(Option::is_some)
-        {
-            let n = this.refilled.len();
-            this.last_refilled = std::mem::replace(&mut this.refilled, vec![None; n]);
-        }
         let items: anyhow::Result<Vec<T>> = items.into_iter().collect();
         Poll::Ready(Some(items.and_then(&this.finish)))
     }
@@ -282,22 +247,13 @@ where
 impl<T, F> Resumable for ZipStream<T, F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
-        if !this.refill.is_empty() {
-            return Err(unsupported(
-                STAGE,
-                "a checkpoint before its first element after a restore",
-            ));
-        }
         let mut words = vec![u64::from(this.done)];
         let mut held = Vec::new();
-        for ((input, slot), refilled) in this.inputs.iter().zip(&this.slots).zip(&this.refilled) {
+        for (input, slot) in this.inputs.iter().zip(&this.slots) {
             words.push(u64::from(slot.is_some()));
             match slot {
                 None => {}
-                Some(Ok(_)) => held.push(match refilled {
-                    Some(prov) => prov.clone(),
-                    None => input.last_prov()?,
-                }),
+                Some(Ok(_)) => held.push(input.last_prov()?),
                 Some(Err(_)) => {
                     return Err(unsupported(
                         STAGE,
@@ -318,11 +274,7 @@ impl<T, F> Resumable for ZipStream<T, F> {
         let members = self
             .inputs
             .iter()
-            .zip(&self.last_refilled)
-            .map(|(input, refilled)| match refilled {
-                Some(prov) => Ok(prov.clone()),
-                None => input.last_prov(),
-            })
+            .map(|input| input.last_prov())
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Prov::group(members))
     }

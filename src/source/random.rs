@@ -7,12 +7,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::stream::{FusedStream, Stream};
+use futures::stream::Stream;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{Cardinality, Ctx, Resumable, Source, Start, unsupported};
+use crate::engine::unsupported;
+use crate::engine::{Cardinality, Ctx, OrReplay, ReplaySource, Resumable, Source, Start};
 use crate::ops::random_map::epoch_key;
 use crate::runtime::Coop;
 
@@ -30,14 +31,14 @@ pub(crate) struct Random {
 
 impl Source for Random {
     type Out = i64;
-    type Stream = RandomStream;
+    type Stream = OrReplay<RandomStream, i64>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self) -> Cardinality {
         Cardinality::Infinite
     }
 
-    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<RandomStream> {
+    fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<Self::Stream> {
         let seed = ctx.seed_for(self.seed, 0, *self.fallback);
         // As tf.data: the same sequence every epoch unless rerandomized.
         let epoch = if self.rerandomize_each_iteration {
@@ -46,19 +47,23 @@ impl Source for Random {
             0
         };
         let rng = ChaCha8Rng::from_seed(epoch_key(seed, epoch));
-        let (next, replay) = match start {
-            Start::Fresh => (0, None),
-            Start::Restore(state) => (state.word(0)?, None),
-            Start::Replay(provs) => (0, Some((Arc::clone(provs), 0))),
-        };
         let mut stream = RandomStream {
             rng,
-            next,
-            replay,
+            next: 0,
             coop: Coop::default(),
         };
-        stream.seek(next);
-        Ok(stream)
+        match start {
+            Start::Fresh => {}
+            Start::Restore(state) => stream.seek(state.word(0)?),
+            Start::Replay(provs) => {
+                let replay = ReplaySource::new(Arc::clone(provs), STAGE, move |index| {
+                    stream.seek(index);
+                    Ok(stream.rng.next_u64() as i64)
+                });
+                return Ok(OrReplay::Replay(Box::pin(replay)));
+            }
+        }
+        Ok(OrReplay::Own(stream))
     }
 }
 
@@ -68,8 +73,6 @@ pub(crate) struct RandomStream {
     rng: ChaCha8Rng,
     /// Index of the next value.
     next: u64,
-    /// In replay: the positions to yield, and how many were.
-    replay: Option<(Arc<[Prov]>, usize)>,
     coop: Coop,
 }
 
@@ -89,46 +92,18 @@ impl Stream for RandomStream {
         let Poll::Ready(_) = this.coop.poll_lap(cx) else {
             return Poll::Pending;
         };
-        if let Some((provs, done)) = this.replay.as_mut() {
-            let Some(prov) = provs.get(*done) else {
-                return Poll::Ready(None);
-            };
-            *done += 1;
-            match prov.single() {
-                Ok(index) => this.seek(index),
-                Err(e) => return Poll::Ready(Some(Err(e))),
-            }
-        }
         let value = this.rng.next_u64() as i64;
         this.next += 1;
         Poll::Ready(Some(Ok(value)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        match &self.replay {
-            Some((provs, done)) => {
-                let left = provs.len() - done;
-                (left, Some(left))
-            }
-            None => (usize::MAX, None),
-        }
-    }
-}
-
-impl FusedStream for RandomStream {
-    fn is_terminated(&self) -> bool {
-        matches!(&self.replay, Some((provs, done)) if *done == provs.len())
+        (usize::MAX, None)
     }
 }
 
 impl Resumable for RandomStream {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        if self.replay.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a stream replaying saved positions is not saved",
-            ));
-        }
         Ok(State::new(STAGE).words([self.next]))
     }
 
