@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 
 use futures::StreamExt;
+use streamload::text::Packing;
 use streamload::{Checkpoint, Dataset};
 
 #[path = "support/s3.rs"]
@@ -2488,4 +2489,64 @@ async fn a_checkpoint_after_the_error_that_ends_an_epoch_resumes_at_its_end() {
     assert_eq!(assert_exact_with_errors(budget, 0..=10).await, 1);
     let cardinality = || Dataset::range(0, 6).assert_cardinality(8);
     assert_eq!(assert_exact_with_errors(cardinality, 0..=7).await, 1);
+}
+
+/// Document `i` of `pack`'s tests: `(i * 37 + 11) % 29` tokens (some empty, some longer than
+/// a sequence), each saying where it is.
+fn document(i: i64) -> Vec<u32> {
+    let n = (i * 37 + 11) % 29;
+    (0..n as u32).map(|t| i as u32 * 1_000 + t).collect()
+}
+
+#[tokio::test]
+async fn pack_resumes_exactly_in_the_middle_of_a_document() {
+    for packing in [
+        Packing::ConcatThenSplit,
+        Packing::FirstFit { bins: 3 },
+        Packing::BestFit { bins: 2 },
+    ] {
+        // Held by marks (a small input) and by positions (a shuffle before it).
+        for shuffled in [false, true] {
+            let make = move || {
+                let docs = Dataset::range(0, 60).map(document);
+                let docs = if shuffled {
+                    docs.shuffle(7, Some(3))
+                } else {
+                    docs
+                };
+                docs.pack(8, packing)
+            };
+            let largest = assert_exact(make, 0..=120).await;
+            assert!(
+                largest < 2_000,
+                "{packing:?}: a checkpoint of {largest} bytes"
+            );
+        }
+        // Its sequences held by position downstream (a shuffle after it replays them).
+        let make = move || {
+            Dataset::range(0, 60)
+                .map(document)
+                .pack(8, packing)
+                .shuffle(5, Some(9))
+        };
+        assert_exact(make, (0..=120).step_by(3)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pack_checkpoint_saves_where_it_is_not_the_tokens() {
+    // Documents of 100,000 tokens in sequences of 2,048: a checkpoint in the middle of one
+    // holds a position in it, not its tokens.
+    for packing in [Packing::ConcatThenSplit, Packing::BestFit { bins: 4 }] {
+        let make = move || {
+            Dataset::range(0, 6)
+                .map(|i| (0..100_000u32).map(|t| t ^ i as u32).collect::<Vec<u32>>())
+                .pack(2_048, packing)
+        };
+        let largest = assert_exact(make, [0, 1, 30, 49, 50, 51, 200, 292]).await;
+        assert!(
+            largest < 1_000,
+            "{packing:?}: a checkpoint of {largest} bytes"
+        );
+    }
 }

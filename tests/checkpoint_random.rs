@@ -13,6 +13,7 @@ use futures::StreamExt;
 use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
 use streamload::rand::rngs::StdRng;
 use streamload::rand::{Rng, SeedableRng};
+use streamload::text::Packing;
 use streamload::{AUTOTUNE, Checkpoint, Dataset, Error, Parallelism};
 
 /// A recipe description, so the same pipeline can be built again (as a new process would).
@@ -48,6 +49,9 @@ enum Op {
     Window(usize, usize, usize),
     Bucket(Vec<usize>),
     GroupByWindow(i64, usize),
+    /// `pack` of documents made from the elements: sequence length, policy (0 concatenate
+    /// and split, 1 first fit, 2 best fit), bins.
+    Pack(usize, u8, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -201,6 +205,22 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
             Op::GroupByWindow(k, w) => {
                 ds.group_by_window(move |x| x.rem_euclid(k), |_, g| g.batch(2).map(|v| v[0]), w)
             }
+            Op::Pack(len, policy, bins) => {
+                let packing = match policy {
+                    0 => Packing::ConcatThenSplit,
+                    1 => Packing::FirstFit { bins },
+                    _ => Packing::BestFit { bins },
+                };
+                ds.map(|x| (0..x.rem_euclid(9) as u32).map(|i| x as u32 ^ i).collect())
+                    .pack(len, packing)
+                    .map(|p| {
+                        let tokens = p.tokens.iter().map(|&t| i64::from(t));
+                        let segments = p.segment_ids.iter().map(|&s| i64::from(s) << 40);
+                        let positions = p.positions.iter().map(|&s| i64::from(s) << 20);
+                        let all: Vec<i64> = tokens.chain(segments).chain(positions).collect();
+                        summed(all.iter())
+                    })
+            }
         };
     }
     // Unseeded random stages take a seed from OS entropy per recipe: each recipe built here
@@ -231,7 +251,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Some(rng.random_range(1..4))
             }
         };
-        let op = match rng.random_range(0..30) {
+        let op = match rng.random_range(0..31) {
             0 => Op::Map(rng.random_range(0..9)),
             1 => Op::Filter(rng.random_range(2..5)),
             2 => Op::Take(rng.random_range(10..500)),
@@ -270,6 +290,11 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Op::Window(size, rng.random_range(1..4), rng.random_range(1..3))
             }
             28 => Op::Bucket((0..3).map(|_| rng.random_range(1..4)).collect()),
+            29 => Op::Pack(
+                rng.random_range(1..12),
+                rng.random_range(0..3),
+                rng.random_range(1..4),
+            ),
             _ => Op::GroupByWindow(rng.random_range(1..4), rng.random_range(1..4)),
         };
         ops.push(op);

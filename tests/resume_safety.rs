@@ -400,6 +400,7 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         Column, CsvDataset, FixedLengthRecordDataset, IndexedTFRecords, JsonLinesDataset, Sample,
         ShardWriter, TFRecordIndex, WebDataset,
     };
+    use streamload::text::Packing;
     use streamload::{BucketOptions, Options};
 
     // Sources.
@@ -766,6 +767,25 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
     differ!("window shift", |n| r().window(3, n, 1, false), 2, 3);
     differ!("window stride", |n| r().window(3, 2, n, false), 1, 2);
     differ!("window drop", |d| r().window(3, 2, 1, d), false, true);
+    let docs = || r().map(|x| vec![x as u32; (x % 7) as usize]);
+    differ!(
+        "pack length",
+        |n| docs().pack(n, Packing::ConcatThenSplit),
+        4,
+        5
+    );
+    differ!(
+        "pack policy",
+        |p| docs().pack(4, p),
+        Packing::FirstFit { bins: 2 },
+        Packing::BestFit { bins: 2 }
+    );
+    differ!(
+        "pack bins",
+        |n| docs().pack(4, Packing::FirstFit { bins: n }),
+        2,
+        3
+    );
     differ!(
         "group_by_window size",
         |n| r().group_by_window(|x| x % 3, |_, w| w.batch(8), n),

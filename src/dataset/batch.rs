@@ -570,3 +570,65 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 }
+
+impl Dataset<Vec<u32>> {
+    /// Packs documents of token ids into sequences of `sequence_length` tokens, each with its
+    /// segment ids, positions and loss mask ([`text::Packed`](crate::text::Packed)), as
+    /// language-model training reads them (Grain's packing transformations):
+    /// [`Packing::ConcatThenSplit`](crate::text::Packing::ConcatThenSplit) concatenates the
+    /// documents and cuts every `sequence_length` tokens (no padding but in the last
+    /// sequence); [`Packing::FirstFit`](crate::text::Packing::FirstFit) and
+    /// [`Packing::BestFit`](crate::text::Packing::BestFit) fill several sequences at once and
+    /// pad them, splitting a document only when it is longer than a sequence.
+    ///
+    /// Every token of every document is in exactly one sequence; a document's tokens in a
+    /// sequence are one segment, in order. Empty documents add nothing. An error element passes through at once, in a sequence's
+    /// place, and packing goes on around it.
+    ///
+    /// A checkpoint saves the packing by position (which documents it holds and where in the
+    /// first one the next sequence starts), not the tokens: kilobytes however long the
+    /// documents are, and a resume in the middle of a document goes on at its next token.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// use streamload::text::Packing;
+    /// # tokio_test::block_on(async {
+    /// let docs = Dataset::from_vec(vec![vec![1, 2, 3], vec![4, 5, 6, 7, 8], vec![9]]);
+    /// let rows = docs.pack(4, Packing::ConcatThenSplit).collect().await?;
+    /// assert_eq!(rows[0].tokens, [1, 2, 3, 4]);
+    /// assert_eq!(rows[0].segment_ids, [1, 1, 1, 2]);
+    /// assert_eq!(rows[1].tokens, [5, 6, 7, 8]);
+    /// assert_eq!(rows[1].positions, [0, 1, 2, 3]); // the rest of document 2, a segment anew
+    /// assert_eq!(rows[2].tokens, [9, 0, 0, 0]);
+    /// assert_eq!(rows[2].loss_mask, [true, false, false, false]);
+    ///
+    /// let rows = docs.pack(4, Packing::FirstFit { bins: 2 }).collect().await?;
+    /// let tokens: Vec<_> = rows.iter().map(|r| r.tokens.clone()).collect();
+    /// // Document 2 is longer than a sequence: its last token fills the first bin.
+    /// assert_eq!(tokens, [[1, 2, 3, 8], [4, 5, 6, 7], [9, 0, 0, 0]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `sequence_length` or the number of bins is 0.
+    pub fn pack(
+        &self,
+        sequence_length: usize,
+        packing: crate::text::Packing,
+    ) -> Dataset<crate::text::Packed> {
+        assert!(
+            sequence_length > 0,
+            "pack: the sequence length must be at least 1"
+        );
+        if let crate::text::Packing::FirstFit { bins } | crate::text::Packing::BestFit { bins } =
+            packing
+        {
+            assert!(bins > 0, "pack: the number of bins must be at least 1");
+        }
+        self.then(ops::pack::Pack {
+            sequence_length,
+            packing,
+        })
+    }
+}

@@ -41,12 +41,33 @@ impl<T: Send + 'static> Members<T> {
         share: Option<fn(&T) -> T>,
         input: impl FnOnce(Arc<[Prov]>) -> BoxStream<T>,
     ) -> anyhow::Result<Self> {
+        Self::make(provs, stage, share, false, input)
+    }
+
+    /// [`new`](Members::new) for a stage whose groups carry words of their own (`pack`: which
+    /// tokens of each member), read from [`last_prov`](Members::last_prov).
+    pub(crate) fn with_words(
+        provs: &Arc<[Prov]>,
+        stage: &'static str,
+        share: Option<fn(&T) -> T>,
+        input: impl FnOnce(Arc<[Prov]>) -> BoxStream<T>,
+    ) -> anyhow::Result<Self> {
+        Self::make(provs, stage, share, true, input)
+    }
+
+    fn make(
+        provs: &Arc<[Prov]>,
+        stage: &'static str,
+        share: Option<fn(&T) -> T>,
+        words: bool,
+        input: impl FnOnce(Arc<[Prov]>) -> BoxStream<T>,
+    ) -> anyhow::Result<Self> {
         let mut seen: HashMap<&Prov, usize> = HashMap::new();
         let (mut distinct, mut last) = (Vec::new(), Vec::new());
         let mut groups = Vec::with_capacity(provs.len());
         for (g, prov) in provs.iter().enumerate() {
             let members = match prov {
-                Prov::Group(members, words) if words.is_empty() => members,
+                Prov::Group(members, w) if words || w.is_empty() => members,
                 other => {
                     let saved = format!("saved element is not a group: {other:?}");
                     return Err(unsupported(stage, &saved));

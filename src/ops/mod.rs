@@ -28,6 +28,7 @@
 //! | `ignore_errors_within.rs` | `ignore_errors` with an error budget (SPDL's `max_failures`) |
 //! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
 //! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
+//! | `pack.rs` | token ids packed into sequences (Grain's packing transformations): `pack` |
 
 pub(crate) mod assert_cardinality;
 pub(crate) mod batch;
@@ -43,6 +44,7 @@ pub(crate) mod ignore_errors_within;
 pub(crate) mod interleave;
 pub(crate) mod map;
 pub(crate) mod map_async;
+pub(crate) mod pack;
 pub(crate) mod padded_batch;
 pub(crate) mod parallel_interleave;
 pub(crate) mod parallel_map;

@@ -26,6 +26,8 @@
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
 
+pub use crate::ops::pack::{Packed, Packing};
+
 use std::fmt;
 use std::sync::Arc;
 
