@@ -2550,3 +2550,26 @@ async fn a_pack_checkpoint_saves_where_it_is_not_the_tokens() {
         );
     }
 }
+
+#[tokio::test]
+async fn batch_by_tokens_resumes_exactly() {
+    for shuffled in [false, true] {
+        let make = move || {
+            let docs = Dataset::range(0, 80).map(document);
+            let docs = if shuffled {
+                docs.shuffle(9, Some(5))
+            } else {
+                docs
+            };
+            docs.batch_by_tokens(40, Vec::len)
+        };
+        assert_exact(make, 0..=60).await;
+    }
+    let make = || {
+        Dataset::range(0, 80)
+            .map(document)
+            .batch_by_tokens(40, Vec::len)
+            .shuffle(4, Some(2))
+    };
+    assert_exact(make, 0..=60).await;
+}

@@ -52,6 +52,8 @@ enum Op {
     /// `pack` of documents made from the elements: sequence length, policy (0 concatenate
     /// and split, 1 first fit, 2 best fit), bins.
     Pack(usize, u8, usize),
+    /// `batch_by_tokens` of documents made from the elements, with this budget.
+    TokenBatch(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -221,6 +223,10 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                         summed(all.iter())
                     })
             }
+            Op::TokenBatch(max) => ds
+                .map(move |x| vec![x; x.rem_euclid(max as i64 + 1) as usize])
+                .batch_by_tokens(max, Vec::len)
+                .map(|b| summed(b.concat().iter())),
         };
     }
     // Unseeded random stages take a seed from OS entropy per recipe: each recipe built here
@@ -251,7 +257,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Some(rng.random_range(1..4))
             }
         };
-        let op = match rng.random_range(0..31) {
+        let op = match rng.random_range(0..32) {
             0 => Op::Map(rng.random_range(0..9)),
             1 => Op::Filter(rng.random_range(2..5)),
             2 => Op::Take(rng.random_range(10..500)),
@@ -290,6 +296,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Op::Window(size, rng.random_range(1..4), rng.random_range(1..3))
             }
             28 => Op::Bucket((0..3).map(|_| rng.random_range(1..4)).collect()),
+            30 => Op::TokenBatch(rng.random_range(1..20)),
             29 => Op::Pack(
                 rng.random_range(1..12),
                 rng.random_range(0..3),

@@ -33,6 +33,44 @@ impl<T: Send + 'static> Dataset<T> {
         self.batch_with(batch_size, true)
     }
 
+    /// Groups consecutive elements into batches of at most `max_tokens` tokens, an element
+    /// counting for `length(&element)` (the token-budget batcher of variable-length training,
+    /// fairseq's `max_tokens`): a batch is passed on when the next element would take it past
+    /// the budget, and that element starts the next one. Batches hold whole elements, as many
+    /// as fit; the sum of their lengths never exceeds `max_tokens`.
+    ///
+    /// An element longer than the budget is never cut: it is refused in its place with an
+    /// `Error::InvalidArgument` saying its length, and the batch being filled goes on; an
+    /// error element passes through at once too.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// # tokio_test::block_on(async {
+    /// let docs = Dataset::from_vec(vec![vec![1; 3], vec![2; 4], vec![3; 2], vec![4; 5], vec![5; 1]]);
+    /// let batches = docs.batch_by_tokens(8, |d| d.len()).collect().await?;
+    /// let sizes: Vec<Vec<usize>> = batches.iter().map(|b| b.iter().map(Vec::len).collect()).collect();
+    /// assert_eq!(sizes, [vec![3, 4], vec![2, 5, 1]]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `max_tokens` is 0.
+    pub fn batch_by_tokens(
+        &self,
+        max_tokens: usize,
+        length: impl Fn(&T) -> usize + Send + Sync + 'static,
+    ) -> Dataset<Vec<T>> {
+        assert!(
+            max_tokens > 0,
+            "batch_by_tokens: the budget must be at least 1 token"
+        );
+        self.then(ops::batch_by_tokens::BatchByTokens {
+            max_tokens,
+            length: Unkeyed(Arc::new(length)),
+        })
+    }
+
     fn batch_with(&self, batch_size: usize, drop_remainder: bool) -> Dataset<Vec<T>> {
         assert!(
             batch_size > 0,

@@ -28,10 +28,12 @@
 //! | `ignore_errors_within.rs` | `ignore_errors` with an error budget (SPDL's `max_failures`) |
 //! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
 //! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
+//! | `batch_by_tokens.rs` | batches of at most a budget of tokens (fairseq's `max_tokens`): `batch_by_tokens` |
 //! | `pack.rs` | token ids packed into sequences (Grain's packing transformations): `pack` |
 
 pub(crate) mod assert_cardinality;
 pub(crate) mod batch;
+pub(crate) mod batch_by_tokens;
 pub(crate) mod bucket_by_sequence_length;
 pub(crate) mod cache;
 pub(crate) mod collate;
