@@ -9,6 +9,7 @@
 //! cargo run --release --example workloads --features parquet -- --data DIR --only W11,W11s
 //! cargo run --release --example workloads --features hdf5 -- --data DIR --only W12
 //! cargo run --release --example workloads --features zarr -- --data DIR --only W13
+//! cargo run --release --example workloads --features tokenizers -- --data DIR --only W14
 //! ```
 //!
 //! W2, W2gz, W3 (and W3's `no-parse` and `read` figures), W5, W5r and W5b repeat their pass
@@ -314,6 +315,42 @@ async fn w13_zarr(store: PathBuf, parallel: Option<usize>) -> anyhow::Result<u64
     }
     anyhow::ensure!(total.is_finite(), "W13: a sum that is not finite");
     Ok(rows)
+}
+
+/// W14: D9's documents tokenized (the end id appended), concatenated and split into
+/// sequences of 2,048 tokens, batched by 8 as `int32` arrays (the last partial batch
+/// dropped); the tokens of the batches, and the sum of their ids.
+#[cfg(feature = "tokenizers")]
+async fn w14_tokens(dir: &std::path::Path) -> anyhow::Result<(u64, u64)> {
+    use futures::StreamExt as _;
+    use streamload::format::JsonLinesDataset;
+    use streamload::ndarray::Array2;
+    use streamload::text::{Packing, Tokenizer};
+
+    #[derive(serde::Deserialize)]
+    struct Document {
+        text: String,
+    }
+    let tokenizer =
+        Tokenizer::from_file(dir.join("tokens/tokenizer.json"))?.end_token("<|endoftext|>")?;
+    let batches = JsonLinesDataset::new([dir.join("tokens/docs.jsonl")])
+        .build_as::<Document>()
+        .try_map_parallel(streamload::AUTOTUNE, move |doc| tokenizer.encode(&doc.text))
+        .pack(2048, Packing::ConcatThenSplit)
+        .batch_drop_remainder(8)
+        .map(|rows| {
+            let ids = rows.iter().flat_map(|r| r.tokens.iter().map(|&t| t as i32));
+            Array2::from_shape_vec((rows.len(), 2048), ids.collect())
+        })
+        .prefetch(2);
+    let mut epoch = batches.iter();
+    let (mut tokens, mut sum) = (0u64, 0u64);
+    while let Some(batch) = epoch.next().await {
+        let batch = batch??;
+        tokens += batch.len() as u64;
+        sum += batch.iter().map(|&t| t as u64).sum::<u64>();
+    }
+    Ok((tokens, sum))
 }
 
 #[tokio::main]
@@ -653,6 +690,24 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
         emit_repeated(name, "rows/s", &passes);
+    }
+    // W14: D9 (`scripts/make_d9.py DIR` writes it) tokenized and packed; one pass (about a
+    // minute), its tokens per second, the id sum printed to stderr as the check.
+    #[cfg(feature = "tokenizers")]
+    if wanted("W14") {
+        match &args.data {
+            None => {
+                eprintln!("W14: skipped (needs --data DIR; make it with scripts/make_d9.py DIR)")
+            }
+            Some(dir) => {
+                warm_page_cache(&[dir.join("tokens/docs.jsonl")])?;
+                let start = Instant::now();
+                let (tokens, sum) = w14_tokens(dir).await?;
+                let s = start.elapsed().as_secs_f64();
+                eprintln!("W14: {tokens} tokens in batches, ids summing to {sum}");
+                emit("W14", tokens as f64 / s, "tokens/s", s);
+            }
+        }
     }
     #[cfg(feature = "parquet")]
     for (name, remote) in [("W11", false), ("W11s", true)] {

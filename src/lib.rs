@@ -89,6 +89,7 @@ pub use dataset::{Cardinality, Dataset, Epoch};
 pub use error::Error;
 pub use ops::bucket_by_sequence_length::BucketOptions;
 pub use ops::ignore_errors_within::{ErrorBudget, Quarantine, Skipped};
+pub use ops::mix::Mixture;
 pub use options::{AUTOTUNE, Options, Parallelism, available_cores};
 pub use progress::Progress;
 /// The random generator [`Dataset::random_map`] hands to its function (ChaCha8).

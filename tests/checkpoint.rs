@@ -2573,3 +2573,26 @@ async fn batch_by_tokens_resumes_exactly() {
     };
     assert_exact(make, 0..=60).await;
 }
+
+#[tokio::test]
+async fn mix_resumes_exactly() {
+    let make = || {
+        let m = streamload::Mixture::piecewise(vec![
+            (0, vec![0.6, 0.3, 0.1]),
+            (40, vec![0.1, 0.1, 0.8]),
+        ]);
+        Dataset::mix(
+            vec![
+                Dataset::range(0, 60),
+                Dataset::range(100, 160).shuffle(8, Some(2)),
+                Dataset::range(200, 230).batch(3).map(|b| b[0]),
+            ],
+            m,
+            Some(11),
+        )
+    };
+    assert_exact(make, 0..=150).await;
+    // Its elements held by position downstream.
+    let shuffled = move || make().shuffle(6, Some(4));
+    assert_exact(shuffled, (0..=150).step_by(5)).await;
+}

@@ -14,7 +14,7 @@ use streamload::format::{Compression, TFRecordDataset, TFRecordWriter};
 use streamload::rand::rngs::StdRng;
 use streamload::rand::{Rng, SeedableRng};
 use streamload::text::Packing;
-use streamload::{AUTOTUNE, Checkpoint, Dataset, Error, Parallelism};
+use streamload::{AUTOTUNE, Checkpoint, Dataset, Error, Mixture, Parallelism};
 
 /// A recipe description, so the same pipeline can be built again (as a new process would).
 #[derive(Debug, Clone)]
@@ -54,6 +54,8 @@ enum Op {
     Pack(usize, u8, usize),
     /// `batch_by_tokens` of documents made from the elements, with this budget.
     TokenBatch(usize),
+    /// `mix` with a range, weights changing at a step.
+    Mix(u64, u64),
 }
 
 #[derive(Debug, Clone)]
@@ -223,6 +225,11 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                         summed(all.iter())
                     })
             }
+            Op::Mix(seed, at) => Dataset::mix(
+                vec![ds, Dataset::range(0, 40).map(|x| -x - 1)],
+                Mixture::piecewise(vec![(0, vec![0.7, 0.3]), (at, vec![0.2, 0.8])]),
+                Some(seed),
+            ),
             Op::TokenBatch(max) => ds
                 .map(move |x| vec![x; x.rem_euclid(max as i64 + 1) as usize])
                 .batch_by_tokens(max, Vec::len)
@@ -257,7 +264,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Some(rng.random_range(1..4))
             }
         };
-        let op = match rng.random_range(0..32) {
+        let op = match rng.random_range(0..33) {
             0 => Op::Map(rng.random_range(0..9)),
             1 => Op::Filter(rng.random_range(2..5)),
             2 => Op::Take(rng.random_range(10..500)),
@@ -297,6 +304,7 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
             }
             28 => Op::Bucket((0..3).map(|_| rng.random_range(1..4)).collect()),
             30 => Op::TokenBatch(rng.random_range(1..20)),
+            31 => Op::Mix(rng.random(), rng.random_range(0..60)),
             29 => Op::Pack(
                 rng.random_range(1..12),
                 rng.random_range(0..3),

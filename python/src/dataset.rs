@@ -585,6 +585,111 @@ impl PyDataset {
         })))
     }
 
+    /// `pack(sequence_length, packing="concat_then_split", num_packing_bins=None)`: documents
+    /// of token ids (1-D integer arrays, as `Tokenizer.encode` makes them) packed into
+    /// sequences of `sequence_length` tokens, as Grain's packing transformations make them:
+    /// `"concat_then_split"` (no padding but in the last sequence), `"first_fit"` or
+    /// `"best_fit"` over `num_packing_bins` bins (a document longer than a sequence is split).
+    /// Each element is a dict: `tokens` (uint32), `segment_ids` and `positions` (int32; 0 for
+    /// padding) and `loss_mask` (bool). `key=` picks the ids from a dict (by name) or a
+    /// tuple (by index). A checkpoint saves where it is in a document, not its tokens.
+    #[pyo3(signature = (sequence_length, packing="concat_then_split", num_packing_bins=None, key=None))]
+    fn pack(
+        &self,
+        py: Python<'_>,
+        sequence_length: i64,
+        packing: &str,
+        num_packing_bins: Option<i64>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyDataset> {
+        use streamload::text::Packing;
+        if sequence_length <= 0 {
+            return Err(errors::invalid(
+                py,
+                "sequence_length must be greater than zero.",
+            ));
+        }
+        let bins = match num_packing_bins {
+            Some(n) if n <= 0 => {
+                return Err(errors::invalid(
+                    py,
+                    "num_packing_bins must be greater than zero.",
+                ));
+            }
+            n => n.map(|n| n as usize),
+        };
+        let packing = match (packing, bins) {
+            ("concat_then_split", None) => Packing::ConcatThenSplit,
+            ("first_fit", Some(bins)) => Packing::FirstFit { bins },
+            ("best_fit", Some(bins)) => Packing::BestFit { bins },
+            ("concat_then_split", Some(_)) => {
+                return Err(errors::invalid(
+                    py,
+                    "num_packing_bins is for first_fit and best_fit",
+                ));
+            }
+            ("first_fit" | "best_fit", None) => {
+                return Err(errors::invalid(
+                    py,
+                    format!("{packing} needs num_packing_bins"),
+                ));
+            }
+            (other, _) => {
+                return Err(errors::invalid(
+                    py,
+                    format!(
+                        "packing must be \"concat_then_split\", \"first_fit\" or \"best_fit\", got {other:?}"
+                    ),
+                ));
+            }
+        };
+        let key = component(key)?;
+        let packed = self
+            .inner
+            .try_map(move |v| crate::value::token_ids(v, key.as_ref()))
+            .pack(sequence_length as usize, packing)
+            .map(|p| {
+                let mut out = std::collections::BTreeMap::new();
+                out.insert("tokens".to_string(), Value::vector(p.tokens));
+                out.insert("segment_ids".to_string(), Value::vector(p.segment_ids));
+                out.insert("positions".to_string(), Value::vector(p.positions));
+                out.insert("loss_mask".to_string(), Value::vector(p.loss_mask));
+                Value::Dict(out)
+            });
+        Ok(PyDataset::wrap(packed))
+    }
+
+    /// `batch_by_tokens(max_tokens)`: documents of token ids (1-D arrays) grouped into
+    /// batches of at most `max_tokens` tokens, whole documents in order; each batch a
+    /// `RaggedTensor`-like pair `(values, row_splits)` of the documents' ids concatenated and
+    /// where each starts (`key=` as `pack`'s). A document longer than the budget raises
+    /// `InvalidArgumentError` in its place (never cut).
+    #[pyo3(signature = (max_tokens, key=None))]
+    fn batch_by_tokens(
+        &self,
+        py: Python<'_>,
+        max_tokens: i64,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyDataset> {
+        if max_tokens <= 0 {
+            return Err(errors::invalid(py, "max_tokens must be greater than zero."));
+        }
+        let key = component(key)?;
+        let batches = self
+            .inner
+            .try_map(move |v| crate::value::token_ids(v, key.as_ref()))
+            .batch_by_tokens(max_tokens as usize, Vec::len)
+            .map(|docs| {
+                let mut splits = Vec::with_capacity(docs.len() + 1);
+                splits.push(0i64);
+                for d in &docs {
+                    splits.push(splits[splits.len() - 1] + d.len() as i64);
+                }
+                Value::Tuple(vec![Value::vector(docs.concat()), Value::vector(splits)])
+            });
+        Ok(PyDataset::wrap(batches))
+    }
+
     /// `take(count)`: the first `count` elements (all of them when `count` is negative).
     fn take(&self, count: i64) -> PyDataset {
         PyDataset::wrap(self.inner.take(count))
@@ -798,4 +903,16 @@ impl PyDataset {
             self.cardinality()
         )
     }
+}
+
+/// `key=`: a dict key (a string) or a tuple index; `None` for the whole element.
+fn component(key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::value::Key>> {
+    Ok(match key {
+        None => None,
+        Some(k) if k.is_none() => None,
+        Some(k) => Some(match k.extract::<String>() {
+            Ok(name) => crate::value::Key::Name(name),
+            Err(_) => crate::value::Key::Index(k.extract::<usize>()?),
+        }),
+    })
 }

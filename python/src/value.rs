@@ -1020,3 +1020,59 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "object".into())
 }
+
+/// A component of an element: a dict's entry or a tuple's.
+#[derive(Clone)]
+pub(crate) enum Key {
+    Name(String),
+    Index(usize),
+}
+
+/// A document of token ids: a 1-D array of integers, each in `u32`'s range (what
+/// `Tokenizer.encode` gives, or a numpy array of ids), the element or its component `key`.
+pub(crate) fn token_ids(value: Value, key: Option<&Key>) -> anyhow::Result<Vec<u32>> {
+    let value = match (key, value) {
+        (None, v) => v,
+        (Some(Key::Name(k)), Value::Dict(mut d)) => d
+            .remove(k)
+            .ok_or_else(|| invalid(format!("the element has no key {k:?}")))?,
+        (Some(Key::Index(i)), Value::Tuple(mut t)) if *i < t.len() => t.swap_remove(*i),
+        (Some(_), v) => {
+            return Err(invalid(format!(
+                "key= does not name a component of {}",
+                v.describe()
+            )));
+        }
+    };
+    fn ids<T: Copy + TryInto<u32> + std::fmt::Display>(a: &ArrayD<T>) -> anyhow::Result<Vec<u32>> {
+        a.iter()
+            .map(|&x| {
+                x.try_into()
+                    .map_err(|_| invalid(format!("a token id must be in 0..2**32, got {x}")))
+            })
+            .collect()
+    }
+    let wrong = |v: &Value| {
+        invalid(format!(
+            "a document of token ids must be a 1-D integer array, got {}",
+            v.describe()
+        ))
+    };
+    let Value::Array(a) = &value else {
+        return Err(wrong(&value));
+    };
+    if a.shape().len() != 1 {
+        return Err(wrong(&value));
+    }
+    match &**a {
+        Array::UInt32(a) => Ok(a.iter().copied().collect()),
+        Array::Int8(a) => ids(a),
+        Array::UInt8(a) => ids(a),
+        Array::Int16(a) => ids(a),
+        Array::UInt16(a) => ids(a),
+        Array::Int32(a) => ids(a),
+        Array::Int64(a) => ids(a),
+        Array::UInt64(a) => ids(a),
+        _ => Err(wrong(&value)),
+    }
+}

@@ -48,6 +48,60 @@ impl<T: Send + 'static> Dataset<T> {
         ops::sample::sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
     }
 
+    /// Elements drawn at random from `datasets` by weights that follow `mixture`, a schedule
+    /// over the epoch's steps (the elements passed on so far): the data mixtures of
+    /// language-model training, whose weights change as training goes on
+    /// ([`Mixture`](crate::Mixture): constant, piecewise, interpolated, or any
+    /// function of the step). Like [`sample_from_datasets`](Dataset::sample_from_datasets),
+    /// each draw is from a ChaCha generator seeded by `seed` (else the global seed, else OS
+    /// entropy), each input keeps its own order, and an input that has ended is not drawn
+    /// again (the mixture ends when all have); a step whose weights are refused (another
+    /// count, negative or not finite, all 0 among the inputs still open) is an
+    /// `Error::InvalidArgument` naming the step, and the mixture ends there.
+    ///
+    /// A checkpoint saves the generator, the step and each input's position. The schedule is
+    /// not part of the recipe's fingerprint: a training loop that changes the weights
+    /// rebuilds the recipe with the new schedule and resumes from its checkpoint, and the
+    /// draws go on from the saved step under the new weights. Each input reads as a dataset
+    /// reads, so a mixture of 50 file sources shares the runtime's threads and the
+    /// autotuner's budgets; it opens no pool of its own per input. For sampling without
+    /// replacement within a source, shuffle that source (`shuffle`, or `list_files` with a
+    /// seed) and `repeat` it.
+    ///
+    /// ```
+    /// use streamload::Dataset;
+    /// use streamload::Mixture;
+    /// # tokio_test::block_on(async {
+    /// let web = Dataset::range(0, 1_000);
+    /// let code = Dataset::range(1_000, 2_000);
+    /// // All web text at first, then half code from step 100 on.
+    /// let mixture = Mixture::piecewise(vec![(0, vec![1.0, 0.0]), (100, vec![0.5, 0.5])]);
+    /// let steps = Dataset::mix(vec![web, code], mixture, Some(7)).take(400).collect().await?;
+    /// assert!(steps[..100].iter().all(|&x| x < 1_000));
+    /// let code = steps[100..].iter().filter(|&&x| x >= 1_000).count();
+    /// assert!((120..180).contains(&code), "{code} of 300");
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `datasets` is empty.
+    pub fn mix(
+        datasets: Vec<Dataset<T>>,
+        mixture: crate::Mixture,
+        seed: Option<u64>,
+    ) -> Dataset<T> {
+        assert!(!datasets.is_empty(), "mix: `datasets` should not be empty");
+        Dataset::combine(
+            datasets,
+            ops::mix::Mix {
+                mixture: Unkeyed(mixture),
+                seed,
+                fallback: Unkeyed(rand::random()),
+            },
+        )
+    }
+
     /// Elements taken from `datasets[choice]` for each `choice` that `choices` yields
     /// (tf.data's `choose_from_datasets`).
     ///

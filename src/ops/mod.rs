@@ -29,6 +29,7 @@
 //! | `zip.rs`, `concatenate.rs` | `zip`, `concatenate` |
 //! | `sample.rs` | `sample_from_datasets`, `choose_from_datasets` |
 //! | `batch_by_tokens.rs` | batches of at most a budget of tokens (fairseq's `max_tokens`): `batch_by_tokens` |
+//! | `mix.rs` | weighted sampling whose weights follow a schedule (data mixtures): `mix` |
 //! | `pack.rs` | token ids packed into sequences (Grain's packing transformations): `pack` |
 
 pub(crate) mod assert_cardinality;
@@ -46,6 +47,7 @@ pub(crate) mod ignore_errors_within;
 pub(crate) mod interleave;
 pub(crate) mod map;
 pub(crate) mod map_async;
+pub(crate) mod mix;
 pub(crate) mod pack;
 pub(crate) mod padded_batch;
 pub(crate) mod parallel_interleave;

@@ -22,7 +22,7 @@ use crate::hash::mix64;
 const ENDED: &str = "(ended)";
 
 /// The inputs of a selecting stage; `None` once an input has ended.
-struct Inputs<T> {
+pub(crate) struct Inputs<T> {
     streams: Vec<Option<BoxStream<T>>>,
     stop_on_empty_dataset: bool,
     /// The input the last element came from.
@@ -32,7 +32,7 @@ struct Inputs<T> {
 impl<T: Send + 'static> Inputs<T> {
     /// The inputs of one epoch: `first` of the saved state's inputs are not these (a
     /// choose's choices), and `flags` (the ended ones) start at word `flag_at`.
-    fn build(
+    pub(crate) fn build(
         ctx: &Ctx,
         datasets: &[Dataset<T>],
         stop_on_empty_dataset: bool,
@@ -78,7 +78,7 @@ impl<T: Send + 'static> Inputs<T> {
 
 /// A selecting stage in replay (`first` of its saved state's inputs are not `datasets`): the
 /// elements at the saved positions, each naming its input.
-fn replay<T: Send + 'static, P>(
+pub(crate) fn replay<T: Send + 'static, P>(
     ctx: &Ctx,
     datasets: &[Dataset<T>],
     first: usize,
@@ -251,6 +251,9 @@ pub(crate) trait Pick {
 
     /// Its words and inputs, first in the stage's saved state.
     fn save(&mut self, state: State) -> anyhow::Result<State>;
+
+    /// An element of the picked input was passed on.
+    fn taken(&mut self) {}
 }
 
 /// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
@@ -355,7 +358,7 @@ pub(crate) struct Select<T, P> {
 }
 
 impl<T: Send + 'static, P> Select<T, P> {
-    fn new(inputs: Inputs<T>, pick: P, chosen: Option<u64>) -> Self {
+    pub(crate) fn new(inputs: Inputs<T>, pick: P, chosen: Option<u64>) -> Self {
         Select {
             inputs,
             pick,
@@ -383,7 +386,10 @@ impl<T: Send + 'static, P: Pick> Stream for Select<T, P> {
             let polled = ready!(this.inputs.poll_input(i, cx));
             this.chosen = None;
             match polled {
-                Polled::Item(item) => return Poll::Ready(Some(item)),
+                Polled::Item(item) => {
+                    this.pick.taken();
+                    return Poll::Ready(Some(item));
+                }
                 Polled::Ended { stop: true } => return Poll::Ready(None),
                 Polled::Ended { stop: false } => {}
             }

@@ -1,0 +1,87 @@
+"""Language-model input from Python: `pack` makes Grain's sequences
+(tests/data/pack/cases.json, written by Grain 0.2.18), `batch_by_tokens` keeps whole
+documents within a budget, and both resume from a checkpoint in the middle of a document."""
+
+import json
+
+import numpy as np
+import pytest
+
+import streamload as sl
+from conftest import REPO_DATA
+
+CASES = json.loads((REPO_DATA / "pack" / "cases.json").read_text())["cases"]
+
+
+def documents(docs, dtype=np.int64):
+    return sl.Dataset.range(len(docs)).map(lambda i: np.array(docs[int(i)], dtype))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['policy']}-{c['length']}-{c['bins']}")
+def test_pack_makes_grains_sequences(case):
+    rows = list(documents(case["docs"]).pack(case["length"], case["policy"], case["bins"]))
+    assert len(rows) == len(case["rows"])
+    for got, want in zip(rows, case["rows"]):
+        assert sorted(got) == ["loss_mask", "positions", "segment_ids", "tokens"]
+        assert got["tokens"].dtype == np.uint32 and got["segment_ids"].dtype == np.int32
+        assert got["tokens"].tolist() == want["tokens"]
+        assert got["segment_ids"].tolist() == want["segment_ids"]
+        assert got["positions"].tolist() == want["positions"]
+        assert got["loss_mask"].tolist() == [s != 0 for s in want["segment_ids"]]
+
+
+def test_pack_takes_the_tokenizers_ids_and_refuses_what_are_not_ids():
+    tok = sl.text.Tokenizer(str(REPO_DATA / "tokenizer" / "byte_level.json"), end_token="<|endoftext|>")
+    texts = np.array([b"some words of the corpus", b"and a few more"], dtype=object)
+    ids = [tok.encode()(t).tolist() for t in texts]
+    (row,) = list(sl.Dataset.from_tensor_slices(texts).map(tok.encode()).pack(64))
+    n = len(ids[0]) + len(ids[1])
+    assert row["tokens"][:n].tolist() == ids[0] + ids[1]
+    assert row["segment_ids"][:n].tolist() == [1] * len(ids[0]) + [2] * len(ids[1])
+    # The ids picked from a dict by key=.
+    keyed = sl.Dataset.from_tensor_slices({"text": texts}).map(tok.encode(key="text"))
+    (same,) = list(keyed.pack(64, key="text"))
+    assert same["tokens"].tolist() == row["tokens"].tolist()
+    with pytest.raises(sl.InvalidArgumentError, match="no key"):
+        list(keyed.pack(64, key="ids"))
+    with pytest.raises(sl.InvalidArgumentError, match="1-D integer array"):
+        list(sl.Dataset.from_tensors(np.zeros((2, 2), np.int32)).pack(4))
+    with pytest.raises(sl.InvalidArgumentError, match="0..2"):
+        list(documents([[1, -1]]).pack(4))
+    with pytest.raises(sl.InvalidArgumentError, match="needs num_packing_bins"):
+        documents([[1]]).pack(4, "best_fit")
+    with pytest.raises(sl.InvalidArgumentError, match="packing must be"):
+        documents([[1]]).pack(4, "next_fit", 2)
+
+
+def test_batch_by_tokens_keeps_whole_documents_within_the_budget():
+    docs = [[1] * 3, [2] * 4, [3] * 2, [4] * 9, [5] * 5, [6]]
+    out = []
+    it = iter(documents(docs).batch_by_tokens(8))
+    while True:
+        try:
+            out.append(next(it))
+        except StopIteration:
+            break
+        except sl.InvalidArgumentError as e:
+            out.append(str(e))
+    assert out[0][0].tolist() == [1] * 3 + [2] * 4 and out[0][1].tolist() == [0, 3, 7]
+    assert "an element of 9 tokens is longer than the budget of 8" in out[1]
+    assert out[2][1].tolist() == [0, 2, 7, 8]
+
+
+@pytest.mark.parametrize("packing,bins", [("concat_then_split", None), ("best_fit", 3)])
+def test_pack_resumes_in_the_middle_of_a_document(packing, bins):
+    docs = [list(range(i * 100, i * 100 + (i * 37 + 11) % 29)) for i in range(40)]
+
+    def build():
+        return documents(docs).shuffle(7, seed=2).pack(8, packing, bins)
+
+    full = [r["tokens"].tolist() for r in build()]
+    for k in [0, 1, 7, len(full) // 2, len(full)]:
+        it = iter(build())
+        seen = [next(it)["tokens"].tolist() for _ in range(k)]
+        state = it.checkpoint()
+        del it
+        seen += [r["tokens"].tolist() for r in build().iter_from(state)]
+        assert seen == full, k

@@ -1,0 +1,277 @@
+//! `mix`: elements drawn from several datasets by weights that follow a schedule over the
+//! steps of the epoch (the data mixtures of language-model training: Megatron-LM's blends,
+//! MaxText's mixtures with their weights changed during training).
+//!
+//! Saved state: `[seed, the random generator's word position (low, high), the steps taken
+//! (elements passed on), the input picked for the next element + 1 (0: none), then a 0/1 per
+//! input: 1 once it has ended]` and each input's state (`inputs[i]`). The schedule is not in
+//! the recipe's fingerprint: a checkpoint resumes under another schedule (the training loop
+//! changed the weights), which goes on from the saved step.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::sample::{Inputs, Pick, Select, replay};
+use crate::checkpoint::State;
+use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, OrReplay};
+use crate::engine::{Start, Unkeyed};
+use crate::error::Error;
+use crate::hash::mix64;
+
+const STAGE: &str = "mix";
+
+/// The weights of [`Dataset::mix`](crate::Dataset::mix)'s inputs at each step (the number of
+/// elements passed on so far in the epoch): constant, piecewise, interpolated, or any
+/// function of the step. Weights need not sum to 1; an input whose weight is 0 at a step is
+/// not drawn then.
+///
+/// ```
+/// use streamload::Mixture;
+///
+/// let m = Mixture::linear(vec![(0, vec![1.0, 0.0]), (1_000, vec![0.5, 0.5])]);
+/// assert_eq!(m.weights(0, 2)?, [1.0, 0.0]);
+/// assert_eq!(m.weights(500, 2)?, [0.75, 0.25]);
+/// assert_eq!(m.weights(5_000, 2)?, [0.5, 0.5]);
+/// # anyhow::Ok::<()>(())
+/// ```
+#[derive(Clone)]
+pub struct Mixture {
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Constant(Vec<f64>),
+    Piecewise(Vec<(u64, Vec<f64>)>),
+    Linear(Vec<(u64, Vec<f64>)>),
+    Function(Arc<dyn Fn(u64) -> Vec<f64> + Send + Sync>),
+}
+
+impl fmt::Debug for Mixture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Constant(w) => f.debug_tuple("Mixture::constant").field(w).finish(),
+            Kind::Piecewise(p) => f.debug_tuple("Mixture::piecewise").field(p).finish(),
+            Kind::Linear(p) => f.debug_tuple("Mixture::linear").field(p).finish(),
+            Kind::Function(_) => f.write_str("Mixture::from_fn(..)"),
+        }
+    }
+}
+
+impl Mixture {
+    /// The same weights at every step.
+    pub fn constant(weights: Vec<f64>) -> Mixture {
+        Mixture {
+            kind: Kind::Constant(weights),
+        }
+    }
+
+    /// `points[k].1` from step `points[k].0` until the next point's step (the first point's
+    /// weights before it too). Points are sorted by step.
+    pub fn piecewise(mut points: Vec<(u64, Vec<f64>)>) -> Mixture {
+        points.sort_by_key(|p| p.0);
+        Mixture {
+            kind: Kind::Piecewise(points),
+        }
+    }
+
+    /// Interpolated linearly between the points' steps (the first point's weights before it,
+    /// the last one's after it). Points are sorted by step.
+    pub fn linear(mut points: Vec<(u64, Vec<f64>)>) -> Mixture {
+        points.sort_by_key(|p| p.0);
+        Mixture {
+            kind: Kind::Linear(points),
+        }
+    }
+
+    /// The weights `f(step)` gives.
+    pub fn from_fn(f: impl Fn(u64) -> Vec<f64> + Send + Sync + 'static) -> Mixture {
+        Mixture {
+            kind: Kind::Function(Arc::new(f)),
+        }
+    }
+
+    /// The weights of `n` inputs at `step`, or why they are not weights for them (another
+    /// count, a negative or non-finite weight, no points).
+    pub fn weights(&self, step: u64, n: usize) -> anyhow::Result<Vec<f64>> {
+        let before = |points: &[(u64, Vec<f64>)]| points.partition_point(|p| p.0 <= step);
+        let weights = match &self.kind {
+            Kind::Constant(w) => w.clone(),
+            Kind::Piecewise(points) => match points.get(before(points).saturating_sub(1)) {
+                Some((_, w)) => w.clone(),
+                None => Vec::new(),
+            },
+            Kind::Linear(points) => {
+                let k = before(points);
+                match (k.checked_sub(1).and_then(|i| points.get(i)), points.get(k)) {
+                    (Some((s0, w0)), Some((s1, w1))) if w0.len() == w1.len() => {
+                        let t = (step - s0) as f64 / (s1 - s0) as f64;
+                        w0.iter().zip(w1).map(|(a, b)| a + (b - a) * t).collect()
+                    }
+                    (Some((_, w)), _) | (None, Some((_, w))) => w.clone(),
+                    (None, None) => Vec::new(),
+                }
+            }
+            Kind::Function(f) => f(step),
+        };
+        let bad = |why: String| {
+            Error::InvalidArgument(format!(
+                "{STAGE}: the mixture's weights at step {step} {why}"
+            ))
+        };
+        if weights.len() != n {
+            let got = weights.len();
+            return Err(bad(format!("are {got}, for {n} datasets")).into());
+        }
+        if let Some(w) = weights.iter().find(|w| !w.is_finite() || **w < 0.0) {
+            return Err(bad(format!("hold {w} (a weight is finite and not negative)")).into());
+        }
+        Ok(weights)
+    }
+}
+
+/// The [`mix`](crate::Dataset::mix) operation.
+pub(crate) struct Mix {
+    pub(crate) mixture: Unkeyed<Mixture>,
+    pub(crate) seed: Option<u64>,
+    /// The seed drawn when the recipe was made, for an unseeded run ([`Ctx::seed_for`]).
+    pub(crate) fallback: Unkeyed<u64>,
+}
+
+impl Hash for Mix {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let Mix {
+            mixture: _,
+            seed,
+            fallback: _,
+        } = self;
+        seed.hash(h);
+    }
+}
+
+impl<T: Send + 'static> Combine<T> for Mix {
+    type Out = T;
+    type Stream = OrReplay<Select<T, Scheduled>, T>;
+    const NAME: &'static str = STAGE;
+
+    fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
+        if inputs.contains(&Cardinality::Infinite) {
+            Cardinality::Infinite
+        } else {
+            Cardinality::Unknown
+        }
+    }
+
+    fn open(
+        &self,
+        ctx: &Ctx,
+        inputs: Combined<'_, T>,
+        _: Start<'_>,
+    ) -> anyhow::Result<Self::Stream> {
+        let ctx = &ctx.for_merged(inputs.small());
+        let datasets = inputs.all();
+        if let Some(replay) = replay(ctx, datasets, 0, STAGE) {
+            return Ok(replay);
+        }
+        let built = (|| {
+            let selected = Inputs::build(ctx, datasets, false, 0, 5)?;
+            let (base, pos, step, chosen) = match ctx.restoring() {
+                Some(state) => {
+                    let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
+                    let chosen = state.word(4)?.checked_sub(1);
+                    (state.word(0)?, pos, state.word(3)?, chosen)
+                }
+                _ => (
+                    ctx.seed_for(self.seed, inputs.depth(), *self.fallback),
+                    0,
+                    0,
+                    None,
+                ),
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
+            rng.set_word_pos(pos);
+            let pick = Scheduled {
+                mixture: self.mixture.0.clone(),
+                rng,
+                base,
+                step,
+                failed: false,
+            };
+            Ok(Select::new(selected, pick, chosen))
+        })();
+        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
+    }
+}
+
+/// `mix`'s pick: drawn at random by the weights of the step, among the inputs still open.
+pub(crate) struct Scheduled {
+    mixture: Mixture,
+    rng: ChaCha8Rng,
+    base: u64,
+    /// Elements passed on so far.
+    step: u64,
+    /// Its weights were refused (the error was passed on): the mixture has ended.
+    failed: bool,
+}
+
+impl Pick for Scheduled {
+    const STAGE: &'static str = STAGE;
+
+    fn poll_pick<T>(
+        &mut self,
+        open: &[Option<BoxStream<T>>],
+        _: &mut Context<'_>,
+    ) -> Poll<Option<anyhow::Result<usize>>> {
+        if self.failed || open.iter().all(Option::is_none) {
+            return Poll::Ready(None);
+        }
+        let weights = match self.mixture.weights(self.step, open.len()) {
+            Ok(weights) => weights,
+            Err(e) => {
+                self.failed = true;
+                return Poll::Ready(Some(Err(e)));
+            }
+        };
+        let live = || {
+            open.iter()
+                .zip(&weights)
+                .enumerate()
+                .filter(|(_, (s, _))| s.is_some())
+        };
+        let total: f64 = live().map(|(_, (_, w))| w).sum();
+        if total <= 0.0 {
+            let e = format!(
+                "{STAGE}: at step {} every dataset still open has weight 0",
+                self.step
+            );
+            self.failed = true;
+            return Poll::Ready(Some(Err(Error::InvalidArgument(e).into())));
+        }
+        let mut r = self.rng.random::<f64>() * total;
+        let mut last = None;
+        for (i, (_, &w)) in live() {
+            if w > 0.0 {
+                last = Some(i);
+                if r < w {
+                    break;
+                }
+                r -= w;
+            }
+        }
+        Poll::Ready(last.map(Ok))
+    }
+
+    fn taken(&mut self) {
+        self.step += 1;
+    }
+
+    fn save(&mut self, state: State) -> anyhow::Result<State> {
+        let pos = self.rng.get_word_pos();
+        Ok(state.words([self.base, pos as u64, (pos >> 64) as u64, self.step]))
+    }
+}
