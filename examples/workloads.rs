@@ -353,6 +353,79 @@ async fn w14_tokens(dir: &std::path::Path) -> anyhow::Result<(u64, u64)> {
     Ok((tokens, sum))
 }
 
+/// W14m: W14's pipeline over D9's 40 parts, read by one source in turn or by 40 sources
+/// mixed with equal weights (`sources`: 1 or 40), until `batches` batches; the process's
+/// peak resident memory (bytes) and the most threads seen.
+#[cfg(feature = "tokenizers")]
+async fn w14_mixture(
+    dir: &std::path::Path,
+    sources: usize,
+    batches: usize,
+) -> anyhow::Result<(u64, u64)> {
+    use futures::StreamExt as _;
+    use streamload::format::JsonLinesDataset;
+    use streamload::text::{Packing, Tokenizer};
+    use streamload::{Dataset, Mixture};
+
+    #[derive(serde::Deserialize)]
+    struct Document {
+        text: String,
+    }
+    let status = |field: &str| -> u64 {
+        let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+            .unwrap_or(0)
+    };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(status("Threads:"));
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            most
+        })
+    };
+    let tokenizer = std::sync::Arc::new(
+        Tokenizer::from_file(dir.join("tokens/tokenizer.json"))?.end_token("<|endoftext|>")?,
+    );
+    // D9 in the 40 parts `scripts/make_d9.py` writes beside it: one source reads them all in
+    // turn, or each part is a source.
+    let parts: Vec<_> = (0..40)
+        .map(|k| dir.join(format!("tokens/parts/part-{k:02}.jsonl")))
+        .collect();
+    let inputs: Vec<Dataset<Document>> = if sources == 1 {
+        vec![JsonLinesDataset::new(parts).build_as::<Document>()]
+    } else {
+        parts
+            .iter()
+            .map(|part| JsonLinesDataset::new([part]).build_as::<Document>())
+            .collect()
+    };
+    let mixed = Dataset::mix(inputs, Mixture::constant(vec![1.0; sources]), Some(14))
+        .try_map_parallel(streamload::AUTOTUNE, move |doc| tokenizer.encode(&doc.text))
+        .pack(2048, Packing::ConcatThenSplit)
+        .batch_drop_remainder(8)
+        .prefetch(2);
+    let mut epoch = mixed.iter();
+    for _ in 0..batches {
+        epoch
+            .next()
+            .await
+            .ok_or_else(|| anyhow::anyhow!("W14m: the data ended"))??;
+    }
+    drop(epoch);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let threads = sampler
+        .join()
+        .map_err(|_| anyhow::anyhow!("W14m: the sampler panicked"))?;
+    Ok((status("VmHWM:") * 1024, threads))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -708,6 +781,34 @@ async fn main() -> anyhow::Result<()> {
                 emit("W14", tokens as f64 / s, "tokens/s", s);
             }
         }
+    }
+    // W14m1 and W14m40: W14's pipeline over 1 and 40 sources mixed (each a reader of D9 and a
+    // parallel tokenizer), 300 batches; the peak resident memory and threads of the process.
+    // Run each in a process of its own: the peak is the process's.
+    #[cfg(feature = "tokenizers")]
+    for (name, sources) in [("W14m1", 1), ("W14m40", 40)] {
+        if !args.only.iter().any(|o| o.eq_ignore_ascii_case(name)) {
+            continue;
+        }
+        let Some(dir) = &args.data else {
+            eprintln!("{name}: skipped (needs --data DIR; make it with scripts/make_d9.py DIR)");
+            continue;
+        };
+        let start = Instant::now();
+        let (peak, threads) = w14_mixture(dir, sources, 300).await?;
+        let s = start.elapsed().as_secs_f64();
+        emit(
+            &format!("{name}/rss"),
+            peak as f64 / 1e6,
+            "MB peak resident",
+            s,
+        );
+        emit(
+            &format!("{name}/threads"),
+            threads as f64,
+            "threads at most",
+            s,
+        );
     }
     #[cfg(feature = "parquet")]
     for (name, remote) in [("W11", false), ("W11s", true)] {

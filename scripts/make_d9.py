@@ -72,3 +72,16 @@ sha = hashlib.sha256(open(tok_path, "rb").read()).hexdigest()
 size = os.path.getsize(docs_path)
 print(f"D9: {args.docs} documents, {words_total} words, {size / 1e6:.0f} MB; tokenizer "
       f"{bpe.get_vocab_size()} entries, <|endoftext|> = {bpe.token_to_id('<|endoftext|>')}, sha256 {sha}")
+
+# W14m's sources: the same documents in 40 parts of consecutive lines (`parts/part-00.jsonl`
+# to `part-39.jsonl`), read by one source in turn or mixed as 40.
+parts = os.path.join(out, "parts")
+os.makedirs(parts, exist_ok=True)
+per = -(-args.docs // 40)
+with open(docs_path, encoding="utf-8") as f:
+    lines = iter(f)
+    for k in range(40):
+        with open(os.path.join(parts, f"part-{k:02}.jsonl"), "w", encoding="utf-8") as part:
+            for _, line in zip(range(per), lines):
+                part.write(line)
+print(f"W14m: 40 parts of {per} documents in {parts}")
