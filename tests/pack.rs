@@ -251,3 +251,76 @@ fn a_sequence_length_of_zero_is_refused() {
 fn zero_bins_are_refused() {
     let _ = Dataset::from_vec(vec![vec![1u32]]).pack(4, Packing::FirstFit { bins: 0 });
 }
+
+/// Megatron-LM's GPT samples (`GPTDataset` over one epoch of documents in order, with
+/// `add_extra_token_to_sequence`), as its `build_sample_idx` (megatron/core/datasets/
+/// helpers.cpp) walks them: each sample boundary is a (document, offset) pair, a sample
+/// holds `sequence_length + 1` tokens from its boundary to the next one inclusive (the
+/// last token is the next sample's first: the targets' shift), and there are
+/// `(tokens - 1) / sequence_length` samples.
+fn megatron_samples(docs: &[Vec<u32>], len: usize) -> Vec<Vec<u32>> {
+    let total: usize = docs.iter().map(Vec::len).sum();
+    let count = total.saturating_sub(1) / len;
+    let mut bounds = vec![(0usize, 0usize)];
+    let (mut doc, mut offset) = (0usize, 0usize);
+    for _ in 0..count {
+        let mut remaining = (len + 1) as i64;
+        while remaining != 0 {
+            let doc_length = (docs[doc].len() - offset) as i64;
+            remaining -= doc_length;
+            if remaining <= 0 {
+                // The sample ends in this document; the next starts on its last token.
+                offset += (remaining + doc_length - 1) as usize;
+                remaining = 0;
+            } else {
+                doc += 1;
+                offset = 0;
+            }
+        }
+        bounds.push((doc, offset));
+    }
+    bounds
+        .windows(2)
+        .map(|w| {
+            let ((d0, o0), (d1, o1)) = (w[0], w[1]);
+            let mut sample = Vec::new();
+            for d in d0..=d1 {
+                let from = if d == d0 { o0 } else { 0 };
+                let to = if d == d1 { o1 + 1 } else { docs[d].len() };
+                sample.extend_from_slice(&docs[d][from..to]);
+            }
+            sample
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn concatenate_and_split_gives_megatrons_samples_without_their_extra_token() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    for len in [1, 4, 16, 100] {
+        // Megatron's documents are never empty (its index stores sizes of at least 1).
+        let lengths: Vec<usize> = (0..50).map(|_| rng.random_range(1..3 * len + 2)).collect();
+        let docs = numbered(&lengths);
+        let samples = megatron_samples(&docs, len);
+        let rows = Dataset::from_vec(docs)
+            .pack(len, Packing::ConcatThenSplit)
+            .collect()
+            .await
+            .unwrap();
+        assert!(rows.len() >= samples.len());
+        for (i, sample) in samples.iter().enumerate() {
+            assert_eq!(sample.len(), len + 1);
+            // Megatron's inputs are the sequence; its last target the next sequence's first.
+            assert_eq!(
+                &sample[..len],
+                &rows[i].tokens[..],
+                "length {len}, sample {i}"
+            );
+            assert_eq!(
+                sample[len],
+                rows[i + 1].tokens[0],
+                "length {len}, sample {i}"
+            );
+        }
+    }
+}

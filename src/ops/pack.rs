@@ -39,6 +39,8 @@ pub enum Packing {
     /// Concatenate the documents and cut the result every `sequence_length` tokens (Grain's
     /// `ConcatThenSplitIterDataset`, the way Megatron-LM and nanoGPT read a corpus): no
     /// padding but in the last sequence; a document is split wherever a sequence ends.
+    /// Megatron-LM's GPT sample `i` is sequence `i` with the first token of sequence `i + 1`
+    /// appended (its targets' shift).
     ConcatThenSplit,
     /// First fit over `bins` bins (Grain's `FirstFitPackIterDataset` without its shuffle of
     /// the bins): each document goes into the first bin with room for it; when none has,
