@@ -284,10 +284,10 @@ fn megatron_samples(docs: &[Vec<u32>], len: usize) -> Vec<Vec<u32>> {
         .map(|w| {
             let ((d0, o0), (d1, o1)) = (w[0], w[1]);
             let mut sample = Vec::new();
-            for d in d0..=d1 {
+            for (d, doc) in docs.iter().enumerate().take(d1 + 1).skip(d0) {
                 let from = if d == d0 { o0 } else { 0 };
-                let to = if d == d1 { o1 + 1 } else { docs[d].len() };
-                sample.extend_from_slice(&docs[d][from..to]);
+                let to = if d == d1 { o1 + 1 } else { doc.len() };
+                sample.extend_from_slice(&doc[from..to]);
             }
             sample
         })

@@ -849,3 +849,104 @@ fn a_batch_made_by_hand_names_the_row_of_the_batch() {
     let e = column_view::<f32>(&batch, "w").unwrap_err();
     assert!(format!("{e}").contains("row 2 of the batch"), "{e}");
 }
+
+/// A file of `docs` documents in a `tokens` column of `list<int32>` (document `d` holds
+/// `d % 13 + 1` ids `d * 100 + i`), row groups of 7; row `null` a null, and an id of -1 in
+/// row `negative`.
+fn write_token_file(path: &Path, docs: i32, null: Option<i32>, negative: Option<i32>) {
+    use streamload::format::parquet::arrow_array::ListArray;
+    let tokens: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(
+        (0..docs).map(|d| {
+            let ids =
+                (0..d % 13 + 1).map(|i| Some(if Some(d) == negative { -1 } else { d * 100 + i }));
+            (Some(d) != null).then(|| ids.collect::<Vec<_>>())
+        }),
+    ));
+    let batch = RecordBatch::try_from_iter([("tokens", tokens)]).unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(7))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_token_column_reads_as_documents_packs_and_resumes() {
+    use futures::StreamExt;
+    use streamload::format::parquet::column_token_ids;
+    use streamload::text::Packing;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.parquet");
+    write_token_file(&path, 60, None, None);
+    let docs = || {
+        ParquetDataset::new([&path])
+            .batch_size(4)
+            .build()
+            .try_map(|b| column_token_ids(&b, "tokens"))
+            .unbatch()
+    };
+    let all = docs().collect().await.unwrap();
+    let want: Vec<Vec<u32>> = (0..60u32)
+        .map(|d| (0..d % 13 + 1).map(|i| d * 100 + i).collect())
+        .collect();
+    assert_eq!(all, want);
+    // Packed, and resumed from a checkpoint in the middle of a document.
+    let packed = || docs().pack(16, Packing::ConcatThenSplit);
+    let full = packed().collect().await.unwrap();
+    for k in [0, 3, 11, full.len() - 1] {
+        let mut epoch = packed().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(epoch.next().await.unwrap().unwrap());
+        }
+        let bytes = epoch.checkpoint().unwrap().to_bytes();
+        drop(epoch);
+        let checkpoint = streamload::Checkpoint::from_bytes(&bytes).unwrap();
+        let mut resumed = packed().iter_from(&checkpoint).unwrap();
+        while let Some(row) = resumed.next().await {
+            seen.push(row.unwrap());
+        }
+        assert_eq!(seen, full, "resumed at {k}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_column_names_the_row_of_a_null_or_an_id_out_of_range() {
+    use streamload::format::parquet::column_token_ids;
+    let dir = tempfile::tempdir().unwrap();
+    for (null, negative, says) in [
+        (Some(23), None, "row 23: column `tokens`: a null"),
+        (
+            None,
+            Some(40),
+            "row 40: column `tokens`: token id -1 is outside 0..2^32",
+        ),
+    ] {
+        let path = dir
+            .path()
+            .join(format!("bad-{null:?}-{negative:?}.parquet"));
+        write_token_file(&path, 60, null, negative);
+        let batches = read(ParquetDataset::new([&path])).await;
+        let errors: Vec<String> = batches
+            .iter()
+            .filter_map(|b| column_token_ids(b, "tokens").err())
+            .map(|e| format!("{e:#}"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains(says) && errors[0].contains("bad-"),
+            "{errors:?}"
+        );
+    }
+    let path = dir.path().join("ids.parquet");
+    write_file(&path, 0, 10, 5);
+    let batches = read(ParquetDataset::new([&path])).await;
+    let e = column_token_ids(&batches[0], "id").unwrap_err();
+    assert!(
+        format!("{e:#}").contains("Int64 is not a list of integers"),
+        "{e:#}"
+    );
+}

@@ -83,7 +83,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, RowSelection, RowSelector};
 use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
 pub use shard::ParquetShards;
-pub use tensor::{ViewElement, column_tensor, column_view};
+pub use tensor::{ViewElement, column_tensor, column_token_ids, column_view};
 
 use self::footer::{FileMeta, guard, read_footer, slice_of};
 use crate::checkpoint::{Prov, State};

@@ -220,6 +220,108 @@ pub fn column_tensor(batch: &RecordBatch, name: &str) -> anyhow::Result<Tensor> 
     Tensor::new(shape, values)
 }
 
+/// Column `name` of `batch` as documents of token ids, one per row: a column of lists
+/// (`list` or `large_list`, each row its own length) of integers (`int8` to `int64`, `uint8`
+/// to `uint64`), the way pretraining corpora store tokenized text. Each id is checked to fit
+/// in `u32`. Read a file's documents with
+/// `ParquetDataset::new(files).columns(["tokens"]).build().try_map(|b| column_token_ids(&b, "tokens")).unbatch()`,
+/// then [`pack`](crate::Dataset::pack) them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use streamload::format::parquet::{RecordBatch, column_token_ids};
+/// use streamload::format::parquet::arrow_array::{ArrayRef, ListArray, types::Int32Type};
+///
+/// let tokens: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+///     Some(vec![Some(5), Some(6), Some(7)]),
+///     Some(vec![Some(8)]),
+/// ]));
+/// let batch = RecordBatch::try_from_iter([("tokens", tokens)])?;
+/// assert_eq!(column_token_ids(&batch, "tokens")?, [vec![5, 6, 7], vec![8]]);
+/// # anyhow::Ok(())
+/// ```
+///
+/// # Errors
+///
+/// No such column, a column that is not lists of integers, a null (a row or an id) or an id
+/// outside `0..2^32`, naming the row (in the file, for a batch of
+/// [`ParquetDataset`](super::ParquetDataset)) and the column.
+pub fn column_token_ids(batch: &RecordBatch, name: &str) -> anyhow::Result<Vec<Vec<u32>>> {
+    let array = column(batch, name)?;
+    let col = Col::new(batch, name);
+    no_nulls(array, col, &|row| row)?;
+    let (offsets, values): (Vec<usize>, &dyn Array) = if let Some(list) = array.as_list_opt::<i32>()
+    {
+        let offsets = list.offsets().iter().map(|&o| o as usize).collect();
+        (offsets, list.values().as_ref())
+    } else if let Some(list) = array.as_list_opt::<i64>() {
+        let offsets = list.offsets().iter().map(|&o| o as usize).collect();
+        (offsets, list.values().as_ref())
+    } else {
+        return Err(col.whole(format!(
+            "{} is not a list of integers (token ids)",
+            array.data_type()
+        )));
+    };
+    // A sliced batch's lists point into a longer child array: only their values are read.
+    let first = offsets.first().copied().unwrap_or(0);
+    let values = values.slice(first, offsets.last().copied().unwrap_or(0) - first);
+    let values = values.as_ref();
+    // The row holding value `at` (for errors only).
+    let row_of = |at: usize| {
+        offsets
+            .partition_point(|&o| o <= at + first)
+            .saturating_sub(1)
+    };
+    no_nulls(values, col, &row_of)?;
+    let ids: Vec<u32> = match ids_of(values) {
+        Some(Ok(ids)) => ids,
+        Some(Err((at, value))) => {
+            return Err(col.at_row(row_of(at), format!("token id {value} is outside 0..2^32")));
+        }
+        None => {
+            return Err(col.whole(format!(
+                "{} is not a list of integers (token ids)",
+                array.data_type()
+            )));
+        }
+    };
+    Ok(offsets
+        .windows(2)
+        .map(|w| ids[w[0] - first..w[1] - first].to_vec())
+        .collect())
+}
+
+/// The values of an integer array as `u32` ids, or the first that does not fit (its index and
+/// value); `None` for an array of another type.
+fn ids_of(values: &dyn Array) -> Option<Result<Vec<u32>, (usize, i128)>> {
+    fn convert<T: ArrowPrimitiveType>(values: &dyn Array) -> Option<Result<Vec<u32>, (usize, i128)>>
+    where
+        T::Native: Into<i128>,
+    {
+        let values = values.as_primitive_opt::<T>()?;
+        Some(
+            values
+                .values()
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let v: i128 = v.into();
+                    u32::try_from(v).map_err(|_| (i, v))
+                })
+                .collect(),
+        )
+    }
+    convert::<UInt32Type>(values)
+        .or_else(|| convert::<Int32Type>(values))
+        .or_else(|| convert::<Int64Type>(values))
+        .or_else(|| convert::<UInt16Type>(values))
+        .or_else(|| convert::<Int16Type>(values))
+        .or_else(|| convert::<UInt8Type>(values))
+        .or_else(|| convert::<Int8Type>(values))
+        .or_else(|| convert::<UInt64Type>(values))
+}
+
 fn widen<T: ArrowPrimitiveType>(array: &dyn Array) -> Option<Values>
 where
     T::Native: Into<i64>,
