@@ -303,13 +303,13 @@ fn random_recipe(rng: &mut StdRng) -> Recipe {
                 Op::Window(size, rng.random_range(1..4), rng.random_range(1..3))
             }
             28 => Op::Bucket((0..3).map(|_| rng.random_range(1..4)).collect()),
-            30 => Op::TokenBatch(rng.random_range(1..20)),
-            31 => Op::Mix(rng.random(), rng.random_range(0..60)),
             29 => Op::Pack(
                 rng.random_range(1..12),
                 rng.random_range(0..3),
                 rng.random_range(1..4),
             ),
+            30 => Op::TokenBatch(rng.random_range(1..20)),
+            31 => Op::Mix(rng.random(), rng.random_range(0..60)),
             _ => Op::GroupByWindow(rng.random_range(1..4), rng.random_range(1..4)),
         };
         ops.push(op);

@@ -183,3 +183,41 @@ async fn a_resume_under_changed_weights_goes_on_from_its_step() {
 fn no_datasets_is_refused() {
     let _ = Dataset::<i64>::mix(Vec::new(), Mixture::constant(Vec::new()), None);
 }
+
+#[tokio::test]
+async fn over_tokens_the_schedule_follows_the_tokens_passed_on() {
+    // Documents of 1 to 9 tokens; the weights change after 5,000 tokens.
+    let docs = |k: u32| Dataset::counter(0, 1).map(move |i| vec![k; (i % 9 + 1) as usize]);
+    let m = Mixture::piecewise(vec![(0, vec![1.0, 0.0]), (5_000, vec![0.0, 1.0])]);
+    let all = Dataset::mix_over_tokens(vec![docs(0), docs(1)], m, Some(8), Vec::len)
+        .take(2_000)
+        .collect()
+        .await
+        .unwrap();
+    let mut tokens = 0;
+    for doc in &all {
+        // The source drawn is the one the schedule gives at the tokens passed on so far.
+        assert_eq!(doc[0], u32::from(tokens >= 5_000), "at {tokens} tokens");
+        tokens += doc.len();
+    }
+    // Resumed mid-way, it goes on counting the tokens.
+    let make = || {
+        let m = Mixture::piecewise(vec![(0, vec![0.9, 0.1]), (300, vec![0.1, 0.9])]);
+        Dataset::mix_over_tokens(vec![docs(0), docs(1)], m, Some(9), Vec::len).take(200)
+    };
+    let whole = make().collect().await.unwrap();
+    for k in [0, 1, 30, 77, 150] {
+        let mut epoch = make().iter();
+        let mut seen = Vec::new();
+        for _ in 0..k {
+            seen.push(epoch.next().await.unwrap().unwrap());
+        }
+        let bytes = epoch.checkpoint().unwrap().to_bytes();
+        drop(epoch);
+        let resumed = make()
+            .iter_from(&Checkpoint::from_bytes(&bytes).unwrap())
+            .unwrap();
+        seen.extend(resumed.map(Result::unwrap).collect::<Vec<_>>().await);
+        assert_eq!(seen, whole, "resumed at {k}");
+    }
+}

@@ -787,6 +787,25 @@ async fn every_parameter_that_decides_the_elements_is_in_the_fingerprint() -> an
         3
     );
     differ!(
+        "batch_by_tokens budget",
+        |n| docs().batch_by_tokens(n, Vec::len),
+        8,
+        9
+    );
+    let weights = || streamload::Mixture::constant(vec![1.0, 2.0]);
+    differ!(
+        "mix seed",
+        |seed| Dataset::mix(vec![r(), r()], weights(), Some(seed)),
+        1,
+        2
+    );
+    refused(
+        "mix over elements or tokens",
+        || Dataset::mix(vec![docs(), docs()], weights(), Some(1)),
+        || Dataset::mix_over_tokens(vec![docs(), docs()], weights(), Some(1), Vec::len),
+    )
+    .await;
+    differ!(
         "group_by_window size",
         |n| r().group_by_window(|x| x % 3, |_, w| w.batch(8), n),
         4,

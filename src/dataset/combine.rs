@@ -98,6 +98,48 @@ impl<T: Send + 'static> Dataset<T> {
             datasets,
             ops::mix::Mix {
                 mixture: Unkeyed(mixture),
+                count: Unkeyed(None),
+                seed,
+                fallback: Unkeyed(rand::random()),
+            },
+        )
+    }
+
+    /// [`mix`](Dataset::mix) whose schedule runs over tokens rather than elements: a step is
+    /// a token of the elements passed on so far (`length(element)` of them; an error counts
+    /// for none), so `Mixture::piecewise(vec![(0, a), (1_000_000_000, b)])` changes the
+    /// weights after a billion tokens, however long the documents. Saved and resumed as
+    /// `mix` is (the tokens so far are its step).
+    ///
+    /// ```
+    /// use streamload::{Dataset, Mixture};
+    /// # tokio_test::block_on(async {
+    /// let short = Dataset::from_vec(vec![vec![1u32; 2]; 100]);
+    /// let long = Dataset::from_vec(vec![vec![2u32; 10]; 100]);
+    /// // Only short documents for the first 20 tokens, then only long ones.
+    /// let m = Mixture::piecewise(vec![(0, vec![1.0, 0.0]), (20, vec![0.0, 1.0])]);
+    /// let docs = Dataset::mix_over_tokens(vec![short, long], m, Some(1), Vec::len);
+    /// let lengths: Vec<usize> = docs.take(12).collect().await?.iter().map(Vec::len).collect();
+    /// assert_eq!(lengths, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 10, 10]);
+    /// # anyhow::Ok(()) }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `datasets` is empty.
+    pub fn mix_over_tokens(
+        datasets: Vec<Dataset<T>>,
+        mixture: crate::Mixture,
+        seed: Option<u64>,
+        length: impl Fn(&T) -> usize + Send + Sync + 'static,
+    ) -> Dataset<T> {
+        assert!(!datasets.is_empty(), "mix: `datasets` should not be empty");
+        let count: ops::sample::Count<T> = Arc::new(move |x| length(x) as u64);
+        Dataset::combine(
+            datasets,
+            ops::mix::Mix {
+                mixture: Unkeyed(mixture),
+                count: Unkeyed(Some(count)),
                 seed,
                 fallback: Unkeyed(rand::random()),
             },

@@ -3,7 +3,7 @@
 //! MaxText's mixtures with their weights changed during training).
 //!
 //! Saved state: `[seed, the random generator's word position (low, high), the steps taken
-//! (elements passed on), the input picked for the next element + 1 (0: none), then a 0/1 per
+//! (elements passed on, or their tokens for `mix_over_tokens`), the input picked for the next element + 1 (0: none), then a 0/1 per
 //! input: 1 once it has ended]` and each input's state (`inputs[i]`). The schedule is not in
 //! the recipe's fingerprint: a checkpoint resumes under another schedule (the training loop
 //! changed the weights), which goes on from the saved step.
@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::sample::{Inputs, Pick, Select, replay};
+use super::sample::{Count, Inputs, Pick, Select, replay};
 use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, OrReplay};
 use crate::engine::{Start, Unkeyed};
@@ -135,26 +135,31 @@ impl Mixture {
     }
 }
 
-/// The [`mix`](crate::Dataset::mix) operation.
-pub(crate) struct Mix {
+/// The [`mix`](crate::Dataset::mix) operation (and
+/// [`mix_over_tokens`](crate::Dataset::mix_over_tokens): `count` says how many steps an
+/// element counts for).
+pub(crate) struct Mix<T> {
     pub(crate) mixture: Unkeyed<Mixture>,
+    pub(crate) count: Unkeyed<Option<Count<T>>>,
     pub(crate) seed: Option<u64>,
     /// The seed drawn when the recipe was made, for an unseeded run ([`Ctx::seed_for`]).
     pub(crate) fallback: Unkeyed<u64>,
 }
 
-impl Hash for Mix {
+impl<T> Hash for Mix<T> {
     fn hash<H: Hasher>(&self, h: &mut H) {
         let Mix {
             mixture: _,
+            count,
             seed,
             fallback: _,
         } = self;
-        seed.hash(h);
+        // Steps counted in elements or in tokens: another schedule's axis.
+        (seed, count.is_some()).hash(h);
     }
 }
 
-impl<T: Send + 'static> Combine<T> for Mix {
+impl<T: Send + 'static> Combine<T> for Mix<T> {
     type Out = T;
     type Stream = OrReplay<Select<T, Scheduled>, T>;
     const NAME: &'static str = STAGE;
@@ -202,7 +207,7 @@ impl<T: Send + 'static> Combine<T> for Mix {
                 step,
                 failed: false,
             };
-            Ok(Select::new(selected, pick, chosen))
+            Ok(Select::new(selected, pick, chosen).counting(self.count.0.clone()))
         })();
         Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
     }
@@ -266,8 +271,8 @@ impl Pick for Scheduled {
         Poll::Ready(last.map(Ok))
     }
 
-    fn taken(&mut self) {
-        self.step += 1;
+    fn taken(&mut self, n: u64) {
+        self.step += n;
     }
 
     fn save(&mut self, state: State) -> anyhow::Result<State> {

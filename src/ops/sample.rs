@@ -252,8 +252,10 @@ pub(crate) trait Pick {
     /// Its words and inputs, first in the stage's saved state.
     fn save(&mut self, state: State) -> anyhow::Result<State>;
 
-    /// An element of the picked input was passed on.
-    fn taken(&mut self) {}
+    /// An element of the picked input was passed on, counting for `n` steps.
+    fn taken(&mut self, n: u64) {
+        let _ = n;
+    }
 }
 
 /// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
@@ -355,7 +357,12 @@ pub(crate) struct Select<T, P> {
     pick: P,
     /// The input picked for the next element (kept while it is pending).
     chosen: Option<usize>,
+    /// How many steps an element counts for (`mix_over_tokens`: its tokens); one when unset.
+    count: Option<Count<T>>,
 }
+
+/// How many steps of a mixture's schedule an element counts for.
+pub(crate) type Count<T> = std::sync::Arc<dyn Fn(&T) -> u64 + Send + Sync>;
 
 impl<T: Send + 'static, P> Select<T, P> {
     pub(crate) fn new(inputs: Inputs<T>, pick: P, chosen: Option<u64>) -> Self {
@@ -363,7 +370,14 @@ impl<T: Send + 'static, P> Select<T, P> {
             inputs,
             pick,
             chosen: chosen.map(|c| c as usize),
+            count: None,
         }
+    }
+
+    /// Each element counts for `count(element)` steps (an error for none).
+    pub(crate) fn counting(mut self, count: Option<Count<T>>) -> Self {
+        self.count = count;
+        self
     }
 }
 
@@ -387,7 +401,12 @@ impl<T: Send + 'static, P: Pick> Stream for Select<T, P> {
             this.chosen = None;
             match polled {
                 Polled::Item(item) => {
-                    this.pick.taken();
+                    let n = match (&this.count, &item) {
+                        (None, _) => 1,
+                        (Some(count), Ok(x)) => count(x),
+                        (Some(_), Err(_)) => 0,
+                    };
+                    this.pick.taken(n);
                     return Poll::Ready(Some(item));
                 }
                 Polled::Ended { stop: true } => return Poll::Ready(None),
