@@ -620,7 +620,9 @@ impl Dataset<Vec<u32>> {
     /// pad them, splitting a document only when it is longer than a sequence.
     ///
     /// Every token of every document is in exactly one sequence; a document's tokens in a
-    /// sequence are one segment, in order. Empty documents add nothing. An error element passes through at once, in a sequence's
+    /// sequence are one segment, in order. Empty documents add nothing. `.batch(n).collate()`
+    /// stacks the sequences into a [`text::PackedBatch`](crate::text::PackedBatch) of
+    /// `[n, sequence_length]` arrays. An error element passes through at once, in a sequence's
     /// place, and packing goes on around it.
     ///
     /// A checkpoint saves the packing by position (which documents it holds and where in the

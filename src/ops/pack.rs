@@ -19,11 +19,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
+use ndarray::Array2;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
 use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Resumable};
 use crate::engine::{Start, unsupported};
+use crate::tensor::Collate;
 
 const STAGE: &str = "pack";
 
@@ -98,6 +100,52 @@ impl Packed {
     /// How many of its tokens are documents' (not padding).
     pub fn num_tokens(&self) -> usize {
         self.loss_mask.iter().filter(|&&m| m).count()
+    }
+}
+
+/// A batch of [`Packed`] sequences stacked into `[batch, sequence_length]` arrays (what
+/// `pack(..).batch(n).collate()` yields): the tensors a training step takes.
+///
+/// ```
+/// use streamload::Dataset;
+/// use streamload::text::Packing;
+/// # tokio_test::block_on(async {
+/// let docs = Dataset::from_vec(vec![vec![1, 2, 3], vec![4, 5, 6, 7, 8], vec![9]]);
+/// let batches = docs.pack(4, Packing::ConcatThenSplit).batch(2).collate().collect().await?;
+/// assert_eq!(batches[0].tokens.shape(), [2, 4]);
+/// assert_eq!(batches[0].segment_ids.row(0).to_vec(), [1, 1, 1, 2]);
+/// assert_eq!(batches[1].loss_mask.row(0).to_vec(), [true, false, false, false]);
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedBatch {
+    /// `uint32` token ids.
+    pub tokens: Array2<u32>,
+    /// Each token's document in its sequence, from 1; 0 for padding.
+    pub segment_ids: Array2<i32>,
+    /// Each token's position in its segment.
+    pub positions: Array2<i32>,
+    /// Whether each token is a document's.
+    pub loss_mask: Array2<bool>,
+}
+
+impl Collate for Packed {
+    type Batch = PackedBatch;
+    const COMPONENTS: usize = 4;
+
+    fn collate_components<'a, I>(items: I, component: usize) -> anyhow::Result<PackedBatch>
+    where
+        I: ExactSizeIterator<Item = &'a Self> + Clone,
+    {
+        Ok(PackedBatch {
+            tokens: Vec::collate_components(items.clone().map(|p| &p.tokens), component)?,
+            segment_ids: Vec::collate_components(
+                items.clone().map(|p| &p.segment_ids),
+                component + 1,
+            )?,
+            positions: Vec::collate_components(items.clone().map(|p| &p.positions), component + 2)?,
+            loss_mask: Vec::collate_components(items.map(|p| &p.loss_mask), component + 3)?,
+        })
     }
 }
 
