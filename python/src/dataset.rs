@@ -413,6 +413,122 @@ impl PyDataset {
         Ok(PyDataset::wrap(Dataset::zip_all(parts).map(Value::Tuple)))
     }
 
+    /// `Dataset.sample_from_datasets(datasets, weights=None, seed=None,
+    /// stop_on_empty_dataset=False, rerandomize_each_iteration=None)`: elements drawn at
+    /// random from `datasets` by `weights` (uniform when `None`), each dataset's own order
+    /// kept; the same draws every epoch (`rerandomize_each_iteration=True` is not offered).
+    #[staticmethod]
+    #[pyo3(signature = (datasets, weights=None, seed=None, stop_on_empty_dataset=false, rerandomize_each_iteration=None))]
+    fn sample_from_datasets(
+        py: Python<'_>,
+        datasets: Vec<PyRef<'_, PyDataset>>,
+        weights: Option<Vec<f64>>,
+        seed: Option<u64>,
+        stop_on_empty_dataset: bool,
+        rerandomize_each_iteration: Option<bool>,
+    ) -> PyResult<PyDataset> {
+        if rerandomize_each_iteration == Some(true) {
+            return Err(errors::invalid(
+                py,
+                "sample_from_datasets: rerandomize_each_iteration=True is not supported \
+                 (every epoch draws the same sequence)",
+            ));
+        }
+        if datasets.is_empty() {
+            return Err(errors::invalid(
+                py,
+                "sample_from_datasets: `datasets` should not be empty.",
+            ));
+        }
+        if let Some(w) = &weights {
+            if w.len() != datasets.len() {
+                return Err(errors::invalid(
+                    py,
+                    format!(
+                        "sample_from_datasets: `weights` should have the same length as \
+                         `datasets` but got `len(weights)={}` vs. `len(datasets)={}`.",
+                        w.len(),
+                        datasets.len()
+                    ),
+                ));
+            }
+            if w.iter().any(|x| x.is_infinite()) {
+                return Err(errors::invalid(
+                    py,
+                    "sample_from_datasets: weights must be finite",
+                ));
+            }
+        }
+        let inputs = datasets.iter().map(|d| d.inner.clone()).collect();
+        Ok(PyDataset::wrap(Dataset::sample_from_datasets(
+            inputs,
+            weights,
+            seed,
+            stop_on_empty_dataset,
+        )))
+    }
+
+    /// `Dataset.mix(datasets, weights, seed=None, interpolate=False)`: elements drawn from
+    /// `datasets` by weights that follow a schedule over the epoch's steps (elements passed
+    /// on): `weights` is one list of weights, or a list of `(step, weights)` points (each
+    /// point's weights from its step on; with `interpolate=True`, linear between points).
+    /// The schedule is not part of the recipe's identity: a dataset built with new weights
+    /// resumes a checkpoint and goes on from its step under them.
+    #[staticmethod]
+    #[pyo3(signature = (datasets, weights, seed=None, interpolate=false))]
+    fn mix(
+        py: Python<'_>,
+        datasets: Vec<PyRef<'_, PyDataset>>,
+        weights: &Bound<'_, PyAny>,
+        seed: Option<u64>,
+        interpolate: bool,
+    ) -> PyResult<PyDataset> {
+        use streamload::Mixture;
+        if datasets.is_empty() {
+            return Err(errors::invalid(py, "mix: `datasets` should not be empty."));
+        }
+        let n = datasets.len();
+        let check = |w: &[f64]| -> PyResult<()> {
+            if w.len() != n {
+                return Err(errors::invalid(
+                    py,
+                    format!("mix: {} weights for {n} datasets", w.len()),
+                ));
+            }
+            if w.iter().any(|x| !x.is_finite() || *x < 0.0) {
+                return Err(errors::invalid(
+                    py,
+                    "mix: weights must be finite and not negative",
+                ));
+            }
+            Ok(())
+        };
+        let mixture = if let Ok(w) = weights.extract::<Vec<f64>>() {
+            check(&w)?;
+            Mixture::constant(w)
+        } else {
+            let points: Vec<(u64, Vec<f64>)> = weights.extract().map_err(|_| {
+                errors::invalid(
+                    py,
+                    "mix: weights must be a list of floats or of (step, weights) pairs",
+                )
+            })?;
+            if points.is_empty() {
+                return Err(errors::invalid(py, "mix: no (step, weights) points"));
+            }
+            for (_, w) in &points {
+                check(w)?;
+            }
+            if interpolate {
+                Mixture::linear(points)
+            } else {
+                Mixture::piecewise(points)
+            }
+        };
+        let inputs = datasets.iter().map(|d| d.inner.clone()).collect();
+        Ok(PyDataset::wrap(Dataset::mix(inputs, mixture, seed)))
+    }
+
     /// `concatenate(dataset)`: this dataset's elements, then `dataset`'s.
     fn concatenate(&self, dataset: &Bound<'_, PyDataset>) -> PyDataset {
         PyDataset::wrap(self.inner.concatenate(&dataset.get().inner))

@@ -85,3 +85,40 @@ def test_pack_resumes_in_the_middle_of_a_document(packing, bins):
         del it
         seen += [r["tokens"].tolist() for r in build().iter_from(state)]
         assert seen == full, k
+
+
+def test_sample_from_datasets_draws_by_weight_and_keeps_each_order():
+    a, b = sl.Dataset.range(0, 3000), sl.Dataset.range(10_000, 13_000)
+    out = [int(x) for x in sl.Dataset.sample_from_datasets([a, b], [0.25, 0.75], seed=3).take(4000)]
+    small = [x for x in out if x < 10_000]
+    assert small == sorted(small) and abs(len(small) - 1000) < 5 * (4000 * 0.25 * 0.75) ** 0.5
+    again = [int(x) for x in sl.Dataset.sample_from_datasets([a, b], [0.25, 0.75], seed=3).take(4000)]
+    assert again == out
+    with pytest.raises(sl.InvalidArgumentError, match="same length"):
+        sl.Dataset.sample_from_datasets([a, b], [1.0])
+    with pytest.raises(sl.InvalidArgumentError, match="rerandomize_each_iteration"):
+        sl.Dataset.sample_from_datasets([a, b], rerandomize_each_iteration=True)
+
+
+def test_mix_follows_its_schedule_and_resumes_under_new_weights():
+    def sources():
+        return [sl.Dataset.range(0, 10**6), sl.Dataset.range(10**7, 10**7 + 10**6)]
+
+    def second(xs):
+        return sum(1 for x in xs if x >= 10**7)
+
+    steps = [int(x) for x in sl.Dataset.mix(sources(), [(0, [1.0, 0.0]), (500, [0.2, 0.8])], seed=1).take(3000)]
+    assert second(steps[:500]) == 0
+    assert abs(second(steps[500:]) - 2000) < 5 * (2500 * 0.2 * 0.8) ** 0.5
+    # A checkpoint resumed by a recipe with other weights goes on from its step.
+    it = iter(sl.Dataset.mix(sources(), [0.9, 0.1], seed=2))
+    seen = [int(next(it)) for _ in range(100)]
+    state = it.checkpoint()
+    resumed = sl.Dataset.mix(sources(), [0.1, 0.9], seed=2).iter_from(state)
+    rest = [int(next(resumed)) for _ in range(2000)]
+    assert abs(second(rest) - 1800) < 5 * (2000 * 0.1 * 0.9) ** 0.5
+    assert [x for x in seen + rest if x < 10**7] == sorted(x for x in seen + rest if x < 10**7)
+    with pytest.raises(sl.InvalidArgumentError, match="1 weights for 2 datasets"):
+        sl.Dataset.mix(sources(), [1.0])
+    with pytest.raises(sl.InvalidArgumentError, match="pairs"):
+        sl.Dataset.mix(sources(), "half")
