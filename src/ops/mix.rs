@@ -13,15 +13,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
-use super::sample::{Count, Inputs, Pick, Select, replay};
+use super::sample::{Count, Generator, Inputs, Pick, Select, replay};
 use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, OrReplay};
 use crate::engine::{Start, Unkeyed};
 use crate::error::Error;
-use crate::hash::mix64;
 
 const STAGE: &str = "mix";
 
@@ -185,25 +181,15 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
         }
         let built = (|| {
             let selected = Inputs::build(ctx, datasets, false, 0, 5)?;
-            let (base, pos, step, chosen) = match ctx.restoring() {
-                Some(state) => {
-                    let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
-                    let chosen = state.word(4)?.checked_sub(1);
-                    (state.word(0)?, pos, state.word(3)?, chosen)
-                }
-                _ => (
-                    ctx.seed_for(self.seed, inputs.depth(), *self.fallback),
-                    0,
-                    0,
-                    None,
-                ),
+            let state = ctx.restoring();
+            let (step, chosen) = match state {
+                Some(state) => (state.word(3)?, state.word(4)?.checked_sub(1)),
+                None => (0, None),
             };
-            let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
-            rng.set_word_pos(pos);
+            let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
             let pick = Scheduled {
                 mixture: self.mixture.0.clone(),
-                rng,
-                base,
+                generator: Generator::new(base, state)?,
                 step,
                 failed: false,
             };
@@ -216,8 +202,7 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
 /// `mix`'s pick: drawn at random by the weights of the step, among the inputs still open.
 pub(crate) struct Scheduled {
     mixture: Mixture,
-    rng: ChaCha8Rng,
-    base: u64,
+    generator: Generator,
     /// Elements passed on so far.
     step: u64,
     /// Its weights were refused (the error was passed on): the mixture has ended.
@@ -242,33 +227,17 @@ impl Pick for Scheduled {
                 return Poll::Ready(Some(Err(e)));
             }
         };
-        let live = || {
-            open.iter()
-                .zip(&weights)
-                .enumerate()
-                .filter(|(_, (s, _))| s.is_some())
-        };
-        let total: f64 = live().map(|(_, (_, w))| w).sum();
-        if total <= 0.0 {
-            let e = format!(
-                "{STAGE}: at step {} every dataset still open has weight 0",
-                self.step
-            );
-            self.failed = true;
-            return Poll::Ready(Some(Err(Error::InvalidArgument(e).into())));
-        }
-        let mut r = self.rng.random::<f64>() * total;
-        let mut last = None;
-        for (i, (_, &w)) in live() {
-            if w > 0.0 {
-                last = Some(i);
-                if r < w {
-                    break;
-                }
-                r -= w;
+        match self.generator.draw(open, &weights) {
+            Some(i) => Poll::Ready(Some(Ok(i))),
+            None => {
+                self.failed = true;
+                let e = format!(
+                    "{STAGE}: at step {} every dataset still open has weight 0",
+                    self.step
+                );
+                Poll::Ready(Some(Err(Error::InvalidArgument(e).into())))
             }
         }
-        Poll::Ready(last.map(Ok))
     }
 
     fn taken(&mut self, n: u64) {
@@ -276,7 +245,6 @@ impl Pick for Scheduled {
     }
 
     fn save(&mut self, state: State) -> anyhow::Result<State> {
-        let pos = self.rng.get_word_pos();
-        Ok(state.words([self.base, pos as u64, (pos >> 64) as u64, self.step]))
+        Ok(state.words(self.generator.words()).words([self.step]))
     }
 }

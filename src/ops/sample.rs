@@ -208,25 +208,15 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
         }
         let built = (|| {
             let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4)?;
-            let (base, pos, chosen) = match ctx.restoring() {
-                Some(state) => {
-                    let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
-                    (state.word(0)?, pos, state.word(3)?.checked_sub(1))
-                }
-                _ => (
-                    ctx.seed_for(self.seed, inputs.depth(), *self.fallback),
-                    0,
-                    None,
-                ),
-            };
-            // The same draws in every epoch, as tf.data's default
-            // (`rerandomize_each_iteration=False`).
-            let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
-            rng.set_word_pos(pos);
+            let state = ctx.restoring();
+            let chosen = state
+                .map(|s| s.word(3))
+                .transpose()?
+                .and_then(|c| c.checked_sub(1));
+            let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
             let draw = Draw {
                 weights: self.weights.clone(),
-                rng,
-                base,
+                generator: Generator::new(base, state)?,
             };
             Ok(Select::new(selected, draw, chosen))
         })();
@@ -258,16 +248,71 @@ pub(crate) trait Pick {
     }
 }
 
-/// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
-/// Saved words: `[seed, the generator's word position (low, high)]`.
-pub(crate) struct Draw {
-    weights: Vec<f64>,
+/// The generator a drawing stage picks its inputs with (`sample_from_datasets`, `mix`): a
+/// ChaCha stream seeded by `base`, the same draws every epoch (tf.data's default,
+/// `rerandomize_each_iteration=False`). Saved as `[base, word position (low, high)]`.
+pub(crate) struct Generator {
     rng: ChaCha8Rng,
-    /// The seed the generator was made from (saved by checkpoints).
     base: u64,
 }
 
-impl Draw {}
+impl Generator {
+    /// Fresh from `base`, or where `state`'s first three words left it.
+    pub(crate) fn new(base: u64, state: Option<&State>) -> anyhow::Result<Generator> {
+        let (base, pos) = match state {
+            Some(state) => {
+                let pos = u128::from(state.word(1)?) | (u128::from(state.word(2)?) << 64);
+                (state.word(0)?, pos)
+            }
+            None => (base, 0),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(mix64(base));
+        rng.set_word_pos(pos);
+        Ok(Generator { rng, base })
+    }
+
+    pub(crate) fn words(&self) -> [u64; 3] {
+        let pos = self.rng.get_word_pos();
+        [self.base, pos as u64, (pos >> 64) as u64]
+    }
+
+    /// An input drawn by `weights` among those still open (`Some`) whose weight is
+    /// positive; `None` when they weigh nothing together.
+    pub(crate) fn draw<T>(
+        &mut self,
+        open: &[Option<BoxStream<T>>],
+        weights: &[f64],
+    ) -> Option<usize> {
+        let live = || {
+            open.iter()
+                .zip(weights)
+                .enumerate()
+                .filter(|(_, (s, w))| s.is_some() && **w > 0.0)
+                .map(|(i, (_, &w))| (i, w))
+        };
+        let total: f64 = live().map(|(_, w)| w).sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut r = self.rng.random::<f64>() * total;
+        let mut last = None;
+        for (i, w) in live() {
+            last = Some(i);
+            if r < w {
+                break;
+            }
+            r -= w;
+        }
+        last
+    }
+}
+
+/// `sample_from_datasets`' pick: drawn at random, by weight among the inputs still open.
+/// Saved words: the generator's.
+pub(crate) struct Draw {
+    weights: Vec<f64>,
+    generator: Generator,
+}
 
 impl Pick for Draw {
     const STAGE: &'static str = SAMPLE;
@@ -277,32 +322,11 @@ impl Pick for Draw {
         open: &[Option<BoxStream<T>>],
         _: &mut Context<'_>,
     ) -> Poll<Option<anyhow::Result<usize>>> {
-        let weights = || open.iter().zip(&self.weights).enumerate();
-        let total: f64 = weights()
-            .filter(|(_, (s, _))| s.is_some())
-            .map(|(_, (_, w))| w)
-            .sum();
-        if total <= 0.0 {
-            return Poll::Ready(None);
-        }
-        let mut r = self.rng.random::<f64>() * total;
-        let mut last = None;
-        for (i, (s, w)) in weights() {
-            if s.is_none() {
-                continue;
-            }
-            last = Some(i);
-            if r < *w {
-                break;
-            }
-            r -= w;
-        }
-        Poll::Ready(last.map(Ok))
+        Poll::Ready(self.generator.draw(open, &self.weights).map(Ok))
     }
 
     fn save(&mut self, state: State) -> anyhow::Result<State> {
-        let pos = self.rng.get_word_pos();
-        Ok(state.words([self.base, pos as u64, (pos >> 64) as u64]))
+        Ok(state.words(self.generator.words()))
     }
 }
 
