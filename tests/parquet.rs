@@ -309,6 +309,18 @@ async fn tensors_refuse_nulls_and_types_they_cannot_hold() {
     assert!(format!("{e}").contains("no column `missing`"), "{e}");
 }
 
+/// `batch` written to `path` in row groups of `group` rows.
+fn write_batch(path: &Path, batch: &RecordBatch, group: usize) {
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    writer.write(batch).unwrap();
+    writer.close().unwrap();
+}
+
 /// A file of `rows` rows (`id` = `base..`, `w` 2 floats), row groups of `group`.
 fn write_file(path: &Path, base: i64, rows: i64, group: usize) {
     let id: ArrayRef = Arc::new(Int64Array::from_iter_values(base..base + rows));
@@ -322,14 +334,7 @@ fn write_file(path: &Path, base: i64, rows: i64, group: usize) {
         (base..base + rows).map(|i| format!("r{i}")),
     ));
     let batch = RecordBatch::try_from_iter([("id", id), ("w", w), ("name", name)]).unwrap();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(group))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_batch(path, &batch, group);
 }
 
 fn ids(batches: &[RecordBatch]) -> Vec<i64> {
@@ -721,14 +726,7 @@ fn write_bad_file(path: &Path, base: i64, null: Option<i64>, ragged: Option<i64>
     ));
     let batch =
         RecordBatch::try_from_iter([("id", id), ("label", label), ("tokens", tokens)]).unwrap();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(100))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_batch(path, &batch, 100);
 }
 
 /// Every batch's origin against its `id`s (`base + row` in each file), and the errors of
@@ -863,14 +861,7 @@ fn write_token_file(path: &Path, docs: i32, null: Option<i32>, negative: Option<
         }),
     ));
     let batch = RecordBatch::try_from_iter([("tokens", tokens)]).unwrap();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(7))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_batch(path, &batch, 7);
 }
 
 #[tokio::test]
