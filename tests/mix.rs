@@ -102,6 +102,15 @@ async fn each_input_keeps_its_order_and_an_ended_one_is_not_drawn_again() {
     assert_eq!(all.len(), 360);
 }
 
+/// The refusing mixtures of the test below, made again for a resume (by what they say).
+fn m_again(says: &str) -> Mixture {
+    match says {
+        "are 1, for 2 datasets" => Mixture::piecewise(vec![(0, vec![1.0, 1.0]), (5, vec![1.0])]),
+        "hold -1" => Mixture::from_fn(|s| vec![1.0, if s < 5 { 1.0 } else { -1.0 }]),
+        _ => Mixture::from_fn(|s| vec![if s < 5 { 1.0 } else { 0.0 }; 2]),
+    }
+}
+
 #[tokio::test]
 async fn weights_that_are_not_weights_are_an_error_naming_the_step_and_end_the_mixture() {
     for (m, says) in [
@@ -120,10 +129,20 @@ async fn weights_that_are_not_weights_are_an_error_naming_the_step_and_end_the_m
     ] {
         let mut epoch = Dataset::mix(inputs(2), m, Some(5)).iter();
         let mut out = Vec::new();
-        while let Some(item) = epoch.next().await {
-            out.push(item);
+        for _ in 0..6 {
+            out.push(epoch.next().await.expect("five elements and the error"));
         }
-        assert_eq!(out.len(), 6, "five elements, the error, and the end");
+        // A checkpoint right after the error resumes at the end, without the error again.
+        let bytes = epoch.checkpoint().unwrap().to_bytes();
+        assert!(epoch.next().await.is_none(), "the error ends the mixture");
+        let again = Dataset::mix(inputs(2), m_again(says), Some(5));
+        let mut resumed = again
+            .iter_from(&Checkpoint::from_bytes(&bytes).unwrap())
+            .unwrap();
+        assert!(
+            resumed.next().await.is_none(),
+            "{says}: resumed past its end"
+        );
         let e = out[5].as_ref().unwrap_err();
         assert!(
             matches!(e.downcast_ref::<Error>(), Some(Error::InvalidArgument(_))),

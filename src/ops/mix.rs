@@ -3,7 +3,8 @@
 //! MaxText's mixtures with their weights changed during training).
 //!
 //! Saved state: `[seed, the random generator's word position (low, high), the steps taken
-//! (elements passed on, or their tokens for `mix_over_tokens`), the input picked for the next element + 1 (0: none), then a 0/1 per
+//! (elements passed on, or their tokens for `mix_over_tokens`; `u64::MAX` once it has ended at
+//! weights it refused), the input picked for the next element + 1 (0: none), then a 0/1 per
 //! input: 1 once it has ended]` and each input's state (`inputs[i]`). The schedule is not in
 //! the recipe's fingerprint: a checkpoint resumes under another schedule (the training loop
 //! changed the weights), which goes on from the saved step.
@@ -20,6 +21,9 @@ use crate::engine::{Start, Unkeyed};
 use crate::error::Error;
 
 const STAGE: &str = "mix";
+
+/// The step saved once the mixture has ended at weights it refused.
+const ENDED: u64 = u64::MAX;
 
 /// The weights of [`Dataset::mix`](crate::Dataset::mix)'s inputs at each step (the number of
 /// elements passed on so far in the epoch): constant, piecewise, interpolated, or any
@@ -190,8 +194,10 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
             let pick = Scheduled {
                 mixture: self.mixture.0.clone(),
                 generator: Generator::new(base, state)?,
-                step,
-                failed: false,
+                // A mixture that ended at refused weights saves its step as `ENDED`: resumed,
+                // it stays ended (its error is not passed on again).
+                step: if step == ENDED { 0 } else { step },
+                failed: step == ENDED,
             };
             Ok(Select::new(selected, pick, chosen).counting(self.count.0.clone()))
         })();
@@ -245,6 +251,7 @@ impl Pick for Scheduled {
     }
 
     fn save(&mut self, state: State) -> anyhow::Result<State> {
-        Ok(state.words(self.generator.words()).words([self.step]))
+        let step = if self.failed { ENDED } else { self.step };
+        Ok(state.words(self.generator.words()).words([step]))
     }
 }
