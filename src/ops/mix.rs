@@ -9,12 +9,13 @@
 //! the recipe's fingerprint: a checkpoint resumes under another schedule (the training loop
 //! changed the weights), which goes on from the saved step.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::sample::{Count, Generator, Inputs, Pick, Select, replay};
+use super::sample::{Count, Generator, Inputs, Pick, Select, open_selecting};
 use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, OrReplay};
 use crate::engine::{Start, Unkeyed};
@@ -99,25 +100,31 @@ impl Mixture {
     /// The weights of `n` inputs at `step`, or why they are not weights for them (another
     /// count, a negative or non-finite weight, no points).
     pub fn weights(&self, step: u64, n: usize) -> anyhow::Result<Vec<f64>> {
+        self.weights_at(step, n).map(Cow::into_owned)
+    }
+
+    /// [`weights`](Mixture::weights), borrowed where the schedule holds them (constant and
+    /// piecewise: no allocation per draw).
+    fn weights_at(&self, step: u64, n: usize) -> anyhow::Result<Cow<'_, [f64]>> {
         let before = |points: &[(u64, Vec<f64>)]| points.partition_point(|p| p.0 <= step);
-        let weights = match &self.kind {
-            Kind::Constant(w) => w.clone(),
+        let weights: Cow<'_, [f64]> = match &self.kind {
+            Kind::Constant(w) => Cow::Borrowed(w),
             Kind::Piecewise(points) => match points.get(before(points).saturating_sub(1)) {
-                Some((_, w)) => w.clone(),
-                None => Vec::new(),
+                Some((_, w)) => Cow::Borrowed(w),
+                None => Cow::Borrowed(&[]),
             },
             Kind::Linear(points) => {
                 let k = before(points);
                 match (k.checked_sub(1).and_then(|i| points.get(i)), points.get(k)) {
                     (Some((s0, w0)), Some((s1, w1))) if w0.len() == w1.len() => {
                         let t = (step - s0) as f64 / (s1 - s0) as f64;
-                        w0.iter().zip(w1).map(|(a, b)| a + (b - a) * t).collect()
+                        Cow::Owned(w0.iter().zip(w1).map(|(a, b)| a + (b - a) * t).collect())
                     }
-                    (Some((_, w)), _) | (None, Some((_, w))) => w.clone(),
-                    (None, None) => Vec::new(),
+                    (Some((_, w)), _) | (None, Some((_, w))) => Cow::Borrowed(w),
+                    (None, None) => Cow::Borrowed(&[]),
                 }
             }
-            Kind::Function(f) => f(step),
+            Kind::Function(f) => Cow::Owned(f(step)),
         };
         let bad = |why: String| {
             Error::InvalidArgument(format!(
@@ -180,10 +187,7 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small());
         let datasets = inputs.all();
-        if let Some(replay) = replay(ctx, datasets, 0, STAGE) {
-            return Ok(replay);
-        }
-        let built = (|| {
+        Ok(open_selecting(ctx, datasets, 0, STAGE, || {
             let selected = Inputs::build(ctx, datasets, false, 0, 5)?;
             let state = ctx.restoring();
             let (step, chosen) = match state {
@@ -200,8 +204,7 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
                 failed: step == ENDED,
             };
             Ok(Select::new(selected, pick, chosen).counting(self.count.0.clone()))
-        })();
-        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
+        }))
     }
 }
 
@@ -226,7 +229,7 @@ impl Pick for Scheduled {
         if self.failed || open.iter().all(Option::is_none) {
             return Poll::Ready(None);
         }
-        let weights = match self.mixture.weights(self.step, open.len()) {
+        let weights = match self.mixture.weights_at(self.step, open.len()) {
             Ok(weights) => weights,
             Err(e) => {
                 self.failed = true;

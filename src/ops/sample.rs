@@ -76,21 +76,22 @@ impl<T: Send + 'static> Inputs<T> {
     }
 }
 
-/// A selecting stage in replay (`first` of its saved state's inputs are not `datasets`): the
-/// elements at the saved positions, each naming its input.
-pub(crate) fn replay<T: Send + 'static, P>(
+/// A selecting stage's stream for one epoch (`first` of its saved state's inputs are not
+/// `datasets`): in replay, the elements at the saved positions, each naming its input;
+/// otherwise the stream `build` makes, or its error in the stage's place.
+pub(crate) fn open_selecting<T: Send + 'static, P>(
     ctx: &Ctx,
     datasets: &[Dataset<T>],
     first: usize,
     stage: &'static str,
-) -> Option<OrReplay<Select<T, P>, T>> {
-    let provs = ctx.replaying()?;
-    Some(OrReplay::replay(Routed::new(
-        provs,
-        datasets.len(),
-        stage,
-        |i, list| datasets[i].build(&ctx.for_input(first + i).with_replay(list)),
-    )))
+    build: impl FnOnce() -> anyhow::Result<Select<T, P>>,
+) -> OrReplay<Select<T, P>, T> {
+    match ctx.replaying() {
+        Some(provs) => OrReplay::replay(Routed::new(provs, datasets.len(), stage, |i, list| {
+            datasets[i].build(&ctx.for_input(first + i).with_replay(list))
+        })),
+        None => build().map_or_else(OrReplay::error, OrReplay::Own),
+    }
 }
 
 /// What polling the chosen input gave.
@@ -203,10 +204,7 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small());
         let datasets = inputs.all();
-        if let Some(replay) = replay(ctx, datasets, 0, SAMPLE) {
-            return Ok(replay);
-        }
-        let built = (|| {
+        Ok(open_selecting(ctx, datasets, 0, SAMPLE, || {
             let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4)?;
             let state = ctx.restoring();
             let chosen = state
@@ -219,8 +217,7 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
                 generator: Generator::new(base, state)?,
             };
             Ok(Select::new(selected, draw, chosen))
-        })();
-        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
+        }))
     }
 }
 
@@ -509,10 +506,7 @@ impl<T: Send + 'static> Combine<T> for ChooseFrom {
         let ctx = &ctx.for_merged(inputs.small() && self.choices.is_small());
         let datasets = inputs.all();
         // In replay the positions name the inputs: the choices are not read.
-        if let Some(replay) = replay(ctx, datasets, 1, CHOOSE) {
-            return Ok(replay);
-        }
-        let built = (|| {
+        Ok(open_selecting(ctx, datasets, 1, CHOOSE, || {
             let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 1, 1)?;
             let chosen = match ctx.restoring() {
                 Some(state) => state.word(0)?.checked_sub(1),
@@ -520,8 +514,7 @@ impl<T: Send + 'static> Combine<T> for ChooseFrom {
             };
             let choices = self.choices.build(&ctx.for_input(0)).fuse();
             Ok(Select::new(selected, Choices { choices }, chosen))
-        })();
-        Ok(built.map_or_else(OrReplay::error, OrReplay::Own))
+        }))
     }
 }
 
