@@ -215,15 +215,19 @@ fn build(recipe: &Recipe) -> Dataset<i64> {
                     1 => Packing::FirstFit { bins },
                     _ => Packing::BestFit { bins },
                 };
-                ds.map(|x| (0..x.rem_euclid(9) as u32).map(|i| x as u32 ^ i).collect())
-                    .pack(len, packing)
-                    .map(|p| {
-                        let tokens = p.tokens.iter().map(|&t| i64::from(t));
-                        let segments = p.segment_ids.iter().map(|&s| i64::from(s) << 40);
-                        let positions = p.positions.iter().map(|&s| i64::from(s) << 20);
-                        let all: Vec<i64> = tokens.chain(segments).chain(positions).collect();
-                        summed(all.iter())
-                    })
+                ds.map(|x| {
+                    (0..x.rem_euclid(9) as u32)
+                        .map(|i| x as u32 ^ i)
+                        .collect::<Vec<u32>>()
+                })
+                .pack(len, packing)
+                .map(|p| {
+                    let tokens = p.tokens.iter().map(|&t| i64::from(t));
+                    let segments = p.segment_ids.iter().map(|&s| i64::from(s) << 40);
+                    let positions = p.positions.iter().map(|&s| i64::from(s) << 20);
+                    let all: Vec<i64> = tokens.chain(segments).chain(positions).collect();
+                    summed(all.iter())
+                })
             }
             Op::Mix(seed, at) => Dataset::mix(
                 vec![ds, Dataset::range(0, 40).map(|x| -x - 1)],

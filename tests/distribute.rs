@@ -397,6 +397,7 @@ async fn elastic_resume_refuses_what_it_cannot_make_exact() {
             padded: false,
             file: 3,
             record: 2 * i,
+            offset: 0,
         });
     }
     let err = full.resume(&[scattered]).unwrap_err().to_string();
@@ -409,6 +410,7 @@ async fn elastic_resume_refuses_what_it_cannot_make_exact() {
             padded: false,
             file: 0,
             record,
+            offset: 0,
         });
     }
     let err = full.resume(&[twice]).unwrap_err().to_string();

@@ -318,3 +318,88 @@ async fn object_storage_reads_as_local_files_do() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Megatron pairs dealt to ranks by runs of documents, packed, stopped, and resumed on
+/// another number of ranks: every document's tokens are packed once, in order.
+#[tokio::test]
+async fn packed_ranks_over_megatron_pairs_resume_elastically() -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    use streamload::distribute::{
+        Coverage, CoverageReport, Distribute, Remainder, ShardPolicy, ShardSource,
+    };
+    use streamload::text::Packing;
+
+    let names = ["docs_uint16", "sentences_int32", "merged_uint16"];
+    let corpus = MegatronDataset::open(names.map(prefix)).await?;
+    let counts = corpus.count().await?;
+    let expected = expected();
+    // The pieces of each document packed, by (pair, document): (start, tokens).
+    type Pieces = Vec<(u64, Vec<u32>)>;
+    let mut packed: BTreeMap<(usize, u64), Pieces> = BTreeMap::new();
+    let mut coverages: Vec<Coverage> = Vec::new();
+    for (world, steps) in [(2, Some(3)), (3, None)] {
+        let mut phase = Vec::new();
+        for rank in 0..world {
+            let dist = Distribute::new(rank, world)
+                .policy(ShardPolicy::Record)
+                .remainder(Remainder::Pad);
+            let mut plan = dist.plan(corpus.clone()).await?;
+            if !coverages.is_empty() {
+                plan = plan.resume(&coverages)?;
+            }
+            let mut coverage = plan.coverage(0);
+            let sequences = plan.dataset().pack(32, Packing::BestFit { bins: 2 });
+            let mut it = sequences.iter();
+            let mut n = 0;
+            while steps.is_none_or(|s| n < s) {
+                let Some(row) = it.next().await else { break };
+                let row = row?;
+                let pieces = row.pieces.iter().filter(|p| p.start < p.end);
+                for (s, piece) in (1..).zip(pieces) {
+                    let tokens = (0..row.tokens.len())
+                        .filter(|&i| row.segment_ids[i] == s)
+                        .map(|i| row.tokens[i])
+                        .collect();
+                    if !piece.padded {
+                        packed
+                            .entry((piece.file, piece.record))
+                            .or_default()
+                            .push((piece.start, tokens));
+                    }
+                }
+                coverage.add_pieces(&row.pieces);
+                n += 1;
+            }
+            phase.push(coverage);
+        }
+        coverages.extend(phase);
+    }
+    for (file, name) in names.iter().enumerate() {
+        let docs = documents(&expected[*name]);
+        assert_eq!(docs.len() as u64, counts[file]);
+        for (record, doc) in docs.iter().enumerate() {
+            let mut pieces = packed.remove(&(file, record as u64)).unwrap_or_default();
+            pieces.sort();
+            let mut at = 0;
+            for (start, tokens) in &pieces {
+                assert_eq!(
+                    *start, at,
+                    "{name} document {record}: a piece lost or repeated"
+                );
+                at += tokens.len() as u64;
+            }
+            let whole: Vec<u32> = pieces.into_iter().flat_map(|(_, t)| t).collect();
+            assert_eq!(&whole, doc, "{name} document {record}");
+        }
+    }
+    assert!(packed.is_empty(), "pieces of no document: {packed:?}");
+    let report = CoverageReport::merge(&coverages)?;
+    assert!(report.disjoint() && report.complete(), "{report}");
+    // A shuffled (or sharded) dataset is not dealt: the plan orders the documents.
+    let err = Distribute::new(0, 2)
+        .plan(corpus.clone().shuffle_documents(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("shuffle_documents"), "{err}");
+    Ok(())
+}

@@ -6,8 +6,11 @@
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
-use streamload::Dataset;
+use streamload::distribute::{
+    Coverage, CoverageReport, Distribute, Remainder, ShardPolicy, ShardSource, Unit,
+};
 use streamload::text::{Packed, Packing};
+use streamload::{Dataset, Mixture};
 
 #[derive(Deserialize)]
 struct Cases {
@@ -131,10 +134,7 @@ fn check(lengths: &[usize], len: usize, packing: Packing, rows: &[Packed]) -> us
         }
     }
     for (d, (&n, doc)) in lengths.iter().zip(pieces.iter_mut()).enumerate() {
-        if !matches!(packing, Packing::ConcatThenSplit) {
-            // A split document's pieces go where they fit, in any order of sequences.
-            doc.sort_by_key(|p| p[0]);
-        }
+        // A split document's pieces come in its order, under every policy.
         let whole: Vec<u32> = doc.concat();
         let want: Vec<u32> = (0..n as u32).map(|i| d as u32 * 10_000 + i).collect();
         assert_eq!(
@@ -142,13 +142,13 @@ fn check(lengths: &[usize], len: usize, packing: Packing, rows: &[Packed]) -> us
             "{what}: document {d}: tokens lost, repeated or out of order"
         );
         if !matches!(packing, Packing::ConcatThenSplit) {
-            // Split only when longer than a sequence: into whole sequences and a rest.
+            // Split only when longer than a sequence: into a head and whole sequences.
             assert_eq!(
                 doc.len(),
                 n.div_ceil(len),
                 "{what}: document {d} split needlessly"
             );
-            assert!(doc.iter().rev().skip(1).all(|p| p.len() == len));
+            assert!(doc.iter().skip(1).all(|p| p.len() == len));
         }
     }
     if matches!(packing, Packing::ConcatThenSplit) {
@@ -321,6 +321,305 @@ async fn concatenate_and_split_gives_megatrons_samples_without_their_extra_token
                 rows[i + 1].tokens[0],
                 "length {len}, sample {i}"
             );
+        }
+    }
+}
+
+/// Documents in files, in memory: file `f`'s record `r` holds tokens `base(f, r) + i`, so
+/// every token says where it is.
+#[derive(Clone)]
+struct DocFiles(Vec<Vec<Vec<u32>>>);
+
+fn base(file: usize, record: u64) -> u32 {
+    (file as u32 + 1) * 1_000_000 + record as u32 * 1_000
+}
+
+impl DocFiles {
+    fn new(counts: &[usize], seed: u64) -> DocFiles {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        DocFiles(
+            counts
+                .iter()
+                .enumerate()
+                .map(|(f, &n)| {
+                    (0..n as u64)
+                        .map(|r| {
+                            let len = rng.random_range(0..60);
+                            (0..len).map(|i| base(f, r) + i).collect()
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    fn tokens(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = self.0.iter().flatten().flatten().copied().collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+impl ShardSource for DocFiles {
+    type Item = Vec<u32>;
+
+    fn names(&self) -> Vec<String> {
+        (0..self.0.len()).map(|f| format!("docs-{f}")).collect()
+    }
+
+    fn count(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<u64>>> {
+        let counts = self.0.iter().map(|f| f.len() as u64).collect();
+        Box::pin(futures::future::ready(Ok(counts)))
+    }
+
+    fn read(&self, unit: Unit) -> Dataset<Vec<u32>> {
+        Dataset::from_vec(self.0[unit.file][unit.start as usize..unit.end as usize].to_vec())
+    }
+}
+
+/// The tokens of a sequence's segments that are not padding, each checked against the piece
+/// the sequence says it is.
+fn taken_tokens(row: &Packed, out: &mut Vec<u32>) {
+    let segments = row.segment_ids.iter().copied().max().unwrap_or(0) as usize;
+    let pieces: Vec<_> = row.pieces.iter().filter(|p| p.start < p.end).collect();
+    assert_eq!(pieces.len(), segments, "a piece per segment");
+    for (s, piece) in (1..).zip(pieces) {
+        let tokens: Vec<u32> = (0..row.tokens.len())
+            .filter(|&i| row.segment_ids[i] == s)
+            .map(|i| row.tokens[i])
+            .collect();
+        let expected: Vec<u32> = (piece.start..piece.end)
+            .map(|i| base(piece.file, piece.record) + i as u32)
+            .collect();
+        assert_eq!(tokens, expected, "segment {s} is the piece {piece:?}");
+        if !piece.padded {
+            out.extend(tokens);
+        }
+    }
+}
+
+/// Takes up to `steps` sequences of a rank's dataset (all with `None`), adding each to the
+/// rank's coverage and its tokens to `tokens`.
+async fn take_sequences(
+    ds: Dataset<Packed>,
+    coverage: &mut Coverage,
+    steps: Option<usize>,
+    tokens: &mut Vec<u32>,
+) -> usize {
+    let mut it = ds.iter();
+    let mut n = 0;
+    while steps.is_none_or(|s| n < s) {
+        let Some(row) = it.next().await else { break };
+        let row = row.unwrap();
+        taken_tokens(&row, tokens);
+        coverage.add_pieces(&row.pieces);
+        n += 1;
+    }
+    n
+}
+
+#[tokio::test]
+async fn an_elastic_resume_of_packed_ranks_neither_loses_nor_repeats_a_token() {
+    let data = DocFiles::new(&[7, 3, 11, 5, 9, 4], 11);
+    for packing in [
+        Packing::ConcatThenSplit,
+        Packing::FirstFit { bins: 3 },
+        Packing::BestFit { bins: 2 },
+    ] {
+        let mut tokens = Vec::new();
+        let mut coverages = Vec::new();
+        // Two ranks, stopped after a few sequences each (not in step); then three ranks on
+        // the rest, stopped again; then one rank to the end of the epoch.
+        let mut previous: Option<Vec<Coverage>> = None;
+        for (world, steps) in [
+            (2, [Some(4), Some(2)].as_slice()),
+            (3, &[Some(3), Some(1), Some(5)]),
+            (1, &[None]),
+        ] {
+            let mut phase = Vec::new();
+            for (rank, &steps) in steps.iter().enumerate() {
+                let dist = Distribute::new(rank, world)
+                    .policy(ShardPolicy::File)
+                    .remainder(Remainder::Pad);
+                let mut plan = dist.plan(data.clone()).await.unwrap();
+                if let Some(old) = &previous {
+                    plan = plan.resume(old).unwrap();
+                }
+                let mut coverage = plan.coverage(0);
+                let ds = plan.dataset().pack(16, packing);
+                take_sequences(ds, &mut coverage, steps, &mut tokens).await;
+                phase.push(coverage);
+            }
+            coverages.extend(phase.iter().cloned());
+            previous = Some(coverages.clone());
+        }
+        tokens.sort_unstable();
+        assert_eq!(tokens, data.tokens(), "{packing:?}: every token once");
+        let report = CoverageReport::merge(&coverages).unwrap();
+        assert!(
+            report.disjoint() && report.complete(),
+            "{packing:?}: {report}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_document_taken_in_part_and_whole_by_two_ranks_is_refused() {
+    let data = DocFiles::new(&[4, 4], 3);
+    let piece = |end, last| streamload::distribute::Piece {
+        file: 0,
+        record: 1,
+        start: 0,
+        end,
+        last,
+        padded: false,
+    };
+    let two = Distribute::new(0, 2).plan(data.clone()).await.unwrap();
+    let mut first = two.coverage(0);
+    first.add_pieces(&[piece(3, false)]);
+    let mut second = Distribute::new(1, 2)
+        .plan(data.clone())
+        .await
+        .unwrap()
+        .coverage(0);
+    second.add_pieces(&[piece(10, true)]);
+    let err = two.resume(&[first, second]).unwrap_err().to_string();
+    assert!(err.contains("took record 1 of docs-0 whole"), "{err}");
+
+    // A part, then the rest in a later phase: the document went on, and is not dealt again.
+    let one = Distribute::new(0, 1).plan(data).await.unwrap();
+    let mut part = one.coverage(0);
+    part.add_pieces(&[piece(3, false)]);
+    let rest = one.resume(std::slice::from_ref(&part)).unwrap();
+    let mut later = rest.coverage(0);
+    later.add_pieces(&[piece(10, true)]);
+    let again = one.resume(&[part, later]).unwrap();
+    let units = again.units(0);
+    assert!(
+        !units
+            .iter()
+            .any(|u| u.file == 0 && (u.start..u.end).contains(&1)),
+        "{units:?}"
+    );
+}
+
+/// A mixture of two packed sources over ranks: 2 ranks, then 3 on the rest of the epoch with
+/// the schedule going on from the steps taken (`Mixture::starting_at`).
+#[tokio::test]
+async fn an_elastic_resume_of_a_mixture_goes_on_with_its_schedule_and_every_token_once() {
+    let sources = [
+        DocFiles::new(&[9, 6, 8, 7], 21),
+        DocFiles::new(&[5, 10, 6], 22),
+    ];
+    // Source 0 alone before step 6, source 1 alone at steps 6 and 7, then both.
+    let schedule = Mixture::piecewise(vec![
+        (0, vec![1.0, 0.0]),
+        (6, vec![0.0, 1.0]),
+        (8, vec![1.0, 1.0]),
+    ]);
+    let mut tokens = Vec::new();
+    let mut coverages: [Vec<Coverage>; 2] = Default::default();
+    let mut previous: Option<[Vec<Coverage>; 2]> = None;
+    for (world, steps, start) in [
+        (2, [Some(4), Some(4)].as_slice(), 0),
+        (3, &[None, None, None], 4),
+    ] {
+        let mut phase: [Vec<Coverage>; 2] = Default::default();
+        for (rank, &steps) in steps.iter().enumerate() {
+            let dist = Distribute::new(rank, world)
+                .policy(ShardPolicy::File)
+                .remainder(Remainder::Pad);
+            let mut inputs = Vec::new();
+            let mut covs = Vec::new();
+            for (s, data) in sources.iter().enumerate() {
+                let mut plan = dist.plan(data.clone()).await.unwrap();
+                if let Some(old) = &previous {
+                    plan = plan.resume(&old[s]).unwrap();
+                }
+                covs.push(plan.coverage(0));
+                inputs.push(
+                    plan.dataset()
+                        .pack(16, Packing::ConcatThenSplit)
+                        .map(move |p| (s, p)),
+                );
+            }
+            let mixture = schedule.clone().starting_at(start);
+            let mut it = Dataset::mix(inputs, mixture, Some(7 + rank as u64)).iter();
+            let mut n = 0;
+            while steps.is_none_or(|s| n < s) {
+                let Some(next) = it.next().await else { break };
+                let (s, row) = next.unwrap();
+                let step = start + n as u64;
+                if step < 8 {
+                    let only = usize::from(step >= 6);
+                    assert_eq!(
+                        s, only,
+                        "step {step} of the schedule draws source {only} only"
+                    );
+                }
+                taken_tokens(&row, &mut tokens);
+                covs[s].add_pieces(&row.pieces);
+                n += 1;
+            }
+            for (s, c) in covs.into_iter().enumerate() {
+                phase[s].push(c);
+            }
+        }
+        for s in 0..2 {
+            coverages[s].extend(phase[s].iter().cloned());
+        }
+        previous = Some(coverages.clone());
+    }
+    tokens.sort_unstable();
+    let mut all: Vec<u32> = sources.iter().flat_map(DocFiles::tokens).collect();
+    all.sort_unstable();
+    assert_eq!(tokens, all, "every token of both sources once");
+    for c in &coverages {
+        let report = CoverageReport::merge(c).unwrap();
+        assert!(report.disjoint() && report.complete(), "{report}");
+    }
+}
+
+/// After an elastic resume (documents handed on part-way), a checkpoint of a rank's packed
+/// sequences resumes them exactly, pieces and all.
+#[tokio::test]
+async fn packed_ranks_after_an_elastic_resume_checkpoint_exactly() {
+    let data = DocFiles::new(&[6, 9, 4], 5);
+    for packing in [Packing::ConcatThenSplit, Packing::BestFit { bins: 3 }] {
+        let mut old = Vec::new();
+        for rank in 0..2 {
+            let plan = Distribute::new(rank, 2).plan(data.clone()).await.unwrap();
+            let mut coverage = plan.coverage(0);
+            let ds = plan.dataset().pack(16, packing);
+            take_sequences(ds, &mut coverage, Some(3), &mut Vec::new()).await;
+            old.push(coverage);
+        }
+        let plan = Distribute::new(0, 1)
+            .plan(data.clone())
+            .await
+            .unwrap()
+            .resume(&old)
+            .unwrap();
+        let ds = plan.dataset().pack(16, packing);
+        let full = ds.collect().await.unwrap();
+        assert!(
+            full.iter()
+                .any(|row| row.pieces.iter().any(|p| p.start > 0))
+        );
+        for k in [0, 1, 2, 5, full.len() / 2, full.len() - 1] {
+            let mut epoch = ds.iter();
+            let mut seen = Vec::new();
+            for _ in 0..k {
+                seen.push(epoch.next().await.unwrap().unwrap());
+            }
+            let bytes = epoch.checkpoint().unwrap().to_bytes();
+            drop(epoch);
+            let restored = streamload::Checkpoint::from_bytes(&bytes).unwrap();
+            let mut resumed = ds.iter_from(&restored).unwrap();
+            while let Some(row) = resumed.next().await {
+                seen.push(row.unwrap());
+            }
+            assert_eq!(seen, full, "{packing:?}: resumed at {k}");
         }
     }
 }

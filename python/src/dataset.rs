@@ -473,15 +473,22 @@ impl PyDataset {
     /// on): `weights` is one list of weights, or a list of `(step, weights)` points (each
     /// point's weights from its step on; with `interpolate=True`, linear between points).
     /// The schedule is not part of the recipe's identity: a dataset built with new weights
-    /// resumes a checkpoint and goes on from its step under them.
+    /// resumes a checkpoint and goes on from its step under them. With `over_tokens=True`
+    /// a step is a token rather than an element: each element is a 1-D array of token ids
+    /// (or holds one at `key`) and counts for its length. `start_step` starts the schedule
+    /// at that step (an elastic resume: the steps the ranks had taken).
     #[staticmethod]
-    #[pyo3(signature = (datasets, weights, seed=None, interpolate=false))]
+    #[pyo3(signature = (datasets, weights, seed=None, interpolate=false, over_tokens=false, key=None, start_step=0))]
+    #[allow(clippy::too_many_arguments)]
     fn mix(
         py: Python<'_>,
         datasets: Vec<PyRef<'_, PyDataset>>,
         weights: &Bound<'_, PyAny>,
         seed: Option<u64>,
         interpolate: bool,
+        over_tokens: bool,
+        key: Option<&Bound<'_, PyAny>>,
+        start_step: u64,
     ) -> PyResult<PyDataset> {
         use streamload::Mixture;
         if datasets.is_empty() {
@@ -525,8 +532,59 @@ impl PyDataset {
                 Mixture::piecewise(points)
             }
         };
+        let mixture = mixture.starting_at(start_step);
+        let key = component(key)?;
+        if key.is_some() && !over_tokens {
+            return Err(errors::invalid(py, "mix: key= needs over_tokens=True"));
+        }
+        if !over_tokens {
+            let inputs = datasets.iter().map(|d| d.inner.clone()).collect();
+            return Ok(PyDataset::wrap(Dataset::mix(inputs, mixture, seed)));
+        }
+        // Each element checked to hold its token ids where `key` says, then counted.
+        let inputs = datasets
+            .iter()
+            .map(|d| {
+                let key = key.clone();
+                d.inner.try_map(move |v| {
+                    crate::value::token_count(&v, key.as_ref())?;
+                    Ok(v)
+                })
+            })
+            .collect();
+        let length = move |v: &Value| crate::value::token_count(v, key.as_ref()).unwrap_or(0);
+        Ok(PyDataset::wrap(Dataset::mix_over_tokens(
+            inputs, mixture, seed, length,
+        )))
+    }
+
+    /// `Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True)`:
+    /// each element of `choice_dataset` (an `int64` scalar) says which dataset the next
+    /// element comes from (tf.data's); an index out of range is an error naming it.
+    #[staticmethod]
+    #[pyo3(signature = (datasets, choice_dataset, stop_on_empty_dataset=true))]
+    fn choose_from_datasets(
+        py: Python<'_>,
+        datasets: Vec<PyRef<'_, PyDataset>>,
+        choice_dataset: &Bound<'_, PyDataset>,
+        stop_on_empty_dataset: bool,
+    ) -> PyResult<PyDataset> {
+        if datasets.is_empty() {
+            return Err(errors::invalid(
+                py,
+                "choose_from_datasets: `datasets` should not be empty.",
+            ));
+        }
+        let choices = choice_dataset
+            .get()
+            .inner
+            .try_map(|v| crate::value::choice(&v));
         let inputs = datasets.iter().map(|d| d.inner.clone()).collect();
-        Ok(PyDataset::wrap(Dataset::mix(inputs, mixture, seed)))
+        Ok(PyDataset::wrap(Dataset::choose_from_datasets(
+            inputs,
+            choices,
+            stop_on_empty_dataset,
+        )))
     }
 
     /// `concatenate(dataset)`: this dataset's elements, then `dataset`'s.

@@ -38,12 +38,14 @@ where
                 padded,
                 file,
                 record,
+                offset,
             } = x;
             Ok(Distributed {
                 item: convert(item)?,
                 padded,
                 file,
                 record,
+                offset,
             })
         }))
     })

@@ -225,7 +225,11 @@ pub(crate) fn sample(sample: streamload::format::Sample) -> Value {
 /// A record batch as a dict of its columns, each a tensor with one row per row. An error
 /// names the file and the row in it (from 0) where the batch has its origin (every batch of
 /// `ParquetDataset` does), and the column.
-pub(crate) fn record_batch(batch: &RecordBatch) -> anyhow::Result<Value> {
+///
+/// With `ragged`, a list column whose rows differ in length is a ragged tensor (its values
+/// and `int64` row splits, as `tf.RaggedTensor`) rather than an error: token ids, one list
+/// per document.
+pub(crate) fn record_batch(batch: &RecordBatch, ragged: bool) -> anyhow::Result<Value> {
     let schema = batch.schema();
     let origin = BatchOrigin::of(batch);
     let mut out = BTreeMap::new();
@@ -234,6 +238,7 @@ pub(crate) fn record_batch(batch: &RecordBatch) -> anyhow::Result<Value> {
             name: field.name(),
             rows: batch.num_rows(),
             origin,
+            ragged,
         };
         let value = arrow_column(column, col, &|row| row)?;
         out.insert(field.name().clone(), value);
@@ -248,6 +253,8 @@ struct Col<'a> {
     name: &'a str,
     rows: usize,
     origin: Option<BatchOrigin<'a>>,
+    /// Lists of several lengths are a ragged tensor (else an error).
+    ragged: bool,
 }
 
 /// Maps an index in a (nested) array to the row of the batch holding it: called only to name
@@ -394,7 +401,27 @@ fn dense_list(
     );
     let lengths = offsets.windows(2).map(|w| w[1] - w[0]);
     let length = lengths.clone().next().unwrap_or(0);
-    if let Some((i, other)) = lengths.enumerate().find(|&(_, l)| l != length) {
+    let uneven = lengths.clone().enumerate().find(|&(_, l)| l != length);
+    if uneven.is_some() && col.ragged {
+        // Value `at` (of the sliced values) is in the list whose offsets hold it.
+        let up = |at: usize| {
+            to_row(
+                offsets
+                    .partition_point(|&o| o <= first + at)
+                    .saturating_sub(1),
+            )
+        };
+        let values = arrow_column(&values.slice(first, last - first), col, &up)?;
+        if matches!(values, Value::Ragged(_)) || values.rows().map_or(true, |n| n != last - first) {
+            return Err(col.whole("lists of lists of several lengths are not read"));
+        }
+        let splits: Vec<i64> = offsets.iter().map(|&o| (o - first) as i64).collect();
+        return Ok(Value::Ragged(Box::new(crate::value::Ragged {
+            values,
+            row_splits: Array::from(ndarray::Array1::from(splits).into_dyn()),
+        })));
+    }
+    if let Some((i, other)) = uneven {
         return Err(col.at_row(
             to_row(i),
             format!(

@@ -400,7 +400,7 @@ pub(crate) fn csv_dataset(
 
 /// Parquet files; see `streamload.ParquetDataset`.
 #[pyfunction]
-#[pyo3(signature = (filenames, columns=None, batch_size=1024, num_parallel_reads=None, exclude_cols=None))]
+#[pyo3(signature = (filenames, columns=None, batch_size=1024, num_parallel_reads=None, exclude_cols=None, ragged=false))]
 pub(crate) fn parquet_dataset(
     py: Python<'_>,
     filenames: &Bound<'_, PyAny>,
@@ -408,6 +408,7 @@ pub(crate) fn parquet_dataset(
     batch_size: i64,
     num_parallel_reads: Option<i64>,
     exclude_cols: Option<Vec<String>>,
+    ragged: bool,
 ) -> PyResult<PyDataset> {
     use streamload::format::parquet::ParquetDataset;
     if columns.is_some() && exclude_cols.is_some() {
@@ -441,7 +442,7 @@ pub(crate) fn parquet_dataset(
     let mut ds = read_files(py, filenames, num_parallel_reads, move |files, reads| {
         build(files, reads)
             .build()
-            .try_map(|batch| formats::record_batch(&batch))
+            .try_map(move |batch| formats::record_batch(&batch, ragged))
     })?;
     if let Some(files) = listed(filenames)? {
         let reads = parallelism(py, "num_parallel_reads", num_parallel_reads)?;
@@ -450,7 +451,7 @@ pub(crate) fn parquet_dataset(
                 let reader = make(files.clone(), reads);
                 crate::runtime::runtime()?.block_on(reader.shard_source())
             },
-            |batch| formats::record_batch(&batch),
+            move |batch| formats::record_batch(&batch, ragged),
         ));
     }
     Ok(ds)

@@ -1028,6 +1028,55 @@ pub(crate) enum Key {
     Index(usize),
 }
 
+/// How many token ids the document at `key` of `value` holds (as [`token_ids`] would give),
+/// without making them.
+pub(crate) fn token_count(value: &Value, key: Option<&Key>) -> anyhow::Result<usize> {
+    let value = match (key, value) {
+        (None, v) => v,
+        (Some(Key::Name(k)), Value::Dict(d)) => d
+            .get(k)
+            .ok_or_else(|| invalid(format!("the element has no key {k:?}")))?,
+        (Some(Key::Index(i)), Value::Tuple(t)) if *i < t.len() => &t[*i],
+        (Some(_), v) => {
+            return Err(invalid(format!(
+                "key= does not name a component of {}",
+                v.describe()
+            )));
+        }
+    };
+    match value {
+        Value::Array(a) if a.shape().len() == 1 && a.dtype().contains("int") => Ok(a.shape()[0]),
+        v => Err(invalid(format!(
+            "a document of token ids must be a 1-D integer array, got {}",
+            v.describe()
+        ))),
+    }
+}
+
+/// An element of a choice dataset: an integer scalar.
+pub(crate) fn choice(value: &Value) -> anyhow::Result<i64> {
+    let index = match value {
+        Value::Array(a) if a.shape().is_empty() => match &**a {
+            Array::Int64(a) => a.first().copied(),
+            Array::Int32(a) => a.first().map(|&x| i64::from(x)),
+            Array::UInt8(a) => a.first().map(|&x| i64::from(x)),
+            Array::Int8(a) => a.first().map(|&x| i64::from(x)),
+            Array::Int16(a) => a.first().map(|&x| i64::from(x)),
+            Array::UInt16(a) => a.first().map(|&x| i64::from(x)),
+            Array::UInt32(a) => a.first().map(|&x| i64::from(x)),
+            Array::UInt64(a) => a.first().and_then(|&x| i64::try_from(x).ok()),
+            _ => None,
+        },
+        _ => None,
+    };
+    index.ok_or_else(|| {
+        invalid(format!(
+            "choose_from_datasets: `choice_dataset` must yield int64 scalars, got {}",
+            value.describe()
+        ))
+    })
+}
+
 /// A document of token ids: a 1-D array of integers, each in `u32`'s range (what
 /// `Tokenizer.encode` gives, or a numpy array of ids), the element or its component `key`.
 pub(crate) fn token_ids(value: Value, key: Option<&Key>) -> anyhow::Result<Vec<u32>> {

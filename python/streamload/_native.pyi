@@ -161,6 +161,15 @@ class Dataset:
         weights: list[float] | list[tuple[int, list[float]]],
         seed: int | None = None,
         interpolate: bool = False,
+        over_tokens: bool = False,
+        key: str | int | None = None,
+        start_step: int = 0,
+    ) -> Dataset: ...
+    @staticmethod
+    def choose_from_datasets(
+        datasets: list[Dataset],
+        choice_dataset: Dataset,
+        stop_on_empty_dataset: bool = True,
     ) -> Dataset: ...
     def concatenate(self, dataset: Dataset) -> Dataset: ...
     def enumerate(self, start: int = 0) -> Dataset: ...
@@ -287,6 +296,7 @@ def parquet_dataset(
     batch_size: int = 1024,
     num_parallel_reads: int | None = None,
     exclude_cols: list[str] | None = None,
+    ragged: bool = False,
 ) -> Dataset: ...
 def hdf5_dataset(
     filenames: list[str] | Dataset,

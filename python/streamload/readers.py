@@ -128,6 +128,7 @@ def ParquetDataset(
     batch_size: int = 1024,
     num_parallel_reads: "int | None" = None,
     exclude_cols: "Sequence[str] | None" = None,
+    ragged: bool = False,
 ) -> Dataset:
     """Parquet files as batches of rows: each element a dict of ``columns`` (default all),
     each a numpy array with one row per row of the batch. ``exclude_cols`` names columns
@@ -147,7 +148,13 @@ def ParquetDataset(
     the row in it (from 0, counted from the file's first row across its row groups, whatever
     ``columns``, shard or rank) and the column (``data/b.parquet: row 137: column `label`: a
     null ...``; for a type, the batch's rows: ``rows 0..1024``); leave such a column out with
-    ``columns=`` or ``exclude_cols=``. Checkpoints resume at the row."""
+    ``columns=`` or ``exclude_cols=``. Checkpoints resume at the row.
+
+    With ``ragged=True``, a list column whose rows differ in length (token ids, a list per
+    document) is a :class:`~streamload.ragged.RaggedTensorValue` of its values and
+    ``int64`` row splits (what ``tf.data`` gives for a ragged tensor) rather than an error;
+    ``.unbatch()`` gives each row's 1-D array, ready for ``pack(..., key=)``. Lists of
+    lists of several lengths are still an error."""
     if isinstance(columns, str):
         columns = [columns]
     if isinstance(exclude_cols, str):
@@ -158,6 +165,7 @@ def ParquetDataset(
         batch_size,
         num_parallel_reads,
         None if exclude_cols is None else list(exclude_cols),
+        ragged,
     )
 
 

@@ -122,3 +122,69 @@ def test_mix_follows_its_schedule_and_resumes_under_new_weights():
         sl.Dataset.mix(sources(), [1.0])
     with pytest.raises(sl.InvalidArgumentError, match="pairs"):
         sl.Dataset.mix(sources(), "half")
+
+
+def test_mix_over_tokens_counts_each_documents_tokens_and_starts_where_told():
+    short = documents([[1, 1]] * 100)
+    long = documents([[2] * 10] * 100)
+    # Short documents only for the first 20 tokens, then long ones only.
+    schedule = [(0, [1.0, 0.0]), (20, [0.0, 1.0])]
+    lengths = [len(d) for d in sl.Dataset.mix([short, long], schedule, seed=1, over_tokens=True).take(12)]
+    assert lengths == [2] * 10 + [10, 10]
+    # The schedule started at token 16: two more short documents, then long ones.
+    started = sl.Dataset.mix([short, long], schedule, seed=1, over_tokens=True, start_step=16)
+    assert [len(d) for d in started.take(4)] == [2, 2, 10, 10]
+    # By key, in dicts.
+    keyed = [d.map(lambda x: {"ids": x}) for d in (short, long)]
+    rows = list(sl.Dataset.mix(keyed, schedule, seed=1, over_tokens=True, key="ids").take(12))
+    assert [len(r["ids"]) for r in rows] == [2] * 10 + [10, 10]
+    with pytest.raises(sl.InvalidArgumentError, match="1-D integer array"):
+        list(sl.Dataset.mix([sl.Dataset.range(3)], [1.0], over_tokens=True))
+    with pytest.raises(sl.InvalidArgumentError, match="needs over_tokens"):
+        sl.Dataset.mix([short], [1.0], key="ids")
+
+
+def test_choose_from_datasets_takes_each_element_from_the_dataset_chosen():
+    # tf.data's own example.
+    datasets = [sl.Dataset.from_tensors(b"foo").repeat(), sl.Dataset.from_tensors(b"bar").repeat(),
+                sl.Dataset.from_tensors(b"baz").repeat()]
+    choice = sl.Dataset.range(3).repeat(3)
+    out = list(sl.Dataset.choose_from_datasets(datasets, choice))
+    assert out == [b"foo", b"bar", b"baz"] * 3
+    # An input that runs out ends the result (stop_on_empty_dataset=True, tf.data's default).
+    short = [sl.Dataset.range(0, 2), sl.Dataset.range(10, 20)]
+    pick = sl.Dataset.from_tensor_slices(np.array([0, 1, 0, 1, 0, 1], np.int64))
+    assert [int(x) for x in sl.Dataset.choose_from_datasets(short, pick)] == [0, 10, 1, 11]
+    assert [int(x) for x in sl.Dataset.choose_from_datasets(short, pick, stop_on_empty_dataset=False)] == [
+        0, 10, 1, 11, 12]
+    with pytest.raises(sl.InvalidArgumentError, match="int64 scalars"):
+        list(sl.Dataset.choose_from_datasets(short, sl.Dataset.from_tensors(np.array([0, 1]))))
+
+
+def test_a_ragged_parquet_token_column_packs_as_its_documents(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(5)
+    docs = [rng.integers(0, 50_000, rng.integers(0, 40)).tolist() for _ in range(300)]
+    path = tmp_path / "tokens.parquet"
+    pq.write_table(pa.table({"ids": pa.array(docs, pa.list_(pa.int32())), "n": [len(d) for d in docs]}),
+                   path, row_group_size=64)
+    with pytest.raises(sl.InvalidArgumentError, match="ragged lists"):
+        list(sl.ParquetDataset(str(path)))
+    batches = list(sl.ParquetDataset(str(path), batch_size=50, ragged=True))
+    assert isinstance(batches[0]["ids"], sl.ragged.RaggedTensorValue)
+    rows = list(sl.ParquetDataset(str(path), batch_size=50, ragged=True).unbatch())
+    assert [r["ids"].tolist() for r in rows] == docs
+    assert [int(r["n"]) for r in rows] == [len(d) for d in docs]
+    seqs = list(sl.ParquetDataset(str(path), ragged=True).unbatch().pack(64, key="ids"))
+    flat = [t for d in docs for t in d]
+    got = [t for s in seqs for t, m in zip(s["tokens"].tolist(), s["loss_mask"].tolist()) if m]
+    assert got == flat
+    # Resumed in the middle of the column's documents.
+    ds = sl.ParquetDataset(str(path), batch_size=50, ragged=True).unbatch().pack(64, key="ids")
+    it = iter(ds)
+    first = [next(it)["tokens"].tolist() for _ in range(7)]
+    state = it.checkpoint()
+    del it
+    assert first + [s["tokens"].tolist() for s in ds.iter_from(state)] == [s["tokens"].tolist() for s in seqs]

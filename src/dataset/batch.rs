@@ -609,7 +609,7 @@ impl<T: Send + 'static> Dataset<T> {
     }
 }
 
-impl Dataset<Vec<u32>> {
+impl<D: crate::text::Document> Dataset<D> {
     /// Packs documents of token ids into sequences of `sequence_length` tokens, each with its
     /// segment ids, positions and loss mask ([`text::Packed`](crate::text::Packed)), as
     /// language-model training reads them (Grain's packing transformations):
@@ -629,6 +629,14 @@ impl Dataset<Vec<u32>> {
     /// first one the next sequence starts), not the tokens: kilobytes however long the
     /// documents are, and a resume in the middle of a document goes on at its next token.
     ///
+    /// The documents are `Vec<u32>`, or a rank's share of them
+    /// ([`Distributed`](crate::distribute::Distributed) from
+    /// [`ShardPlan::dataset`](crate::distribute::ShardPlan::dataset)): each sequence then
+    /// says where its segments came from ([`Packed::pieces`](crate::text::Packed::pieces)),
+    /// for [`Coverage::add_pieces`](crate::distribute::Coverage::add_pieces), and a document
+    /// an elastic resume hands on part-way is packed from its
+    /// [`offset`](crate::distribute::Distributed::offset) on (see the data-parallel guide).
+    ///
     /// ```
     /// use streamload::Dataset;
     /// use streamload::text::Packing;
@@ -644,8 +652,9 @@ impl Dataset<Vec<u32>> {
     ///
     /// let rows = docs.pack(4, Packing::FirstFit { bins: 2 }).collect().await?;
     /// let tokens: Vec<_> = rows.iter().map(|r| r.tokens.clone()).collect();
-    /// // Document 2 is longer than a sequence: its last token fills the first bin.
-    /// assert_eq!(tokens, [[1, 2, 3, 8], [4, 5, 6, 7], [9, 0, 0, 0]]);
+    /// // Document 2 is longer than a sequence: its head (a token) fills the first bin, its
+    /// // whole sequence follows.
+    /// assert_eq!(tokens, [[1, 2, 3, 4], [5, 6, 7, 8], [9, 0, 0, 0]]);
     /// # anyhow::Ok(()) }).unwrap();
     /// ```
     ///

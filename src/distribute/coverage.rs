@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Distributed, Plan, ShardPolicy, Unit, assign};
+use super::{Distributed, Piece, Plan, ShardPolicy, Unit, assign};
 use crate::error::Error;
 use crate::hash::mix64;
 
@@ -39,6 +39,10 @@ struct Entry {
     /// More than [`MAX_RUNS`] runs (elements taken out of order): `runs` is not kept.
     #[serde(default)]
     scattered: bool,
+    /// Documents taken in part (packed sequences, [`Coverage::add_pieces`]): record, and
+    /// one past the last of its tokens taken.
+    #[serde(default)]
+    partial: BTreeMap<u64, u64>,
 }
 
 /// Runs of records kept per file, at most: past it, elements were taken out of order (a
@@ -56,6 +60,7 @@ impl Entry {
             end: 0,
             runs: Vec::new(),
             scattered: false,
+            partial: BTreeMap::new(),
         }
     }
 
@@ -155,22 +160,51 @@ impl Coverage {
 
     /// Counts an element the training loop took (padding is counted apart).
     pub fn add<T>(&mut self, element: &Distributed<T>) {
-        if element.padded {
+        self.add_record(element.file, element.record, element.padded);
+    }
+
+    /// Counts the documents of a packed sequence the training loop took (its
+    /// [`pieces`](crate::text::Packed::pieces), when [`pack`](crate::Dataset::pack) read a
+    /// [`ShardPlan::dataset`](super::ShardPlan::dataset)): a document counts as taken with
+    /// the segment that ends it; one taken in part is kept as how many of its tokens were
+    /// taken, so that an elastic resume ([`ShardPlan::resume`](super::ShardPlan::resume))
+    /// hands on the rest of it ([`Distributed::offset`]) rather than all of it again.
+    pub fn add_pieces(&mut self, pieces: &[Piece]) {
+        for piece in pieces {
+            if piece.last {
+                if let Some(entry) = self.entries.get_mut(&piece.file) {
+                    entry.partial.remove(&piece.record);
+                }
+                self.add_record(piece.file, piece.record, piece.padded);
+            } else if !piece.padded {
+                let end = self
+                    .entry(piece.file)
+                    .partial
+                    .entry(piece.record)
+                    .or_insert(0);
+                *end = (*end).max(piece.end);
+            }
+        }
+    }
+
+    fn entry(&mut self, file: usize) -> &mut Entry {
+        self.entries
+            .entry(file)
+            .or_insert_with(|| Entry::new(format!("file #{file}"), 0))
+    }
+
+    fn add_record(&mut self, file: usize, record: u64, padded: bool) {
+        if padded {
             self.padded += 1;
             return;
         }
         self.taken += 1;
-        let entry = self
-            .entries
-            .entry(element.file)
-            .or_insert_with(|| Entry::new(format!("file #{}", element.file), 0));
+        let entry = self.entry(file);
         entry.count += 1;
-        entry.fingerprint = entry
-            .fingerprint
-            .wrapping_add(hash(element.file, element.record));
-        entry.first = entry.first.min(element.record);
-        entry.end = entry.end.max(element.record + 1);
-        entry.add_run(element.record);
+        entry.fingerprint = entry.fingerprint.wrapping_add(hash(file, record));
+        entry.first = entry.first.min(record);
+        entry.end = entry.end.max(record + 1);
+        entry.add_run(record);
     }
 
     /// The rank it describes.
@@ -492,8 +526,13 @@ fn by_phase(summaries: &[Coverage]) -> Vec<(usize, Vec<usize>)> {
     phases.into_values().collect()
 }
 
-/// What no rank of `old` took, as runs of records in file order, and the phase after theirs.
-pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, u32)> {
+/// What the ranks of an interrupted epoch left: the runs of records no rank took, in file
+/// order; the phase after theirs; and the documents taken in part, with how many of their
+/// tokens were taken.
+pub(super) type Rest = (Vec<Unit>, u32, BTreeMap<(usize, u64), u64>);
+
+/// What no rank of `old` took (see [`Rest`]).
+pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<Rest> {
     let refuse =
         |m: String| -> anyhow::Error { Error::Checkpoint(format!("elastic resume: {m}")).into() };
     let first = check_same(old).map_err(|e| refuse(e.to_string()))?;
@@ -526,10 +565,18 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
             )));
         }
     }
-    // Per file, the runs taken.
-    let mut taken: BTreeMap<usize, Vec<(u64, u64, usize)>> = BTreeMap::new();
+    // Per file, the runs taken (with the rank and phase that took each), and the documents
+    // taken in part.
+    let mut taken: BTreeMap<usize, Vec<(u64, u64, usize, u32)>> = BTreeMap::new();
+    let mut partial: BTreeMap<(usize, u64), (u64, usize, u32)> = BTreeMap::new();
     for s in old {
         for (&f, e) in &s.entries {
+            for (&record, &end) in &e.partial {
+                let at = partial.entry((f, record)).or_insert((0, s.rank, s.phase));
+                if end > at.0 {
+                    *at = (end, s.rank, s.phase);
+                }
+            }
             if e.count == 0 {
                 continue;
             }
@@ -559,7 +606,29 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
                 )));
             }
             for (a, b) in runs {
-                taken.entry(f).or_default().push((a, b, s.rank));
+                taken.entry(f).or_default().push((a, b, s.rank, s.phase));
+            }
+        }
+    }
+    let name = |file: usize| plan.names.get(file).map_or("?", String::as_str).to_owned();
+    // A document taken in part stays in the rest, to go on where it was; unless a later
+    // phase took it whole (it went on there).
+    let mut offsets = BTreeMap::new();
+    for ((file, record), (end, rank, phase)) in partial {
+        let whole = taken
+            .get(&file)
+            .and_then(|runs| runs.iter().find(|r| r.0 <= record && record < r.1));
+        match whole {
+            Some(&(_, _, _, later)) if later > phase => {}
+            Some(&(_, _, other, _)) => {
+                return Err(refuse(format!(
+                    "rank {other} took record {record} of {} whole and rank {rank} took \
+                     {end} of its tokens: the epoch already read them twice",
+                    name(file)
+                )));
+            }
+            None => {
+                offsets.insert((file, record), end);
             }
         }
     }
@@ -568,13 +637,13 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
         let mut runs = taken.remove(&file).unwrap_or_default();
         runs.sort_unstable();
         let mut at = 0;
-        for (i, &(a, b, rank)) in runs.iter().enumerate() {
+        for (i, &(a, b, rank, _)) in runs.iter().enumerate() {
             if a < at {
                 let other = runs[i - 1].2;
                 return Err(refuse(format!(
                     "ranks {other} and {rank} both took records of {} from record {a}: the \
                      epoch already read them twice",
-                    plan.names.get(file).map_or("?", String::as_str)
+                    name(file)
                 )));
             }
             if a > at {
@@ -595,7 +664,7 @@ pub(super) fn rest(plan: &Plan, old: &[Coverage]) -> anyhow::Result<(Vec<Unit>, 
         }
     }
     let phase = old.iter().map(|s| s.phase).max().unwrap_or(0) + 1;
-    Ok((units, phase))
+    Ok((units, phase, offsets))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod coverage;
 mod tfrecord;
 mod units;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -199,6 +200,7 @@ impl Distribute {
             counts.into(),
             units,
             0,
+            BTreeMap::new(),
         )
     }
 }
@@ -220,6 +222,11 @@ pub struct Distributed<T> {
     pub file: usize,
     /// Its index in that file.
     pub record: u64,
+    /// How much of it an interrupted run of the epoch already took: 0, but for a document
+    /// [`pack`](Dataset::pack) had begun to pass on when the run was stopped, handed on by
+    /// an elastic resume ([`ShardPlan::resume`]) to go on where it was: the number of its
+    /// tokens already in sequences the training loop took (`pack` starts after them).
+    pub offset: u64,
 }
 
 impl<T> Distributed<T> {
@@ -231,6 +238,7 @@ impl<T> Distributed<T> {
             padded: self.padded,
             file: self.file,
             record: self.record,
+            offset: self.offset,
         }
     }
 
@@ -238,6 +246,25 @@ impl<T> Distributed<T> {
     pub fn weight(&self) -> f32 {
         if self.padded { 0.0 } else { 1.0 }
     }
+}
+
+/// Where a segment of a packed sequence came from: tokens `start..end` of the document at
+/// `file`, `record` of a [`ShardPlan::dataset`] (see [`Packed::pieces`](crate::text::Packed)),
+/// for [`Coverage::add_pieces`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Piece {
+    /// The index of the document's file in the source's list.
+    pub file: usize,
+    /// The document's index in that file.
+    pub record: u64,
+    /// The first of its tokens in the segment.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// Whether the segment ends the document (no token of it is left for a later sequence).
+    pub last: bool,
+    /// Whether the document is padding ([`Distributed::padded`]).
+    pub padded: bool,
 }
 
 /// Elements `start..end` of file `file` of a [`ShardSource`]: what a rank is given to read.
@@ -390,6 +417,9 @@ pub(crate) struct Plan {
     pub(crate) listing: u64,
     /// 0 for a fresh plan, one more for each [`ShardPlan::resume`].
     pub(crate) phase: u32,
+    /// An elastic resume's documents taken in part (file, record: tokens taken), from
+    /// [`Coverage::add_packed`].
+    pub(crate) offsets: Arc<BTreeMap<(usize, u64), u64>>,
 }
 
 impl<S: ShardSource> ShardPlan<S> {
@@ -400,6 +430,7 @@ impl<S: ShardSource> ShardPlan<S> {
         counts: Arc<[u64]>,
         units: Vec<Unit>,
         phase: u32,
+        offsets: BTreeMap<(usize, u64), u64>,
     ) -> anyhow::Result<Self> {
         let policy = assign::resolve(&dist, &*source, &units, phase)?;
         let (units, shards) = assign::shards(&dist, policy, &*source, &counts, units)?;
@@ -416,6 +447,7 @@ impl<S: ShardSource> ShardPlan<S> {
                 target,
                 listing,
                 phase,
+                offsets: Arc::new(offsets),
             }),
             source,
         })
@@ -485,6 +517,10 @@ impl<S: ShardSource> ShardPlan<S> {
     /// its [`coverage`](ShardPlan::coverage) adds to the old summaries: merge them all.
     /// The next epochs use the full plan (this one).
     ///
+    /// A document [`pack`](Dataset::pack) had passed on in part (the summaries were filled
+    /// with [`Coverage::add_pieces`]) is dealt with the rest, with the number of its tokens
+    /// taken as its [`Distributed::offset`]: `pack` goes on from there.
+    ///
     /// Each file of the rest is read from its first record not taken: a source without
     /// [`seekable_records`](ShardSource::seekable_records) reads and drops the records
     /// before it (a TFRecord file without an index is scanned up to there).
@@ -498,7 +534,7 @@ impl<S: ShardSource> ShardPlan<S> {
     /// kept by position) or were taken twice, two ranks that took the same records, or an
     /// epoch sharded by element.
     pub fn resume(&self, old: &[Coverage]) -> anyhow::Result<ShardPlan<S>> {
-        let (rest, phase) = coverage::rest(&self.inner, old)?;
+        let (rest, phase, offsets) = coverage::rest(&self.inner, old)?;
         ShardPlan::new(
             self.inner.dist.clone().rotate_none(),
             Arc::clone(&self.source),
@@ -506,6 +542,7 @@ impl<S: ShardSource> ShardPlan<S> {
             Arc::clone(&self.inner.counts),
             rest,
             phase,
+            offsets,
         )
     }
 }
@@ -552,6 +589,7 @@ impl Plan {
             target,
             listing,
             phase: _,
+            offsets,
         } = self;
         let Distribute {
             rank,
@@ -563,7 +601,7 @@ impl Plan {
         let params = (
             listing, target, rank, world_size, rotation, remainder, policy,
         );
-        crate::engine::params_key(&(params, units))
+        crate::engine::params_key(&(params, units, &**offsets))
     }
 }
 

@@ -68,15 +68,17 @@ pub(super) fn dataset<S: ShardSource>(
     let read_plan = Arc::clone(&plan);
     let tagged = list.flat_map(move |(u, padded)| {
         let unit = read_plan.units[u];
-        source
-            .read(unit)
-            .enumerate(0)
-            .map(move |(i, item)| Distributed {
+        let plan = Arc::clone(&read_plan);
+        source.read(unit).enumerate(0).map(move |(i, item)| {
+            let record = unit.start + i as u64;
+            Distributed {
                 item,
                 padded,
                 file: unit.file,
-                record: unit.start + i as u64,
-            })
+                record,
+                offset: plan.offsets.get(&(unit.file, record)).copied().unwrap_or(0),
+            }
+        })
     });
     let mine = if plan.policy == ShardPolicy::Element {
         // Every rank reads everything and keeps the elements whose index in the whole

@@ -30,6 +30,12 @@
 //! the place reached. The order is drawn from (seed, epoch), so a restored epoch reads the
 //! same documents. The recipe's fingerprint holds every pair's name, a digest of its index
 //! and the `.bin`'s size and version: a pair that changed refuses the checkpoint.
+//!
+//! # Ranks
+//!
+//! [`MegatronDataset`] is a [`ShardSource`](crate::distribute::ShardSource): a rank reads
+//! runs of documents by number, and with `pack` after it an elastic resume goes on in the
+//! middle of a document (see the data-parallel guide).
 
 use std::ops::Range;
 use std::pin::Pin;
@@ -378,19 +384,25 @@ impl MegatronDataset {
     /// A document that cannot be read is an error element naming the file and the document;
     /// the others follow.
     pub fn documents(&self) -> Dataset<Vec<u32>> {
-        let pairs = Arc::clone(&self.pairs);
-        Dataset::from_source(Order {
+        self.read_order(Order {
             total: self.num_documents(),
             shard: self.shard,
             seed: self.seed,
             pairs: self.pairs_key(),
+            from: 0,
         })
-        .hidden()
-        .try_map_async(self.num_parallel_reads, move |number| {
-            let pairs = Arc::clone(&pairs);
-            async move { read(&pairs, number).await }
-        })
-        .named(STAGE)
+    }
+
+    /// The documents `order` numbers, `num_parallel_reads` at once.
+    fn read_order(&self, order: Order) -> Dataset<Vec<u32>> {
+        let pairs = Arc::clone(&self.pairs);
+        Dataset::from_source(order)
+            .hidden()
+            .try_map_async(self.num_parallel_reads, move |number| {
+                let pairs = Arc::clone(&pairs);
+                async move { read(&pairs, number).await }
+            })
+            .named(STAGE)
     }
 
     /// The pairs' names, index digests and `.bin` identities, for the fingerprint.
@@ -404,6 +416,66 @@ impl MegatronDataset {
                     .word(p.bin_identity.version)
             })
             .finish()
+    }
+}
+
+/// The pairs as a [`ShardSource`]: a pair is a file, a document a record, read by number
+/// (so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record) deals runs of
+/// documents without reading those before them). The plan deals and orders the documents:
+/// a dataset made with [`shuffle_documents`](MegatronDataset::shuffle_documents) or
+/// [`shard`](MegatronDataset::shard) is refused (shuffle after the plan's dataset instead).
+///
+/// ```
+/// use streamload::distribute::{Distribute, ShardPolicy};
+/// use streamload::format::megatron::{MegatronDataset, MegatronWriter, TokenType};
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let prefix = dir.path().join("corpus");
+/// let mut writer = MegatronWriter::create(&prefix, TokenType::U16)?;
+/// for d in 0..6u32 {
+///     writer.add_document(&[d; 3])?;
+/// }
+/// writer.finish()?;
+/// let corpus = MegatronDataset::open([prefix.to_str().unwrap()]).await?;
+/// let rank = Distribute::new(1, 2).policy(ShardPolicy::Record).plan(corpus).await?;
+/// let docs: Vec<Vec<u32>> = rank.dataset().map(|d| d.item).collect().await?;
+/// assert_eq!(docs, [vec![3; 3], vec![4; 3], vec![5; 3]]); // the second half
+/// # anyhow::Ok(()) }).unwrap();
+/// ```
+impl crate::distribute::ShardSource for MegatronDataset {
+    type Item = Vec<u32>;
+
+    fn names(&self) -> Vec<String> {
+        self.pairs.iter().map(|p| p.name.clone()).collect()
+    }
+
+    fn count(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<u64>>> {
+        let counts = if self.seed.is_some() || self.shard != (1, 0) {
+            Err(Error::InvalidArgument(format!(
+                "{STAGE}: a dataset made with shuffle_documents or shard is not dealt to ranks \
+                 (the plan deals and orders the documents): plan the pairs as opened, and \
+                 shuffle after the plan's dataset"
+            ))
+            .into())
+        } else {
+            Ok(self.pairs.iter().map(|p| p.index.documents()).collect())
+        };
+        Box::pin(futures::future::ready(counts))
+    }
+
+    fn read(&self, unit: crate::distribute::Unit) -> Dataset<Vec<u32>> {
+        let first = self.pairs.get(unit.file).map_or(0, |p| p.first);
+        self.read_order(Order {
+            total: unit.len(),
+            shard: (1, 0),
+            seed: None,
+            pairs: self.pairs_key(),
+            from: first + unit.start,
+        })
+    }
+
+    fn seekable_records(&self) -> bool {
+        true
     }
 }
 
@@ -483,6 +555,8 @@ struct Order {
     seed: Option<u64>,
     /// The pairs (see `pairs_key`).
     pairs: u64,
+    /// The number of its first document (a rank's run of documents: `ShardSource::read`).
+    from: u64,
 }
 
 impl Order {
@@ -509,10 +583,10 @@ impl Source for Order {
 
     fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<BoxStream<u64>> {
         let permutation = self.permutation(ctx.epoch());
-        let (shard, len) = (self.shard, self.len());
+        let (shard, len, from) = (self.shard, self.len(), self.from);
         let number = move |k: u64| {
             let (n, i) = shard;
-            i + n * permutation.as_ref().map_or(k, |p| p.at(k))
+            from + i + n * permutation.as_ref().map_or(k, |p| p.at(k))
         };
         Ok(match start {
             Start::Replay(provs) => Box::pin(ReplaySource::new(Arc::clone(provs), STAGE, {

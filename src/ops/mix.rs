@@ -43,6 +43,8 @@ const ENDED: u64 = u64::MAX;
 #[derive(Clone)]
 pub struct Mixture {
     kind: Kind,
+    /// The schedule's step at the epoch's step 0 ([`Mixture::starting_at`]).
+    start: u64,
 }
 
 #[derive(Clone)]
@@ -60,6 +62,10 @@ impl fmt::Debug for Mixture {
             Kind::Piecewise(p) => f.debug_tuple("Mixture::piecewise").field(p).finish(),
             Kind::Linear(p) => f.debug_tuple("Mixture::linear").field(p).finish(),
             Kind::Function(_) => f.write_str("Mixture::from_fn(..)"),
+        }?;
+        match self.start {
+            0 => Ok(()),
+            start => write!(f, ".starting_at({start})"),
         }
     }
 }
@@ -69,6 +75,7 @@ impl Mixture {
     pub fn constant(weights: Vec<f64>) -> Mixture {
         Mixture {
             kind: Kind::Constant(weights),
+            start: 0,
         }
     }
 
@@ -78,6 +85,7 @@ impl Mixture {
         points.sort_by_key(|p| p.0);
         Mixture {
             kind: Kind::Piecewise(points),
+            start: 0,
         }
     }
 
@@ -87,6 +95,7 @@ impl Mixture {
         points.sort_by_key(|p| p.0);
         Mixture {
             kind: Kind::Linear(points),
+            start: 0,
         }
     }
 
@@ -94,10 +103,29 @@ impl Mixture {
     pub fn from_fn(f: impl Fn(u64) -> Vec<f64> + Send + Sync + 'static) -> Mixture {
         Mixture {
             kind: Kind::Function(Arc::new(f)),
+            start: 0,
         }
     }
 
-    /// The weights of `n` inputs at `step`, or why they are not weights for them (another
+    /// This schedule from its step `step` on: the epoch's step 0 is its step `step`. For an
+    /// elastic resume, which starts each rank's mixture afresh on the rest of the epoch
+    /// ([`ShardPlan::resume`](crate::distribute::ShardPlan::resume) for each source): the
+    /// schedule goes on from the steps already taken rather than from its start.
+    ///
+    /// ```
+    /// use streamload::Mixture;
+    ///
+    /// let m = Mixture::piecewise(vec![(0, vec![1.0, 0.0]), (100, vec![0.0, 1.0])]);
+    /// assert_eq!(m.clone().starting_at(60).weights(40, 2)?, [0.0, 1.0]);
+    /// # anyhow::Ok::<()>(())
+    /// ```
+    pub fn starting_at(mut self, step: u64) -> Mixture {
+        self.start = step;
+        self
+    }
+
+    /// The weights of `n` inputs at `step` (of the epoch: the schedule's step `step` after
+    /// [`starting_at`](Mixture::starting_at)'s), or why they are not weights for them (another
     /// count, a negative or non-finite weight, no points).
     pub fn weights(&self, step: u64, n: usize) -> anyhow::Result<Vec<f64>> {
         self.weights_at(step, n).map(Cow::into_owned)
@@ -106,6 +134,7 @@ impl Mixture {
     /// [`weights`](Mixture::weights), borrowed where the schedule holds them (constant and
     /// piecewise: no allocation per draw).
     fn weights_at(&self, step: u64, n: usize) -> anyhow::Result<Cow<'_, [f64]>> {
+        let step = step.saturating_add(self.start);
         let before = |points: &[(u64, Vec<f64>)]| points.partition_point(|p| p.0 <= step);
         let weights: Cow<'_, [f64]> = match &self.kind {
             Kind::Constant(w) => Cow::Borrowed(w),

@@ -22,6 +22,7 @@ use futures::stream::Stream;
 use ndarray::Array2;
 
 use crate::checkpoint::{Prov, State};
+use crate::distribute::{Distributed, Piece};
 use crate::engine::hold::MARK_EVERY;
 use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Resumable};
 use crate::engine::{Start, unsupported};
@@ -34,8 +35,8 @@ const STAGE: &str = "pack";
 /// Every policy keeps every token once, in its document's order: a document's tokens in a
 /// sequence are one segment, contiguous. Concatenating, a document split between sequences
 /// goes on at the next sequence's start; in bins, a document longer than a sequence is cut
-/// into whole sequences and a rest, and each piece goes where it fits (the rest may fill an
-/// earlier bin).
+/// into a head (what is over whole sequences), which goes where it fits, and whole
+/// sequences after it, each in a bin of its own: its pieces are passed on in its order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Packing {
     /// Concatenate the documents and cut the result every `sequence_length` tokens (Grain's
@@ -72,6 +73,13 @@ pub struct Packed {
     pub positions: Vec<i32>,
     /// Whether each token is a document's (train on it) rather than padding.
     pub loss_mask: Vec<bool>,
+    /// Where each segment came from, in order, when the documents came from a
+    /// [`ShardPlan::dataset`](crate::distribute::ShardPlan::dataset)
+    /// ([`Distributed`] documents); empty otherwise. An empty document has no segment: it is
+    /// a piece of no tokens (`start == end`) among them, in its place in the input's order. Hand them to
+    /// [`Coverage::add_pieces`](crate::distribute::Coverage::add_pieces) as the sequence is
+    /// taken, for an elastic resume that neither loses nor repeats a token.
+    pub pieces: Vec<Piece>,
 }
 
 impl Packed {
@@ -82,7 +90,9 @@ impl Packed {
             segment_ids: Vec::with_capacity(len),
             positions: Vec::with_capacity(len),
             loss_mask: Vec::with_capacity(len),
+            pieces: Vec::new(),
         };
+        let pieces = pieces.into_iter().filter(|piece| !piece.is_empty());
         for (segment, piece) in (1..).zip(pieces) {
             row.tokens.extend_from_slice(piece);
             row.segment_ids
@@ -149,6 +159,65 @@ impl Collate for Packed {
     }
 }
 
+/// A document [`Dataset::pack`](crate::Dataset::pack) packs: token ids (`Vec<u32>`), or token
+/// ids with their place in a rank's share of the data (`Distributed<Vec<u32>>`, from
+/// [`ShardPlan::dataset`](crate::distribute::ShardPlan::dataset)), whose sequences then say
+/// where each segment came from ([`Packed::pieces`]).
+pub trait Document: sealed::Document {}
+
+impl Document for Vec<u32> {}
+impl Document for Distributed<Vec<u32>> {}
+
+pub(crate) mod sealed {
+    use crate::distribute::Distributed;
+
+    pub trait Document: Clone + Send + Sync + 'static {
+        /// Its token ids.
+        fn tokens(&self) -> &[u32];
+
+        /// Its place: (file, record, padded), and how many of its tokens an interrupted
+        /// run already took.
+        fn place(&self) -> Option<((usize, u64, bool), u64)> {
+            None
+        }
+    }
+
+    impl Document for Vec<u32> {
+        fn tokens(&self) -> &[u32] {
+            self
+        }
+    }
+
+    impl Document for Distributed<Vec<u32>> {
+        fn tokens(&self) -> &[u32] {
+            &self.item
+        }
+
+        fn place(&self) -> Option<((usize, u64, bool), u64)> {
+            Some(((self.file, self.record, self.padded), self.offset))
+        }
+    }
+}
+
+/// The pieces of `cuts` of `docs` (those with a place).
+fn pieces<'a, D: Document + 'a>(
+    cuts: impl IntoIterator<Item = (&'a D, usize, usize)>,
+) -> Vec<Piece> {
+    cuts.into_iter()
+        .filter_map(|(doc, start, end)| {
+            let ((file, record, padded), _) = doc.place()?;
+            Some(Piece {
+                file,
+                record,
+                start: start as u64,
+                end: end as u64,
+                last: end == doc.tokens().len(),
+                padded,
+            })
+        })
+        .collect()
+}
+
 /// The [`pack`](crate::Dataset::pack) operation.
 #[derive(Hash)]
 pub(crate) struct Pack {
@@ -156,9 +225,9 @@ pub(crate) struct Pack {
     pub(crate) packing: Packing,
 }
 
-impl Operation<Vec<u32>> for Pack {
+impl<D: Document> Operation<D> for Pack {
     type Out = Packed;
-    type Stream = OrReplay<PackStream, Packed>;
+    type Stream = OrReplay<PackStream<D>, Packed>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -168,16 +237,11 @@ impl Operation<Vec<u32>> for Pack {
         }
     }
 
-    fn open(
-        &self,
-        _: &Ctx,
-        input: Input<'_, Vec<u32>>,
-        start: Start<'_>,
-    ) -> anyhow::Result<Self::Stream> {
+    fn open(&self, _: &Ctx, input: Input<'_, D>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
         let len = self.sequence_length;
         if let Start::Replay(provs) = start {
             let members =
-                Members::with_words(provs, STAGE, Some(Vec::clone), |docs| input.replay(docs));
+                Members::with_words(provs, STAGE, Some(D::clone), |docs| input.replay(docs));
             return Ok(OrReplay::replay(
                 members.map(|members| Replay { members, len }),
             ));
@@ -220,15 +284,17 @@ impl Operation<Vec<u32>> for Pack {
 
 /// A document it holds: its tokens, its index in the input (held by marks) and its position
 /// (when recorded).
-struct Doc {
-    tokens: Vec<u32>,
+struct Doc<D> {
+    doc: D,
+    /// Its first token to place: 0, or where it goes on after an elastic resume.
+    from: usize,
     index: u64,
     prov: Option<Prov>,
 }
 
 /// Tokens `start..end` of document `doc` (counted from the first document read).
 #[derive(Clone, Copy)]
-struct Piece {
+struct Cut {
     doc: u64,
     start: usize,
     end: usize,
@@ -237,23 +303,23 @@ struct Piece {
 /// A bin being filled: its pieces, and how many tokens they hold.
 #[derive(Default)]
 struct Bin {
-    pieces: Vec<Piece>,
+    pieces: Vec<Cut>,
     used: usize,
 }
 
 /// Stream for the [`pack`](crate::Dataset::pack) method.
 #[must_use = "streams do nothing unless polled"]
-pub(crate) struct PackStream {
-    hold: Hold<Vec<u32>>,
+pub(crate) struct PackStream<D> {
+    hold: Hold<D>,
     len: usize,
     /// The number of bins, and whether best fit; `None` to concatenate and split.
     bins: Option<(usize, bool)>,
     /// The bins being filled, and the sequences of bins filled, not yet passed on.
     open: Vec<Bin>,
-    ready: VecDeque<Vec<Piece>>,
+    ready: VecDeque<Vec<Cut>>,
     /// The documents it holds, from the base on (see the module doc); `first` is the
     /// number of the front one, `offset` where the base starts in it.
-    docs: VecDeque<Doc>,
+    docs: VecDeque<Doc<D>>,
     first: u64,
     offset: usize,
     /// Concatenating: the tokens held and not yet in a sequence.
@@ -270,25 +336,28 @@ pub(crate) struct PackStream {
     last: Option<Prov>,
 }
 
-impl Unpin for PackStream {}
+impl<D> Unpin for PackStream<D> {}
 
-impl PackStream {
-    /// Takes a document the hold just handed out.
-    fn push(&mut self, tokens: Vec<u32>) {
-        let start = self.start_at.take().unwrap_or(0);
-        if tokens.len() <= start {
-            // Nothing of it left to place (an empty document): not held.
-            return;
-        }
+impl<D: Document> PackStream<D> {
+    /// Takes a document the hold just handed out: from its first token, or where a restore
+    /// or an elastic resume ([`Distributed::offset`]) says it goes on.
+    fn push(&mut self, doc: D) {
+        let taken = doc.place().map_or(0, |(_, taken)| taken);
+        let start = (self.start_at.take().unwrap_or(0) as u64).max(taken);
+        let start = usize::try_from(start).unwrap_or(usize::MAX);
+        let end = doc.tokens().len();
+        // An empty document is held too, and passed on as a piece of no tokens with the
+        // sequence after it (so that a coverage counts it).
+        let start = start.min(end);
         let prov = self.hold.prov();
         self.lost |= self.hold.recording() && prov.is_none();
         if self.docs.is_empty() {
             self.offset = start;
         }
-        let doc = self.first + self.docs.len() as u64;
-        let end = tokens.len();
+        let number = self.first + self.docs.len() as u64;
         self.docs.push_back(Doc {
-            tokens,
+            doc,
+            from: start,
             index: self.hold.index(),
             prov,
         });
@@ -296,13 +365,26 @@ impl PackStream {
             self.pending += end - start;
             return;
         };
-        // Split only where the document is longer than a sequence.
+        // Split only where the document is longer than a sequence: its head (what is over
+        // whole sequences) goes where it fits, then each whole sequence of it into a bin
+        // of its own, after the head's (no bin has room for one): the pieces are passed on
+        // in the document's order, so what a sequence leaves of it is always its end.
+        if start == end {
+            // A piece of no tokens, in the first bin with room (any).
+            let piece = Cut {
+                doc: number,
+                start,
+                end,
+            };
+            self.place(piece, bins, best);
+        }
         let mut at = start;
         while at < end {
-            let piece = Piece {
-                doc,
+            let head = (end - at) % self.len;
+            let piece = Cut {
+                doc: number,
                 start: at,
-                end: end.min(at + self.len),
+                end: at + if head > 0 { head } else { self.len },
             };
             at = piece.end;
             self.place(piece, bins, best);
@@ -311,7 +393,7 @@ impl PackStream {
 
     /// Puts `piece` into a bin: the first with room, or the one it fills most; when none has
     /// room and all `bins` are open, they are passed on and a new set starts.
-    fn place(&mut self, piece: Piece, bins: usize, best: bool) {
+    fn place(&mut self, piece: Cut, bins: usize, best: bool) {
         let n = piece.end - piece.start;
         let len = self.len;
         let mut fits = self
@@ -338,22 +420,28 @@ impl PackStream {
         self.open[i].used += n;
     }
 
-    /// The open bins are full: they become sequences, in order.
+    /// The open bins are full: they become sequences, in order (a bin of empty documents
+    /// alone, which only an input of no tokens at all leaves, is none).
     fn finish_bins(&mut self) {
-        self.ready.extend(self.open.drain(..).map(|bin| bin.pieces));
+        let bins = self.open.drain(..).filter(|bin| bin.used > 0);
+        self.ready.extend(bins.map(|bin| bin.pieces));
     }
 
     /// Concatenating: the next sequence's pieces, from the front of what is held.
-    fn cut(&mut self) -> Vec<Piece> {
+    fn cut(&mut self) -> Vec<Cut> {
         let mut pieces = Vec::new();
         let mut room = self.len;
         let mut start = self.offset;
         for (doc, held) in (self.first..).zip(&self.docs) {
-            if room == 0 {
+            // A document an elastic resume handed on goes on where it was.
+            start = start.max(held.from);
+            let n = held.doc.tokens().len();
+            // Full: the empty documents right after its last token go with it.
+            if room == 0 && n > start {
                 break;
             }
-            let end = held.tokens.len().min(start + room);
-            pieces.push(Piece { doc, start, end });
+            let end = n.min(start + room);
+            pieces.push(Cut { doc, start, end });
             room -= end - start;
             start = 0;
         }
@@ -362,24 +450,27 @@ impl PackStream {
     }
 
     /// The next sequence's pieces, if one is ready (or the input has ended).
-    fn next_pieces(&mut self) -> Option<Vec<Piece>> {
+    fn next_pieces(&mut self) -> Option<Vec<Cut>> {
         if self.bins.is_some() {
             if self.ended && !self.open.is_empty() {
                 self.finish_bins();
             }
             return self.ready.pop_front();
         }
-        (self.pending >= self.len || (self.ended && self.pending > 0)).then(|| self.cut())
+        // A full sequence waits for the next document with tokens (or the end), so that the
+        // empty documents before it go with it.
+        (self.pending > self.len || (self.ended && self.pending > 0)).then(|| self.cut())
     }
 
     /// Makes the sequence of `pieces` (and its position, when recorded), and moves the base
     /// past what no sequence still to come needs.
-    fn emit(&mut self, pieces: &[Piece]) -> Packed {
-        let doc = |p: &Piece| &self.docs[(p.doc - self.first) as usize];
-        let row = Packed::of(
+    fn emit(&mut self, pieces: &[Cut]) -> Packed {
+        let doc = |p: &Cut| &self.docs[(p.doc - self.first) as usize];
+        let mut row = Packed::of(
             self.len,
-            pieces.iter().map(|p| &doc(p).tokens[p.start..p.end]),
+            pieces.iter().map(|p| &doc(p).doc.tokens()[p.start..p.end]),
         );
+        row.pieces = self::pieces(pieces.iter().map(|p| (&doc(p).doc, p.start, p.end)));
         self.last = (self.hold.recording() && !self.lost).then(|| {
             let members = pieces.iter().filter_map(|p| doc(p).prov.clone()).collect();
             let words = pieces.iter().flat_map(|p| [p.start as u64, p.end as u64]);
@@ -393,7 +484,7 @@ impl PackStream {
     /// After a sequence whose last piece was `last`: when no sequence filled earlier is
     /// waiting, the base moves to the oldest piece still to come (the first of the open
     /// bins, or where the next sequence starts), and the documents before it are dropped.
-    fn rebase(&mut self, last: Option<Piece>) {
+    fn rebase(&mut self, last: Option<Cut>) {
         let base = match self.bins {
             Some(_) if !self.ready.is_empty() => return,
             Some(_) => self
@@ -404,7 +495,7 @@ impl PackStream {
                 .map(|p| (p.doc, p.start)),
             // Concatenating: the next sequence starts where this one ended.
             None => last.map(|p| {
-                let whole = self.docs[(p.doc - self.first) as usize].tokens.len() == p.end;
+                let whole = self.docs[(p.doc - self.first) as usize].doc.tokens().len() == p.end;
                 if whole {
                     (p.doc + 1, 0)
                 } else {
@@ -429,7 +520,7 @@ impl PackStream {
     }
 }
 
-impl Stream for PackStream {
+impl<D: Document> Stream for PackStream<D> {
     type Item = anyhow::Result<Packed>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -454,7 +545,7 @@ impl Stream for PackStream {
                 this.hold.mark();
             }
             match ready!(this.hold.poll_next(cx)) {
-                Some(Ok(tokens)) => this.push(tokens),
+                Some(Ok(doc)) => this.push(doc),
                 Some(Err(e)) => {
                     // Passed on in a sequence's place; packing goes on around it.
                     this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
@@ -467,7 +558,7 @@ impl Stream for PackStream {
 }
 
 /// Saved state: see the module doc.
-impl Resumable for PackStream {
+impl<D: Document> Resumable for PackStream<D> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         let this = self.get_mut();
         if this.skip > 0 {
@@ -490,14 +581,14 @@ impl Resumable for PackStream {
 }
 
 /// The sequences at saved positions, made again from their documents.
-pub(crate) struct Replay {
-    members: Members<Vec<u32>>,
+pub(crate) struct Replay<D> {
+    members: Members<D>,
     len: usize,
 }
 
-impl Unpin for Replay {}
+impl<D> Unpin for Replay<D> {}
 
-impl Stream for Replay {
+impl<D: Document> Stream for Replay<D> {
     type Item = anyhow::Result<Packed>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -513,14 +604,23 @@ impl Stream for Replay {
             Prov::Group(_, words) => words,
             _ => Default::default(),
         };
-        let pieces: Option<Vec<&[u32]>> = docs
+        let cuts: Option<Vec<(&D, usize, usize)>> = docs
             .iter()
             .zip(words.chunks(2))
-            .map(|(doc, w)| doc.get(w[0] as usize..*w.get(1)? as usize))
+            .map(|(doc, w)| {
+                let (start, end) = (w[0] as usize, *w.get(1)? as usize);
+                doc.tokens().get(start..end).map(|_| (doc, start, end))
+            })
             .collect();
-        match pieces {
-            Some(pieces) if words.len() == 2 * docs.len() => {
-                Poll::Ready(Some(Ok(Packed::of(this.len, pieces))))
+        match cuts {
+            Some(cuts) if words.len() == 2 * docs.len() => {
+                let mut row = Packed::of(
+                    this.len,
+                    cuts.iter()
+                        .map(|&(doc, start, end)| &doc.tokens()[start..end]),
+                );
+                row.pieces = pieces(cuts);
+                Poll::Ready(Some(Ok(row)))
             }
             _ => Poll::Ready(Some(Err(unsupported(
                 STAGE,
@@ -530,7 +630,7 @@ impl Stream for Replay {
     }
 }
 
-impl Resumable for Replay {
+impl<D: Document> Resumable for Replay<D> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         Err(self.members.not_saved())
     }

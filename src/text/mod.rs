@@ -26,7 +26,7 @@
 //! # anyhow::Ok(()) }).unwrap();
 //! ```
 
-pub use crate::ops::pack::{Packed, PackedBatch, Packing};
+pub use crate::ops::pack::{Document, Packed, PackedBatch, Packing};
 
 use std::fmt;
 use std::sync::Arc;
