@@ -14,7 +14,9 @@ median of 3 passes after an untimed one, with the passes.
 - W3: D1 -> TFRecordDataset(num_parallel_reads=4) -> shuffle(10,000) -> batch(256) ->
   parse_example (the batch at once, num_parallel_calls=AUTOTUNE) -> prefetch(AUTOTUNE);
   `W3/packed`: the same with `strings="packed"` (each batch's 256 images as one buffer
-  and offsets, not 256 `bytes`); `W3/one-parse-thread`: parse_example without
+  and offsets, not 256 `bytes`); `W3/view`: with `strings="view"` (the images handed over
+  as views of the parsed records, not copied: what the Rust W3's consumer gets);
+  `W3/one-parse-thread`: parse_example without
   num_parallel_calls (one batch at a time); `W3/no-image`: W3 without the `image` feature;
   `W3/packed-no-shuffle`: W3/packed without the shuffle; `W3/per-record`: parse_example
   on each record before batch (WORKLOADS.md's order), AUTOTUNE.
@@ -97,6 +99,9 @@ def w3(d):
     median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE, strings="packed"), count)
     emit("W3/packed", median, "records/s", passes)
     emit("W3/packed/cpu-per-record", last_cpu[0], "microseconds", [])
+    median, passes = timed(pipeline(num_parallel_calls=sl.AUTOTUNE, strings="view"), count)
+    emit("W3/view", median, "records/s", passes)
+    emit("W3/view/cpu-per-record", last_cpu[0], "microseconds", [])
     median, passes = timed(pipeline(), count)
     emit("W3/one-parse-thread", median, "records/s", passes)
     # Where the time goes: W3 without the images, and without the shuffle.

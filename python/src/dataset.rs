@@ -72,15 +72,34 @@ pub(crate) fn parallelism(
     }
 }
 
-/// `strings=`: whether string tensors are handed over packed (`"packed"`) or as object
-/// arrays of `bytes` (`"bytes"`, tf.data's `as_numpy_iterator`).
-pub(crate) fn string_format(py: Python<'_>, strings: &str) -> PyResult<bool> {
+/// `strings=`: how string tensors are handed over: as object arrays of `bytes` (`"bytes"`,
+/// tf.data's `as_numpy_iterator`), packed (`"packed"`), or as views (`"view"`).
+#[derive(Clone, Copy)]
+pub(crate) enum StringForm {
+    Bytes,
+    Packed,
+    View,
+}
+
+impl StringForm {
+    /// `value`'s string tensors in this form.
+    pub(crate) fn apply(self, value: Value) -> Value {
+        match self {
+            StringForm::Bytes => value,
+            StringForm::Packed => value.pack_strings(),
+            StringForm::View => value.view_strings(),
+        }
+    }
+}
+
+pub(crate) fn string_format(py: Python<'_>, strings: &str) -> PyResult<StringForm> {
     match strings {
-        "bytes" => Ok(false),
-        "packed" => Ok(true),
+        "bytes" => Ok(StringForm::Bytes),
+        "packed" => Ok(StringForm::Packed),
+        "view" => Ok(StringForm::View),
         other => Err(errors::invalid(
             py,
-            format!("strings must be \"bytes\" or \"packed\", got {other:?}"),
+            format!("strings must be \"bytes\", \"packed\" or \"view\", got {other:?}"),
         )),
     }
 }
@@ -936,7 +955,9 @@ impl PyDataset {
     /// elements at once (`AUTOTUNE`; `None`: one at a time, as `map` without it); the parsed
     /// values are handed over without copies. `strings="packed"` hands each string tensor of
     /// rank 1 or more over as a `PackedStrings` (one buffer and offsets, packed here, on
-    /// the parsing threads) instead of an object array of `bytes`.
+    /// the parsing threads) instead of an object array of `bytes`; `strings="view"` as a
+    /// `StringsView`, whose strings are read-only numpy arrays over the parsed records'
+    /// bytes (no copy at all).
     #[pyo3(signature = (features, num_parallel_calls=None, strings="bytes"))]
     fn parse_example(
         &self,
@@ -946,15 +967,8 @@ impl PyDataset {
         strings: &str,
     ) -> PyResult<PyDataset> {
         let spec = spec::Features::from_py(py, features)?;
-        let packed = string_format(py, strings)?;
-        let parse = move |v: Value| {
-            let parsed = spec::parse(v, &spec)?;
-            Ok(if packed {
-                parsed.pack_strings()
-            } else {
-                parsed
-            })
-        };
+        let form = string_format(py, strings)?;
+        let parse = move |v: Value| Ok(form.apply(spec::parse(v, &spec)?));
         Ok(PyDataset::wrap(
             match parallelism(py, "num_parallel_calls", num_parallel_calls)? {
                 None => self.inner.try_map(parse),

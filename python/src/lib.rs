@@ -15,6 +15,7 @@
 //! - `distribute.rs`: `Dataset.distribute`, a rank's share (by file, row group or element).
 //! - `padding.rs`: `padded_batch`'s padding.
 //! - `spec.rs`: `FixedLenFeature` and `parse_example`.
+//! - `strings_view.rs`: `StringsView`, string tensors handed over without copies.
 //! - `errors.rs`: Rust errors as the exceptions of `streamload.errors`.
 //! - `reference.rs`: recipes built with the Rust API alone, for the tests' comparisons.
 //! - `runtime.rs`: the tokio runtime the epochs run on.
@@ -30,6 +31,7 @@ mod readers;
 mod reference;
 mod runtime;
 mod spec;
+mod strings_view;
 mod transforms;
 mod value;
 
@@ -52,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<spec::FixedLenSequenceFeature>()?;
     m.add_class::<spec::SparseFeature>()?;
     m.add_class::<spec::RaggedFeature>()?;
+    m.add_class::<strings_view::StringsView>()?;
     m.add_function(wrap_pyfunction!(dataset::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(readers::read, m)?)?;
     m.add_class::<transforms::Transform>()?;

@@ -49,6 +49,9 @@ pub(crate) enum Value {
     /// A string tensor of rank 1 or more packed for the hand-over to Python
     /// (`parse_example(..., strings="packed")`): to Python, `streamload.PackedStrings`.
     Packed(Box<Packed>),
+    /// A string tensor of rank 1 or more handed to Python as views of its strings, not
+    /// copies (`parse_example(..., strings="view")`): to Python, `streamload.StringsView`.
+    Views(Box<ArrayD<Bytes>>),
 }
 
 // What the shuffle buffer, the channels and every stage move per element: one string
@@ -381,6 +384,7 @@ impl Value {
                 s.dense_shape
             ),
             Value::Packed(p) => format!("string tensor of shape {:?}", p.shape),
+            Value::Views(a) => format!("string tensor of shape {:?}", a.shape()),
             Value::Ragged(r) => format!("ragged {} of {} rows", r.values.describe(), r.nrows()),
         }
     }
@@ -413,11 +417,40 @@ impl Value {
         }
     }
 
-    /// Every packed string tensor in this value as a string tensor again (no copy): what
-    /// the stages that work on strings take.
+    /// Every string tensor of rank 1 or more in this value to be handed over as views of
+    /// its strings ([`Value::Views`]).
+    pub(crate) fn view_strings(self) -> Value {
+        match self {
+            Value::Strings(a) => Value::Views(a),
+            Value::Tuple(items) => {
+                Value::Tuple(items.into_iter().map(Value::view_strings).collect())
+            }
+            Value::Dict(items) => Value::Dict(
+                items
+                    .into_iter()
+                    .map(|(k, v)| (k, v.view_strings()))
+                    .collect(),
+            ),
+            Value::Sparse(mut s) => {
+                s.values =
+                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).view_strings();
+                Value::Sparse(s)
+            }
+            Value::Ragged(mut r) => {
+                r.values =
+                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).view_strings();
+                Value::Ragged(r)
+            }
+            other => other,
+        }
+    }
+
+    /// Every packed or viewed string tensor in this value as a string tensor again (no
+    /// copy): what the stages that work on strings take.
     pub(crate) fn unpack_strings(self) -> anyhow::Result<Value> {
         Ok(match self {
             Value::Packed(p) => Value::strings(p.unpack()?),
+            Value::Views(a) => Value::Strings(a),
             Value::Tuple(items) => Value::Tuple(
                 items
                     .into_iter()
@@ -444,10 +477,11 @@ impl Value {
         })
     }
 
-    /// Whether this value holds a packed string tensor anywhere.
+    /// Whether this value holds a packed or viewed string tensor anywhere (a form made for
+    /// the hand-over).
     pub(crate) fn has_packed(&self) -> bool {
         match self {
-            Value::Packed(_) => true,
+            Value::Packed(_) | Value::Views(_) => true,
             Value::Tuple(items) => items.iter().any(Value::has_packed),
             Value::Dict(items) => items.values().any(Value::has_packed),
             Value::Sparse(s) => s.values.has_packed(),
@@ -476,6 +510,19 @@ impl Value {
                 out.push(p.values.as_ptr() as usize);
                 out.push(p.offsets.as_ptr() as usize);
             }
+            Value::Views(a) => out.extend(a.iter().map(|s| s.as_ptr() as usize)),
+        }
+    }
+
+    /// Whether this value holds a viewed string tensor anywhere.
+    fn has_views(&self) -> bool {
+        match self {
+            Value::Views(_) => true,
+            Value::Tuple(items) => items.iter().any(Value::has_views),
+            Value::Dict(items) => items.values().any(Value::has_views),
+            Value::Sparse(s) => s.values.has_views(),
+            Value::Ragged(r) => r.values.has_views(),
+            _ => false,
         }
     }
 
@@ -545,6 +592,9 @@ impl Value {
                     PyTuple::new(py, shape)?,
                 ))?
             }
+            Value::Views(a) => {
+                Bound::new(py, crate::strings_view::StringsView::new(*a))?.into_any()
+            }
         })
     }
 
@@ -553,6 +603,10 @@ impl Value {
     /// is `float32` (TensorFlow's default), `bool` is `bool`, `bytes` and `str` (UTF-8) are
     /// strings; numpy arrays and scalars keep their type.
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if let Ok(view) = obj.cast::<crate::strings_view::StringsView>() {
+            // Its strings, shared (handed over as views again).
+            return Ok(Value::Views(Box::new(view.get().to_array()?)));
+        }
         if type_name(obj) == "SparseTensorValue" {
             let indices = match Value::from_py(&obj.getattr("indices")?)? {
                 Value::Array(a) => match *a {
@@ -773,6 +827,11 @@ impl Value {
                 .first()
                 .copied()
                 .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
+            Value::Views(a) => a
+                .shape()
+                .first()
+                .copied()
+                .ok_or_else(|| "from_tensor_slices: a component is a scalar (rank 0)".into()),
         }
     }
 
@@ -806,6 +865,11 @@ impl Value {
                 // One string: `bytes` in Python, as every 0-d string.
                 row if row.shape.is_empty() => Value::string(Bytes::from(row.values)),
                 row => Value::Packed(Box::new(row)),
+            },
+            Value::Views(a) => match a.ndim() {
+                // One string: `bytes` in Python, as every 0-d string.
+                1 => Value::String(a[[i]].clone()),
+                _ => Value::Views(Box::new(a.index_axis(Axis(0), i).to_owned())),
             },
         }
     }
@@ -841,7 +905,12 @@ impl Value {
                 .iter()
                 .map(|v| v.clone().unpack_strings())
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            return Ok(Value::stack(&unpacked)?.pack_strings());
+            let stacked = Value::stack(&unpacked)?;
+            return Ok(if items.iter().any(Value::has_views) {
+                stacked.view_strings()
+            } else {
+                stacked.pack_strings()
+            });
         }
         let refs: Vec<&Value> = items.iter().collect();
         stack_refs(first, &refs, &mut 0)
@@ -964,7 +1033,7 @@ fn stack_refs(first: &Value, all: &[&Value], component: &mut usize) -> anyhow::R
             *component
         ))),
         // `Value::stack` unpacks them first.
-        Value::Packed(_) => Err(invalid(
+        Value::Packed(_) | Value::Views(_) => Err(invalid(
             "batch: packed strings reached the stacking (unpack them first)".into(),
         )),
         Value::Sparse(head) => {

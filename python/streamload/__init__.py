@@ -35,7 +35,7 @@ from ._native import (
 )
 from .ragged import RaggedTensorValue
 from .sparse import SparseTensorValue
-from .strings import PackedStrings
+from .strings import PackedStrings, StringsView
 from ._native import list_files as _list_files
 from .options import AutotuneOptions, Options
 from .dtypes import DType, bool_, float16, float32, float64, int8, int16, int32, int64, string
@@ -86,6 +86,7 @@ __all__ = [
     "RaggedFeature",
     "RaggedTensorValue",
     "PackedStrings",
+    "StringsView",
     "Iterator",
     "TFRecordDataset",
     "TextLineDataset",

@@ -11,6 +11,26 @@ AUTOTUNE: Final[int]
 INFINITE_CARDINALITY: Final[int]
 UNKNOWN_CARDINALITY: Final[int]
 
+class StringsView:
+    """A string tensor handed over without copying its strings (``parse_example(...,
+    strings="view")``): ``view[i]`` is string ``i`` of a 1-d tensor as a read-only numpy
+    ``uint8`` array over the record's bytes (row ``i`` of an n-d one as a ``StringsView``),
+    kept alive by the array; ``lengths()`` the strings' lengths; ``to_numpy()`` (or
+    ``np.asarray(view)``) tf.data's object array of ``bytes``. A ``map`` function may
+    return one."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> Any: ...
+    def lengths(self) -> Any: ...
+    def to_numpy(self) -> Any: ...
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any: ...
+
 class FixedLenFeature:
     """``tf.io.FixedLenFeature(shape, dtype, default_value=None)``."""
 
@@ -221,7 +241,7 @@ class Dataset:
             | RaggedFeature,
         ],
         num_parallel_calls: int | None = None,
-        strings: Literal["bytes", "packed"] = "bytes",
+        strings: Literal["bytes", "packed", "view"] = "bytes",
     ) -> Dataset:
         """``tf.io.parse_single_example`` on single records, ``tf.io.parse_example`` after
         ``batch``: a dict of tensors, parsed in Rust without the GIL, ``num_parallel_calls``
@@ -229,8 +249,10 @@ class Dataset:
         (tf.data's form): a string tensor is an object array of ``bytes``, one Python object
         per string made on the iterating thread. ``strings="packed"``: a string tensor of
         rank 1 or more is a :class:`streamload.PackedStrings` (one ``uint8`` buffer and
-        ``int64`` offsets, packed on the parsing threads, handed over without a copy); a
-        single string stays ``bytes``."""
+        ``int64`` offsets, packed on the parsing threads, handed over without a copy);
+        ``strings="view"``: a :class:`streamload.StringsView`, whose strings are read-only
+        ``uint8`` arrays over the parsed records' bytes (not copied at all; made only when
+        asked for). A single string stays ``bytes``."""
     def with_options(self, options: Any) -> Dataset: ...
     def distribute(
         self,

@@ -1,8 +1,14 @@
-"""``PackedStrings``: a string tensor as one buffer of bytes and offsets (``strings="packed"``)."""
+"""``PackedStrings``: a string tensor as one buffer of bytes and offsets (``strings="packed"``);
+``StringsView``: a string tensor whose strings are views of the parsed records
+(``strings="view"``)."""
 
 from typing import Any
 
 import numpy as np
+
+from ._native import StringsView
+
+__all__ = ["PackedStrings", "StringsView"]
 
 
 class PackedStrings:

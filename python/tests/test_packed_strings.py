@@ -121,3 +121,50 @@ def test_bad_strings_argument_is_an_error():
         sl.TFRecordDataset(RECORDS).parse_example(SPEC, strings="arrow")
     with pytest.raises(sl.InvalidArgumentError, match="num_parallel_calls"):
         sl.TFRecordDataset(RECORDS).parse_example(SPEC, num_parallel_calls=0)
+
+
+def test_viewed_strings_are_the_records_bytes_without_a_copy():
+    default = batches("bytes")
+    it = iter(sl.TFRecordDataset(RECORDS).batch(6).parse_example(SPEC, strings="view"))
+    for d in default:
+        v = next(it)
+        names = v["name"]
+        assert isinstance(names, sl.StringsView) and names.shape == d["name"].shape
+        assert len(names) == len(d["name"]) and names.size == len(d["name"])
+        got = [names[i] for i in range(len(names))]
+        assert all(g.dtype == np.uint8 and not g.flags.writeable for g in got)
+        assert [g.tobytes() for g in got] == d["name"].tolist()
+        assert names[-1].tobytes() == d["name"][-1]
+        assert names.to_numpy().tolist() == np.asarray(names).tolist() == d["name"].tolist()
+        assert names.lengths().tolist() == [len(s) for s in d["name"]]
+        # Each array is a view of the bytes Rust held: no copy was made.
+        # (The addresses go depth first, keys in order: `id`'s array, then `name`'s strings.)
+        address = it._last_buffer_addresses()[1 : 1 + len(got)]
+        assert [data_address(g) for g in got if g.size] == [a for a, g in zip(address, got) if g.size]
+        assert isinstance(v["tokens"].values, sl.StringsView)
+        assert v["tokens"].values.to_numpy().tolist() == d["tokens"].values.tolist()
+    with pytest.raises(IndexError):
+        names[len(names)]
+    with pytest.raises(ValueError):
+        got[0][0] = 1  # read-only: the bytes may be a mapped file's
+
+
+def test_a_view_outlives_its_batch_and_goes_through_later_stages():
+    spec = {"name": SPEC["name"], "absent": sl.FixedLenFeature([2], sl.string, [b"a", b"bc"])}
+    want = list(sl.TFRecordDataset(RECORDS).parse_example(spec).batch(8))
+    viewed = sl.TFRecordDataset(RECORDS).parse_example(spec, strings="view")
+    got = list(viewed.batch(8))
+    first = got[0]["name"][0]
+    del got[0]
+    import gc
+
+    gc.collect()
+    assert first.tobytes() == want[0]["name"][0]  # the array keeps its bytes alive
+    for g, w in zip(got, want[1:]):
+        assert isinstance(g["absent"], sl.StringsView) and g["absent"].shape == w["absent"].shape
+        assert g["absent"][1][0].tobytes() == w["absent"][1][0]  # a row of a 2-d tensor
+    rows = list(viewed.batch(8).unbatch())
+    assert [r["name"] for r in rows] == [n for w in want for n in w["name"].tolist()]
+    echoed = list(viewed.batch(8).map(lambda x: x["absent"]))
+    assert all(isinstance(e, sl.StringsView) for e in echoed)
+    assert [e.to_numpy().tolist() for e in echoed] == [w["absent"].tolist() for w in want]

@@ -419,9 +419,10 @@ impl MegatronDataset {
     }
 }
 
-/// The pairs as a [`ShardSource`]: a pair is a file, a document a record, read by number
-/// (so [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record) deals runs of
-/// documents without reading those before them). The plan deals and orders the documents:
+/// The pairs as a [`ShardSource`](crate::distribute::ShardSource): a pair is a file, a
+/// document a record, read by number (so
+/// [`ShardPolicy::Record`](crate::distribute::ShardPolicy::Record) deals runs of documents
+/// without reading those before them). The plan deals and orders the documents:
 /// a dataset made with [`shuffle_documents`](MegatronDataset::shuffle_documents) or
 /// [`shard`](MegatronDataset::shard) is refused (shuffle after the plan's dataset instead).
 ///
