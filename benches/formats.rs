@@ -112,5 +112,54 @@ fn w11(c: &mut Criterion) {
 #[cfg(not(feature = "parquet"))]
 fn w11(_: &mut Criterion) {}
 
-criterion_group!(benches, w2, w6, indexed, w11);
+/// W3's parse alone, on D1's records in memory (warm): `parse_example` of batches of 256
+/// (what the Python package's `batch(256).parse_example(spec)` runs) beside
+/// `parse_single_example_view` of each record (what the Rust W3 runs).
+fn parse(c: &mut Criterion) {
+    use futures::StreamExt;
+    use streamload::format::{
+        FeatureSpec, ParseSpec, TFRecordDataset, parse_example, parse_single_example_view,
+    };
+    use streamload::tensor::DType;
+    let rt = workloads::runtime();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    rt.block_on(workloads::generate_d1(dir.path(), 1, 2048))
+        .expect("D1 written");
+    let files = workloads::d1_files(dir.path(), false).expect("D1 files");
+    let records: Vec<bytes::Bytes> = rt.block_on(async {
+        let mut stream = TFRecordDataset::new(&files).build().iter();
+        let mut records = Vec::new();
+        while let Some(record) = stream.next().await {
+            records.push(record.expect("a record"));
+        }
+        records
+    });
+    let spec = ParseSpec::new([
+        ("image", FeatureSpec::fixed_len([], DType::String)),
+        ("label", FeatureSpec::fixed_len([], DType::Int64)),
+        ("weights", FeatureSpec::fixed_len([16], DType::Float32)),
+    ])
+    .expect("a spec");
+    let mut group = c.benchmark_group("W3_parse");
+    group.throughput(Throughput::Elements(records.len() as u64));
+    group.bench_function("parse_example_batches_of_256", |b| {
+        b.iter(|| {
+            for batch in records.chunks(256) {
+                std::hint::black_box(parse_example(batch, &spec).expect("parsed"));
+            }
+        })
+    });
+    group.bench_function("parse_single_example_view", |b| {
+        b.iter(|| {
+            for record in &records {
+                let example = parse_single_example_view(record, &spec).expect("parsed");
+                let weights: Vec<f32> = example.floats("weights").expect("weights").collect();
+                std::hint::black_box((example.bytes("image").expect("image").next(), weights));
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, w2, w6, indexed, w11, parse);
 criterion_main!(benches);

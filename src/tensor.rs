@@ -107,6 +107,16 @@ impl Values {
         }
     }
 
+    /// Appends values `range` of `other` (which has the same data type).
+    pub(crate) fn extend_range(&mut self, other: &Values, range: std::ops::Range<usize>) {
+        match (self, other) {
+            (Values::Int64(a), Values::Int64(b)) => a.extend_from_slice(&b[range]),
+            (Values::Float32(a), Values::Float32(b)) => a.extend_from_slice(&b[range]),
+            (Values::String(a), Values::String(b)) => a.extend_from_slice(&b[range]),
+            (a, b) => unreachable!("extend {:?} with {:?}", a.dtype(), b.dtype()),
+        }
+    }
+
     /// Appends value `index` of `other` `count` times (padding).
     pub(crate) fn extend_repeat(&mut self, other: &Values, index: usize, count: usize) {
         match (self, other) {

@@ -734,40 +734,77 @@ pub fn parse_single_example(serialized: &Bytes, spec: &ParseSpec) -> anyhow::Res
 /// <unknown>, Feature: x (data type: float) is required but could not be found.`, ...; of
 /// several records in error, the first.
 pub fn parse_example(serialized: &[Bytes], spec: &ParseSpec) -> anyhow::Result<ParsedExample> {
-    let mut raws = Vec::with_capacity(serialized.len());
+    let batch = serialized.len();
+    // Each feature's values for the whole batch, appended record by record where they are
+    // decoded (no list per record), and, but for `FixedLen` features, how many each record
+    // gave (`None`: missing). A record of n bytes holds at most n values: never more is
+    // reserved.
+    let bytes: usize = serialized.iter().map(Bytes::len).sum();
+    let mut outs: PerFeature<Values> = spec
+        .inner
+        .iter()
+        .map(|entry| {
+            let capacity = entry.capacity().map_or(0, |n| n.saturating_mul(batch));
+            Values::with_capacity(entry.spec.dtype(), capacity.min(bytes))
+        })
+        .collect();
+    let mut counts: PerFeature<Vec<Option<usize>>> = spec
+        .inner
+        .iter()
+        .map(|entry| match entry.spec {
+            FeatureSpec::FixedLen { .. } => Vec::new(),
+            _ => Vec::with_capacity(batch),
+        })
+        .collect();
     // TensorFlow parses a batch in minibatches; a sequence feature's error counts the values
     // of the records before in the same minibatch.
     let mut prior = vec![0usize; spec.inner.len()];
     let minibatches = minibatches(serialized);
     let mut next_minibatch = 1;
+    // How many values each feature of the record gave (`None`: missing).
+    let mut given = PerFeature::new();
     for (index, record) in serialized.iter().enumerate() {
         if next_minibatch < minibatches.len() && index == minibatches[next_minibatch] {
             prior.iter_mut().for_each(|p| *p = 0);
             next_minibatch += 1;
         }
-        let mut raw = PerFeature::with_capacity(spec.inner.len());
         let mode = Mode::Batch {
             index,
             prior: &prior,
         };
-        parse_raw(record, spec, mode, |_, values| raw.push(values))?;
-        for (p, values) in prior.iter_mut().zip(&raw) {
-            *p += values.as_ref().map_or(0, Values::len);
+        given.clear();
+        // An error ends the batch: what a record appended before it does not matter.
+        validate(
+            record,
+            spec,
+            mode,
+            &mut given,
+            |f, entry, found| match found {
+                Found::Missing => Ok(None),
+                Found::Kindless { .. } => Ok(Some(0)),
+                Found::List { kind, list, .. } => {
+                    check(record, entry, f, *kind, list.clone(), mode, &mut outs[f]).map(Some)
+                }
+            },
+        )?;
+        for (f, (entry, &count)) in spec.inner.iter().zip(given.iter()).enumerate() {
+            prior[f] += count.unwrap_or(0);
+            match (&entry.spec, count) {
+                (FeatureSpec::FixedLen { default, .. }, None) => match default {
+                    Some(d) => outs[f].extend_from(d),
+                    None => unreachable!("validate rejects a missing required feature"),
+                },
+                (FeatureSpec::FixedLen { .. }, Some(_)) => {}
+                (_, count) => counts[f].push(count),
+            }
         }
-        raws.push(raw);
     }
-    let batch = serialized.len();
     let features = spec
         .inner
         .iter()
-        .enumerate()
-        .map(|(f, entry)| {
-            Some(batch_output(
-                entry,
-                raws.iter().map(|r| r[f].as_ref()),
-                batch,
-            ))
-        })
+        .zip(outs)
+        .zip(counts)
+        .map(|((entry, values), counts)| Some(batch_output(entry, values, &counts, batch)))
         .collect();
     Ok(ParsedExample {
         spec: spec.local(),
@@ -847,55 +884,45 @@ fn single_output(entry: &Entry, values: Option<Values>) -> Parsed {
     }
 }
 
-fn batch_output<'a>(
-    entry: &Entry,
-    raws: impl Iterator<Item = Option<&'a Values>> + Clone,
-    batch: usize,
-) -> Parsed {
+/// A feature's output for a batch: `values` are every record's, one after another (a
+/// missing `FixedLen` feature's default in its place), `counts` how many each record gave
+/// (not kept for `FixedLen` features, whose records give `stride` each).
+fn batch_output(entry: &Entry, values: Values, counts: &[Option<usize>], batch: usize) -> Parsed {
     let dtype = entry.spec.dtype();
     match &entry.spec {
-        FeatureSpec::FixedLen { shape, default, .. } => {
-            let mut out = Values::with_capacity(dtype, batch * entry.stride);
-            for values in raws {
-                match values.or(default.as_ref()) {
-                    Some(v) => out.extend_from(v),
-                    None => unreachable!("parse_raw rejects a missing required feature"),
-                }
-            }
+        FeatureSpec::FixedLen { shape, .. } => {
             let mut full = vec![batch];
             full.extend_from_slice(shape);
-            Parsed::Dense(Tensor::new_unchecked(full, out))
+            Parsed::Dense(Tensor::new_unchecked(full, values))
         }
         FeatureSpec::VarLen { .. } => {
-            let mut out = Values::empty(dtype);
-            let mut indices = Vec::new();
+            let mut indices = Vec::with_capacity(2 * values.len());
             let mut longest = 0;
-            for (b, values) in raws.enumerate() {
-                if let Some(v) = values {
-                    for j in 0..v.len() {
-                        indices.extend_from_slice(&[b as i64, j as i64]);
-                    }
-                    longest = longest.max(v.len());
-                    out.extend_from(v);
+            for (b, &n) in counts.iter().enumerate() {
+                let n = n.unwrap_or(0);
+                for j in 0..n {
+                    indices.extend_from_slice(&[b as i64, j as i64]);
                 }
+                longest = longest.max(n);
             }
             Parsed::Sparse(SparseTensor::new_unchecked(
                 indices,
-                out,
+                values,
                 vec![batch, longest],
             ))
         }
         FeatureSpec::FixedLenSequence { shape, default, .. } => {
+            // Each record's rows, padded to the longest's.
             let stride = entry.stride;
-            let rows =
-                |v: Option<&Values>| v.map_or(0, |v| v.len().checked_div(stride).unwrap_or(0));
-            let longest = raws.clone().map(rows).max().unwrap_or(0);
+            let rows = |n: Option<usize>| n.map_or(0, |n| n.checked_div(stride).unwrap_or(0));
+            let longest = counts.iter().map(|&n| rows(n)).max().unwrap_or(0);
             let mut out = Values::with_capacity(dtype, batch * longest * stride);
-            for values in raws {
-                if let Some(v) = values {
-                    out.extend_from(v);
-                }
-                let pad = (longest - rows(values)) * stride;
+            let mut at = 0;
+            for &n in counts {
+                let n_values = n.unwrap_or(0);
+                out.extend_range(&values, at..at + n_values);
+                at += n_values;
+                let pad = (longest - rows(n)) * stride;
                 match default {
                     Some(d) => out.extend_repeat(d, 0, pad),
                     None => out.extend_zeros(pad),
@@ -906,17 +933,14 @@ fn batch_output<'a>(
             Parsed::Dense(Tensor::new_unchecked(full, out))
         }
         FeatureSpec::Ragged { .. } => {
-            let total = raws.clone().map(|v| v.map_or(0, Values::len)).sum();
-            let mut out = Values::with_capacity(dtype, total);
             let mut row_splits = Vec::with_capacity(batch + 1);
             row_splits.push(0);
-            for values in raws {
-                if let Some(v) = values {
-                    out.extend_from(v);
-                }
-                row_splits.push(out.len() as i64);
+            let mut at = 0i64;
+            for &n in counts {
+                at += n.unwrap_or(0) as i64;
+                row_splits.push(at);
             }
-            Parsed::Ragged(RaggedValues::new_unchecked(out, row_splits))
+            Parsed::Ragged(RaggedValues::new_unchecked(values, row_splits))
         }
     }
 }
