@@ -392,53 +392,37 @@ impl Value {
     /// Every string tensor of rank 1 or more in this value packed in one buffer
     /// ([`Packed`]); 0-d strings stay as they are (one `bytes` in Python).
     pub(crate) fn pack_strings(self) -> Value {
-        match self {
-            Value::Strings(a) => Value::Packed(Box::new(Packed::pack(&a))),
-            Value::Tuple(items) => {
-                Value::Tuple(items.into_iter().map(Value::pack_strings).collect())
-            }
-            Value::Dict(items) => Value::Dict(
-                items
-                    .into_iter()
-                    .map(|(k, v)| (k, v.pack_strings()))
-                    .collect(),
-            ),
-            Value::Sparse(mut s) => {
-                s.values =
-                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).pack_strings();
-                Value::Sparse(s)
-            }
-            Value::Ragged(mut r) => {
-                r.values =
-                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).pack_strings();
-                Value::Ragged(r)
-            }
-            other => other,
-        }
+        self.map_strings(&|a| Value::Packed(Box::new(Packed::pack(&a))))
     }
 
     /// Every string tensor of rank 1 or more in this value to be handed over as views of
     /// its strings ([`Value::Views`]).
     pub(crate) fn view_strings(self) -> Value {
+        self.map_strings(&Value::Views)
+    }
+
+    /// Every string tensor of rank 1 or more in this value (in tuples, dicts, and the values
+    /// of sparse and ragged tensors) as `f` makes it.
+    fn map_strings(self, f: &dyn Fn(Box<ArrayD<Bytes>>) -> Value) -> Value {
         match self {
-            Value::Strings(a) => Value::Views(a),
+            Value::Strings(a) => f(a),
             Value::Tuple(items) => {
-                Value::Tuple(items.into_iter().map(Value::view_strings).collect())
+                Value::Tuple(items.into_iter().map(|v| v.map_strings(f)).collect())
             }
             Value::Dict(items) => Value::Dict(
                 items
                     .into_iter()
-                    .map(|(k, v)| (k, v.view_strings()))
+                    .map(|(k, v)| (k, v.map_strings(f)))
                     .collect(),
             ),
             Value::Sparse(mut s) => {
                 s.values =
-                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).view_strings();
+                    std::mem::replace(&mut s.values, Value::Tuple(Vec::new())).map_strings(f);
                 Value::Sparse(s)
             }
             Value::Ragged(mut r) => {
                 r.values =
-                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).view_strings();
+                    std::mem::replace(&mut r.values, Value::Tuple(Vec::new())).map_strings(f);
                 Value::Ragged(r)
             }
             other => other,
