@@ -401,27 +401,10 @@ fn dense_list(
     );
     let lengths = offsets.windows(2).map(|w| w[1] - w[0]);
     let length = lengths.clone().next().unwrap_or(0);
-    let uneven = lengths.clone().enumerate().find(|&(_, l)| l != length);
-    if uneven.is_some() && col.ragged {
-        // Value `at` (of the sliced values) is in the list whose offsets hold it.
-        let up = |at: usize| {
-            to_row(
-                offsets
-                    .partition_point(|&o| o <= first + at)
-                    .saturating_sub(1),
-            )
-        };
-        let values = arrow_column(&values.slice(first, last - first), col, &up)?;
-        if matches!(values, Value::Ragged(_)) || values.rows().map_or(true, |n| n != last - first) {
-            return Err(col.whole("lists of lists of several lengths are not read"));
-        }
-        let splits: Vec<i64> = offsets.iter().map(|&o| (o - first) as i64).collect();
-        return Ok(Value::Ragged(Box::new(crate::value::Ragged {
-            values,
-            row_splits: Array::from(ndarray::Array1::from(splits).into_dyn()),
-        })));
-    }
-    if let Some((i, other)) = uneven {
+    let uneven = lengths.enumerate().find(|&(_, l)| l != length);
+    if let Some((i, other)) = uneven
+        && !col.ragged
+    {
         return Err(col.at_row(
             to_row(i),
             format!(
@@ -440,7 +423,19 @@ fn dense_list(
                 .saturating_sub(1),
         )
     };
-    nest(arrow_column(&values, col, &up)?, rows, length, col)
+    let inner = arrow_column(&values, col, &up)?;
+    if uneven.is_none() {
+        return nest(inner, rows, length, col);
+    }
+    // Lists of several lengths, asked for as a ragged tensor: its values and row splits.
+    if matches!(inner, Value::Ragged(_)) || inner.rows().map_or(true, |n| n != last - first) {
+        return Err(col.whole("lists of lists of several lengths are not read"));
+    }
+    let splits: Vec<i64> = offsets.iter().map(|&o| (o - first) as i64).collect();
+    Ok(Value::Ragged(Box::new(crate::value::Ragged {
+        values: inner,
+        row_splits: Array::from(ndarray::Array1::from(splits).into_dyn()),
+    })))
 }
 
 /// `inner` (`rows * size` rows) as `rows` rows of `size`.
