@@ -9,7 +9,11 @@ Writes, under tests/data/zarr/, small stores as zarr-python writes them:
   shuffle), blosc (zstd, bitshuffle), zstd, gzip, gzip + crc32c, big-endian bytes,
   transpose, none at all, and sharded (shards (24, 4, 5) of inner chunks (6, 2, 5), gzip
   inside, the index checksummed with crc32c); /partial: two of its four chunks never
-  written, read as the fill value -1 (the spec's missing chunk).
+  written, read as the fill value -1 (the spec's missing chunk). /codecs/sharded_rows and
+  /codecs/sharded_zstd_rows: sharded with inner chunks of whole rows (shards (12, 4, 5) of
+  inner chunks (6, 4, 5), the last inner chunk partial), big-endian gzip + crc32c and
+  little-endian zstd inside, fill value -1.5 in rows 6..24, so that one inner chunk is left
+  out of its shard's index and one shard out of the store.
 - v2.zarr (Zarr format 2): the same dtypes (and big-endian int32 and float64), compressors
   blosc (lz4), zstd, gzip and none, Fortran order, `/` as dimension separator, and
   /partial.
@@ -109,6 +113,13 @@ V3_CODECS = {
     "sharded": dict(shards=(24, 4, 5), compressors=[GzipCodec()]),
 }
 
+# Sharded, inner chunks of whole rows: what streamload reads inner chunk by inner chunk.
+SHARDED_ROWS = {
+    "sharded_rows": dict(serializer=BytesCodec(endian="big"),
+                         compressors=[GzipCodec(level=5), Crc32cCodec()]),
+    "sharded_zstd_rows": dict(compressors=[ZstdCodec(level=3)]),
+}
+
 
 def write_v3(expected):
     path = os.path.join(OUT, "v3.zarr")
@@ -128,6 +139,17 @@ def write_v3(expected):
         array = codecs.create_array(name, shape=data.shape, chunks=chunks, dtype="<f4", **opts)
         array[...] = data
         assert np.array_equal(array[...], data)
+        expected[f"v3.zarr:codecs/{name}"] = describe(array)
+    # Rows 6..12 (an inner chunk) and 12..24 (a shard) hold only the fill value: zarr-python
+    # leaves the inner chunk out of its shard's index and the shard out of the store.
+    rows = data.copy()
+    rows[6:24] = -1.5
+    for name, opts in SHARDED_ROWS.items():
+        array = codecs.create_array(name, shape=rows.shape, chunks=(6, 4, 5),
+                                    shards=(12, 4, 5), dtype="<f4", fill_value=-1.5, **opts)
+        array[...] = rows
+        assert np.array_equal(array[...], rows)
+        assert not os.path.exists(os.path.join(path, "codecs", name, "c", "1", "0", "0"))
         expected[f"v3.zarr:codecs/{name}"] = describe(array)
     write_partial(root, "v3.zarr", expected)
 

@@ -110,6 +110,8 @@ async fn every_codec_reads_as_zarr_python_read_it() {
         "transpose",
         "raw",
         "sharded",
+        "sharded_rows",
+        "sharded_zstd_rows",
     ] {
         check::<f32>("v3.zarr", &format!("codecs/{name}"), float).await;
     }
@@ -227,6 +229,61 @@ async fn chunks_and_slices_interleave_stores_and_shards_split_them() {
         shards.extend(part);
     }
     assert_eq!(shards.len(), slices.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_whole_rows_read_as_zarr_python_read_them_in_every_mode() {
+    // Inner chunks of whole rows, (6, 4, 5) in shards of (12, 4, 5) over 40 rows (read
+    // inner chunk by inner chunk): blocks on and off the inner chunks' grid, within an inner
+    // chunk, across shards, over the partial last inner chunk, over an inner chunk left out
+    // of its shard's index and a shard left out of the store (both the fill value, -1.5),
+    // and a selection of columns (read by zarrs).
+    for name in ["sharded_rows", "sharded_zstd_rows"] {
+        let array = format!("codecs/{name}");
+        let entry = expected(&format!("v3.zarr:{array}"));
+        let want: Vec<f32> = entry["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert!(want.contains(&-1.5), "{name}: no fill value");
+        let ds = || ZarrDataset::new([data("v3.zarr")], array.as_str());
+        let row = 20;
+        let cases = [
+            ("blocks", ds(), 0..40),
+            ("rows", ds().rows(), 0..40),
+            ("chunks", ds().chunks(), 0..40),
+            ("slices of 1", ds().slices(1), 0..40),
+            ("slices of 5", ds().slices(5), 0..40),
+            ("slices of 6", ds().slices(6), 0..40),
+            ("slices of 13", ds().slices(13), 0..40),
+            (
+                "rows 3..37, slices of 4",
+                ds().select_rows(3..37).slices(4),
+                3..37,
+            ),
+            ("rows 7..11", ds().select_rows(7..11), 7..11),
+        ];
+        for (how, ds, rows) in cases {
+            let parts = ds.build::<f32>().collect().await.unwrap();
+            let got: Vec<f32> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+            assert_eq!(got, want[rows.start * row..rows.end * row], "{name}, {how}");
+        }
+        let columns = ds()
+            .select([3..30, 1..3])
+            .slices(9)
+            .build::<f32>()
+            .collect()
+            .await
+            .unwrap();
+        let got: Vec<f32> = columns.iter().flat_map(|p| p.iter().copied()).collect();
+        let want: Vec<f32> = (3..30)
+            .flat_map(|i| (1..3).flat_map(move |j| (0..5).map(move |k| i * row + j * 5 + k)))
+            .map(|at| want[at])
+            .collect();
+        assert_eq!(got, want, "{name}, columns 1..3");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -530,6 +587,9 @@ async fn bad_input_is_an_error_naming_the_store_array_and_chunk() {
         ("codecs/blosc_lz4", "c/2/0/0"),
         ("codecs/raw", "c/2/0/0"),
         ("codecs/sharded", "c/1/0/0"),
+        // Read inner chunk by inner chunk (inner chunks of whole rows).
+        ("codecs/sharded_rows", "c/2/0/0"),
+        ("codecs/sharded_zstd_rows", "c/0/0/0"),
     ] {
         let path = store.join(array).join(chunk);
         let bytes = std::fs::read(&path).unwrap();
@@ -564,7 +624,12 @@ async fn bad_input_is_an_error_naming_the_store_array_and_chunk() {
                     && err.contains(&format!("chunk `{array}/{chunk}`")),
                 "{array} {how}: {err}"
             );
-            let chunks = if array == "codecs/sharded" { 2 } else { 7 };
+            let chunks = match array {
+                "codecs/sharded" => 2,
+                // Four shards, one of them left out of the store (the fill value).
+                "codecs/sharded_rows" | "codecs/sharded_zstd_rows" => 4,
+                _ => 7,
+            };
             assert_eq!(elements, chunks - 1, "{array} {how}");
         }
         std::fs::write(&path, &bytes).unwrap();

@@ -607,6 +607,37 @@ where
         .await
 }
 
+/// Bytes of decoded blocks read ahead, beyond the `num_parallel_reads` blocks.
+const READ_AHEAD_BYTES: u64 = 8 << 20;
+/// At most this many blocks read ahead (however small).
+const READ_AHEAD_BLOCKS: usize = 16;
+
+/// How many blocks are in flight beyond the `parallel` asked for: as many of the plan's
+/// largest as fit in [`READ_AHEAD_BYTES`], at least one and at most [`READ_AHEAD_BLOCKS`].
+///
+/// Each block is handed from a task to a blocking thread and back, then to the consumer,
+/// which takes the blocks in order; blocks in flight are decoded side by side and finish
+/// together. With one block beyond `parallel` (2 on two cores), a core waited out the
+/// hand-overs: two cores read W12 at 1.52x one core, W13 at 1.4x. With the blocks that fit
+/// in 8 MiB (10 of W12's and W13's), 1.8x (`BENCHMARKS.md`). Holding the decoding to
+/// `parallel` at once (a semaphore, the blocks ahead waiting their turn) was slower: the
+/// turn is one more hand-over.
+fn read_ahead<T>(plan: &Plan<impl Sized>) -> usize {
+    let largest = plan
+        .units
+        .iter()
+        .map(|u| {
+            let rest: u64 = u.rest.iter().map(|r| r.end - r.start).product();
+            (u.rows.end - u.rows.start) * rest * size_of::<T>() as u64
+        })
+        .max()
+        .unwrap_or(0);
+    let fit = READ_AHEAD_BYTES / largest.max(1);
+    usize::try_from(fit)
+        .unwrap_or(usize::MAX)
+        .clamp(1, READ_AHEAD_BLOCKS)
+}
+
 /// A saved position: the unit (its index before sharding) and the rows of it delivered
 /// ([`Saved::ENDED`] once the unit failed and its error was passed on), the layout of the
 /// files, the files' identities, and how many files that could not be planned were passed
@@ -727,7 +758,8 @@ impl<Out: Send + 'static, F: Send + Sync + 'static> Rows<Out, F> {
                     }
                 }
             };
-            let ahead = source.recipe().num_parallel_reads.resolve().max(1) + 1;
+            let parallel = source.recipe().num_parallel_reads.resolve().max(1);
+            let ahead = parallel + read_ahead::<S::Data>(&plan);
             let loads = stream::iter(first..plan.units.len())
                 .map(|at| {
                     let skip = if at == first { skip } else { 0 };
@@ -1158,7 +1190,9 @@ macro_rules! array_options {
             }
 
             /// How many blocks of rows are read at once (default: `AUTOTUNE`, the number of
-            /// cores); one more is read ahead.
+            /// cores); more are read ahead, as many as fit in 8 MiB of values (at least one,
+            /// at most 16), so that the cores stay busy while blocks are handed over in
+            /// order.
             #[doc = $reads]
             pub fn num_parallel_reads(
                 mut self,

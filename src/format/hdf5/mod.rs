@@ -26,9 +26,10 @@
 //! exists, its type is the one asked for, the labels have as many rows). The unit of work
 //! is a *block* of rows of one file: `k` rows with [`Hdf5Dataset::slices`], a patch with
 //! [`Hdf5Dataset::patches`], else about 1 MiB of rows rounded up to whole chunks along the
-//! first axis (so a chunk is decompressed once). Blocks are interleaved across files (block 0 of every file, then
-//! block 1, ...) and read on blocking threads, [`Hdf5Dataset::num_parallel_reads`] at
-//! once plus one ahead, in order; a block reads only the chunks it touches.
+//! first axis (so a chunk is decompressed once). Blocks are interleaved across files (block
+//! 0 of every file, then block 1, ...) and read on blocking threads,
+//! [`Hdf5Dataset::num_parallel_reads`] at once, more ahead while they fit in 8 MiB, in
+//! order; a block reads only the chunks it touches.
 //!
 //! When the dataset's chunks hold whole rows (a chunk spans every axis but the first, as
 //! h5py's chunks of `(k, *row_shape)` do) and a block starts and ends on the chunk grid (as
@@ -221,7 +222,7 @@ arrays::array_options!(
     "file",
     "dataset",
     "Each block is read and decompressed on a blocking thread. Memory: about this many \
-     blocks (1 MiB each in rows mode, `k` rows with `slices`)."
+     blocks (1 MiB each in rows mode, `k` rows with `slices`), and up to 8 MiB read ahead."
 );
 
 /// An [`Hdf5Dataset`] read as arrays of `T` with labels of `L`: the format's part of

@@ -20,6 +20,11 @@ pub(crate) mod private {
         const NAME: &'static str;
         /// Whether data of `dtype` reads as this type.
         fn accepts(dtype: &DataType) -> bool;
+        /// `n` zeros, for a type of which any bytes are a value (not `bool`), asked of the
+        /// allocator zeroed (fresh pages are not written again).
+        fn zeroed(n: usize) -> Option<Vec<Self>>;
+        /// The bytes of `values` (of a type [`zeroed`](Self::zeroed) makes).
+        fn as_bytes_mut(values: &mut [Self]) -> &mut [u8];
     }
 }
 
@@ -30,6 +35,12 @@ macro_rules! elements {
             const NAME: &'static str = $name;
             fn accepts(dtype: &DataType) -> bool {
                 matches!(dtype, DataType::$variant)
+            }
+            fn zeroed(n: usize) -> Option<Vec<Self>> {
+                Some(bytemuck::zeroed_vec(n))
+            }
+            fn as_bytes_mut(values: &mut [Self]) -> &mut [u8] {
+                bytemuck::cast_slice_mut(values)
             }
         }
     )*};
@@ -47,5 +58,19 @@ elements!(
     half::f16 => "f16", Float16,
     f32 => "f32", Float32,
     f64 => "f64", Float64,
-    bool => "bool", Bool,
 );
+
+impl Element for bool {}
+impl private::Read for bool {
+    const NAME: &'static str = "bool";
+    fn accepts(dtype: &DataType) -> bool {
+        matches!(dtype, DataType::Bool)
+    }
+    /// None: a byte that is not 0 or 1 is no `bool` (zarrs checks each).
+    fn zeroed(_: usize) -> Option<Vec<Self>> {
+        None
+    }
+    fn as_bytes_mut(_: &mut [Self]) -> &mut [u8] {
+        &mut []
+    }
+}

@@ -24,7 +24,7 @@
 //! rows with [`ZarrDataset::chunks`], a patch with [`ZarrDataset::patches`], else about 1 MiB
 //! of rows cut at the chunk grid (so a chunk is fetched and decoded once). Blocks are
 //! interleaved across stores (block 0 of every store, then block 1, ...) and read
-//! [`ZarrDataset::num_parallel_reads`] at once plus one ahead, in order.
+//! [`ZarrDataset::num_parallel_reads`] at once, more ahead while they fit in 8 MiB, in order.
 //!
 //! A block's chunks (only those it touches) are fetched by async reads through
 //! [`storage`] (local files by positioned reads, objects by GETs, retried
@@ -33,7 +33,11 @@
 //! never runs on the async workers. A sharded array's blocks read only the ranges they need
 //! of each shard, while decoding: its index (read once per shard and epoch, then kept), then
 //! the inner chunks; in a local store each such read is one positioned read, on the
-//! decoding thread, of the shard's file kept open for the epoch.
+//! decoding thread, of the shard's file kept open for the epoch. When a sharded array's
+//! inner chunks hold whole rows (they span every axis but the first) and a block takes
+//! every column, its inner chunks are read one by one and decoded into the block (zstd
+//! straight into it), one after another on its thread, not through zarrs' partial decoders
+//! (the blocks in flight are decoded side by side).
 //!
 //! A chunk the listing does not have is the array's fill value, as the Zarr spec says (and
 //! zarr-python reads it). A chunk that is listed but cannot be read or decoded (truncated,
@@ -61,6 +65,7 @@
 mod element;
 mod shard;
 mod store;
+mod whole;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -208,7 +213,7 @@ arrays::array_options!(
     "array",
     "A block's chunks are fetched by async reads, then decoded on a blocking thread. Memory: \
      about this many blocks (1 MiB each in rows mode, rounded up to whole chunks; a chunk's \
-     rows with `chunks`) and their chunks' bytes."
+     rows with `chunks`) and their chunks' bytes, and up to 8 MiB read ahead."
 );
 
 impl arrays::Config for ZarrDataset {
@@ -250,6 +255,9 @@ pub(crate) struct ZarrArray {
     indexes: Arc<store::Indexes>,
     /// The shard files of a local store opened in this epoch.
     files: Arc<store::OpenShards>,
+    /// Its layout when its shards and inner chunks hold whole rows (read inner chunk by
+    /// inner chunk, see `whole`).
+    whole: Option<Arc<whole::WholeRows>>,
 }
 
 /// One store, opened: its array (and labels) checked.
@@ -324,6 +332,7 @@ async fn open_array(
         array.metadata(),
         ArrayMetadata::V3(v3) if v3.codecs.iter().any(|c| c.name() == "sharding_indexed")
     );
+    let whole = whole::WholeRows::new(&array).map(Arc::new);
     Ok((
         ZarrArray {
             what,
@@ -332,6 +341,7 @@ async fn open_array(
             sharded,
             indexes: Arc::default(),
             files: Arc::default(),
+            whole,
         },
         digest,
     ))
@@ -546,6 +556,13 @@ fn decode<T: Element>(
         indexes: Arc::clone(&array.indexes),
         files: Arc::clone(&array.files),
     });
+    let whole = array.whole.as_ref();
+    if let Some(read) = whole.and_then(|w| w.read::<T>(&array.array, &ranged, ranges)) {
+        let what = &array.what;
+        return read.map_err(|e| {
+            anyhow::anyhow!("{store}: {what}: rows {}..{}: {e:#}", rows.start, rows.end)
+        });
+    }
     let reader = array.array.with_storage(Arc::clone(&ranged));
     decode_from(store, array, &reader, ranges, rows, || ranged.failure())
 }

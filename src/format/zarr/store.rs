@@ -164,7 +164,33 @@ impl Ranged {
             .clone()
     }
 
-    fn read(&self, key: &StoreKey, ranges: &[Range<u64>], len: u64) -> anyhow::Result<Vec<Bytes>> {
+    /// The encoded index of the shard `key` (of `len` bytes, as listed), at `range`: kept
+    /// from a read earlier in the epoch, or read (and kept when it is the shard's suffix).
+    pub(crate) fn index(
+        &self,
+        key: &StoreKey,
+        range: Range<u64>,
+        len: u64,
+    ) -> anyhow::Result<Bytes> {
+        if let Some(index) = self.indexes.get(key, &range, len) {
+            return Ok(index);
+        }
+        let read = self.read(key, std::slice::from_ref(&range), len)?;
+        let index = read.into_iter().next().unwrap_or_default();
+        if range.end == len {
+            self.indexes.keep(key, &index);
+        }
+        Ok(index)
+    }
+
+    /// The bytes of `ranges` of the object `key` (of `len` bytes, as listed), each checked
+    /// to be as long as asked.
+    pub(crate) fn read(
+        &self,
+        key: &StoreKey,
+        ranges: &[Range<u64>],
+        len: u64,
+    ) -> anyhow::Result<Vec<Bytes>> {
         // Most of the object wanted (a whole shard): one read of all of it.
         let wanted: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         let location = child(&self.root, key.as_str())?;
