@@ -193,7 +193,8 @@ impl WholeRows {
             return None;
         }
         let n = usize::try_from(rows.end - rows.start).ok()?;
-        let mut values = T::zeroed(n * self.row_shape.iter().product::<usize>())?;
+        let len = n.checked_mul(self.row_shape.iter().product::<usize>())?;
+        let mut values = T::zeroed(len)?;
         let mut shape = vec![n];
         shape.extend(&self.row_shape);
         let out = T::as_bytes_mut(&mut values);
