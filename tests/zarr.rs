@@ -23,7 +23,7 @@ mod with_errors;
 
 #[path = "support/arrays.rs"]
 mod arrays;
-use arrays::{flat, float, int, same, take_then_resume};
+use arrays::{flat, float, floats, int, same, take_then_resume};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -240,13 +240,7 @@ async fn sharded_whole_rows_read_as_zarr_python_read_them_in_every_mode() {
     // and a selection of columns (read by zarrs).
     for name in ["sharded_rows", "sharded_zstd_rows"] {
         let array = format!("codecs/{name}");
-        let entry = expected(&format!("v3.zarr:{array}"));
-        let want: Vec<f32> = entry["values"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap() as f32)
-            .collect();
+        let want = floats(&expected(&format!("v3.zarr:{array}")));
         assert!(want.contains(&-1.5), "{name}: no fill value");
         let ds = || ZarrDataset::new([data("v3.zarr")], array.as_str());
         let row = 20;

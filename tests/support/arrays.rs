@@ -52,15 +52,20 @@ pub(crate) async fn take_then_resume<T: Send + 'static>(
     Ok(seen)
 }
 
-/// The scene files' rows as the Python library read them (`points` float32 (rows, 16, 3),
-/// `labels` int64 (rows,), each an expected.json entry): (points, label) per row.
-pub(crate) fn scene_rows(points: &Value, labels: &Value) -> Vec<(Vec<f32>, i64)> {
-    let points: Vec<f32> = points["values"]
+/// An expected.json entry's values as `f32`, in row-major order.
+pub(crate) fn floats(entry: &Value) -> Vec<f32> {
+    entry["values"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
+        .collect()
+}
+
+/// The scene files' rows as the Python library read them (`points` float32 (rows, 16, 3),
+/// `labels` int64 (rows,), each an expected.json entry): (points, label) per row.
+pub(crate) fn scene_rows(points: &Value, labels: &Value) -> Vec<(Vec<f32>, i64)> {
+    let points = floats(points);
     labels["values"]
         .as_array()
         .unwrap()

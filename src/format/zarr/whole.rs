@@ -16,8 +16,9 @@
 //! default with a zstd compressor), an inner chunk the block takes whole is decompressed
 //! by the `zstd` crate straight into the block: one copy of the bytes, by the decoder.
 //!
-//! The shard's index is read and checked as zarrs does it (its own codec chain: `bytes`,
-//! then most often `crc32c`), once per shard and epoch ([`Ranged::index`]). An inner chunk
+//! The shard's index is read once per shard and epoch ([`Ranged::index`]), then decoded and
+//! checked for each block as zarrs does it (its own codec chain: `bytes`, then most often
+//! `crc32c`; a few dozen bytes). An inner chunk
 //! the index marks empty, or a shard the listing does not have, is the fill value, as in
 //! zarrs. Anything else goes through zarrs: a block that does not take every column, inner
 //! chunks or shards that split a row, `bool` elements (whose bytes must be checked), and
@@ -377,7 +378,7 @@ impl WholeRows {
     /// The fill value in every element of `out` (left as it is when it is zero: the block
     /// starts zeroed).
     fn fill_rows(&self, out: &mut [u8]) {
-        if self.fill.iter().all(|&b| b == 0) || self.fill.is_empty() {
+        if self.fill.iter().all(|&b| b == 0) {
             return;
         }
         for element in out.chunks_exact_mut(self.fill.len()) {
