@@ -81,6 +81,78 @@ impl Group {
     }
 }
 
+/// The elements a stage holds in an order of its own (a shuffle's buffer, a batch being
+/// filled), each beside its position when the stage's [`Hold`] records them.
+pub(crate) struct Held<T> {
+    items: Vec<T>,
+    /// The items' positions, when recorded; `None` also once the input could not say where
+    /// one came from (no checkpoint can place them then: [`Hold::save`] says why).
+    provs: Option<Vec<Prov>>,
+}
+
+impl<T> Held<T> {
+    /// An empty buffer; `record`: keep the positions.
+    pub(crate) fn new(capacity: usize, record: bool) -> Self {
+        Held {
+            items: Vec::with_capacity(capacity),
+            provs: record.then(|| Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// `x`, the element `hold` just handed out, joins the buffer.
+    pub(crate) fn push<U>(&mut self, x: T, hold: &mut Hold<U>) {
+        hold.keep(&mut self.provs);
+        self.items.push(x);
+    }
+
+    /// Element `i` and its position (the last element takes its place).
+    pub(crate) fn swap_remove(&mut self, i: usize) -> (T, Option<Prov>) {
+        let prov = self.provs.as_mut().map(|provs| provs.swap_remove(i));
+        (self.items.swap_remove(i), prov)
+    }
+
+    /// Every element, and the group of their positions (a batch and its position); the
+    /// buffer is left empty with room for `capacity`.
+    pub(crate) fn take_all(&mut self, capacity: usize) -> (Vec<T>, Option<Prov>) {
+        let group = self.provs.as_mut().map(|p| Prov::group(std::mem::take(p)));
+        (
+            std::mem::replace(&mut self.items, Vec::with_capacity(capacity)),
+            group,
+        )
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.items.clear();
+        if let Some(provs) = self.provs.as_mut() {
+            provs.clear();
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Whether the positions are kept.
+    pub(crate) fn records(&self) -> bool {
+        self.provs.is_some()
+    }
+
+    /// The positions, for [`Hold::save`].
+    pub(crate) fn positions(&self) -> Option<Vec<Prov>> {
+        self.provs.clone()
+    }
+
+    /// The elements themselves, for a stage filling them with nothing recorded
+    /// ([`Hold::poll_fill`]).
+    pub(crate) fn items_mut(&mut self) -> &mut Vec<T> {
+        &mut self.items
+    }
+}
+
 /// A stage's input, for a stage that holds elements: see the module doc.
 pub(crate) struct Hold<T> {
     input: BoxStream<T>,
@@ -115,7 +187,8 @@ pub(crate) struct Hold<T> {
 
 impl<T: Send + 'static> Hold<T> {
     /// The input of a stage built with `ctx` (fresh or restored: `state` is the stage's saved
-    /// state, whose words from `at` are the hold's). `positions`: the stage keeps its
+    /// state, whose words from `at` are the hold's; in replay, the replayed elements in
+    /// order). `positions`: the stage keeps its
     /// elements' positions whatever its input (a shuffle, whose order is not the input's).
     /// [`open`](Hold::open) over `dataset` (its stream built with the context given, its
     /// answers as the plan gives them).
@@ -145,6 +218,13 @@ impl<T: Send + 'static> Hold<T> {
         stage: &'static str,
         at: usize,
     ) -> anyhow::Result<Self> {
+        if ctx.replaying().is_some() {
+            // A stage in replay passes the replayed elements on in order (a prefetch, a
+            // shuffle): nothing to hand back, and each element's position is kept (the input
+            // says where it comes from even when it cannot save itself).
+            let input = input(&ctx.for_input(0));
+            return Ok(Self::new(input, answers, positions, true, stage));
+        }
         let ctx = if positions {
             ctx.with_provenance()
         } else {
@@ -292,6 +372,18 @@ impl<T> Hold<T> {
     /// could not say: [`save`](Hold::save) then says why).
     pub(crate) fn prov(&mut self) -> Option<Prov> {
         self.prov.take()
+    }
+
+    /// The position of the element just handed out joins `provs` (positions a stage keeps
+    /// beside what it holds), when kept; `provs` becomes `None` when the input could not say
+    /// where the element came from (no checkpoint can place them then: `save` says why).
+    pub(crate) fn keep(&mut self, provs: &mut Option<Vec<Prov>>) {
+        if let Some(list) = provs.as_mut() {
+            match self.prov.take() {
+                Some(p) => list.push(p),
+                None => *provs = None,
+            }
+        }
     }
 
     pub(crate) fn is_small(&self) -> bool {
@@ -535,6 +627,20 @@ impl<T> Hold<T> {
         }
     }
 
+    /// The position of the element just handed out as a group of it alone, when recorded: an
+    /// error that a grouping stage passes on in a group's place (made again, it is that error
+    /// again).
+    pub(crate) fn alone(&mut self) -> Option<Prov> {
+        self.prov.take().map(|p| Prov::group(vec![p]))
+    }
+
+    /// `group` is passed on: its position (the group of its members' positions), when
+    /// recorded. It is left empty.
+    pub(crate) fn passed(&self, group: &mut Group) -> Option<Prov> {
+        let provs = group.take();
+        self.record.then(|| Prov::group(provs))
+    }
+
     /// A group was passed on: the marks only the elements before every group's first are
     /// dropped.
     pub(crate) fn release_groups<'a>(&mut self, groups: impl Iterator<Item = &'a Group>) {
@@ -641,5 +747,46 @@ impl<T> Hold<T> {
         let mut words = vec![end - base, runs.len() as u64];
         words.extend(runs.iter().flat_map(|&(at, n)| [at - base, n]));
         Ok(state.words(words).input(mark.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::poll_fn;
+
+    use super::*;
+    use crate::engine::{Opaque, ReplaySource};
+
+    #[tokio::test]
+    async fn a_held_buffer_keeps_each_elements_position_beside_it() -> anyhow::Result<()> {
+        let provs: Arc<[Prov]> = [10, 11, 12].map(Prov::at).into();
+        let source = ReplaySource::new(Arc::clone(&provs), "source", |i| Ok(i * 2));
+        let mut hold = Hold::new(Box::pin(source), Answers::PLAIN, true, true, "shuffle");
+        let mut held = Held::new(4, true);
+        while let Some(x) = poll_fn(|cx| hold.poll_next(cx)).await {
+            held.push(x?, &mut hold);
+        }
+        assert_eq!(held.positions(), Some(provs.to_vec()));
+        assert_eq!(held.swap_remove(0), (20, Some(Prov::at(10))));
+        // The last element took the first's place, with its position.
+        let (items, group) = held.take_all(4);
+        assert_eq!(items, [24, 22]);
+        assert_eq!(group, Some(Prov::group(vec![Prov::at(12), Prov::at(11)])));
+        assert!(held.is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_held_buffer_over_an_input_that_cannot_say_keeps_no_position() {
+        let input = futures::stream::iter([anyhow::Ok(1u64), Ok(2)]);
+        let input = Box::pin(Opaque::new(input, "source"));
+        let mut hold = Hold::new(input, Answers::PLAIN, true, true, "shuffle");
+        let mut held = Held::new(2, true);
+        while let Some(Ok(x)) = poll_fn(|cx| hold.poll_next(cx)).await {
+            held.push(x, &mut hold);
+        }
+        assert!(!held.records());
+        assert_eq!(held.positions(), None);
+        assert_eq!(held.swap_remove(0), (1, None));
     }
 }

@@ -174,19 +174,12 @@ impl<T> Members<T> {
     /// Why a checkpoint of the stage in replay is refused (a stream replaying saved
     /// positions is never saved: the stage that asked for them saves them).
     pub(crate) fn not_saved(&self) -> anyhow::Error {
-        unsupported(
-            self.stage,
-            "a stream replaying saved positions is not saved",
-        )
+        super::replaying(self.stage)
     }
 
     /// The position of the last group handed back.
     pub(crate) fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
+        super::numbered(self.stage, self.next as u64, Some(&self.provs))
     }
 }
 

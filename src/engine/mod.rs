@@ -26,16 +26,17 @@ pub(crate) mod route;
 
 pub(crate) use ctx::{Counting, Ctx};
 pub use epoch::Epoch;
-pub(crate) use hold::Hold;
+pub(crate) use hold::{Held, Hold};
 pub(crate) use members::Members;
 pub(crate) use op::{
-    Beside, Combine, Input, Inputs, Operation, Source, Start, Unkeyed, keyed_fields, params_key,
+    Beside, Combine, Input, Inputs, Operation, Replay, Source, Start, Unkeyed, keyed_fields,
+    params_key,
 };
 pub(crate) use plan::Answers;
 pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
-    BoxStream, Opaque, OrReplay, ReplaySource, Resumable, StageStream, TakenThen,
-    positions_of_input, unsupported,
+    BoxStream, Opaque, ReplaySource, Resumable, StageStream, TakenThen, numbered, numbered_source,
+    one_to_one, replayed, replaying, unsupported,
 };
 pub(crate) use route::{ReadAgain, Routed};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::ctx::{Counting, Ctx};
 use super::plan::{Cardinality, Dataset};
-use super::resume::{BoxStream, StageStream};
+use super::resume::{BoxStream, Opened, StageStream};
 use crate::checkpoint::{Prov, State};
 use crate::hash::Key;
 
@@ -76,7 +76,19 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
         input: Input<'_, In>,
         start: Start<'_>,
     ) -> anyhow::Result<Self::Stream>;
+
+    /// Its elements at `provs` made again by a stream other than its own (a batch's members
+    /// read again and grouped: [`Members`](super::Members)); `None`, the default: its own
+    /// stream replays them, opened with [`Start::Replay`].
+    fn replay(&self, ctx: &Ctx, input: Input<'_, In>, provs: &Arc<[Prov]>) -> Replay<Self::Out> {
+        let _ = (ctx, input, provs);
+        None
+    }
 }
+
+/// What an operation's `replay` gives: `None` when its own stream replays, else the stream
+/// that makes its saved elements again (or why it cannot: [`replayed`](super::resume::replayed)).
+pub(crate) type Replay<T> = Option<anyhow::Result<BoxStream<T>>>;
 
 /// Where an operation's stream starts.
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +108,14 @@ pub(crate) struct Input<'a, T> {
     dataset: &'a Dataset<T>,
     ctx: &'a Ctx,
 }
+
+impl<T> Clone for Input<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Input<'_, T> {}
 
 impl<'a, T: Send + 'static> Input<'a, T> {
     /// `dataset` as the input of the stage `ctx` builds (an operation run inside another,
@@ -238,7 +258,12 @@ impl<T: Send + 'static> Dataset<T> {
                     dataset: &input,
                     ctx,
                 };
-                op.open(ctx, input, start)
+                if let Start::Replay(provs) = start
+                    && let Some(replay) = op.replay(ctx, input, provs)
+                {
+                    return replay.map(Opened::Replay);
+                }
+                op.open(ctx, input, start).map(Opened::Own)
             },
         )
         .keyed(self.fingerprint())
@@ -283,6 +308,12 @@ pub(crate) trait Source: Hash + Send + Sync + 'static {
     ///
     /// As [`Operation::open`].
     fn open(&self, ctx: &Ctx, start: Start<'_>) -> anyhow::Result<Self::Stream>;
+
+    /// As [`Operation::replay`].
+    fn replay(&self, ctx: &Ctx, provs: &Arc<[Prov]>) -> Replay<Self::Out> {
+        let _ = (ctx, provs);
+        None
+    }
 }
 
 impl<T: Send + 'static> Dataset<T> {
@@ -298,7 +329,15 @@ impl<T: Send + 'static> Dataset<T> {
             crate::options::Options::default(),
             0,
             source.counting(),
-            move |ctx| source.open(ctx, ctx.start()),
+            move |ctx| {
+                let start = ctx.start();
+                if let Start::Replay(provs) = start
+                    && let Some(replay) = source.replay(ctx, provs)
+                {
+                    return replay.map(Opened::Replay);
+                }
+                source.open(ctx, start).map(Opened::Own)
+            },
         )
         .keyed(key)
         .resumable(resumable)
@@ -336,6 +375,12 @@ pub(crate) trait Combine<In: Send + 'static>: Hash + Send + Sync + 'static {
         inputs: Inputs<'_, In>,
         start: Start<'_>,
     ) -> anyhow::Result<Self::Stream>;
+
+    /// As [`Operation::replay`].
+    fn replay(&self, ctx: &Ctx, inputs: Inputs<'_, In>, provs: &Arc<[Prov]>) -> Replay<Self::Out> {
+        let _ = (ctx, inputs, provs);
+        None
+    }
 }
 
 /// What a dataset read beside a [`Combine`] operation's inputs adds to its stage.
@@ -385,6 +430,14 @@ impl Beside {
 pub(crate) struct Inputs<'a, T> {
     datasets: &'a [Dataset<T>],
 }
+
+impl<T> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Inputs<'_, T> {}
 
 impl<'a, T: Send + 'static> Inputs<'a, T> {
     /// Input `i` (see [`Inputs::len`]).
@@ -439,8 +492,13 @@ impl<T: Send + 'static> Dataset<T> {
             depth,
             Counting::Wrapped,
             move |ctx| {
-                let start = ctx.start();
-                op.open(ctx, Inputs { datasets: &inputs }, start)
+                let (start, inputs) = (ctx.start(), Inputs { datasets: &inputs });
+                if let Start::Replay(provs) = start
+                    && let Some(replay) = op.replay(ctx, inputs, provs)
+                {
+                    return replay.map(Opened::Replay);
+                }
+                op.open(ctx, inputs, start).map(Opened::Own)
             },
         )
         .keyed(key.finish())

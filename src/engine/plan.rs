@@ -10,7 +10,7 @@ use futures::stream::Stream;
 
 use super::counted::{Counted, Timed};
 use super::ctx::{Counting, Ctx, Refusal, next_id};
-use super::resume::{BoxStream, Opaque, Restored, StageStream};
+use super::resume::{BoxStream, Opaque, Opened, Restored, StageStream};
 use crate::hash::mix64;
 use crate::options::Options;
 use crate::stats::StageCounters;
@@ -211,20 +211,21 @@ impl<T: Send + 'static> Dataset<T> {
         S: Stream<Item = anyhow::Result<T>> + Send + 'static,
     {
         Self::stage_fallible(name, cardinality, options, depth, counting, move |ctx| {
-            Ok(Opaque::new(build(ctx), name))
+            Ok(Opened::Own(Opaque::new(build(ctx), name)))
         })
         .resumable(false)
     }
 
-    /// A stage whose stream saves its position, made by `build` or failing to be (an error
-    /// element in its place: a saved state that is not this stage's).
+    /// A stage whose stream saves its position, made by `build` (its own, or in replay one
+    /// that makes its saved elements again) or failing to be (an error element in its place:
+    /// a saved state that is not this stage's).
     pub(crate) fn stage_fallible<S>(
         name: &'static str,
         cardinality: Cardinality,
         options: Options,
         depth: u64,
         counting: Counting,
-        build: impl Fn(&Ctx) -> anyhow::Result<S> + Send + Sync + 'static,
+        build: impl Fn(&Ctx) -> anyhow::Result<Opened<S, T>> + Send + Sync + 'static,
     ) -> Self
     where
         S: StageStream<T> + 'static,
@@ -262,7 +263,13 @@ impl<T: Send + 'static> Dataset<T> {
             };
             // Watched by the tuner: asked for while it was built (a knob, a gauge).
             let stream = match build(&inner) {
-                Ok(stream) => stream,
+                Ok(Opened::Own(stream)) => stream,
+                Ok(Opened::Replay(stream)) => {
+                    #[cfg(feature = "tracing")]
+                    let stream = crate::trace::Traced::new(stream, name, depth);
+                    let watched = ctx.tuner.watches(&counters);
+                    return finish(stream, timing, counting, watched, counters, &ctx.refusal);
+                }
                 Err(e) => {
                     let (stream, watched) = (error_stream(e), ctx.tuner.watches(&counters));
                     return finish(stream, timing, counting, watched, counters, &ctx.refusal);

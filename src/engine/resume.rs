@@ -35,16 +35,53 @@ pub(crate) trait Resumable {
     fn last_prov(&self) -> anyhow::Result<Prov>;
 }
 
-/// The methods of [`Resumable`] a one-to-one stage answers as its `input` field does: where
-/// its last element came from, whether its state is small, whether it can be saved.
-macro_rules! positions_of_input {
-    () => {
-        fn last_prov(&self) -> anyhow::Result<$crate::checkpoint::Prov> {
-            self.input.last_prov()
+/// [`Resumable`] for a one-to-one stage's stream, whose pinned field `input` is its input:
+/// it saves its stage's name and words (both read from the stream, `s`), then the input's
+/// state; its elements' positions are the input's.
+///
+/// `one_to_one!(impl[St: Resumable] TakeStream<St>, |s| "take", [s.remaining]);`
+macro_rules! one_to_one {
+    (impl[$($g:tt)*] $ty:ty, |$s:pat_param| $stage:expr, $words:expr) => {
+        impl<$($g)*> $crate::engine::Resumable for $ty {
+            fn save(
+                self: ::std::pin::Pin<&mut Self>,
+            ) -> ::anyhow::Result<$crate::checkpoint::State> {
+                let $s = &*self;
+                let state = $crate::checkpoint::State::new($stage).words($words);
+                Ok(state.input(self.project().input.save()?))
+            }
+
+            fn last_prov(&self) -> ::anyhow::Result<$crate::checkpoint::Prov> {
+                self.input.last_prov()
+            }
         }
     };
 }
-pub(crate) use positions_of_input;
+pub(crate) use one_to_one;
+
+/// [`Resumable`] for a source that numbers its elements: it saves its stage's name and the
+/// count yielded (both read from the stream, `s`), and its last element's position is its
+/// number ([`numbered`]).
+///
+/// `numbered_source!(impl[] RandomStream, |s| "random", s.next);`
+macro_rules! numbered_source {
+    (impl[$($g:tt)*] $ty:ty, |$s:ident| $stage:expr, $next:expr) => {
+        impl<$($g)*> $crate::engine::Resumable for $ty {
+            fn save(
+                self: ::std::pin::Pin<&mut Self>,
+            ) -> ::anyhow::Result<$crate::checkpoint::State> {
+                let $s = &*self;
+                Ok($crate::checkpoint::State::new($stage).words([$next]))
+            }
+
+            fn last_prov(&self) -> ::anyhow::Result<$crate::checkpoint::Prov> {
+                let $s = self;
+                $crate::engine::numbered($stage, $next, None)
+            }
+        }
+    };
+}
+pub(crate) use numbered_source;
 
 /// A stage's stream: elements or errors, and its position.
 pub(crate) trait StageStream<T>:
@@ -118,68 +155,21 @@ impl<S> Resumable for Opaque<S> {
     }
 }
 
-/// An operation's stream for one epoch: its own (fresh or restored), or in replay a stream
-/// that makes its saved elements again ([`ReadAgain`](super::ReadAgain),
+/// A stage's stream for one epoch as its operation opened it: its own (fresh or restored), or
+/// in replay a stream that makes its saved elements again ([`ReadAgain`](super::ReadAgain),
 /// [`Members`](super::Members)), which refuses to be saved. The operation's own stream then
-/// knows nothing of replay.
-#[pin_project::pin_project(project = OrReplayed)]
-#[must_use = "streams do nothing unless polled"]
-pub(crate) enum OrReplay<S, T> {
-    Own(#[pin] S),
+/// knows nothing of replay, and is wrapped as it is (no branch per element).
+pub(crate) enum Opened<S, T> {
+    Own(S),
     Replay(BoxStream<T>),
 }
 
-impl<S, T: Send + 'static> OrReplay<S, T> {
-    /// `replay` (or the error in its place) as the stage's stream.
-    pub(crate) fn replay<R>(replay: anyhow::Result<R>) -> Self
-    where
-        R: StageStream<T> + 'static,
-    {
-        match replay {
-            Ok(replay) => OrReplay::Replay(Box::pin(replay)),
-            Err(e) => OrReplay::error(e),
-        }
-    }
-
-    /// An error in the stage's place (a saved state that is not its own).
-    pub(crate) fn error(e: anyhow::Error) -> Self {
-        OrReplay::Replay(super::error_stream(e))
-    }
-}
-
-impl<S: Stream<Item = anyhow::Result<T>>, T> Stream for OrReplay<S, T> {
-    type Item = anyhow::Result<T>;
-
-    #[inline]
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.project() {
-            OrReplayed::Own(own) => own.poll_next(cx),
-            OrReplayed::Replay(replay) => replay.as_mut().poll_next(cx),
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        match self {
-            OrReplay::Own(own) => own.size_hint(),
-            OrReplay::Replay(replay) => replay.size_hint(),
-        }
-    }
-}
-
-impl<S: Resumable, T> Resumable for OrReplay<S, T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        match self.project() {
-            OrReplayed::Own(own) => own.save(),
-            OrReplayed::Replay(replay) => replay.as_mut().save(),
-        }
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        match self {
-            OrReplay::Own(own) => own.last_prov(),
-            OrReplay::Replay(replay) => replay.last_prov(),
-        }
-    }
+/// A stream that makes an operation's saved elements again (or the error in its place), as
+/// its [`replay`](super::Operation::replay) gives it.
+pub(crate) fn replayed<T: Send + 'static, R: StageStream<T> + 'static>(
+    replay: anyhow::Result<R>,
+) -> Option<anyhow::Result<BoxStream<T>>> {
+    Some(replay.map(|r| Box::pin(r) as BoxStream<T>))
 }
 
 /// A stage's stream built to go on from a saved state: until its first element, its position
@@ -234,6 +224,27 @@ impl<S: Resumable> Resumable for Restored<S> {
     }
 }
 
+/// The position of the last of the `next` elements a source yielded: its number, or in
+/// replay (`picks`) the saved position it was made from.
+pub(crate) fn numbered(
+    stage: &'static str,
+    next: u64,
+    picks: Option<&std::sync::Arc<[Prov]>>,
+) -> anyhow::Result<Prov> {
+    let last = next.checked_sub(1);
+    let prov = match picks {
+        None => last.map(Prov::at),
+        Some(picks) => last.and_then(|i| picks.get(usize::try_from(i).ok()?).cloned()),
+    };
+    prov.ok_or_else(|| unsupported(stage, "no element yielded yet"))
+}
+
+/// The error of a stream replaying saved positions asked to save its own (it never is: the
+/// stage holding the replayed elements saves their positions).
+pub(crate) fn replaying(stage: &'static str) -> anyhow::Error {
+    unsupported(stage, "a stream replaying saved positions is not saved")
+}
+
 /// A source in replay: the elements at `provs` (one-word positions), in order, each made by
 /// `make` from its position.
 #[must_use = "streams do nothing unless polled"]
@@ -275,18 +286,11 @@ where
 
 impl<F> Resumable for ReplaySource<F> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(
-            self.stage,
-            "a stream replaying saved positions is not saved",
-        ))
+        Err(replaying(self.stage))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
+        numbered(self.stage, self.next as u64, Some(&self.provs))
     }
 }
 

@@ -227,17 +227,10 @@ impl<T: Send + 'static, U: Send + 'static> Stream for ReadAgain<T, U> {
 
 impl<T, U> Resumable for ReadAgain<T, U> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(
-            self.stage,
-            "a stream replaying saved positions is not saved",
-        ))
+        Err(crate::engine::replaying(self.stage))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(self.stage, "no element yielded yet"))
+        crate::engine::numbered(self.stage, self.next as u64, Some(&self.provs))
     }
 }

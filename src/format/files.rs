@@ -569,18 +569,11 @@ impl<T> Stream for Replayed<T> {
 
 impl<T> Resumable for Replayed<T> {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(crate::engine::unsupported(
-            self.stage,
-            "a stream replaying saved positions is not saved",
-        ))
+        Err(crate::engine::replaying(self.stage))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.yielded
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| crate::engine::unsupported(self.stage, "no element yielded yet"))
+        crate::engine::numbered(self.stage, self.yielded as u64, Some(&self.provs))
     }
 }
 

@@ -7,7 +7,6 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 
 /// Stream for the [`assert_cardinality`](crate::Dataset::assert_cardinality) method.
@@ -113,14 +112,8 @@ fn mismatch(expected: u64, how: &str, seen: u64) -> anyhow::Error {
     .into()
 }
 
-impl<St: Resumable> Resumable for AssertCardinalityStream<St> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let (seen, done) = (self.seen, self.done);
-        Ok(State::new("assert_cardinality")
-            .words([seen])
-            .words(done.then_some(1))
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(
+    impl[St: Resumable] AssertCardinalityStream<St>,
+    |s| "assert_cardinality",
+    [s.seen].into_iter().chain(s.done.then_some(1))
+);

@@ -5,10 +5,8 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::Resumable;
-use crate::engine::{
-    Answers, BoxStream, Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Start,
-};
+use crate::engine::{Answers, BoxStream, Cardinality, Ctx, Held, Hold, Input, Members, Operation};
+use crate::engine::{Replay, Resumable, Start, error_stream, replayed, unsupported};
 
 const STAGE: &str = "batch";
 
@@ -32,7 +30,7 @@ pub(crate) struct Batch {
 
 impl<T: Send + 'static> Operation<T> for Batch {
     type Out = Vec<T>;
-    type Stream = Batches<T>;
+    type Stream = BatchStream<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -47,12 +45,11 @@ impl<T: Send + 'static> Operation<T> for Batch {
             stage: STAGE,
         };
         let dataset = input.dataset();
-        Ok(build_with(
-            ctx,
-            &|ctx: &Ctx| dataset.build(ctx),
-            dataset.answers(ctx),
-            config,
-        ))
+        build_with(ctx, &|ctx| dataset.build(ctx), dataset.answers(ctx), config)
+    }
+
+    fn replay(&self, ctx: &Ctx, input: Input<'_, T>, _: &Arc<[Prov]>) -> Replay<Vec<T>> {
+        replayed(replay_with(ctx, &|ctx| input.dataset().build(ctx), STAGE))
     }
 }
 
@@ -71,8 +68,8 @@ pub(crate) enum Sizes {
     Cycle(Arc<[usize]>),
 }
 
-/// The batch stream of one epoch over the stream `input` makes for a context: fresh, restored,
-/// or replaying saved batches.
+/// The batch stream of one epoch over the stream `input` makes for a context: fresh or
+/// restored.
 ///
 /// Saved state: `[size index]` when the sizes cycle, then the members of the batch being
 /// filled as [`Hold`] saves them (over a small input: the mark before the first of them, read
@@ -82,38 +79,49 @@ pub(crate) fn build_with<T: Send + 'static>(
     input: &dyn Fn(&Ctx) -> BoxStream<T>,
     answers: Answers,
     config: Config,
-) -> Batches<T> {
-    if let Some(provs) = ctx.replaying() {
-        let replay = |members| input(&ctx.for_input(0).with_replay(members));
-        return OrReplay::replay(Members::new(provs, config.stage, None, replay));
-    }
+) -> anyhow::Result<BatchStream<T>> {
     let cycling = matches!(config.sizes, Sizes::Cycle(_));
-    let opened = (|| {
-        let turn = ctx.restoring().filter(|_| cycling).map(|s| s.word(0));
-        let hold = Hold::open(
-            ctx,
-            input,
-            answers,
-            false,
-            config.stage,
-            usize::from(cycling),
-        )?;
-        anyhow::Ok((turn.transpose()?, hold))
-    })();
-    let (turn, hold) = match opened {
-        Ok(opened) => opened,
-        Err(e) => return OrReplay::error(e),
-    };
+    let turn = ctx.restoring().filter(|_| cycling).map(|s| s.word(0));
+    let turn = turn.transpose()?;
+    let at = usize::from(cycling);
+    let hold = Hold::open(ctx, input, answers, false, config.stage, at)?;
     let mut batch = BatchStream::new(hold, config);
     if let (Some(turn), Some((sizes, i))) = (turn, batch.sizes.as_mut()) {
         *i = turn as usize % sizes.len();
         batch.size = sizes[*i];
     }
-    OrReplay::Own(batch)
+    Ok(batch)
 }
 
-/// The batches of one epoch: [`BatchStream`], or in replay the saved batches made again.
-pub(crate) type Batches<T> = OrReplay<BatchStream<T>, Vec<T>>;
+/// The batches at the positions `ctx` replays, each made again from its members (read again
+/// from the stream `input` makes for a context).
+pub(crate) fn replay_with<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
+    stage: &'static str,
+) -> anyhow::Result<Members<T>> {
+    let provs = ctx
+        .replaying()
+        .ok_or_else(|| unsupported(stage, "not in replay"))?;
+    Members::new(provs, stage, None, |m| {
+        input(&ctx.for_input(0).with_replay(m))
+    })
+}
+
+/// The batches of one epoch, fresh, restored or in replay, for an operation that goes on
+/// from them (`padded_batch`, `ragged_batch`, `rebatch`): [`build_with`] or [`replay_with`].
+pub(crate) fn batches<T: Send + 'static>(
+    ctx: &Ctx,
+    input: &dyn Fn(&Ctx) -> BoxStream<T>,
+    answers: Answers,
+    config: Config,
+) -> BoxStream<Vec<T>> {
+    let batches = match ctx.replaying() {
+        Some(_) => replay_with(ctx, input, config.stage).map(|b| Box::pin(b) as BoxStream<_>),
+        None => build_with(ctx, input, answers, config).map(|b| Box::pin(b) as BoxStream<_>),
+    };
+    batches.unwrap_or_else(error_stream)
+}
 
 /// Stream for the [`batch`](crate::Dataset::batch) method, and the batching step of
 /// [`padded_batch`](crate::Dataset::padded_batch), [`ragged_batch`](crate::Dataset::ragged_batch),
@@ -121,7 +129,8 @@ pub(crate) type Batches<T> = OrReplay<BatchStream<T>, Vec<T>>;
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct BatchStream<T> {
     hold: Hold<T>,
-    buf: Vec<T>,
+    /// The batch being filled.
+    buf: Held<T>,
     /// The size of the batch being filled.
     size: usize,
     /// The sizes taken in turn (`rebatch_sizes`), and the index of the current one; `None`
@@ -129,9 +138,6 @@ pub(crate) struct BatchStream<T> {
     sizes: Option<(Arc<[usize]>, usize)>,
     drop_remainder: bool,
     stage: &'static str,
-    /// The members' positions, beside `buf`, when the hold keeps them; `None` also once the
-    /// input could not say.
-    provs: Option<Vec<Prov>>,
     /// The last batch's members' positions, when recorded.
     last: Option<Prov>,
 }
@@ -145,9 +151,8 @@ impl<T> BatchStream<T> {
             Sizes::Cycle(sizes) => (sizes[0], Some((sizes, 0))),
         };
         BatchStream {
-            provs: hold.recording().then(Vec::new),
+            buf: Held::new(size.min(4096), hold.recording()),
             hold,
-            buf: Vec::with_capacity(size.min(4096)),
             size,
             sizes,
             drop_remainder: config.drop_remainder,
@@ -170,11 +175,10 @@ impl<T> BatchStream<T> {
     /// elements gathered into it are lost with it.
     fn failed(&mut self, e: anyhow::Error) -> anyhow::Error {
         self.buf.clear();
-        if let Some(provs) = self.provs.as_mut() {
-            provs.clear();
+        if self.buf.records() {
             // The error passes on in a batch's place, at its own position: as a batch of it
             // alone, made again it is that error again.
-            self.last = self.hold.prov().map(|p| Prov::group(vec![p]));
+            self.last = self.hold.alone();
         }
         self.hold.release(self.hold.count());
         e
@@ -197,11 +201,9 @@ impl<T> BatchStream<T> {
             *i = (*i + 1) % sizes.len();
             self.size = sizes[*i];
         }
-        self.last = self
-            .provs
-            .as_mut()
-            .map(|provs| Prov::group(std::mem::take(provs)));
-        std::mem::replace(&mut self.buf, Vec::with_capacity(capacity.min(4096)))
+        let (batch, members) = self.buf.take_all(capacity.min(4096));
+        self.last = members;
+        batch
     }
 }
 
@@ -219,27 +221,17 @@ impl<T> Stream for BatchStream<T> {
                 // Where this batch starts: restored from here, its members are read again.
                 this.hold.mark();
             }
-            if this.provs.is_none() && size > 0 {
+            if !this.buf.records() && size > 0 {
                 // No positions recorded (the common case): gather until the batch is full,
                 // with nothing else done per element.
-                match ready!(this.hold.poll_fill(cx, &mut this.buf, size)) {
+                match ready!(this.hold.poll_fill(cx, this.buf.items_mut(), size)) {
                     None => continue,
                     Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
                     Some(Ok(())) => return Poll::Ready(this.ended()),
                 }
             }
             match ready!(this.hold.poll_next(cx)) {
-                Some(Ok(x)) => {
-                    if let Some(provs) = this.provs.as_mut() {
-                        match this.hold.prov() {
-                            Some(p) => provs.push(p),
-                            // The input cannot say where its elements come from: no
-                            // checkpoint can place this batch (`save` says why).
-                            None => this.provs = None,
-                        }
-                    }
-                    this.buf.push(x);
-                }
+                Some(Ok(x)) => this.buf.push(x, &mut this.hold),
                 Some(Err(e)) => return Poll::Ready(Some(Err(this.failed(e)))),
                 None => return Poll::Ready(this.ended()),
             }
@@ -268,11 +260,9 @@ impl<T> Resumable for BatchStream<T> {
         let turn = this.sizes.as_ref().map(|(_, i)| *i as u64);
         let count = this.hold.count();
         let members = count - this.buf.len() as u64..count;
-        let provs = &this.provs;
-        this.hold
-            .save(State::new(this.stage).words(turn), members, || {
-                provs.clone()
-            })
+        let buf = &this.buf;
+        let state = State::new(this.stage).words(turn);
+        this.hold.save(state, members, || buf.positions())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

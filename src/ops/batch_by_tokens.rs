@@ -17,8 +17,8 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::Group;
-use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Resumable};
-use crate::engine::{Start, Unkeyed};
+use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, Replay, Resumable};
+use crate::engine::{Start, Unkeyed, replayed};
 use crate::error::Error;
 
 const STAGE: &str = "batch_by_tokens";
@@ -36,7 +36,7 @@ crate::engine::keyed_fields!(impl[T] BatchByTokens<T> { keyed: [max_tokens], unk
 
 impl<T: Send + 'static> Operation<T> for BatchByTokens<T> {
     type Out = Vec<T>;
-    type Stream = OrReplay<TokenBatches<T>, Vec<T>>;
+    type Stream = TokenBatches<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -47,12 +47,14 @@ impl<T: Send + 'static> Operation<T> for BatchByTokens<T> {
         }
     }
 
-    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
-        if let Start::Replay(provs) = start {
-            let batches = Members::new(provs, STAGE, None, |members| input.replay(members));
-            return Ok(OrReplay::replay(batches));
-        }
-        Ok(OrReplay::Own(TokenBatches {
+    fn replay(&self, _: &Ctx, input: Input<'_, T>, provs: &Arc<[Prov]>) -> Replay<Vec<T>> {
+        replayed(Members::new(provs, STAGE, None, |members| {
+            input.replay(members)
+        }))
+    }
+
+    fn open(&self, _: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
+        Ok(TokenBatches {
             hold: input.hold(STAGE, false, 0)?,
             max_tokens: self.max_tokens,
             length: Arc::clone(&self.length),
@@ -60,7 +62,7 @@ impl<T: Send + 'static> Operation<T> for BatchByTokens<T> {
             used: 0,
             members: Group::default(),
             last: None,
-        }))
+        })
     }
 }
 
@@ -83,8 +85,7 @@ impl<T> Unpin for TokenBatches<T> {}
 impl<T> TokenBatches<T> {
     /// Passes on the batch being filled.
     fn take(&mut self) -> Vec<T> {
-        let provs = self.members.take();
-        self.last = self.hold.recording().then(|| Prov::group(provs));
+        self.last = self.hold.passed(&mut self.members);
         self.used = 0;
         std::mem::take(&mut self.buf)
     }
@@ -116,9 +117,7 @@ impl<T> Stream for TokenBatches<T> {
                     if n > this.max_tokens {
                         // Never cut: the element is refused, in its place, and the batch
                         // being filled goes on.
-                        if this.hold.recording() {
-                            this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
-                        }
+                        this.last = this.hold.alone();
                         let max = this.max_tokens;
                         return Poll::Ready(Some(Err(Error::InvalidArgument(format!(
                             "{STAGE}: an element of {n} tokens is longer than the budget of \
@@ -135,9 +134,7 @@ impl<T> Stream for TokenBatches<T> {
                 }
                 Some(Err(e)) => {
                     // Passed on at once, at its own position; the batch goes on.
-                    if this.hold.recording() {
-                        this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
-                    }
+                    this.last = this.hold.alone();
                     return Poll::Ready(Some(Err(e)));
                 }
                 None if this.buf.is_empty() => return Poll::Ready(None),

@@ -15,9 +15,8 @@ use crate::Error;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
 use crate::engine::hold::{Group, MARK_EVERY};
-use crate::engine::{
-    Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, OrReplay, Start, Unkeyed,
-};
+use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, Replay, Start};
+use crate::engine::{Unkeyed, replayed};
 use crate::ops::map::MapStream;
 use crate::runtime::catch_panic;
 use crate::tensor::PaddedCollate;
@@ -156,7 +155,7 @@ where
     F: Fn(&T) -> usize + Send + Sync + 'static,
 {
     type Out = T::Batch;
-    type Stream = OrReplay<BucketStream<T, F>, T::Batch>;
+    type Stream = BucketStream<T, F>;
     const NAME: &'static str = "bucket_by_sequence_length";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -165,25 +164,13 @@ where
 
     /// See [`build`]: the start is the context's.
     fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
-        Ok(build(ctx, input.dataset(), &self.config))
+        build(ctx, input.dataset(), &self.config)
     }
-}
 
-/// The bucketing of one epoch: fresh, restored, or replaying saved batches (each the group of
-/// its members' positions; its bucket is its first member's).
-pub(crate) fn build<T, F>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    config: &Arc<Config<T, F>>,
-) -> OrReplay<BucketStream<T, F>, T::Batch>
-where
-    T: PaddedCollate + Send + 'static,
-    T::Batch: Send + 'static,
-    F: Fn(&T) -> usize + Send + Sync + 'static,
-{
-    let config = Arc::clone(config);
-    if let Some(provs) = ctx.replaying() {
-        // Each saved batch, padded as its bucket (its first member's) pads.
+    /// Each saved batch (the group of its members' positions) made again, padded as its
+    /// bucket (its first member's) pads.
+    fn replay(&self, _: &Ctx, input: Input<'_, T>, provs: &Arc<[Prov]>) -> Replay<T::Batch> {
+        let config = Arc::clone(&self.config);
         let pad = move |items: Vec<T>| {
             let first = items.first();
             let bucket = first
@@ -191,28 +178,33 @@ where
                 .transpose()?;
             BucketStream::pad(&config, items, bucket.unwrap_or(0), 0)
         };
-        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
-        let batches = Members::new(provs, STAGE, None, replay);
-        return OrReplay::replay(batches.map(|b| MapStream::over(b, Arc::new(pad))));
+        let batches = Members::new(provs, STAGE, None, |members| input.replay(members));
+        replayed(batches.map(|b| MapStream::over(b, Arc::new(pad))))
     }
-    let opened = (|| {
-        // Where the flush stood (when the input had ended) and the next batch's index.
-        let restored = match ctx.restoring() {
-            Some(state) => (state.word(0)?.checked_sub(1), state.word(1)?),
-            None => (None, 0),
-        };
-        let hold = Hold::of(ctx, input, false, STAGE, 2)?;
-        anyhow::Ok((hold, restored))
-    })();
-    let (mut hold, (flush_at, index)) = match opened {
-        Ok(opened) => opened,
-        Err(e) => return OrReplay::error(e),
+}
+
+/// The bucketing of one epoch: fresh or restored.
+pub(crate) fn build<T, F>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    config: &Arc<Config<T, F>>,
+) -> anyhow::Result<BucketStream<T, F>>
+where
+    T: PaddedCollate + Send + 'static,
+    T::Batch: Send + 'static,
+    F: Fn(&T) -> usize + Send + Sync + 'static,
+{
+    // Where the flush stood (when the input had ended) and the next batch's index.
+    let (flush_at, index) = match ctx.restoring() {
+        Some(state) => (state.word(0)?.checked_sub(1), state.word(1)?),
+        None => (None, 0),
     };
+    let mut hold = Hold::of(ctx, input, false, STAGE, 2)?;
     hold.marking_every(MARK_EVERY);
-    let mut bucketing = BucketStream::new(hold, config);
+    let mut bucketing = BucketStream::new(hold, Arc::clone(config));
     bucketing.flush_at = flush_at.map(|n| n as usize);
     bucketing.index = index;
-    OrReplay::Own(bucketing)
+    Ok(bucketing)
 }
 
 /// Stream for the [`bucket_by_sequence_length`](crate::Dataset::bucket_by_sequence_length)
@@ -271,8 +263,7 @@ impl<T: PaddedCollate, F> BucketStream<T, F> {
             &mut self.buckets[bucket],
             Vec::with_capacity(self.config.batch_sizes[bucket].min(4096)),
         );
-        let provs = self.members[bucket].take();
-        self.last = self.hold.recording().then_some(Prov::group(provs));
+        self.last = self.hold.passed(&mut self.members[bucket]);
         self.hold.release_groups(self.members.iter());
         let index = self.index;
         self.index += 1;
@@ -381,9 +372,7 @@ where
                 Some(Err(e)) => {
                     // An error passes on at once, at its own position: as a batch of it
                     // alone, made again it is that error again.
-                    if this.hold.recording() {
-                        this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
-                    }
+                    this.last = this.hold.alone();
                     return Poll::Ready(Some(Err(e)));
                 }
                 None => this.flushed = Some(this.flush_at.take().unwrap_or(0)),

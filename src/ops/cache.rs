@@ -20,8 +20,8 @@ use futures::stream::Stream;
 use crate::checkpoint::{Prov, State};
 use crate::engine::Unkeyed;
 use crate::engine::error_stream;
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Start};
-use crate::engine::{Resumable, Routed, unsupported};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Replay, Start};
+use crate::engine::{Resumable, Routed, replayed, unsupported};
 use crate::runtime::Coop;
 
 const STAGE: &str = "cache";
@@ -65,7 +65,7 @@ impl<T> Cache<T> {
 
 impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
     type Out = T;
-    type Stream = OrReplay<CacheStream<T>, T>;
+    type Stream = CacheStream<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -74,17 +74,13 @@ impl<T: Clone + Send + Sync + 'static> Operation<T> for Cache<T> {
 
     /// See [`build`]: the start is the context's.
     fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
-        let input = input.dataset();
-        if let Some(provs) = ctx.replaying() {
-            return Ok(OrReplay::replay(replay(ctx, input, provs)));
-        }
-        Ok(match build(ctx, input, &self.store) {
-            Ok(mode) => OrReplay::Own(CacheStream {
-                mode,
-                store: Arc::clone(&self.store),
-            }),
-            Err(e) => OrReplay::error(e),
-        })
+        let mode = build(ctx, input.dataset(), &self.store)?;
+        let store = Arc::clone(&self.store);
+        Ok(CacheStream { mode, store })
+    }
+
+    fn replay(&self, ctx: &Ctx, input: Input<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        replayed(replay(ctx, input.dataset(), provs))
     }
 }
 

@@ -7,7 +7,6 @@ use anyhow::Context as _;
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 use crate::runtime::catch_panic;
 
@@ -126,13 +125,4 @@ where
     }
 }
 
-impl<St: Resumable, F> Resumable for CollateBatches<St, F> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let (stage, index) = (self.stage, self.index);
-        Ok(State::new(stage)
-            .words([index])
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable, F] CollateBatches<St, F>, |s| s.stage, [s.index]);

@@ -1,13 +1,14 @@
 //! Saved state: `[0 while the first input is read, 1 the second]` and that input's state.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Dataset, Inputs, OrReplay, Start};
-use crate::engine::{Resumable, Routed};
+use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Dataset, Inputs, Replay, Start};
+use crate::engine::{Resumable, Routed, replayed};
 
 const STAGE: &str = "concatenate";
 
@@ -18,7 +19,7 @@ pub(crate) struct Concatenate;
 
 impl<T: Send + 'static> Combine<T> for Concatenate {
     type Out = T;
-    type Stream = OrReplay<ConcatenateStream<T>, T>;
+    type Stream = ConcatenateStream<T>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
@@ -33,47 +34,36 @@ impl<T: Send + 'static> Combine<T> for Concatenate {
         }
     }
 
-    /// See [`build`]: the start is the context's.
+    /// Fresh, or restored in either input.
     fn open(&self, ctx: &Ctx, inputs: Inputs<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
-        Ok(build(ctx, inputs.dataset(0), inputs.dataset(1)))
+        let (a, b) = (inputs.dataset(0), inputs.dataset(1));
+        let ctx = &ctx.for_merged(inputs.small());
+        let phase = ctx.restoring().map(|s| s.word(0)).transpose()?.unwrap_or(0);
+        let (current, second) = match phase {
+            0 => (a.build(&ctx.for_input(0)), Some((b.clone(), ctx.fresh()))),
+            _ => (b.build(&ctx.for_input(0)), None),
+        };
+        Ok(ConcatenateStream {
+            current,
+            second,
+            phase,
+        })
     }
-}
 
-/// The concatenation of one epoch: fresh, restored (in either input), or in replay (each
-/// position's last word names the input).
-fn build<T: Send + 'static>(
-    ctx: &Ctx,
-    a: &Dataset<T>,
-    b: &Dataset<T>,
-) -> OrReplay<ConcatenateStream<T>, T> {
-    let inputs = [a, b];
-    let small = a.is_small() && b.is_small();
-    let ctx = &ctx.for_merged(small);
-    let phase = ctx.restoring().map(|s| s.word(0)).transpose();
-    if let Some(provs) = ctx.replaying() {
-        return OrReplay::replay(Routed::new(provs, 2, STAGE, |i, list| {
+    /// Each position's last word names the input.
+    fn replay(&self, ctx: &Ctx, inputs: Inputs<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        let ctx = &ctx.for_merged(inputs.small());
+        let phase = ctx.restoring().and_then(|s| s.word(0).ok());
+        replayed(Routed::new(provs, 2, STAGE, |i, list| {
             // The input being read at the checkpoint sees its saved state (a replaying
             // stage may take its seed from it).
             let ctx = match phase {
-                Ok(Some(p)) if p == i as u64 => ctx.for_input(0),
+                Some(p) if p == i as u64 => ctx.for_input(0),
                 _ => ctx.fresh(),
             };
-            inputs[i].build(&ctx.with_replay(list))
-        }));
+            inputs.dataset(i).build(&ctx.with_replay(list))
+        }))
     }
-    let phase = match phase {
-        Ok(phase) => phase.unwrap_or(0),
-        Err(e) => return OrReplay::error(e),
-    };
-    let (current, second) = match phase {
-        0 => (a.build(&ctx.for_input(0)), Some((b.clone(), ctx.fresh()))),
-        _ => (b.build(&ctx.for_input(0)), None),
-    };
-    OrReplay::Own(ConcatenateStream {
-        current,
-        second,
-        phase,
-    })
 }
 
 /// Stream for the [`concatenate`](crate::Dataset::concatenate) method.

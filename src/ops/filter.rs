@@ -2,7 +2,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::State;
 use crate::engine::{
     BoxStream, Cardinality, Counting, Ctx, Input, Operation, Resumable, Start, Unkeyed,
 };
@@ -136,10 +135,4 @@ where
     }
 }
 
-impl<St: Resumable, P> Resumable for FilterStream<St, P> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new("filter").input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable, P] FilterStream<St, P>, |_| "filter", []);

@@ -18,7 +18,7 @@ use crate::engine::hold::{Group, MARK_EVERY};
 use crate::engine::{
     BoxStream, Cardinality, Ctx, Dataset, Input, Members, Operation, Start, Unkeyed, error_stream,
 };
-use crate::engine::{Hold, OrReplay};
+use crate::engine::{Hold, Replay};
 use crate::engine::{Resumable, unsupported};
 use crate::runtime::catch_panic;
 
@@ -31,10 +31,6 @@ pub(crate) struct Funcs<KF, RF, WF> {
     pub(crate) window_size: WF,
 }
 
-/// The group_by_window of one epoch: fresh, restored, or in replay (each position is its
-/// reduced dataset's element's, keyed by the group of the window's elements' positions: the
-/// windows are read again through `batch`'s replay and reduced again, as an interleave
-/// replays its inner datasets).
 /// The [`group_by_window`](crate::Dataset::group_by_window) operation: its window size is
 /// keyed (`None` for [`group_by_window_with`](crate::Dataset::group_by_window_with), whose
 /// size comes from a function).
@@ -55,41 +51,23 @@ where
     WF: Fn(&K) -> usize + Send + Sync + 'static,
 {
     type Out = U;
-    type Stream = Windows<T, K, U, Funcs<KF, RF, WF>>;
+    type Stream = Windows<T, K, U, KF, RF, WF>;
     const NAME: &'static str = "group_by_window";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
         Cardinality::Unknown
     }
 
-    /// See [`build`]: the start is the context's.
+    /// Fresh, or restored: see [`build`].
     fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
-        Ok(build(ctx, input.dataset(), &self.funcs))
+        build(ctx, input.dataset(), &self.funcs)
     }
-}
 
-/// The reduced windows of one epoch: [`GroupByWindowStream`], or in replay the saved
-/// elements made again.
-pub(crate) type Windows<T, K, U, F> = OrReplay<GroupByWindowStream<T, K, U, F>, U>;
-
-fn build<T, K, U, KF, RF, WF>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    funcs: &Arc<Funcs<KF, RF, WF>>,
-) -> Windows<T, K, U, Funcs<KF, RF, WF>>
-where
-    T: Clone + Send + Sync + 'static,
-    K: Ord + Clone,
-    U: Send + 'static,
-    KF: Fn(&T) -> K + Send + Sync + 'static,
-    RF: Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
-    WF: Fn(&K) -> usize + Send + Sync + 'static,
-{
-    // The reduced datasets are built afresh (the window being read at a checkpoint is
-    // restored from its own saved state).
-    let nested = ctx.nested().fresh();
-    if ctx.replaying().is_some() {
-        // The windows, each the group of its members' positions (as a batch saves them).
+    /// Each position is its reduced dataset's element's, keyed by the group of the window's
+    /// elements' positions: the windows are made again from their members (as batches are)
+    /// and reduced again, as an interleave replays its inner datasets.
+    fn replay(&self, ctx: &Ctx, input: Input<'_, T>, _: &Arc<[Prov]>) -> Replay<U> {
+        let (input, funcs, nested) = (input.dataset(), &self.funcs, ctx.nested().fresh());
         let windows = |ctx: &Ctx| -> BoxStream<Vec<T>> {
             let replay = |members| input.build(&ctx.with_replay(members));
             match ctx
@@ -107,38 +85,56 @@ where
             let key = (reduce_funcs.key)(&window[0]);
             (reduce_funcs.reduce)(key, crate::source::from_iter::from_vec(window))
         });
-        let replay = crate::ops::interleave::replay_with(ctx, &windows, &reduce, nested, STAGE);
-        return OrReplay::Replay(replay);
+        Some(Ok(crate::ops::interleave::replay_with(
+            ctx, &windows, &reduce, nested, STAGE,
+        )))
     }
-    let opened = (|| {
-        let (build, answers) = (|ctx: &Ctx| input.build(ctx), input.answers(ctx));
-        let Some(state) = ctx.restoring() else {
-            return anyhow::Ok((Hold::open(ctx, &build, answers, false, STAGE, 0)?, None));
-        };
-        // The input ends again where it had ended: `[ended]` says no more than that.
-        state.word(0)?;
-        let m = state.word(1)? as usize;
-        let current = Restoring {
-            left: m,
-            offsets: (0..m)
-                .map(|i| state.word(2 + i))
-                .collect::<anyhow::Result<_>>()?,
-            items: Vec::with_capacity(m),
-            inner: (m > 0).then(|| state.input_state(1).cloned()).transpose()?,
-        };
-        Ok((
-            Hold::open(ctx, &build, answers, false, STAGE, 2 + m)?,
-            Some(current),
-        ))
-    })();
-    let (mut hold, restoring) = match opened {
-        Ok(opened) => opened,
-        Err(e) => return OrReplay::error(e),
+}
+
+/// The stream of a group_by_window over these functions.
+type Windows<T, K, U, KF, RF, WF> = GroupByWindowStream<T, K, U, Funcs<KF, RF, WF>>;
+
+/// The group_by_window of one epoch: fresh, or restored (the window being read at the
+/// checkpoint read again and its reduced dataset restored).
+fn build<T, K, U, KF, RF, WF>(
+    ctx: &Ctx,
+    input: &Dataset<T>,
+    funcs: &Arc<Funcs<KF, RF, WF>>,
+) -> anyhow::Result<Windows<T, K, U, KF, RF, WF>>
+where
+    T: Clone + Send + Sync + 'static,
+    K: Ord + Clone,
+    U: Send + 'static,
+    KF: Fn(&T) -> K + Send + Sync + 'static,
+    RF: Fn(K, Dataset<T>) -> Dataset<U> + Send + Sync + 'static,
+    WF: Fn(&K) -> usize + Send + Sync + 'static,
+{
+    // The reduced datasets are built afresh (the window being read at a checkpoint is
+    // restored from its own saved state).
+    let nested = ctx.nested().fresh();
+    let (build, answers) = (|ctx: &Ctx| input.build(ctx), input.answers(ctx));
+    let (mut hold, restoring) = match ctx.restoring() {
+        None => (Hold::open(ctx, &build, answers, false, STAGE, 0)?, None),
+        Some(state) => {
+            // The input ends again where it had ended: `[ended]` says no more than that.
+            state.word(0)?;
+            let m = state.word(1)? as usize;
+            let current = Restoring {
+                left: m,
+                offsets: (0..m)
+                    .map(|i| state.word(2 + i))
+                    .collect::<anyhow::Result<_>>()?,
+                items: Vec::with_capacity(m),
+                inner: (m > 0).then(|| state.input_state(1).cloned()).transpose()?,
+            };
+            let hold = Hold::open(ctx, &build, answers, false, STAGE, 2 + m)?;
+            (hold, Some(current))
+        }
     };
     hold.marking_every(MARK_EVERY);
     let mut gbw = GroupByWindowStream::new(hold, Arc::clone(funcs), nested, ctx.provenance());
     gbw.restoring = restoring;
-    OrReplay::Own(gbw)
+    Ok(gbw)
 }
 
 /// A window still filling, with its elements as a checkpoint places them.

@@ -7,7 +7,6 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 
 /// The [`ignore_errors`](crate::Dataset::ignore_errors) operation: the elements, without the
@@ -58,10 +57,4 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for IgnoreErrorsStream<St> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new("ignore_errors").input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable] IgnoreErrorsStream<St>, |_| "ignore_errors", []);

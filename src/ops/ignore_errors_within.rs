@@ -18,7 +18,6 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::Resumable;
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, error_stream};
 use crate::stats::StageCounters;
@@ -416,17 +415,11 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for IgnoreErrorsWithinStream<St> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let words = [self.seen, self.skipped];
-        Ok(State::new(STAGE)
-            .words(words)
-            .words(self.done.then_some(1))
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(
+    impl[St: Resumable] IgnoreErrorsWithinStream<St>,
+    |s| STAGE,
+    [s.seen, s.skipped].into_iter().chain(s.done.then_some(1))
+);
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{
     BoxStream, Cardinality, Counting, Ctx, Input, Operation, Resumable, Start, Unkeyed,
 };
@@ -102,10 +101,4 @@ where
     }
 }
 
-impl<St: Resumable, F> Resumable for MapStream<St, F> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new("map").input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable, F] MapStream<St, F>, |_| "map", []);

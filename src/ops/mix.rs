@@ -15,9 +15,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::sample::{Count, Generator, Inputs, Pick, Select, open_selecting};
-use crate::checkpoint::State;
-use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, OrReplay};
+use super::sample::{Count, Generator, Inputs, Pick, Select, replay_selecting};
+use crate::checkpoint::{Prov, State};
+use crate::engine::{BoxStream, Cardinality, Combine, Ctx, Inputs as Combined, Replay};
 use crate::engine::{Start, Unkeyed};
 use crate::error::Error;
 
@@ -197,7 +197,7 @@ impl<T> Hash for Mix<T> {
 
 impl<T: Send + 'static> Combine<T> for Mix<T> {
     type Out = T;
-    type Stream = OrReplay<Select<T, Scheduled>, T>;
+    type Stream = Select<T, Scheduled>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, inputs: &[Cardinality]) -> Cardinality {
@@ -215,25 +215,27 @@ impl<T: Send + 'static> Combine<T> for Mix<T> {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small());
-        let datasets = inputs.all();
-        Ok(open_selecting(ctx, datasets, 0, STAGE, || {
-            let selected = Inputs::build(ctx, datasets, false, 0, 5)?;
-            let state = ctx.restoring();
-            let (step, chosen) = match state {
-                Some(state) => (state.word(3)?, state.word(4)?.checked_sub(1)),
-                None => (0, None),
-            };
-            let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
-            let pick = Scheduled {
-                mixture: self.mixture.0.clone(),
-                generator: Generator::new(base, state)?,
-                // A mixture that ended at refused weights saves its step as `ENDED`: resumed,
-                // it stays ended (its error is not passed on again).
-                step: if step == ENDED { 0 } else { step },
-                failed: step == ENDED,
-            };
-            Ok(Select::new(selected, pick, chosen).counting(self.count.0.clone()))
-        }))
+        let selected = Inputs::build(ctx, inputs.all(), false, 0, 5)?;
+        let state = ctx.restoring();
+        let (step, chosen) = match state {
+            Some(state) => (state.word(3)?, state.word(4)?.checked_sub(1)),
+            None => (0, None),
+        };
+        let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
+        let pick = Scheduled {
+            mixture: self.mixture.0.clone(),
+            generator: Generator::new(base, state)?,
+            // A mixture that ended at refused weights saves its step as `ENDED`: resumed, it
+            // stays ended (its error is not passed on again).
+            step: if step == ENDED { 0 } else { step },
+            failed: step == ENDED,
+        };
+        Ok(Select::new(selected, pick, chosen).counting(self.count.0.clone()))
+    }
+
+    fn replay(&self, ctx: &Ctx, inputs: Combined<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        let ctx = &ctx.for_merged(inputs.small());
+        replay_selecting(ctx, inputs.all(), 0, STAGE, provs)
     }
 }
 

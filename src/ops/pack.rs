@@ -16,6 +16,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
@@ -24,7 +25,7 @@ use ndarray::Array2;
 use crate::checkpoint::{Prov, State};
 use crate::distribute::{Distributed, Piece};
 use crate::engine::hold::MARK_EVERY;
-use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, OrReplay, Resumable};
+use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, Resumable, replayed};
 use crate::engine::{Start, unsupported};
 use crate::tensor::Collate;
 
@@ -227,7 +228,7 @@ pub(crate) struct Pack {
 
 impl<D: Document> Operation<D> for Pack {
     type Out = Packed;
-    type Stream = OrReplay<PackStream<D>, Packed>;
+    type Stream = PackStream<D>;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -237,15 +238,19 @@ impl<D: Document> Operation<D> for Pack {
         }
     }
 
+    fn replay(
+        &self,
+        _: &Ctx,
+        input: Input<'_, D>,
+        provs: &Arc<[Prov]>,
+    ) -> crate::engine::Replay<Packed> {
+        let members = Members::with_words(provs, STAGE, Some(D::clone), |docs| input.replay(docs));
+        let len = self.sequence_length;
+        replayed(members.map(|members| Replay { members, len }))
+    }
+
     fn open(&self, _: &Ctx, input: Input<'_, D>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
         let len = self.sequence_length;
-        if let Start::Replay(provs) = start {
-            let members =
-                Members::with_words(provs, STAGE, Some(D::clone), |docs| input.replay(docs));
-            return Ok(OrReplay::replay(
-                members.map(|members| Replay { members, len }),
-            ));
-        }
         let restored = match start {
             Start::Restore(state) => Some((state.word(0)?, state.word(1)?)),
             _ => None,
@@ -278,7 +283,7 @@ impl<D: Document> Operation<D> for Pack {
             stream.start_at = Some(usize::try_from(offset)?);
             stream.skip = passed;
         }
-        Ok(OrReplay::Own(stream))
+        Ok(stream)
     }
 }
 
@@ -548,7 +553,7 @@ impl<D: Document> Stream for PackStream<D> {
                 Some(Ok(doc)) => this.push(doc),
                 Some(Err(e)) => {
                     // Passed on in a sequence's place; packing goes on around it.
-                    this.last = this.hold.prov().map(|p| Prov::group(vec![p]));
+                    this.last = this.hold.alone();
                     return Poll::Ready(Some(Err(e)));
                 }
                 None => this.ended = true,

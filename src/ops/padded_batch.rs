@@ -2,7 +2,7 @@
 //! `batch::build_with`).
 
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start, Unkeyed};
-use crate::ops::batch::{self, Batches, Config, Sizes};
+use crate::ops::batch::{self, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::PaddedCollate;
 
@@ -52,7 +52,7 @@ fn build<T>(
     drop_remainder: bool,
     shapes: Option<T::PaddedShapes>,
     values: T::PaddingValues,
-) -> CollateBatches<Batches<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
+) -> CollateBatches<BoxStream<Vec<T>>, impl Fn(Vec<T>) -> anyhow::Result<T::Batch> + use<T>>
 where
     T: PaddedCollate + Send + 'static,
 {
@@ -61,7 +61,7 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(
+    let batches = batch::batches(
         &ctx.for_input(0),
         &|ctx: &Ctx| input.build(ctx),
         input.answers(ctx),

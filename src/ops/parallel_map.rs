@@ -281,18 +281,7 @@ impl<T: Send + 'static> InFlight<T> {
         stage: &'static str,
         words: Vec<u64>,
     ) -> Self {
-        let hold = match ctx.replaying() {
-            // In replay the input says where each element comes from even when it cannot
-            // save itself (a stage in replay): positions pass through.
-            Some(_) => Ok(Hold::new(
-                input(&ctx.for_input(0)),
-                answers,
-                false,
-                true,
-                stage,
-            )),
-            None => Hold::open(ctx, input, answers, false, stage, words.len()),
-        };
+        let hold = Hold::open(ctx, input, answers, false, stage, words.len());
         let hold = hold.unwrap_or_else(|e| Hold::plain(error_stream(e), stage));
         InFlight {
             hold,

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
-use crate::engine::{Answers, Hold, Resumable, unsupported};
+use crate::engine::{Hold, Resumable, unsupported};
 use crate::error::{Error, panic_message};
 use crate::runtime::{self, Knob, Task};
 use crate::stats::StageCounters;
@@ -73,27 +73,8 @@ pub(crate) fn build<T: Send + 'static>(
     knob: Option<Arc<Knob>>,
 ) -> PrefetchStream<T> {
     let gauge = ctx.stats_handle();
-    let hold = match ctx.replaying() {
-        // In replay the input says where each element comes from even when it cannot save
-        // itself (a stage in replay): positions pass through.
-        Some(_) => Ok(Hold::new(
-            input.build(&ctx.for_input(0)),
-            input.answers(ctx),
-            false,
-            true,
-            STAGE,
-        )),
-        None => Hold::of(ctx, input, false, STAGE, 0),
-    };
-    let mut hold = hold.unwrap_or_else(|e| {
-        Hold::new(
-            crate::engine::error_stream(e),
-            Answers::PLAIN,
-            false,
-            false,
-            STAGE,
-        )
-    });
+    let hold = Hold::of(ctx, input, false, STAGE, 0);
+    let mut hold = hold.unwrap_or_else(|e| Hold::plain(crate::engine::error_stream(e), STAGE));
     hold.marking_every(MARK_EVERY);
     PrefetchStream::new(hold, buffer, knob, gauge)
 }

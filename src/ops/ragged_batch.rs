@@ -2,7 +2,7 @@
 //! `batch::build_with`).
 
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Start};
-use crate::ops::batch::{self, Batches, Config, Sizes};
+use crate::ops::batch::{self, Config, Sizes};
 use crate::ops::collate::{self, CollateBatches};
 use crate::tensor::RaggedCollate;
 
@@ -45,7 +45,7 @@ fn build<T>(
     input: &Dataset<T>,
     batch_size: usize,
     drop_remainder: bool,
-) -> CollateBatches<Batches<T>, impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>>
+) -> CollateBatches<BoxStream<Vec<T>>, impl Fn(Vec<T>) -> anyhow::Result<T::Ragged> + use<T>>
 where
     T: RaggedCollate + Send + 'static,
 {
@@ -54,7 +54,7 @@ where
         drop_remainder,
         stage: "batch",
     };
-    let batches = batch::build_with(
+    let batches = batch::batches(
         &ctx.for_input(0),
         &|ctx: &Ctx| input.build(ctx),
         input.answers(ctx),

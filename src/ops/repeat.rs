@@ -1,14 +1,13 @@
 use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{
-    BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Resumable, Routed, Start,
-    unsupported,
-};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Replay, Resumable};
+use crate::engine::{Routed, Start, replayed, unsupported};
 
 const STAGE: &str = "repeat";
 
@@ -20,7 +19,7 @@ pub(crate) struct Repeat {
 
 impl<T: Send + 'static> Operation<T> for Repeat {
     type Out = T;
-    type Stream = OrReplay<RepeatStream<T>, T>;
+    type Stream = RepeatStream<T>;
     const NAME: &'static str = STAGE;
 
     /// tf.data's RepeatDataset: forever is infinite unless the input is known to be empty.
@@ -33,28 +32,26 @@ impl<T: Send + 'static> Operation<T> for Repeat {
         }
     }
 
-    /// Saved state: `[repetitions started]`, and the current one's state. In replay each
-    /// position is keyed by the repetition it came from, which is built again as itself; the
-    /// saved state of a repetition (still in reach) gives the seeds of unseeded stages inside.
+    /// In replay each position is keyed by the repetition it came from, which is built again
+    /// as itself; the saved state of a repetition (still in reach) gives the seeds of unseeded
+    /// stages inside.
+    fn replay(&self, ctx: &Ctx, input: Input<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        let seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
+        let (dataset, ctx) = (input.dataset(), ctx.fresh());
+        replayed(Routed::new(provs, usize::MAX, STAGE, |n, list| {
+            let repetition = ctx.repetition(n as u64).with_restore(seeds.clone());
+            dataset.build(&repetition.with_replay(list))
+        }))
+    }
+
+    /// Saved state: `[repetitions started]`, and the current one's state.
     fn open(
         &self,
         ctx: &Ctx,
         input: Input<'_, T>,
         start: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
-        let seeds = ctx.restoring().and_then(|s| s.inputs.first().cloned());
         let (dataset, ctx) = (input.dataset(), ctx.fresh());
-        if let Start::Replay(provs) = start {
-            return Ok(OrReplay::replay(Routed::new(
-                provs,
-                usize::MAX,
-                STAGE,
-                |n, list| {
-                    let repetition = ctx.repetition(n as u64).with_restore(seeds.clone());
-                    dataset.build(&repetition.with_replay(list))
-                },
-            )));
-        }
         let mut repeat = RepeatStream {
             dataset: dataset.clone(),
             ctx,
@@ -66,7 +63,7 @@ impl<T: Send + 'static> Operation<T> for Repeat {
         if let Start::Restore(state) = start {
             repeat.restore(state)?;
         }
-        Ok(OrReplay::Own(repeat))
+        Ok(repeat)
     }
 }
 

@@ -5,6 +5,7 @@
 //! (`inputs[0]`) and each input's (`inputs[1 + i]`).
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::{Fuse, Stream, StreamExt};
@@ -15,7 +16,8 @@ use crate::checkpoint::{Prov, State};
 use std::hash::{Hash, Hasher};
 
 use crate::engine::{Beside, BoxStream, Cardinality, Combine, Ctx, Dataset, Start};
-use crate::engine::{Inputs as Combined, OrReplay, Resumable, Routed, Unkeyed, unsupported};
+use crate::engine::{Inputs as Combined, Replay, Resumable, Routed, Unkeyed};
+use crate::engine::{replayed, unsupported};
 use crate::hash::mix64;
 
 /// The state saved for an input that has ended.
@@ -76,22 +78,18 @@ impl<T: Send + 'static> Inputs<T> {
     }
 }
 
-/// A selecting stage's stream for one epoch (`first` of its saved state's inputs are not
-/// `datasets`): in replay, the elements at the saved positions, each naming its input;
-/// otherwise the stream `build` makes, or its error in the stage's place.
-pub(crate) fn open_selecting<T: Send + 'static, P>(
+/// A selecting stage in replay (`first` of its saved state's inputs are not `datasets`): the
+/// elements at the saved positions, each naming its input (what picked them is not read).
+pub(crate) fn replay_selecting<T: Send + 'static>(
     ctx: &Ctx,
     datasets: &[Dataset<T>],
     first: usize,
     stage: &'static str,
-    build: impl FnOnce() -> anyhow::Result<Select<T, P>>,
-) -> OrReplay<Select<T, P>, T> {
-    match ctx.replaying() {
-        Some(provs) => OrReplay::replay(Routed::new(provs, datasets.len(), stage, |i, list| {
-            datasets[i].build(&ctx.for_input(first + i).with_replay(list))
-        })),
-        None => build().map_or_else(OrReplay::error, OrReplay::Own),
-    }
+    provs: &Arc<[Prov]>,
+) -> Replay<T> {
+    replayed(Routed::new(provs, datasets.len(), stage, |i, list| {
+        datasets[i].build(&ctx.for_input(first + i).with_replay(list))
+    }))
 }
 
 /// What polling the chosen input gave.
@@ -189,7 +187,7 @@ impl Hash for SampleFrom {
 
 impl<T: Send + 'static> Combine<T> for SampleFrom {
     type Out = T;
-    type Stream = OrReplay<Select<T, Draw>, T>;
+    type Stream = Select<T, Draw>;
     const NAME: &'static str = SAMPLE;
 
     fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
@@ -203,21 +201,23 @@ impl<T: Send + 'static> Combine<T> for SampleFrom {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small());
-        let datasets = inputs.all();
-        Ok(open_selecting(ctx, datasets, 0, SAMPLE, || {
-            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 0, 4)?;
-            let state = ctx.restoring();
-            let chosen = state
-                .map(|s| s.word(3))
-                .transpose()?
-                .and_then(|c| c.checked_sub(1));
-            let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
-            let draw = Draw {
-                weights: self.weights.clone(),
-                generator: Generator::new(base, state)?,
-            };
-            Ok(Select::new(selected, draw, chosen))
-        }))
+        let selected = Inputs::build(ctx, inputs.all(), self.stop_on_empty_dataset, 0, 4)?;
+        let state = ctx.restoring();
+        let chosen = state
+            .map(|s| s.word(3))
+            .transpose()?
+            .and_then(|c| c.checked_sub(1));
+        let base = ctx.seed_for(self.seed, inputs.depth(), *self.fallback);
+        let draw = Draw {
+            weights: self.weights.clone(),
+            generator: Generator::new(base, state)?,
+        };
+        Ok(Select::new(selected, draw, chosen))
+    }
+
+    fn replay(&self, ctx: &Ctx, inputs: Combined<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        let ctx = &ctx.for_merged(inputs.small());
+        replay_selecting(ctx, inputs.all(), 0, SAMPLE, provs)
     }
 }
 
@@ -486,7 +486,7 @@ impl Hash for ChooseFrom {
 
 impl<T: Send + 'static> Combine<T> for ChooseFrom {
     type Out = T;
-    type Stream = OrReplay<Select<T, Choices>, T>;
+    type Stream = Select<T, Choices>;
     const NAME: &'static str = CHOOSE;
 
     fn cardinality(&self, _: &[Cardinality]) -> Cardinality {
@@ -504,17 +504,19 @@ impl<T: Send + 'static> Combine<T> for ChooseFrom {
         _: Start<'_>,
     ) -> anyhow::Result<Self::Stream> {
         let ctx = &ctx.for_merged(inputs.small() && self.choices.is_small());
-        let datasets = inputs.all();
-        // In replay the positions name the inputs: the choices are not read.
-        Ok(open_selecting(ctx, datasets, 1, CHOOSE, || {
-            let selected = Inputs::build(ctx, datasets, self.stop_on_empty_dataset, 1, 1)?;
-            let chosen = match ctx.restoring() {
-                Some(state) => state.word(0)?.checked_sub(1),
-                None => None,
-            };
-            let choices = self.choices.build(&ctx.for_input(0)).fuse();
-            Ok(Select::new(selected, Choices { choices }, chosen))
-        }))
+        let selected = Inputs::build(ctx, inputs.all(), self.stop_on_empty_dataset, 1, 1)?;
+        let chosen = match ctx.restoring() {
+            Some(state) => state.word(0)?.checked_sub(1),
+            None => None,
+        };
+        let choices = self.choices.build(&ctx.for_input(0)).fuse();
+        Ok(Select::new(selected, Choices { choices }, chosen))
+    }
+
+    /// The positions name the inputs: the choices are not read.
+    fn replay(&self, ctx: &Ctx, inputs: Combined<'_, T>, provs: &Arc<[Prov]>) -> Replay<T> {
+        let ctx = &ctx.for_merged(inputs.small() && self.choices.is_small());
+        replay_selecting(ctx, inputs.all(), 1, CHOOSE, provs)
     }
 }
 

@@ -7,7 +7,6 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 
 /// The [`shard`](crate::Dataset::shard) operation: every `num_shards`-th element from `index`.
@@ -85,13 +84,4 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for ShardStream<St> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let position = self.position;
-        Ok(State::new("shard")
-            .words([position])
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable] ShardStream<St>, |s| "shard", [s.position]);

@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Operation, Start, Unkeyed};
+use crate::engine::{Cardinality, Ctx, Dataset, Held, Hold, Input, Operation, Start, Unkeyed};
 use crate::engine::{Resumable, unsupported};
 use crate::hash::mix64;
 use crate::stats::StageCounters;
@@ -71,7 +71,7 @@ fn build<T: Send + 'static>(
     let input = |ctx: &Ctx| input.build(ctx);
     if ctx.replaying().is_some() {
         // The replayed elements are ones it held or passed on: it keeps their order.
-        let hold = Hold::new(input(&ctx.for_input(0)), answers, true, true, STAGE);
+        let hold = Hold::open(ctx, &input, answers, true, STAGE, 0)?;
         let mut shuffle = ShuffleStream::new(hold, 1, rng(0, 0), None);
         shuffle.passthrough = true;
         return Ok(shuffle);
@@ -104,10 +104,7 @@ fn rng(base: u64, epoch: u64) -> ChaCha8Rng {
 #[must_use = "streams do nothing unless polled"]
 pub(crate) struct ShuffleStream<T> {
     hold: Hold<T>,
-    buffer: Vec<T>,
-    /// Where each buffered element came from, beside it (`None` once the input could not
-    /// say: no checkpoint can hold this buffer).
-    provs: Option<Vec<Prov>>,
+    buffer: Held<T>,
     /// Where the last element yielded came from.
     last: Option<Prov>,
     buffer_size: usize,
@@ -134,9 +131,8 @@ impl<T> ShuffleStream<T> {
         }
         let capacity = buffer_size.min(1 << 16);
         ShuffleStream {
-            provs: hold.resumable().then(|| Vec::with_capacity(capacity)),
+            buffer: Held::new(capacity, hold.resumable()),
             hold,
-            buffer: Vec::with_capacity(capacity),
             last: None,
             buffer_size,
             rng,
@@ -160,15 +156,7 @@ impl<T: Send + 'static> Stream for ShuffleStream<T> {
         // Fill the buffer before each output (the whole buffer before the first one).
         while this.buffer.len() < this.buffer_size && !this.hold.is_terminated() {
             match std::task::ready!(this.hold.poll_next(cx)) {
-                Some(Ok(x)) => {
-                    if let Some(provs) = this.provs.as_mut() {
-                        match this.hold.prov() {
-                            Some(p) => provs.push(p),
-                            None => this.provs = None,
-                        }
-                    }
-                    this.buffer.push(x);
-                }
+                Some(Ok(x)) => this.buffer.push(x, &mut this.hold),
                 Some(Err(e)) => {
                     // An error passes through at once, at its own position.
                     this.last = this.hold.prov();
@@ -184,10 +172,9 @@ impl<T: Send + 'static> Stream for ShuffleStream<T> {
             return Poll::Ready(None);
         }
         let i = this.rng.random_range(0..this.buffer.len());
-        if let Some(provs) = this.provs.as_mut() {
-            this.last = Some(provs.swap_remove(i));
-        }
-        Poll::Ready(Some(Ok(this.buffer.swap_remove(i))))
+        let (x, prov) = this.buffer.swap_remove(i);
+        this.last = prov;
+        Poll::Ready(Some(Ok(x)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -203,8 +190,9 @@ impl<T> Resumable for ShuffleStream<T> {
         let pos = this.rng.get_word_pos();
         let state =
             State::new(STAGE).words([this.seed.0, this.seed.1, pos as u64, (pos >> 64) as u64]);
-        let provs = &this.provs;
-        this.hold.save(state, std::iter::empty(), || provs.clone())
+        let buffer = &this.buffer;
+        this.hold
+            .save(state, std::iter::empty(), || buffer.positions())
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {

@@ -1,7 +1,6 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start};
 use futures::stream::Stream;
 use pin_project::pin_project;
@@ -75,13 +74,4 @@ where
     }
 }
 
-impl<St: Resumable> Resumable for SkipStream<St> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let remaining = self.remaining;
-        Ok(State::new("skip")
-            .words([remaining])
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(impl[St: Resumable] SkipStream<St>, |s| "skip", [s.remaining]);

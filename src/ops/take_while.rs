@@ -7,7 +7,6 @@ use std::task::{Context, Poll, ready};
 use futures::stream::Stream;
 use pin_project::pin_project;
 
-use crate::checkpoint::State;
 use crate::engine::{BoxStream, Cardinality, Ctx, Input, Operation, Resumable, Start, Unkeyed};
 
 /// The [`take_while`](crate::Dataset::take_while) operation: the elements before the first
@@ -82,13 +81,8 @@ where
     }
 }
 
-impl<St: Resumable, P> Resumable for TakeWhileStream<St, P> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        let done = u64::from(self.done);
-        Ok(State::new("take_while")
-            .words([done])
-            .input(self.project().input.save()?))
-    }
-
-    crate::engine::positions_of_input!();
-}
+crate::engine::one_to_one!(
+    impl[St: Resumable, P] TakeWhileStream<St, P>,
+    |s| "take_while",
+    [u64::from(s.done)]
+);

@@ -2,13 +2,14 @@
 //! [`Hold`](crate::engine::Hold), which holds that element (split again after a restore).
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
-use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, OrReplay, Start};
-use crate::engine::{Hold, Opaque, ReadAgain, Resumable, unsupported};
+use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Replay, Start};
+use crate::engine::{Hold, Opaque, ReadAgain, Resumable, error_stream, replayed, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
 
@@ -22,7 +23,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = C::Row;
-    type Stream = OrReplay<UnbatchStream<C>, C::Row>;
+    type Stream = UnbatchStream<C>;
     const NAME: &'static str = "unbatch";
 
     /// As tf.data without a static batch size: infinite stays infinite, the rest is unknown.
@@ -35,7 +36,11 @@ where
 
     /// See [`build`]: the start is the context's.
     fn open(&self, ctx: &Ctx, input: Input<'_, C>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
-        Ok(build(ctx, input.dataset(), "unbatch"))
+        build(ctx, input.dataset(), "unbatch")
+    }
+
+    fn replay(&self, ctx: &Ctx, input: Input<'_, C>, _: &Arc<[Prov]>) -> Replay<C::Row> {
+        replayed(replay(ctx, input.dataset(), "unbatch"))
     }
 }
 
@@ -54,7 +59,7 @@ where
     C::Row: Send + 'static,
 {
     type Out = Vec<C::Row>;
-    type Stream = batch::Batches<C::Row>;
+    type Stream = BoxStream<Vec<C::Row>>;
     const NAME: &'static str = "rebatch";
 
     fn cardinality(&self, _: Cardinality) -> Cardinality {
@@ -64,7 +69,7 @@ where
     /// Saved state: the batch step's (see `batch::build_with`) over the unbatch step's.
     fn open(&self, ctx: &Ctx, input: Input<'_, C>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
         let dataset = input.dataset();
-        let rows = |ctx: &Ctx| -> BoxStream<C::Row> { Box::pin(build(ctx, dataset, "rebatch")) };
+        let rows = |ctx: &Ctx| rows(ctx, dataset, "rebatch");
         let sizes = match (self.cycling, &self.sizes[..]) {
             (false, &[n]) => Sizes::One(n),
             _ => Sizes::Cycle(self.sizes.as_slice().into()),
@@ -74,59 +79,76 @@ where
             drop_remainder: self.drop_remainder,
             stage: "rebatch",
         };
-        Ok(batch::build_with(ctx, &rows, dataset.answers(ctx), config))
+        Ok(batch::batches(ctx, &rows, dataset.answers(ctx), config))
     }
 }
 
-/// The unbatch stream of one epoch over `input`: fresh, restored (the element being split at
-/// the checkpoint is handed back by the hold, and the rows passed on before are skipped), or
-/// replaying saved rows (each position is the element's keyed by the row's index in it:
-/// [`Prov::keyed`]).
-fn build<C>(
-    ctx: &Ctx,
-    input: &Dataset<C>,
-    stage: &'static str,
-) -> OrReplay<UnbatchStream<C>, C::Row>
+/// The rows of one epoch, fresh, restored or in replay ([`build`] or [`replay`]), for
+/// `rebatch`'s batches.
+fn rows<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> BoxStream<C::Row>
 where
     C: Rows + Send + 'static,
     C::Row: Send + 'static,
 {
-    if let Some(provs) = ctx.replaying() {
-        // Each row's position is its element's keyed by its index in it.
-        let again = ReadAgain::elements(
-            provs,
-            stage,
-            |prov| prov.split_key().map(|(row, elem)| (elem, row)),
-            |elems| input.build(&ctx.for_input(0).with_replay(elems)),
-            move |c: C, wanted| {
-                let mut rows: Vec<_> = c.into_rows()?.into_iter().map(Some).collect();
-                let picked: Vec<anyhow::Result<C::Row>> = wanted
-                    .iter()
-                    .map(|row| {
-                        let row = row.single()?;
-                        let x = rows.get_mut(row as usize).and_then(Option::take);
-                        x.ok_or_else(|| {
-                            crate::Error::Checkpoint(format!(
-                                "row {row} of an element read again is missing (or was wanted twice)"
-                            ))
-                            .into()
-                        })
+    let rows = match ctx.replaying() {
+        Some(_) => replay(ctx, input, stage).map(|r| Box::pin(r) as BoxStream<_>),
+        None => build(ctx, input, stage).map(|r| Box::pin(r) as BoxStream<_>),
+    };
+    rows.unwrap_or_else(error_stream)
+}
+
+/// Saved rows made again: each position is the element's keyed by the row's index in it
+/// ([`Prov::keyed`]).
+fn replay<C>(
+    ctx: &Ctx,
+    input: &Dataset<C>,
+    stage: &'static str,
+) -> anyhow::Result<ReadAgain<C, C::Row>>
+where
+    C: Rows + Send + 'static,
+    C::Row: Send + 'static,
+{
+    let provs = ctx
+        .replaying()
+        .ok_or_else(|| unsupported(stage, "not in replay"))?;
+    ReadAgain::elements(
+        provs,
+        stage,
+        |prov| prov.split_key().map(|(row, elem)| (elem, row)),
+        |elems| input.build(&ctx.for_input(0).with_replay(elems)),
+        move |c: C, wanted| {
+            let mut rows: Vec<_> = c.into_rows()?.into_iter().map(Some).collect();
+            let picked: Vec<anyhow::Result<C::Row>> = wanted
+                .iter()
+                .map(|row| {
+                    let row = row.single()?;
+                    let x = rows.get_mut(row as usize).and_then(Option::take);
+                    x.ok_or_else(|| {
+                        crate::Error::Checkpoint(format!(
+                            "row {row} of an element read again is missing (or was wanted twice)"
+                        ))
+                        .into()
                     })
-                    .collect();
-                Ok(Box::pin(Opaque::new(futures::stream::iter(picked), stage)) as BoxStream<_>)
-            },
-        );
-        return OrReplay::replay(again);
+                })
+                .collect();
+            Ok(Box::pin(Opaque::new(futures::stream::iter(picked), stage)) as BoxStream<_>)
+        },
+    )
+}
+
+/// The unbatch stream of one epoch over `input`: fresh, or restored (the element being split
+/// at the checkpoint is handed back by the hold, and the rows passed on before are skipped).
+fn build<C>(ctx: &Ctx, input: &Dataset<C>, stage: &'static str) -> anyhow::Result<UnbatchStream<C>>
+where
+    C: Rows + Send + 'static,
+    C::Row: Send + 'static,
+{
+    let mut unbatch = UnbatchStream::new(Hold::of(ctx, input, false, stage, 2)?);
+    if let Some(state) = ctx.restoring() {
+        unbatch.index = state.word(0)?;
+        unbatch.skip_rows = state.word(1)?;
     }
-    let restored = (|| {
-        let mut unbatch = UnbatchStream::new(Hold::of(ctx, input, false, stage, 2)?);
-        if let Some(state) = ctx.restoring() {
-            unbatch.index = state.word(0)?;
-            unbatch.skip_rows = state.word(1)?;
-        }
-        Ok(OrReplay::Own(unbatch))
-    })();
-    restored.unwrap_or_else(OrReplay::error)
+    Ok(unbatch)
 }
 
 /// Stream for the [`unbatch`](crate::Dataset::unbatch) method, and the first step of

@@ -35,28 +35,13 @@ where
     /// Restored, the set is rebuilt from the distinct elements seen, which the hold hands
     /// back first (read again at their positions); in replay the elements are ones it passed
     /// on, distinct: they pass through.
-    fn open(
-        &self,
-        ctx: &Ctx,
-        input: Input<'_, T>,
-        start: Start<'_>,
-    ) -> anyhow::Result<Self::Stream> {
-        let replaying = matches!(start, Start::Replay(_));
-        let hold = match replaying {
-            true => Hold::new(
-                input.open(),
-                input.dataset().answers(ctx),
-                true,
-                true,
-                STAGE,
-            ),
-            false => input.hold(STAGE, true, 0)?,
-        };
+    fn open(&self, _: &Ctx, input: Input<'_, T>, start: Start<'_>) -> anyhow::Result<Self::Stream> {
+        let hold = input.hold(STAGE, true, 0)?;
         Ok(UniqueStream {
             seen_provs: hold.resumable().then(Vec::new),
             hold,
             seen: HashSet::new(),
-            passthrough: replaying,
+            passthrough: matches!(start, Start::Replay(_)),
         })
     }
 }
@@ -90,14 +75,7 @@ impl<T: Clone + Eq + Hash> Stream for UniqueStream<T> {
                     let again = this.hold.again();
                     if again || !this.seen.contains(&x) {
                         this.seen.insert(x.clone());
-                        if let Some(provs) = this.seen_provs.as_mut() {
-                            match this.hold.prov() {
-                                Some(p) => provs.push(p),
-                                // The input cannot say where its elements come from: no
-                                // checkpoint can hold the set.
-                                None => this.seen_provs = None,
-                            }
-                        }
+                        this.hold.keep(&mut this.seen_provs);
                         if !again {
                             return Poll::Ready(Some(Ok(x)));
                         }

@@ -5,13 +5,15 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::Resumable;
-use crate::engine::{Cardinality, Ctx, Dataset, Hold, Input, Members, Operation, OrReplay, Start};
+use crate::engine::replayed;
+use crate::engine::{Cardinality, Ctx, Hold, Input, Members, Operation, Replay, Start};
 
 const STAGE: &str = "window";
 
@@ -47,7 +49,7 @@ pub(crate) struct Window {
 
 impl<T: Clone + Send + 'static> Operation<T> for Window {
     type Out = Vec<T>;
-    type Stream = OrReplay<WindowStream<T>, Vec<T>>;
+    type Stream = WindowStream<T>;
     const NAME: &'static str = "window";
 
     fn cardinality(&self, input: Cardinality) -> Cardinality {
@@ -66,7 +68,6 @@ impl<T: Clone + Send + 'static> Operation<T> for Window {
         )
     }
 
-    /// See [`build`]: the start is the context's.
     fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
         let Window {
             size,
@@ -74,44 +75,21 @@ impl<T: Clone + Send + 'static> Operation<T> for Window {
             stride,
             drop_remainder,
         } = *self;
-        Ok(build(
-            ctx,
-            input.dataset(),
-            size,
-            shift,
-            stride,
-            drop_remainder,
-        ))
+        // Fresh, or restored at the first element of the oldest window held.
+        let start = ctx.restoring().map(|s| s.word(0)).transpose()?.unwrap_or(0);
+        let hold = Hold::of(ctx, input.dataset(), false, STAGE, 1)?;
+        let mut window = WindowStream::new(hold, size, shift, stride, drop_remainder);
+        window.index = start;
+        window.elems_start = start;
+        Ok(window)
     }
-}
 
-/// The windows of one epoch: fresh, restored, or replaying saved windows (each the group of
-/// its members' positions).
-fn build<T: Clone + Send + 'static>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    size: usize,
-    shift: usize,
-    stride: usize,
-    drop_remainder: bool,
-) -> OrReplay<WindowStream<T>, Vec<T>> {
-    if let Some(provs) = ctx.replaying() {
-        let replay = |members| input.build(&ctx.for_input(0).with_replay(members));
-        return OrReplay::replay(Members::new(provs, STAGE, Some(T::clone), replay));
-    }
-    let opened = (|| {
-        let start = ctx.restoring().map(|s| s.word(0)).transpose()?;
-        let hold = Hold::of(ctx, input, false, STAGE, 1)?;
-        anyhow::Ok((hold, start.unwrap_or(0)))
-    })();
-    match opened {
-        Ok((hold, start)) => {
-            let mut window = WindowStream::new(hold, size, shift, stride, drop_remainder);
-            window.index = start;
-            window.elems_start = start;
-            OrReplay::Own(window)
-        }
-        Err(e) => OrReplay::error(e),
+    /// Each saved window (the group of its members' positions) made again; a member shared
+    /// by overlapping windows is read once and copied.
+    fn replay(&self, _: &Ctx, input: Input<'_, T>, provs: &Arc<[Prov]>) -> Replay<Vec<T>> {
+        replayed(Members::new(provs, STAGE, Some(T::clone), |m| {
+            input.replay(m)
+        }))
     }
 }
 

@@ -318,5 +318,7 @@ impl<St: Resumable, F> Resumable for Tag<St, F> {
         self.project().input.save()
     }
 
-    crate::engine::positions_of_input!();
+    fn last_prov(&self) -> anyhow::Result<Prov> {
+        self.input.last_prov()
+    }
 }

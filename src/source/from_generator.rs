@@ -9,7 +9,7 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{Cardinality, Ctx, Dataset, Source, Start, Unkeyed};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{Resumable, numbered, replaying, unsupported};
 use crate::runtime::{self, ChunkReceiver, ChunkSender, chunk_channel};
 
 const STAGE: &str = "from_generator";
@@ -318,10 +318,7 @@ impl<T> Resumable for Generator<T> {
             return Err(unsupported(STAGE, PLAIN));
         }
         if self.picks.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a stream replaying saved positions is not saved",
-            ));
+            return Err(replaying(STAGE));
         }
         Ok(State::new(STAGE).words([self.next]))
     }
@@ -330,17 +327,6 @@ impl<T> Resumable for Generator<T> {
         if self.plain {
             return Err(unsupported(STAGE, PLAIN));
         }
-        let last = self
-            .next
-            .checked_sub(1)
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        match &self.picks {
-            None => Ok(Prov::at(last)),
-            Some(picks) => usize::try_from(last)
-                .ok()
-                .and_then(|i| picks.get(i))
-                .cloned()
-                .ok_or_else(|| unsupported(STAGE, "no element yielded yet")),
-        }
+        numbered(STAGE, self.next, self.picks.as_ref())
     }
 }

@@ -6,9 +6,8 @@ use std::task::{Context, Poll};
 
 use futures::stream::Stream;
 
-use crate::checkpoint::{Prov, State};
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Source, Start, Unkeyed};
-use crate::engine::{ReplaySource, Resumable, unsupported};
+use crate::engine::{ReplaySource, unsupported};
 use crate::runtime::Coop;
 
 pub(crate) fn from_vec<T: Clone + Send + Sync + 'static>(items: Vec<T>) -> Dataset<T> {
@@ -104,15 +103,7 @@ impl<T: Clone> Stream for FromVec<T> {
     }
 }
 
-impl<T> Resumable for FromVec<T> {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(self.stage).words([self.next as u64]))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        Ok(Prov::at(self.next.wrapping_sub(1) as u64))
-    }
-}
+crate::engine::numbered_source!(impl[T] FromVec<T>, |s| s.stage, s.next as u64);
 
 pub(crate) fn from_iter<T, I>(items: I) -> Dataset<T>
 where

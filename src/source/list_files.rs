@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{Cardinality, Ctx, Dataset, Source, Start};
-use crate::engine::{Resumable, unsupported};
+use crate::engine::{Resumable, numbered, replaying};
 use crate::hash::mix64;
 use crate::runtime::Coop;
 use crate::storage::{self, Location};
@@ -364,10 +364,7 @@ impl Stream for ListFiles {
 impl Resumable for ListFiles {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
         if self.picks.is_some() {
-            return Err(unsupported(
-                STAGE,
-                "a stream replaying saved positions is not saved",
-            ));
+            return Err(replaying(STAGE));
         }
         let listing = self.listing.or(self.check);
         Ok(State::new(STAGE)
@@ -376,17 +373,7 @@ impl Resumable for ListFiles {
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        let last = self
-            .next
-            .checked_sub(1)
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))?;
-        match &self.picks {
-            None => Ok(Prov::at(last as u64)),
-            Some(picks) => picks
-                .get(last)
-                .cloned()
-                .ok_or_else(|| unsupported(STAGE, "no element yielded yet")),
-        }
+        numbered(STAGE, self.next as u64, self.picks.as_ref())
     }
 }
 

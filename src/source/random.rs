@@ -11,9 +11,8 @@ use futures::stream::Stream;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::checkpoint::{Prov, State};
-use crate::engine::unsupported;
-use crate::engine::{Cardinality, Ctx, OrReplay, ReplaySource, Resumable, Source, Start};
+use crate::checkpoint::Prov;
+use crate::engine::{Cardinality, Ctx, Replay, ReplaySource, Source, Start, replayed};
 use crate::ops::random_map::epoch_key;
 use crate::runtime::Coop;
 
@@ -31,7 +30,7 @@ pub(crate) struct Random {
 
 impl Source for Random {
     type Out = i64;
-    type Stream = OrReplay<RandomStream, i64>;
+    type Stream = RandomStream;
     const NAME: &'static str = STAGE;
 
     fn cardinality(&self) -> Cardinality {
@@ -52,18 +51,20 @@ impl Source for Random {
             next: 0,
             coop: Coop::default(),
         };
-        match start {
-            Start::Fresh => {}
-            Start::Restore(state) => stream.seek(state.word(0)?),
-            Start::Replay(provs) => {
-                let replay = ReplaySource::new(Arc::clone(provs), STAGE, move |index| {
-                    stream.seek(index);
-                    Ok(stream.rng.next_u64() as i64)
-                });
-                return Ok(OrReplay::Replay(Box::pin(replay)));
-            }
+        if let Start::Restore(state) = start {
+            stream.seek(state.word(0)?);
         }
-        Ok(OrReplay::Own(stream))
+        Ok(stream)
+    }
+
+    /// Each saved index's value, the generator placed there.
+    fn replay(&self, ctx: &Ctx, provs: &Arc<[Prov]>) -> Replay<i64> {
+        replayed(self.open(ctx, Start::Fresh).map(|mut stream| {
+            ReplaySource::new(Arc::clone(provs), STAGE, move |i| {
+                stream.seek(i);
+                Ok(stream.rng.next_u64() as i64)
+            })
+        }))
     }
 }
 
@@ -102,15 +103,4 @@ impl Stream for RandomStream {
     }
 }
 
-impl Resumable for RandomStream {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(STAGE).words([self.next]))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        match self.next.checked_sub(1) {
-            Some(index) => Ok(Prov::at(index)),
-            None => Err(unsupported(STAGE, "no element yielded yet")),
-        }
-    }
-}
+crate::engine::numbered_source!(impl[] RandomStream, |s| STAGE, s.next);

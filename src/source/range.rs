@@ -6,9 +6,8 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FusedStream, Stream};
 
-use crate::checkpoint::{Prov, State};
 use crate::engine::{
-    BoxStream, Cardinality, Counting, Ctx, ReplaySource, Resumable, Source, Start, unsupported,
+    BoxStream, Cardinality, Counting, Ctx, ReplaySource, Source, Start, unsupported,
 };
 use crate::runtime::Coop;
 use crate::stats::StageCounters;
@@ -255,15 +254,7 @@ impl Stream for RangeStream {
     }
 }
 
-impl Resumable for RangeStream {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new(self.stage).words([self.done()]))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        Ok(Prov::at(self.done().wrapping_sub(1)))
-    }
-}
+crate::engine::numbered_source!(impl[] RangeStream, |s| s.stage, s.done());
 
 /// A `counter` with a step of 0: the same number forever, counting what it yielded (its
 /// saved position).
@@ -290,15 +281,7 @@ impl Stream for Constant {
     }
 }
 
-impl Resumable for Constant {
-    fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Ok(State::new("counter").words([self.done]))
-    }
-
-    fn last_prov(&self) -> anyhow::Result<Prov> {
-        Ok(Prov::at(self.done.wrapping_sub(1)))
-    }
-}
+crate::engine::numbered_source!(impl[] Constant, |s| "counter", s.done);
 
 impl FusedStream for RangeStream {
     fn is_terminated(&self) -> bool {

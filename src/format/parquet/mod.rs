@@ -875,17 +875,10 @@ impl Stream for Replay {
 
 impl Resumable for Replay {
     fn save(self: Pin<&mut Self>) -> anyhow::Result<State> {
-        Err(unsupported(
-            STAGE,
-            "a stream replaying saved positions is not saved",
-        ))
+        Err(crate::engine::replaying(STAGE))
     }
 
     fn last_prov(&self) -> anyhow::Result<Prov> {
-        self.next
-            .checked_sub(1)
-            .and_then(|i| self.provs.get(i))
-            .cloned()
-            .ok_or_else(|| unsupported(STAGE, "no element yielded yet"))
+        crate::engine::numbered(STAGE, self.next as u64, Some(&self.provs))
     }
 }

@@ -853,10 +853,7 @@ impl Resumable for IndexedRecords {
             Order::Epoch { epoch, .. } => Ok(State::new(STAGE)
                 .words([self.yielded, *epoch])
                 .words(self.files.identity_words(self.touched.clone()))),
-            Order::Replay(_) => Err(unsupported(
-                STAGE,
-                "a stream replaying saved positions is not saved",
-            )),
+            Order::Replay(_) => Err(crate::engine::replaying(STAGE)),
         }
     }
 
