@@ -317,9 +317,6 @@ where
     catch_panic(stage, || Ok(f(x))).map(|ds| ds.build(ctx))
 }
 
-/// The interleave of one epoch: fresh, restored (its input, its cursor, and each open
-/// input's element replayed from its saved position and its inner stream restored), or in
-/// replay (each saved position's last word names the input element).
 /// The [`interleave`](crate::Dataset::interleave) operation (and `flat_map`, its cycle and
 /// blocks of one): `f`'s datasets, `cycle_length` at a time, `block_length` elements from
 /// each in turn. The cycle length is the resolved one (AUTOTUNE's count of cores): another
@@ -339,7 +336,7 @@ where
     F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
 {
     type Out = U;
-    type Stream = BoxStream<U>;
+    type Stream = InterleaveStream<T, U, F>;
     const NAME: &'static str = "interleave";
 
     fn name(&self) -> &'static str {
@@ -354,60 +351,42 @@ where
         crate::engine::Cardinality::Unknown
     }
 
-    /// See [`build`]: the start is the context's.
+    /// Fresh, or restored: its input, its cursor, and each open input's element replayed
+    /// from its saved position and its inner stream restored.
     fn open(
         &self,
         ctx: &Ctx,
         input: crate::engine::Input<'_, T>,
         _: crate::engine::Start<'_>,
-    ) -> anyhow::Result<BoxStream<U>> {
-        let (cycle, block) = (self.cycle_length, self.block_length);
+    ) -> anyhow::Result<Self::Stream> {
+        let input = input.dataset();
+        let upstream = input.build(&ctx.for_input(0).with_provenance());
+        let (f, nested) = (Arc::clone(&self.f), ctx.nested().fresh());
+        let mut interleave =
+            InterleaveStream::new(upstream, f, nested, self.cycle_length, self.block_length);
+        interleave.stage = crate::engine::Operation::<T>::name(self);
+        if let Some(state) = ctx.restoring() {
+            interleave.reopen = Reopen::restore(ctx, input, state, &mut interleave.cycle)?;
+        }
+        Ok(interleave)
+    }
+
+    /// Each saved position's last word names the input element.
+    fn replay(
+        &self,
+        ctx: &Ctx,
+        input: crate::engine::Input<'_, T>,
+        _: &Arc<[Prov]>,
+    ) -> crate::engine::Replay<U> {
         let name = crate::engine::Operation::<T>::name(self);
-        Ok(build(
+        Some(Ok(replay(
             ctx,
             input.dataset(),
             &self.f,
             ctx.nested(),
-            cycle,
-            block,
             name,
-        ))
+        )))
     }
-}
-
-pub(crate) fn build<T, U, F>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    f: &Arc<F>,
-    nested: Ctx,
-    cycle_length: usize,
-    block_length: usize,
-    stage: &'static str,
-) -> BoxStream<U>
-where
-    T: Send + 'static,
-    U: Send + 'static,
-    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
-{
-    if ctx.replaying().is_some() {
-        return replay(ctx, input, f, nested, stage);
-    }
-    let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave = InterleaveStream::new(
-        upstream,
-        Arc::clone(f),
-        nested.fresh(),
-        cycle_length,
-        block_length,
-    );
-    interleave.stage = stage;
-    if let Some(state) = ctx.restoring() {
-        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
-            Ok(reopen) => interleave.reopen = reopen,
-            Err(e) => return crate::engine::error_stream(e),
-        }
-    }
-    Box::pin(interleave)
 }
 
 /// Stream for the [`interleave`](crate::Dataset::interleave) and

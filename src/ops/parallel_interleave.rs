@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::hold::MARK_EVERY;
-use crate::engine::{BoxStream, Ctx, Dataset, Hold};
+use crate::engine::{BoxStream, Ctx, Dataset, Hold, Input, Replay, Start};
 use crate::engine::{Resumable, unsupported};
 use crate::ops::interleave::{Cycle, Reopen, Slot};
 use crate::ops::prefetch::poll_task_end;
@@ -484,7 +484,7 @@ where
     F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
 {
     type Out = U;
-    type Stream = BoxStream<U>;
+    type Stream = ParallelInterleaveStream<T, U, F>;
     const NAME: &'static str = STAGE;
     const ORDERED: bool = true;
 
@@ -492,13 +492,9 @@ where
         crate::engine::Cardinality::Unknown
     }
 
-    /// See [`build`]: the start is the context's.
-    fn open(
-        &self,
-        ctx: &Ctx,
-        input: crate::engine::Input<'_, T>,
-        _: crate::engine::Start<'_>,
-    ) -> anyhow::Result<BoxStream<U>> {
+    /// Fresh, or restored as the sequential interleave is (the readers opened ahead of the
+    /// cycle are opened again).
+    fn open(&self, ctx: &Ctx, input: Input<'_, T>, _: Start<'_>) -> anyhow::Result<Self::Stream> {
         use crate::options::Parallelism;
         let cycle = self.cycle_length;
         let parallel = match *self.num_parallel_calls {
@@ -521,44 +517,28 @@ where
             buffer_output_elements: self.block_length.max(128),
             deterministic: ctx.options().is_deterministic(),
         };
-        Ok(build(ctx, input.dataset(), &self.f, ctx.nested(), config))
-    }
-}
-
-pub(crate) fn build<T, U, F>(
-    ctx: &Ctx,
-    input: &Dataset<T>,
-    f: &Arc<F>,
-    nested: Ctx,
-    config: Config,
-) -> BoxStream<U>
-where
-    T: Send + 'static,
-    U: Send + 'static,
-    F: Fn(T) -> Dataset<U> + Send + Sync + 'static,
-{
-    if ctx.replaying().is_some() {
-        return crate::ops::interleave::replay(ctx, input, f, nested, STAGE);
-    }
-    let upstream = input.build(&ctx.for_input(0).with_provenance());
-    let mut interleave = ParallelInterleaveStream::new(
-        upstream,
-        input.is_small(),
-        Arc::clone(f),
-        nested.fresh(),
-        config,
-    );
-    // Nothing is recorded in a nondeterministic interleave (it cannot be saved); positions
-    // when a stage downstream asks, and always over an input that is not small.
-    let deterministic = interleave.opener.config.deterministic;
-    interleave.opener.provs = deterministic && (ctx.provenance() || !input.is_small());
-    if let Some(state) = ctx.restoring() {
-        match Reopen::restore(ctx, input, state, &mut interleave.cycle) {
-            Ok(reopen) => interleave.reopen = reopen,
-            Err(e) => return crate::engine::error_stream(e),
+        let input = input.dataset();
+        let upstream = input.build(&ctx.for_input(0).with_provenance());
+        let (f, nested) = (Arc::clone(&self.f), ctx.nested().fresh());
+        let mut interleave =
+            ParallelInterleaveStream::new(upstream, input.is_small(), f, nested, config);
+        // Nothing is recorded in a nondeterministic interleave (it cannot be saved);
+        // positions when a stage downstream asks, and always over an input that is not small.
+        let deterministic = interleave.opener.config.deterministic;
+        interleave.opener.provs = deterministic && (ctx.provenance() || !input.is_small());
+        if let Some(state) = ctx.restoring() {
+            interleave.reopen = Reopen::restore(ctx, input, state, &mut interleave.cycle)?;
         }
+        Ok(interleave)
     }
-    Box::pin(interleave)
+
+    /// As the sequential interleave's: each saved position's last word names the input
+    /// element.
+    fn replay(&self, ctx: &Ctx, input: Input<'_, T>, _: &Arc<[Prov]>) -> Replay<U> {
+        let replay =
+            crate::ops::interleave::replay(ctx, input.dataset(), &self.f, ctx.nested(), STAGE);
+        Some(Ok(replay))
+    }
 }
 
 /// Saved state (deterministic order only), laid out as the sequential interleave's: `[slot,
