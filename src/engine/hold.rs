@@ -91,11 +91,12 @@ pub(crate) struct Held<T> {
 }
 
 impl<T> Held<T> {
-    /// An empty buffer; `record`: keep the positions.
+    /// An empty buffer with room for `capacity` elements; `record`: keep their positions
+    /// (grown as they come: most stages are never asked for them).
     pub(crate) fn new(capacity: usize, record: bool) -> Self {
         Held {
             items: Vec::with_capacity(capacity),
-            provs: record.then(|| Vec::with_capacity(capacity)),
+            provs: record.then(Vec::new),
         }
     }
 
@@ -188,8 +189,8 @@ pub(crate) struct Hold<T> {
 impl<T: Send + 'static> Hold<T> {
     /// The input of a stage built with `ctx` (fresh or restored: `state` is the stage's saved
     /// state, whose words from `at` are the hold's; in replay, the replayed elements in
-    /// order). `positions`: the stage keeps its
-    /// elements' positions whatever its input (a shuffle, whose order is not the input's).
+    /// order). `positions`: the stage keeps its elements' positions whatever its input (a
+    /// shuffle, whose order is not the input's).
     /// [`open`](Hold::open) over `dataset` (its stream built with the context given, its
     /// answers as the plan gives them).
     pub(crate) fn of(

@@ -86,6 +86,21 @@ pub(crate) trait Operation<In: Send + 'static>: Hash + Send + Sync + 'static {
     }
 }
 
+/// A stage's stream from `start`: in replay the stream `replay` gives, when it gives one;
+/// otherwise the operation's own, from `open`.
+fn opened<S, T>(
+    start: Start<'_>,
+    replay: impl FnOnce(&Arc<[Prov]>) -> Replay<T>,
+    open: impl FnOnce() -> anyhow::Result<S>,
+) -> anyhow::Result<Opened<S, T>> {
+    if let Start::Replay(provs) = start
+        && let Some(replay) = replay(provs)
+    {
+        return replay.map(Opened::Replay);
+    }
+    open().map(Opened::Own)
+}
+
 /// What an operation's `replay` gives: `None` when its own stream replays, else the stream
 /// that makes its saved elements again (or why it cannot: [`replayed`](super::resume::replayed)).
 pub(crate) type Replay<T> = Option<anyhow::Result<BoxStream<T>>>;
@@ -258,12 +273,8 @@ impl<T: Send + 'static> Dataset<T> {
                     dataset: &input,
                     ctx,
                 };
-                if let Start::Replay(provs) = start
-                    && let Some(replay) = op.replay(ctx, input, provs)
-                {
-                    return replay.map(Opened::Replay);
-                }
-                op.open(ctx, input, start).map(Opened::Own)
+                let replay = |provs: &Arc<[Prov]>| op.replay(ctx, input, provs);
+                opened(start, replay, || op.open(ctx, input, start))
             },
         )
         .keyed(self.fingerprint())
@@ -331,12 +342,8 @@ impl<T: Send + 'static> Dataset<T> {
             source.counting(),
             move |ctx| {
                 let start = ctx.start();
-                if let Start::Replay(provs) = start
-                    && let Some(replay) = source.replay(ctx, provs)
-                {
-                    return replay.map(Opened::Replay);
-                }
-                source.open(ctx, start).map(Opened::Own)
+                let replay = |provs: &Arc<[Prov]>| source.replay(ctx, provs);
+                opened(start, replay, || source.open(ctx, start))
             },
         )
         .keyed(key)
@@ -493,12 +500,8 @@ impl<T: Send + 'static> Dataset<T> {
             Counting::Wrapped,
             move |ctx| {
                 let (start, inputs) = (ctx.start(), Inputs { datasets: &inputs });
-                if let Start::Replay(provs) = start
-                    && let Some(replay) = op.replay(ctx, inputs, provs)
-                {
-                    return replay.map(Opened::Replay);
-                }
-                op.open(ctx, inputs, start).map(Opened::Own)
+                let replay = |provs: &Arc<[Prov]>| op.replay(ctx, inputs, provs);
+                opened(start, replay, || op.open(ctx, inputs, start))
             },
         )
         .keyed(key.finish())
