@@ -37,6 +37,6 @@ pub(crate) use plan::error_stream;
 pub use plan::{Cardinality, Dataset};
 pub(crate) use resume::{
     BoxStream, Opaque, ReplaySource, Resumable, StageStream, TakenThen, numbered, numbered_source,
-    one_to_one, replayed, replaying, unsupported,
+    one_to_one, replay_or_open, replayed, replaying, unsupported,
 };
 pub(crate) use route::{ReadAgain, Routed};

@@ -164,6 +164,25 @@ pub(crate) enum Opened<S, T> {
     Replay(BoxStream<T>),
 }
 
+/// A stream built inside another stage's (`padded_batch`'s batches, `rebatch`'s rows): in
+/// replay (as `ctx` says) the one `replay` makes, else `open`'s, boxed; an error in its place.
+pub(crate) fn replay_or_open<T, R, S>(
+    ctx: &super::Ctx,
+    replay: impl FnOnce() -> anyhow::Result<R>,
+    open: impl FnOnce() -> anyhow::Result<S>,
+) -> BoxStream<T>
+where
+    T: Send + 'static,
+    R: StageStream<T> + 'static,
+    S: StageStream<T> + 'static,
+{
+    let stream = match ctx.replaying() {
+        Some(_) => replay().map(|r| Box::pin(r) as BoxStream<T>),
+        None => open().map(|s| Box::pin(s) as BoxStream<T>),
+    };
+    stream.unwrap_or_else(super::error_stream)
+}
+
 /// A stream that makes an operation's saved elements again (or the error in its place), as
 /// its [`replay`](super::Operation::replay) gives it.
 pub(crate) fn replayed<T: Send + 'static, R: StageStream<T> + 'static>(

@@ -6,7 +6,7 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{Answers, BoxStream, Cardinality, Ctx, Held, Hold, Input, Members, Operation};
-use crate::engine::{Replay, Resumable, Start, error_stream, replayed, unsupported};
+use crate::engine::{Replay, Resumable, Start, replay_or_open, replayed, unsupported};
 
 const STAGE: &str = "batch";
 
@@ -116,11 +116,12 @@ pub(crate) fn batches<T: Send + 'static>(
     answers: Answers,
     config: Config,
 ) -> BoxStream<Vec<T>> {
-    let batches = match ctx.replaying() {
-        Some(_) => replay_with(ctx, input, config.stage).map(|b| Box::pin(b) as BoxStream<_>),
-        None => build_with(ctx, input, answers, config).map(|b| Box::pin(b) as BoxStream<_>),
-    };
-    batches.unwrap_or_else(error_stream)
+    let stage = config.stage;
+    replay_or_open(
+        ctx,
+        || replay_with(ctx, input, stage),
+        || build_with(ctx, input, answers, config),
+    )
 }
 
 /// Stream for the [`batch`](crate::Dataset::batch) method, and the batching step of

@@ -9,7 +9,7 @@ use futures::stream::Stream;
 
 use crate::checkpoint::{Prov, State};
 use crate::engine::{BoxStream, Cardinality, Ctx, Dataset, Input, Operation, Replay, Start};
-use crate::engine::{Hold, Opaque, ReadAgain, Resumable, error_stream, replayed, unsupported};
+use crate::engine::{Hold, Opaque, ReadAgain, Resumable, replay_or_open, replayed, unsupported};
 use crate::ops::batch::{self, Config, Sizes};
 use crate::tensor::Unbatch as Rows;
 
@@ -90,11 +90,11 @@ where
     C: Rows + Send + 'static,
     C::Row: Send + 'static,
 {
-    let rows = match ctx.replaying() {
-        Some(_) => replay(ctx, input, stage).map(|r| Box::pin(r) as BoxStream<_>),
-        None => build(ctx, input, stage).map(|r| Box::pin(r) as BoxStream<_>),
-    };
-    rows.unwrap_or_else(error_stream)
+    replay_or_open(
+        ctx,
+        || replay(ctx, input, stage),
+        || build(ctx, input, stage),
+    )
 }
 
 /// Saved rows made again: each position is the element's keyed by the row's index in it
